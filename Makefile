@@ -1,0 +1,42 @@
+# Quick start:   make run    (install what is missing, build, run the main job on its defaults)
+#                make test   (install what is missing, build, run every test through ctest)
+BUILD ?= build
+JOBS ?= 2
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+.PHONY: all deps build run test test-asan test-tsan test-sanitize clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/build.ninja: CMakeLists.txt | deps
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Until the trainer exists, the main job is the collectives demo: 2 local ranks over shared memory.
+run: build
+	$(BUILD)/bench/fsdp-demo
+
+test: build
+	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 300
+
+# Sanitizer configurations over the collectives tests, minus the 144-rank cases (too slow there).
+SANITIZE_EXCLUDE = _n144_|_n16_
+test-asan: deps
+	cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFSDP_SANITIZE=address
+	cmake --build $(BUILD)-asan -j $(JOBS)
+	cd $(BUILD)-asan && ctest -j $(JOBS) --output-on-failure --timeout 600 -E '$(SANITIZE_EXCLUDE)'
+
+test-tsan: deps
+	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFSDP_SANITIZE=thread
+	cmake --build $(BUILD)-tsan -j $(JOBS)
+	cd $(BUILD)-tsan && ctest -j $(JOBS) --output-on-failure --timeout 600 -E '$(SANITIZE_EXCLUDE)'
+
+test-sanitize: test-asan test-tsan
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

@@ -1,0 +1,77 @@
+// Every collective algorithm, one per file. Each is a coroutine over an Op (sends, receives, waits)
+// and plain buffers; none knows the transport underneath.
+//
+// Byte movers take bytes; reducers take a native type (f32, f64 or an integer: the communicator
+// widens 16- and 8-bit floats to f32 first) and one of sum, prod, max, min (avg and premul-sum are
+// applied around them by the communicator).
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+#include <vector>
+
+#include "collectives/algorithms/blocks.h"
+#include "collectives/core/op.h"
+#include "collectives/core/task.h"
+#include "collectives/types/dtype.h"
+#include "collectives/types/reduce_op.h"
+
+namespace fsdp {
+
+struct Reduction {
+  DataType type;    // native: accumulate_type(type) == type
+  ReduceKind kind;  // kSum, kProd, kMax or kMin
+  size_t elem() const { return element_size(type); }
+};
+
+// Scratch indices, so algorithms that call one another never share a buffer.
+enum ScratchSlot : int {
+  kScratchPartialA = 0,
+  kScratchPartialB = 1,
+  kScratchGather = 2,
+  kScratchWorkIn = 3,
+  kScratchWorkOut = 4,
+};
+
+// --- all-gather: `buf` holds every rank's block; this rank's is already in place ---
+// O(n) steps, each rank sends and receives (n-1)/n of the buffer: bandwidth-optimal.
+Task allgather_ring(Op& op, std::byte* buf, Blocks blocks);
+// ceil(log2 n) steps over equal blocks: latency-optimal for small messages.
+Task allgather_bruck(Op& op, std::byte* buf, size_t block_bytes);
+
+// --- reduce-scatter: `in` holds the whole input; `out` receives this rank's block (may alias it) ---
+// O(n) steps, (n-1)/n of the buffer sent and reduced per rank.
+Task reduce_scatter_ring(Op& op, const std::byte* in, std::byte* out, Blocks blocks, Reduction red);
+
+// --- all-reduce: `out` may equal `in` ---
+// Reduce-scatter then all-gather around the ring: 2(n-1)/n of the buffer per rank.
+Task allreduce_ring(Op& op, const std::byte* in, std::byte* out, size_t count, Reduction red);
+// log2 steps exchanging the whole buffer; every rank combines in the same tree, so results agree bitwise.
+Task allreduce_recursive_doubling(Op& op, const std::byte* in, std::byte* out, size_t count, Reduction red);
+
+// --- broadcast: `buf` is the root's data on the root and the destination elsewhere ---
+// ceil(log2 n) rounds, the whole message each: for small messages.
+Task broadcast_binomial(Op& op, std::byte* buf, size_t bytes, int root);
+// Scatter from the root, then a ring all-gather: each link carries about the message once.
+Task broadcast_scatter_allgather(Op& op, std::byte* buf, size_t bytes, int root);
+
+// --- reduce to `root` (`out` is only written on the root) ---
+// Binomial tree, ceil(log2 n) rounds of the whole message: for small messages.
+Task reduce_binomial(Op& op, const std::byte* in, std::byte* out, size_t count, Reduction red, int root);
+// Ring reduce-scatter, then every rank sends its reduced block to the root.
+Task reduce_scatter_gather(Op& op, const std::byte* in, std::byte* out, size_t count, Reduction red, int root);
+
+// --- barrier: ceil(log2 n) rounds of empty messages ---
+Task barrier_dissemination(Op& op);
+
+// The registry the communicator selects from and FSDP_ALGO forces: per collective, the
+// latency-optimised algorithm first, then the bandwidth-optimal one.
+struct AlgorithmInfo {
+  std::string_view collective;
+  std::string_view name;
+  std::string_view cost;
+  bool small_messages;  // the default below CommOptions::small_message_bytes
+};
+const std::vector<AlgorithmInfo>& algorithm_registry();
+
+}  // namespace fsdp

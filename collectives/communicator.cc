@@ -1,0 +1,407 @@
+#include "collectives/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "collectives/algorithms/algorithms.h"
+#include "collectives/core/op.h"
+#include "collectives/core/progress_engine.h"
+#include "collectives/transports/transport.h"
+#include "collectives/types/reduce_kernels.h"
+
+namespace fsdp {
+namespace {
+
+constexpr uint64_t kPointToPointBit = 1ull << 63;
+constexpr int kScratchFull = 5;
+
+uint64_t mix(uint64_t x) {  // splitmix64 finaliser: spreads a child context over 64 bits
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return (x ^ (x >> 31)) & ~kPointToPointBit;
+}
+
+// Which algorithm each collective uses: forced by CommOptions::algorithms, else by message size.
+class AlgorithmChoice {
+ public:
+  explicit AlgorithmChoice(const std::string& spec) {
+    std::istringstream in(spec);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      if (item.empty()) continue;
+      auto eq = item.find('=');
+      if (eq == std::string::npos) throw InvalidArgument("FSDP_ALGO entry '" + item + "' is not collective=algorithm");
+      std::string coll = item.substr(0, eq), algo = item.substr(eq + 1);
+      bool known = false;
+      std::string choices;
+      for (const auto& info : algorithm_registry()) {
+        if (info.collective != coll) continue;
+        choices += " " + std::string(info.name);
+        known |= info.name == algo;
+      }
+      if (!known) {
+        throw InvalidArgument("FSDP_ALGO: no algorithm '" + algo + "' for collective '" + coll +
+                              "'; choices:" + (choices.empty() ? " (unknown collective)" : choices));
+      }
+      forced_[coll] = algo;
+    }
+  }
+  // True when the latency-optimised algorithm should run.
+  bool small(const std::string& collective, size_t bytes, size_t threshold) const {
+    auto it = forced_.find(collective);
+    if (it == forced_.end()) return bytes < threshold;
+    for (const auto& info : algorithm_registry()) {
+      if (info.collective == collective && info.name == it->second) return info.small_messages;
+    }
+    return bytes < threshold;
+  }
+
+ private:
+  std::map<std::string, std::string> forced_;
+};
+
+// How a reduction runs: in which type partials travel, and what happens before and after.
+struct ReductionPlan {
+  DataType user_type;
+  Reduction red;   // what the algorithm runs
+  bool promoted;   // 16/8-bit floats widen to f32 and narrow once at the end
+  bool premul;     // inputs multiplied by `scalar` first
+  double scalar;
+  bool average;    // divide by n at the end
+
+  ReductionPlan(DataType t, ReduceOp op)
+      : user_type(t),
+        red{accumulate_type(t), op.kind == ReduceKind::kAvg || op.kind == ReduceKind::kPremulSum ? ReduceKind::kSum : op.kind},
+        promoted(needs_promotion(t)),
+        premul(op.kind == ReduceKind::kPremulSum),
+        scalar(op.scalar),
+        average(op.kind == ReduceKind::kAvg) {}
+
+  // The buffer the algorithm reads: the user's input, or a widened / pre-multiplied copy.
+  const std::byte* input(Op& op, const void* in, size_t count) const {
+    if (promoted) {
+      auto* w = reinterpret_cast<float*>(op.scratch(kScratchWorkIn, count * sizeof(float)));
+      widen_to_f32(w, in, count, user_type, premul ? scalar : 1.0);
+      return reinterpret_cast<std::byte*>(w);
+    }
+    if (premul) {
+      std::byte* w = op.scratch(kScratchWorkIn, count * red.elem());
+      scale_copy(w, in, count, user_type, scalar);
+      return w;
+    }
+    return static_cast<const std::byte*>(in);
+  }
+  // The buffer the algorithm writes: the user's output, or an f32 one to narrow from.
+  std::byte* output(Op& op, void* out, size_t count) const {
+    return promoted ? op.scratch(kScratchWorkOut, count * sizeof(float)) : static_cast<std::byte*>(out);
+  }
+  void finish(std::byte* result, void* out, size_t count, int n) const {
+    if (average) divide_in_place(result, count, red.type, n);
+    if (promoted) narrow_from_f32(out, reinterpret_cast<const float*>(result), count, user_type);
+  }
+};
+
+Task run_all_gather(Op& op, const void* send, std::byte* recv, size_t block_bytes, bool small) {
+  std::byte* mine = recv + op.rank() * block_bytes;
+  if (send != mine && block_bytes > 0) std::memcpy(mine, send, block_bytes);
+  if (small) {
+    co_await allgather_bruck(op, recv, block_bytes);
+  } else {
+    co_await allgather_ring(op, recv, Blocks{block_bytes * op.size(), op.size(), 1});
+  }
+}
+
+Task run_reduce_scatter(Op& op, ReductionPlan plan, const void* send, void* recv, size_t recv_count, bool small) {
+  const int n = op.size();
+  const size_t total = recv_count * n;
+  const std::byte* in = plan.input(op, send, total);
+  std::byte* out = plan.output(op, recv, recv_count);
+  // A widened or pre-multiplied input lives in scratch, so the user's in-place output no longer aliases it.
+  if (small) {
+    std::byte* full = op.scratch(kScratchFull, total * plan.red.elem());
+    co_await allreduce_recursive_doubling(op, in, full, total, plan.red);
+    std::memcpy(out, full + op.rank() * recv_count * plan.red.elem(), recv_count * plan.red.elem());
+  } else {
+    co_await reduce_scatter_ring(op, in, out, Blocks{total, n, plan.red.elem()}, plan.red);
+  }
+  plan.finish(out, recv, recv_count, n);
+}
+
+Task run_all_reduce(Op& op, ReductionPlan plan, const void* send, void* recv, size_t count, bool small) {
+  const std::byte* in = plan.input(op, send, count);
+  std::byte* out = plan.output(op, recv, count);
+  if (small) {
+    co_await allreduce_recursive_doubling(op, in, out, count, plan.red);
+  } else {
+    co_await allreduce_ring(op, in, out, count, plan.red);
+  }
+  plan.finish(out, recv, count, op.size());
+}
+
+Task run_reduce(Op& op, ReductionPlan plan, const void* send, void* recv, size_t count, int root, bool small) {
+  const std::byte* in = plan.input(op, send, count);
+  const bool is_root = op.rank() == root;
+  // Non-roots need a full-size target for the ring's reduce-scatter layout only on the root side.
+  std::byte* out = is_root ? plan.output(op, recv, count) : nullptr;
+  if (small) {
+    co_await reduce_binomial(op, in, out, count, plan.red, root);
+  } else {
+    co_await reduce_scatter_gather(op, in, out, count, plan.red, root);
+  }
+  if (is_root) plan.finish(out, recv, count, op.size());
+}
+
+Task run_broadcast(Op& op, const void* send, std::byte* recv, size_t bytes, int root, bool small) {
+  if (op.rank() == root && send != recv && bytes > 0) std::memcpy(recv, send, bytes);
+  if (small) {
+    co_await broadcast_binomial(op, recv, bytes, root);
+  } else {
+    co_await broadcast_scatter_allgather(op, recv, bytes, root);
+  }
+}
+
+Task run_send(Op& op, const void* buf, size_t bytes, int peer) {
+  co_await op.wait(op.send(peer, 0, buf, bytes));
+}
+
+Task run_recv(Op& op, void* buf, size_t bytes, int peer) {
+  co_await op.wait(op.recv(peer, 0, buf, bytes));
+}
+
+Task run_barrier(Op& op) { co_await barrier_dissemination(op); }
+
+}  // namespace
+
+struct Communicator::Impl {
+  std::shared_ptr<Transport> transport;
+  std::shared_ptr<ProgressEngine> engine;
+  GroupView group;
+  GroupView p2p_group;  // same ranks, its own tag context; its sequence numbers count per peer
+  ScratchPool scratch;
+  ProgressEngine::Stream* stream = nullptr;
+  AlgorithmChoice algorithms;
+  uint64_t next_seq = 0;
+  std::vector<uint64_t> sends_to;     // per peer, for matching point-to-point in call order
+  std::vector<uint64_t> recvs_from;
+
+  Impl(std::shared_ptr<Transport> t, std::shared_ptr<ProgressEngine> e, const CommOptions& o)
+      : transport(std::move(t)), engine(std::move(e)), algorithms(o.algorithms) {}
+};
+
+std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Transport> transport, CommOptions options,
+                                                   std::shared_ptr<ProgressEngine> engine, uint64_t context) {
+  if (!transport) throw InvalidArgument("Communicator::create: null transport");
+  std::vector<int> endpoints(transport->size());
+  for (int i = 0; i < transport->size(); ++i) endpoints[i] = i;
+  const int rank = transport->rank();
+  return std::unique_ptr<Communicator>(
+      new Communicator(std::move(transport), std::move(options), std::move(engine), context & ~kPointToPointBit,
+                       std::move(endpoints), rank));
+}
+
+Communicator::Communicator(std::shared_ptr<Transport> transport, CommOptions options,
+                           std::shared_ptr<ProgressEngine> engine, uint64_t context, std::vector<int> endpoints,
+                           int rank)
+    : options_(std::move(options)) {
+  if (options_.timeout.count() <= 0) throw InvalidArgument("CommOptions::timeout must be positive");
+  if (options_.chunk_bytes == 0) throw InvalidArgument("CommOptions::chunk_bytes must be positive");
+  if (!engine) engine = std::make_shared<ProgressEngine>();
+  impl_ = std::make_unique<Impl>(std::move(transport), std::move(engine), options_);
+  impl_->group = GroupView{rank, std::move(endpoints), context};
+  impl_->p2p_group = GroupView{rank, impl_->group.endpoints, context | kPointToPointBit};
+  impl_->sends_to.assign(impl_->group.endpoints.size(), 0);
+  impl_->recvs_from.assign(impl_->group.endpoints.size(), 0);
+  impl_->stream = impl_->engine->open_stream(*impl_->transport);
+}
+
+Communicator::~Communicator() { impl_->engine->close_stream(impl_->stream); }
+
+int Communicator::rank() const { return impl_->group.rank; }
+int Communicator::size() const { return static_cast<int>(impl_->group.endpoints.size()); }
+int Communicator::global_rank(int r) const { return impl_->group.endpoints.at(r); }
+
+namespace {
+
+// Argument checks shared by the collectives. All throw InvalidArgument naming the call and the value.
+struct Checker {
+  const char* op;
+  int rank;
+  int size;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InvalidArgument(std::string(op) + " on rank " + std::to_string(rank) + ": " + what);
+  }
+  size_t bytes(size_t count, DataType t, size_t multiple = 1) const {
+    if (!is_valid(t)) fail("invalid data type " + std::to_string(static_cast<int>(t)));
+    const size_t elem = element_size(t);
+    if (count > std::numeric_limits<size_t>::max() / elem / multiple) fail("count " + std::to_string(count) + " overflows");
+    return count * elem * multiple;
+  }
+  void buffer(const void* p, size_t bytes, const char* which) const {
+    if (!p && bytes > 0) fail(std::string("null ") + which + " buffer with " + std::to_string(bytes) + " bytes");
+  }
+  void reduce_op(ReduceOp r, DataType t) const {
+    if (!is_valid(r.kind)) fail("invalid reduction op " + std::to_string(static_cast<int>(r.kind)));
+    if (r.kind == ReduceKind::kPremulSum && !is_floating(t) && r.scalar != static_cast<double>(static_cast<long long>(r.scalar))) {
+      fail("premul-sum scalar " + std::to_string(r.scalar) + " is not an integer, but the type " +
+           std::string(name(t)) + " is");
+    }
+  }
+  void root(int r) const {
+    if (r < 0 || r >= size) fail("root " + std::to_string(r) + " is outside [0, " + std::to_string(size) + ")");
+  }
+  void peer(int p) const {
+    if (p < 0 || p >= size) fail("peer " + std::to_string(p) + " is outside [0, " + std::to_string(size) + ")");
+  }
+  // `inner` must either not overlap `outer` or be exactly the slice at `slice_offset`.
+  void in_place_layout(const void* outer, size_t outer_bytes, const void* inner, size_t inner_bytes,
+                       size_t slice_offset, const char* what) const {
+    if (!overlaps(outer, outer_bytes, inner, inner_bytes)) return;
+    if (static_cast<const std::byte*>(outer) + slice_offset == inner) return;
+    fail(std::string("buffers overlap but ") + what);
+  }
+};
+
+}  // namespace
+
+#define FSDP_NEW_OP(name, bytes, p2p, seq)                                                                    \
+  std::make_shared<Op>(ErrorContext{impl_->transport->rank(), -1, name, seq, bytes}, *impl_->transport,         \
+                       p2p ? impl_->p2p_group : impl_->group, impl_->scratch, options_.chunk_bytes, options_.timeout)
+
+Work Communicator::all_gather(const void* send, void* recv, size_t count, DataType type) {
+  Checker check{"all_gather", rank(), size()};
+  const size_t block = check.bytes(count, type);
+  const size_t total = check.bytes(count, type, size());
+  check.buffer(send, block, "send");
+  check.buffer(recv, total, "recv");
+  check.in_place_layout(recv, total, send, block, rank() * block, "send is not this rank's block of recv");
+  auto op = FSDP_NEW_OP("all_gather", total, false, impl_->next_seq++);
+  op->set_task(run_all_gather(*op, send, static_cast<std::byte*>(recv), block,
+                              impl_->algorithms.small("all_gather", total, options_.small_message_bytes)));
+  impl_->engine->submit(impl_->stream, op, true);
+  return Work(op);
+}
+
+Work Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp rop) {
+  Checker check{"reduce_scatter", rank(), size()};
+  const size_t block = check.bytes(recv_count, type);
+  const size_t total = check.bytes(recv_count, type, size());
+  check.reduce_op(rop, type);
+  check.buffer(send, total, "send");
+  check.buffer(recv, block, "recv");
+  check.in_place_layout(send, total, recv, block, rank() * block, "recv is not this rank's block of send");
+  auto op = FSDP_NEW_OP("reduce_scatter", total, false, impl_->next_seq++);
+  op->set_task(run_reduce_scatter(*op, ReductionPlan(type, rop), send, recv, recv_count,
+                                  impl_->algorithms.small("reduce_scatter", total, options_.small_message_bytes)));
+  impl_->engine->submit(impl_->stream, op, true);
+  return Work(op);
+}
+
+Work Communicator::all_reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp rop) {
+  Checker check{"all_reduce", rank(), size()};
+  const size_t bytes = check.bytes(count, type);
+  check.reduce_op(rop, type);
+  check.buffer(send, bytes, "send");
+  check.buffer(recv, bytes, "recv");
+  check.in_place_layout(recv, bytes, send, bytes, 0, "send != recv (in place means the same pointer)");
+  auto op = FSDP_NEW_OP("all_reduce", bytes, false, impl_->next_seq++);
+  op->set_task(run_all_reduce(*op, ReductionPlan(type, rop), send, recv, count,
+                              impl_->algorithms.small("all_reduce", bytes, options_.small_message_bytes)));
+  impl_->engine->submit(impl_->stream, op, true);
+  return Work(op);
+}
+
+Work Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
+  Checker check{"broadcast", rank(), size()};
+  const size_t bytes = check.bytes(count, type);
+  check.root(root);
+  if (rank() == root) {
+    check.buffer(send, bytes, "send");
+    check.in_place_layout(recv, bytes, send, bytes, 0, "send != recv (in place means the same pointer)");
+  }
+  check.buffer(recv, bytes, "recv");
+  auto op = FSDP_NEW_OP("broadcast", bytes, false, impl_->next_seq++);
+  op->set_task(run_broadcast(*op, send, static_cast<std::byte*>(recv), bytes, root,
+                             impl_->algorithms.small("broadcast", bytes, options_.small_message_bytes)));
+  impl_->engine->submit(impl_->stream, op, true);
+  return Work(op);
+}
+
+Work Communicator::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp rop, int root) {
+  Checker check{"reduce", rank(), size()};
+  const size_t bytes = check.bytes(count, type);
+  check.reduce_op(rop, type);
+  check.root(root);
+  check.buffer(send, bytes, "send");
+  if (rank() == root) {
+    check.buffer(recv, bytes, "recv");
+    check.in_place_layout(recv, bytes, send, bytes, 0, "send != recv (in place means the same pointer)");
+  }
+  auto op = FSDP_NEW_OP("reduce", bytes, false, impl_->next_seq++);
+  op->set_task(run_reduce(*op, ReductionPlan(type, rop), send, recv, count, root,
+                          impl_->algorithms.small("reduce", bytes, options_.small_message_bytes)));
+  impl_->engine->submit(impl_->stream, op, true);
+  return Work(op);
+}
+
+Work Communicator::barrier() {
+  auto op = FSDP_NEW_OP("barrier", 0, false, impl_->next_seq++);
+  op->set_task(run_barrier(*op));
+  impl_->engine->submit(impl_->stream, op, true);
+  return Work(op);
+}
+
+Work Communicator::send(const void* buf, size_t count, DataType type, int peer) {
+  Checker check{"send", rank(), size()};
+  const size_t bytes = check.bytes(count, type);
+  check.peer(peer);
+  check.buffer(buf, bytes, "send");
+  auto op = FSDP_NEW_OP("send", bytes, true, impl_->sends_to[peer]++);
+  op->set_task(run_send(*op, buf, bytes, peer));
+  impl_->engine->submit(impl_->stream, op, false);
+  return Work(op);
+}
+
+Work Communicator::recv(void* buf, size_t count, DataType type, int peer) {
+  Checker check{"recv", rank(), size()};
+  const size_t bytes = check.bytes(count, type);
+  check.peer(peer);
+  check.buffer(buf, bytes, "recv");
+  auto op = FSDP_NEW_OP("recv", bytes, true, impl_->recvs_from[peer]++);
+  op->set_task(run_recv(*op, buf, bytes, peer));
+  impl_->engine->submit(impl_->stream, op, false);
+  return Work(op);
+}
+
+#undef FSDP_NEW_OP
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  const int n = size();
+  std::vector<int64_t> mine{color, key};
+  std::vector<int64_t> all(2 * n);
+  const uint64_t seq = impl_->next_seq;  // the all-gather below; every member sees the same one
+  all_gather(mine.data(), all.data(), 2, DataType::kInt64).wait();
+  if (color < 0) return nullptr;
+  std::vector<int> members;
+  for (int r = 0; r < n; ++r) {
+    if (all[2 * r] == color) members.push_back(r);
+  }
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+  std::vector<int> endpoints;
+  int new_rank = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    endpoints.push_back(impl_->group.endpoints[members[i]]);
+    if (members[i] == rank()) new_rank = static_cast<int>(i);
+  }
+  const uint64_t context = mix(impl_->group.context ^ mix(seq) ^ mix(static_cast<uint64_t>(color) + 0x1234567ull));
+  return std::unique_ptr<Communicator>(
+      new Communicator(impl_->transport, options_, impl_->engine, context, std::move(endpoints), new_rank));
+}
+
+void Communicator::abort(const std::string& why) { impl_->engine->abort(impl_->stream, why); }
+
+}  // namespace fsdp

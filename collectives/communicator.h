@@ -1,0 +1,82 @@
+// The collectives API: a group of ranks over a transport, running all-gather, reduce-scatter,
+// all-reduce, broadcast, reduce, barrier and send/recv asynchronously on a progress engine.
+//
+//   auto comm = Communicator::create(transport);
+//   Work w = comm->all_gather(shard, full, shard_count, DataType::kBfloat16);
+//   ... compute ...
+//   w.wait();
+//
+// Every rank must call the collectives of a communicator in the same order with matching arguments.
+// Collectives of one communicator run in call order; different communicators (e.g. from split) run
+// concurrently. Buffers must stay valid until the Work completes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/core/errors.h"
+#include "collectives/core/options.h"
+#include "collectives/types/dtype.h"
+#include "collectives/types/reduce_op.h"
+#include "collectives/work.h"
+
+namespace fsdp {
+
+class Transport;
+class ProgressEngine;
+class ScratchPool;
+struct GroupView;
+
+class Communicator {
+ public:
+  // A communicator over every endpoint of `transport`'s job. Ranks of an in-process job may share
+  // one engine; null creates one. `context` tells apart independent communicators on one transport.
+  static std::unique_ptr<Communicator> create(std::shared_ptr<Transport> transport,
+                                              CommOptions options = CommOptions::from_env(),
+                                              std::shared_ptr<ProgressEngine> engine = nullptr, uint64_t context = 1);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  // This communicator's rank r as an endpoint of the transport (the job-wide rank).
+  int global_rank(int r) const;
+  const CommOptions& options() const { return options_; }
+
+  // recv holds size() blocks of `count` elements; in place when send is this rank's block of recv.
+  Work all_gather(const void* send, void* recv, size_t count, DataType type);
+  // send holds size() blocks of `recv_count`; in place when recv is this rank's block of send.
+  Work reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op);
+  // In place when send == recv.
+  Work all_reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+  // The root sends `send`; every rank (root included) receives into `recv` (send == recv is fine).
+  Work broadcast(const void* send, void* recv, size_t count, DataType type, int root);
+  // Only the root's `recv` is written (it may be null elsewhere).
+  Work reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root);
+  Work barrier();
+  // Point-to-point, matched in call order per pair of ranks; they start at once, not behind
+  // collectives, so a send and a receive posted back to back cannot deadlock.
+  Work send(const void* buf, size_t count, DataType type, int peer);
+  Work recv(void* buf, size_t count, DataType type, int peer);
+
+  // Collective: ranks passing the same color form a new communicator, ordered by (key, rank).
+  // A negative color takes part but gets null back.
+  std::unique_ptr<Communicator> split(int color, int key);
+
+  // Fails everything in flight with AbortedError and breaks the communicator; safe after errors.
+  void abort(const std::string& why = "aborted by the caller");
+
+ private:
+  struct Impl;
+  Communicator(std::shared_ptr<Transport> transport, CommOptions options, std::shared_ptr<ProgressEngine> engine,
+               uint64_t context, std::vector<int> endpoints, int rank);
+
+  CommOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fsdp

@@ -1,0 +1,122 @@
+#include "collectives/core/op.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace fsdp {
+
+std::byte* ScratchPool::get(int index, size_t bytes) {
+  if (static_cast<size_t>(index) >= buffers_.size()) buffers_.resize(index + 1);
+  Buffer& b = buffers_[index];
+  if (b.bytes < bytes) {
+    b.data = std::make_unique_for_overwrite<std::byte[]>(bytes);
+    b.bytes = bytes;
+  }
+  return b.data.get();
+}
+
+bool WaitAll::await_ready() const {
+  return std::none_of(requests_.begin(), requests_.end(), [](const RequestPtr& r) { return r->pending(); });
+}
+
+void WaitAll::await_suspend(std::coroutine_handle<> h) {
+  op_.waiting_ = requests_;
+  op_.resume_point_ = h;
+}
+
+void WaitAll::await_resume() const {
+  for (const RequestPtr& r : requests_) {
+    if (!r->failed()) continue;
+    ErrorContext ctx = op_.ctx_;
+    ctx.peer = r->peer();
+    ctx.bytes = r->bytes();
+    std::string what = std::string(r->is_send() ? "send" : "receive") + " failed: " + r->error();
+    if (r->peer_lost()) throw PeerLostError(ctx, what);
+    throw CommError(ctx, what);
+  }
+}
+
+Op::Op(ErrorContext ctx, Transport& transport, const GroupView& group, ScratchPool& scratch, size_t chunk_bytes,
+       Clock::duration timeout)
+    : ctx_(std::move(ctx)),
+      transport_(transport),
+      group_(group),
+      scratch_(scratch),
+      chunk_bytes_(chunk_bytes),
+      timeout_(timeout) {}
+
+RequestPtr Op::track(RequestPtr request) {
+  // Keep the list short: settled requests need no cancelling.
+  if (posted_.size() >= 64) {
+    std::erase_if(posted_, [](const RequestPtr& r) { return !r->pending(); });
+  }
+  posted_.push_back(request);
+  return request;
+}
+
+RequestPtr Op::send(int peer, uint32_t slot, const void* data, size_t bytes) {
+  return track(transport_.isend(group_.endpoints[peer], tag(slot), data, bytes));
+}
+
+RequestPtr Op::recv(int peer, uint32_t slot, void* data, size_t bytes) {
+  return track(transport_.irecv(group_.endpoints[peer], tag(slot), data, bytes));
+}
+
+void Op::start(Clock::time_point now) {
+  started_ = true;
+  deadline_ = now + timeout_;
+  resume_point_ = task_.handle();
+}
+
+bool Op::runnable() const {
+  if (!started_) return true;
+  return std::none_of(waiting_.begin(), waiting_.end(), [](const RequestPtr& r) { return r->pending(); });
+}
+
+void Op::resume() {
+  waiting_.clear();
+  auto h = std::exchange(resume_point_, {});
+  h.resume();
+}
+
+const Request* Op::first_pending() const {
+  for (const RequestPtr& r : waiting_) {
+    if (r->pending()) return r.get();
+  }
+  for (const RequestPtr& r : posted_) {
+    if (r->pending()) return r.get();
+  }
+  return nullptr;
+}
+
+void Op::cancel_pending() {
+  for (const RequestPtr& r : posted_) {
+    if (r->pending()) transport_.cancel(r);
+  }
+  posted_.clear();
+  waiting_.clear();
+}
+
+void Op::finish(std::exception_ptr error) {
+  {
+    std::lock_guard lock(mu_);
+    error_ = error;
+    state_.store(error ? State::kFailed : State::kDone, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+bool Op::wait_finished(Clock::duration timeout) {
+  // A short spin catches small, fast operations without a futex round trip. No yielding: with many
+  // waiting ranks on few cores, yields would steal the progress engine's time.
+  for (int i = 0; i < 100; ++i) {
+    if (state() != State::kPending) return true;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return state() != State::kPending; });
+}
+
+}  // namespace fsdp

@@ -1,0 +1,140 @@
+// One communication operation in flight, and the context its algorithm runs in.
+//
+// The algorithm (a Task coroutine) posts sends and receives through OpContext and `co_await`s them;
+// while it waits, the Op records what it waits for and where to resume, and the progress engine
+// resumes it once those requests completed, failed, or the deadline passed.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <coroutine>
+#include <cstddef>
+#include <exception>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "collectives/core/errors.h"
+#include "collectives/core/task.h"
+#include "collectives/transports/transport.h"
+
+namespace fsdp {
+
+using Clock = std::chrono::steady_clock;
+
+// Buffers reused across the operations of one communicator (they run one at a time), so a 64 MiB
+// reduce-scatter does not page-fault fresh memory on every call.
+class ScratchPool {
+ public:
+  std::byte* get(int index, size_t bytes);
+
+ private:
+  struct Buffer {
+    std::unique_ptr<std::byte[]> data;
+    size_t bytes = 0;
+  };
+  std::vector<Buffer> buffers_;
+};
+
+class Op;
+
+// Awaitable: resumes the coroutine when every request has left kPending; throws a CommError naming
+// the peer of the first failed one.
+class WaitAll {
+ public:
+  WaitAll(Op& op, std::vector<RequestPtr> requests) : op_(op), requests_(std::move(requests)) {}
+  bool await_ready() const;
+  void await_suspend(std::coroutine_handle<> h);
+  void await_resume() const;
+
+ private:
+  Op& op_;
+  std::vector<RequestPtr> requests_;
+};
+
+// The communicator-side facts an algorithm needs, fixed for the communicator's life.
+struct GroupView {
+  int rank = 0;                 // this rank in the communicator
+  std::vector<int> endpoints;   // communicator rank -> transport endpoint
+  uint64_t context = 0;         // tag context: distinct per communicator
+};
+
+class Op {
+ public:
+  enum class State : int { kPending, kDone, kFailed };
+
+  Op(ErrorContext ctx, Transport& transport, const GroupView& group, ScratchPool& scratch, size_t chunk_bytes,
+     Clock::duration timeout);
+
+  // --- used by algorithms ---
+  int rank() const { return group_.rank; }
+  int size() const { return static_cast<int>(group_.endpoints.size()); }
+  size_t chunk_bytes() const { return chunk_bytes_; }
+  // `slot` tells apart the transfers of one operation between the same two ranks (step, chunk).
+  RequestPtr send(int peer, uint32_t slot, const void* data, size_t bytes);
+  RequestPtr recv(int peer, uint32_t slot, void* data, size_t bytes);
+  // (Separate overloads, not an initializer list: g++ 12 miscompiles braced lists inside co_await.)
+  WaitAll wait(RequestPtr a) { return WaitAll(*this, std::vector<RequestPtr>{std::move(a)}); }
+  WaitAll wait(RequestPtr a, RequestPtr b) { return WaitAll(*this, std::vector<RequestPtr>{std::move(a), std::move(b)}); }
+  WaitAll wait(std::vector<RequestPtr> requests) { return WaitAll(*this, std::move(requests)); }
+  std::byte* scratch(int index, size_t bytes) { return scratch_.get(index, bytes); }
+  // An algorithm built from others (all-reduce = reduce-scatter + all-gather) starts a new phase
+  // before each part, so a fast neighbour's next part never matches this rank's current one.
+  void next_phase() { phase_ += 1u << 28; }
+  const ErrorContext& context() const { return ctx_; }
+
+  // --- used by the progress engine ---
+  void set_task(Task task) { task_ = std::move(task); }
+  Task& task() { return task_; }
+  Transport& transport() { return transport_; }
+  bool started() const { return started_; }
+  void start(Clock::time_point now);
+  // True when the coroutine should run again: never started, or everything it waits for settled.
+  bool runnable() const;
+  void resume();
+  Clock::time_point deadline() const { return deadline_; }
+  Clock::duration timeout() const { return timeout_; }
+  // The first request still pending, for timeout and liveness messages; null if none.
+  const Request* first_pending() const;
+  // Withdraws every request this op still has in the transport.
+  void cancel_pending();
+  void set_sequence(uint64_t seq) { ctx_.seq = seq; }
+
+  // --- completion, visible to Work ---
+  void finish(std::exception_ptr error);
+  State state() const { return state_.load(std::memory_order_acquire); }
+  // Blocks until finished or `timeout` passed; returns whether it finished.
+  bool wait_finished(Clock::duration timeout);
+  std::exception_ptr error() const { return error_; }
+
+ private:
+  friend class WaitAll;
+  RequestPtr track(RequestPtr request);
+  Tag tag(uint32_t slot) const { return Tag{group_.context, (ctx_.seq << 32) | (phase_ + slot)}; }
+
+  ErrorContext ctx_;
+  Transport& transport_;
+  const GroupView& group_;
+  ScratchPool& scratch_;
+  size_t chunk_bytes_;
+  Clock::duration timeout_;
+  Clock::time_point deadline_{};
+  bool started_ = false;
+  uint32_t phase_ = 0;
+
+  Task task_;
+  std::coroutine_handle<> resume_point_;
+  std::vector<RequestPtr> waiting_;
+  std::vector<RequestPtr> posted_;
+
+  std::atomic<State> state_{State::kPending};
+  std::exception_ptr error_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+using OpPtr = std::shared_ptr<Op>;
+
+}  // namespace fsdp

@@ -1,0 +1,404 @@
+#include "collectives/transports/shm.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <list>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "collectives/core/errors.h"
+
+namespace fsdp {
+namespace {
+
+constexpr uint64_t kMagic = 0x6673647073686d31ull;  // "fsdpshm1"
+constexpr size_t kRingSlots = 64;
+
+enum class Kind : uint32_t { kEager = 1, kRendezvous = 2, kAck = 3 };
+
+// One control message: 56 bytes of header and an inline payload, 256 bytes in all.
+struct Message {
+  Kind kind;
+  uint32_t status;  // acks: 0 ok, 1 size mismatch or failed copy at the receiver
+  uint64_t tag_context;
+  uint64_t tag_op;
+  uint64_t addr;  // rendezvous: the payload in the sender's address space
+  uint64_t bytes;
+  uint64_t id;  // rendezvous and ack: the sender's request id
+  uint64_t reserved;
+  std::byte payload[kShmInlineBytes];
+};
+static_assert(sizeof(Message) == 256);
+
+struct Ring {
+  alignas(64) std::atomic<uint64_t> head;  // written by the producer
+  alignas(64) std::atomic<uint64_t> tail;  // written by the consumer
+  alignas(64) Message slots[kRingSlots];
+};
+
+struct SegmentHeader {
+  uint64_t magic;
+  int32_t size;
+  std::atomic<int32_t> attached;
+  std::atomic<int32_t> ready;
+};
+
+struct RankInfo {
+  std::atomic<int32_t> pid;
+  std::atomic<uint64_t> probe_addr;  // a word each peer reads once to prove cross-memory attach works
+};
+
+uint64_t g_probe_word = 0x5eed5eed5eed5eedull;
+
+size_t align64(size_t x) { return (x + 63) / 64 * 64; }
+
+struct Layout {
+  int size;
+  size_t ranks_offset, rings_offset, total;
+  explicit Layout(int n) : size(n) {
+    ranks_offset = align64(sizeof(SegmentHeader));
+    rings_offset = align64(ranks_offset + sizeof(RankInfo) * n);
+    total = rings_offset + sizeof(Ring) * static_cast<size_t>(n) * n;
+  }
+};
+
+std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
+
+// True when the process is gone or a zombie (a killed child not yet reaped still answers kill(0)).
+bool process_dead(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  auto paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
+}
+
+struct PostedRecv {
+  Tag tag;
+  void* data;
+  size_t bytes;
+  RequestPtr request;
+};
+
+struct Unexpected {
+  Message header;                 // payload not used; see `eager`
+  std::vector<std::byte> eager;   // the inline payload, copied out of the ring
+};
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(const std::string& job, int rank, int size, std::chrono::milliseconds timeout)
+      : rank_(rank), size_(size), layout_(size), peers_(size) {
+    attach(job, timeout);
+  }
+  ~ShmTransport() override {
+    if (base_) ::munmap(base_, layout_.total);
+  }
+
+  std::string_view name() const override { return "shm"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  RequestPtr isend(int peer, const Tag& tag, const void* data, size_t bytes) override {
+    auto request = std::make_shared<Request>(peer, bytes, true);
+    Message m{};
+    m.tag_context = tag.context;
+    m.tag_op = tag.op;
+    m.bytes = bytes;
+    if (bytes <= kShmInlineBytes) {
+      m.kind = Kind::kEager;
+      if (bytes) std::memcpy(m.payload, data, bytes);
+      post(peer, m);
+      request->complete();  // the payload is already in the ring or the outbox
+    } else {
+      m.kind = Kind::kRendezvous;
+      m.addr = reinterpret_cast<uint64_t>(data);
+      m.id = next_send_id_++;
+      peers_[peer].sends_in_flight.emplace_back(m.id, request);
+      post(peer, m);
+    }
+    return request;
+  }
+
+  RequestPtr irecv(int peer, const Tag& tag, void* data, size_t bytes) override {
+    auto request = std::make_shared<Request>(peer, bytes, false);
+    PostedRecv recv{tag, data, bytes, request};
+    Peer& p = peers_[peer];
+    for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
+      if (it->header.tag_context == tag.context && it->header.tag_op == tag.op) {
+        Unexpected u = std::move(*it);
+        p.unexpected.erase(it);
+        deliver(peer, u.header, u.eager.data(), recv);
+        return request;
+      }
+    }
+    p.recvs.push_back(std::move(recv));
+    return request;
+  }
+
+  bool progress() override {
+    bool moved = false;
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer == rank_) continue;
+      moved |= flush_outbox(peer);
+      Ring& in = ring(peer, rank_);
+      uint64_t tail = in.tail.load(std::memory_order_relaxed);
+      const uint64_t head = in.head.load(std::memory_order_acquire);
+      for (; tail < head; ++tail) {
+        handle(peer, in.slots[tail % kRingSlots]);
+        in.tail.store(tail + 1, std::memory_order_release);
+        moved = true;
+      }
+    }
+    return moved;
+  }
+
+  void cancel(const RequestPtr& request) override {
+    Peer& p = peers_[request->peer()];
+    if (request->is_send()) {
+      p.sends_in_flight.remove_if([&](const auto& e) { return e.second == request; });
+    } else {
+      p.recvs.remove_if([&](const PostedRecv& r) { return r.request == request; });
+    }
+  }
+
+  std::string check_peer(int peer) override {
+    const pid_t pid = info(peer).pid.load();
+    if (process_dead(pid)) return "process " + std::to_string(pid) + " of rank " + std::to_string(peer) + " exited";
+    return {};
+  }
+
+ private:
+  struct Peer {
+    std::list<PostedRecv> recvs;
+    std::list<Unexpected> unexpected;
+    std::list<std::pair<uint64_t, RequestPtr>> sends_in_flight;  // rendezvous sends awaiting an ack
+    std::list<Message> outbox;                                  // messages the full ring could not take yet
+  };
+
+  Ring& ring(int from, int to) {
+    auto* rings = reinterpret_cast<Ring*>(static_cast<std::byte*>(base_) + layout_.rings_offset);
+    return rings[static_cast<size_t>(from) * size_ + to];
+  }
+  RankInfo& info(int r) {
+    return reinterpret_cast<RankInfo*>(static_cast<std::byte*>(base_) + layout_.ranks_offset)[r];
+  }
+  SegmentHeader& header() { return *static_cast<SegmentHeader*>(base_); }
+
+  bool try_write(int peer, const Message& m) {
+    Ring& out = ring(rank_, peer);
+    const uint64_t head = out.head.load(std::memory_order_relaxed);
+    if (head - out.tail.load(std::memory_order_acquire) >= kRingSlots) return false;
+    const size_t used = offsetof(Message, payload) + (m.kind == Kind::kEager ? m.bytes : 0);
+    std::memcpy(static_cast<void*>(&out.slots[head % kRingSlots]), &m, used);
+    out.head.store(head + 1, std::memory_order_release);
+    return true;
+  }
+
+  // Keeps per-peer order: nothing overtakes what already waits in the outbox.
+  void post(int peer, const Message& m) {
+    Peer& p = peers_[peer];
+    if (!p.outbox.empty() || !try_write(peer, m)) p.outbox.push_back(m);
+  }
+
+  bool flush_outbox(int peer) {
+    Peer& p = peers_[peer];
+    bool moved = false;
+    while (!p.outbox.empty() && try_write(peer, p.outbox.front())) {
+      p.outbox.pop_front();
+      moved = true;
+    }
+    return moved;
+  }
+
+  void handle(int peer, const Message& m) {
+    Peer& p = peers_[peer];
+    if (m.kind == Kind::kAck) {
+      for (auto it = p.sends_in_flight.begin(); it != p.sends_in_flight.end(); ++it) {
+        if (it->first != m.id) continue;
+        if (m.status == 0) {
+          it->second->complete();
+        } else {
+          it->second->fail("rank " + std::to_string(peer) + " rejected the message (size mismatch or failed copy)", false);
+        }
+        p.sends_in_flight.erase(it);
+        return;
+      }
+      return;  // a cancelled send
+    }
+    for (auto it = p.recvs.begin(); it != p.recvs.end(); ++it) {
+      if (it->tag.context == m.tag_context && it->tag.op == m.tag_op) {
+        PostedRecv recv = std::move(*it);
+        p.recvs.erase(it);
+        deliver(peer, m, m.payload, recv);
+        return;
+      }
+    }
+    Unexpected u{m, {}};
+    if (m.kind == Kind::kEager) u.eager.assign(m.payload, m.payload + m.bytes);
+    p.unexpected.push_back(std::move(u));
+  }
+
+  // Completes a matched receive: from the inline payload, or by pulling from the sender's memory.
+  void deliver(int peer, const Message& m, const std::byte* eager, PostedRecv& recv) {
+    std::string error;
+    bool lost = false;
+    if (m.bytes != recv.bytes) {
+      error = "message size mismatch: rank " + std::to_string(peer) + " sent " + std::to_string(m.bytes) +
+              " bytes, rank " + std::to_string(rank_) + " expected " + std::to_string(recv.bytes) +
+              " (do the ranks pass the same count?)";
+    } else if (m.kind == Kind::kEager) {
+      if (m.bytes) std::memcpy(recv.data, eager, m.bytes);
+    } else {
+      error = pull(peer, recv.data, m.addr, m.bytes, lost);
+    }
+    if (m.kind == Kind::kRendezvous) {
+      Message ack{};
+      ack.kind = Kind::kAck;
+      ack.id = m.id;
+      ack.status = error.empty() ? 0 : 1;
+      post(peer, ack);
+    }
+    if (error.empty()) {
+      recv.request->complete();
+    } else {
+      recv.request->fail(error, lost);
+    }
+  }
+
+  std::string pull(int peer, void* dst, uint64_t src, size_t bytes, bool& lost) {
+    const pid_t pid = info(peer).pid.load();
+    size_t done = 0;
+    while (done < bytes) {
+      iovec local{static_cast<std::byte*>(dst) + done, bytes - done};
+      iovec remote{reinterpret_cast<void*>(src + done), bytes - done};
+      const ssize_t n = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+      if (n > 0) {
+        done += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      const int err = n < 0 ? errno : EIO;
+      lost = err == ESRCH;
+      return "process_vm_readv from rank " + std::to_string(peer) + " (pid " + std::to_string(pid) +
+             ") failed: " + errno_text(err);
+    }
+    return {};
+  }
+
+  void attach(const std::string& job, std::chrono::milliseconds timeout) {
+    const std::string name = "/fsdp-" + job;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    ErrorContext ctx{rank_, -1, "shm_connect", 0, layout_.total};
+    int fd = -1;
+    if (rank_ == 0) {
+      ::shm_unlink(name.c_str());  // a stale segment of a crashed job with the same name
+      fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+      if (fd < 0) throw CommError(ctx, "shm_open(" + name + ") failed: " + errno_text(errno));
+      if (::ftruncate(fd, static_cast<off_t>(layout_.total)) != 0) {
+        const int err = errno;
+        ::close(fd);
+        throw CommError(ctx, "ftruncate of " + name + " to " + std::to_string(layout_.total) +
+                                 " bytes failed (is /dev/shm large enough?): " + errno_text(err));
+      }
+    } else {
+      while ((fd = ::shm_open(name.c_str(), O_RDWR, 0600)) < 0) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          throw TimeoutError(ctx, "rank 0 never created shared-memory segment " + name);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      struct stat st{};
+      while (::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) < layout_.total) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          ::close(fd);
+          throw TimeoutError(ctx, "segment " + name + " never reached its size");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    base_ = ::mmap(nullptr, layout_.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (base_ == MAP_FAILED) {
+      base_ = nullptr;
+      throw CommError(ctx, "mmap of " + name + " failed: " + errno_text(errno));
+    }
+    if (rank_ == 0) {
+      header().size = size_;
+      header().magic = kMagic;
+      header().ready.store(1, std::memory_order_release);
+    }
+    while (header().ready.load(std::memory_order_acquire) != 1) {
+      if (std::chrono::steady_clock::now() > deadline) throw TimeoutError(ctx, "segment " + name + " never became ready");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (header().magic != kMagic || header().size != size_) {
+      throw CommError(ctx, "segment " + name + " belongs to a job of " + std::to_string(header().size) +
+                               " ranks, not " + std::to_string(size_) + " (two jobs share a name?)");
+    }
+    info(rank_).probe_addr.store(reinterpret_cast<uint64_t>(&g_probe_word));
+    info(rank_).pid.store(::getpid(), std::memory_order_release);
+    header().attached.fetch_add(1);
+    while (header().attached.load() < size_) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::string missing;
+        for (int r = 0; r < size_; ++r) {
+          if (info(r).pid.load() == 0) missing += " " + std::to_string(r);
+        }
+        throw TimeoutError(ctx, "ranks" + missing + " never attached to " + name);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (rank_ == 0) ::shm_unlink(name.c_str());
+    probe_cross_memory_attach();
+  }
+
+  // Fails at start-up, with the fix, where the kernel forbids reading a peer's memory.
+  void probe_cross_memory_attach() {
+    if (size_ == 1) return;
+    const int peer = (rank_ + 1) % size_;
+    uint64_t word = 0;
+    bool lost = false;
+    std::string error = pull(peer, &word, info(peer).probe_addr.load(), sizeof(word), lost);
+    if (error.empty() && word != g_probe_word) error = "read back the wrong value";
+    if (!error.empty()) {
+      throw CommError(ErrorContext{rank_, peer, "shm_connect", 0, sizeof(word)},
+                      "cross-memory attach is not permitted: " + error +
+                          ". Run all ranks as one user, allow ptrace between them (kernel.yama.ptrace_scope=0, or "
+                          "CAP_SYS_PTRACE in containers), or choose another transport");
+    }
+  }
+
+  int rank_;
+  int size_;
+  Layout layout_;
+  void* base_ = nullptr;
+  uint64_t next_send_id_ = 1;
+  std::vector<Peer> peers_;
+};
+
+}  // namespace
+
+std::shared_ptr<Transport> make_shm_transport(const std::string& job, int rank, int size,
+                                              std::chrono::milliseconds timeout) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    throw InvalidArgument("shm transport: rank " + std::to_string(rank) + " outside [0, " + std::to_string(size) + ")");
+  }
+  if (job.empty() || job.find('/') != std::string::npos) {
+    throw InvalidArgument("shm transport: job name '" + job + "' must be non-empty and contain no '/'");
+  }
+  return std::make_shared<ShmTransport>(job, rank, size, timeout);
+}
+
+}  // namespace fsdp

@@ -1,0 +1,27 @@
+// Shared-memory transport between processes on one host.
+//
+// Control messages travel through one single-producer single-consumer ring per ordered pair of
+// ranks in a POSIX shared-memory segment. Payloads up to kShmInlineBytes ride inside the message
+// (eager: the send completes at once). Larger payloads move with one copy: the receiver pulls them
+// straight out of the sender's buffer with process_vm_readv (cross-memory attach) and acknowledges,
+// so no byte is staged twice. docs/transports.md has the reasoning and the numbers.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "collectives/transports/transport.h"
+
+namespace fsdp {
+
+inline constexpr size_t kShmInlineBytes = 200;
+
+// Joins the job `job` (a name every rank of one job shares, unique among jobs on the host) as
+// `rank` of `size`. Blocks until all ranks attached or `timeout` passed (then throws TimeoutError
+// naming the ranks that never came). The segment's name is unlinked once everyone is in, so a crash
+// leaves nothing behind in /dev/shm.
+std::shared_ptr<Transport> make_shm_transport(const std::string& job, int rank, int size,
+                                              std::chrono::milliseconds timeout);
+
+}  // namespace fsdp

@@ -1,0 +1,86 @@
+// The narrow contract every fabric implements: post a send, post a receive, make progress, report
+// completion. Transports move bytes between two endpoints and know nothing of collectives, data
+// types or reductions; algorithms know nothing of sockets or shared memory.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace fsdp {
+
+// Names one message in the whole job: the communicator context, and inside it the operation's
+// sequence number and the transfer's slot in the algorithm (step, chunk). Concurrent operations and
+// sub-communicators never receive each other's messages.
+struct Tag {
+  uint64_t context = 0;
+  uint64_t op = 0;  // (sequence << 32) | slot
+  friend bool operator==(const Tag&, const Tag&) = default;
+};
+
+// One posted send or receive. The transport completes it; the algorithm polls it.
+class Request {
+ public:
+  enum class State : uint8_t { kPending, kDone, kFailed };
+
+  Request(int peer, size_t bytes, bool is_send) : peer_(peer), bytes_(bytes), is_send_(is_send) {}
+
+  bool done() const { return state_.load(std::memory_order_acquire) == State::kDone; }
+  bool failed() const { return state_.load(std::memory_order_acquire) == State::kFailed; }
+  bool pending() const { return state_.load(std::memory_order_acquire) == State::kPending; }
+  int peer() const { return peer_; }
+  size_t bytes() const { return bytes_; }
+  bool is_send() const { return is_send_; }
+  // Valid once failed(): why, and whether the peer itself is gone (vs. a protocol error).
+  const std::string& error() const { return error_; }
+  bool peer_lost() const { return peer_lost_; }
+
+  void complete() { state_.store(State::kDone, std::memory_order_release); }
+  void fail(std::string why, bool peer_lost) {
+    error_ = std::move(why);
+    peer_lost_ = peer_lost;
+    state_.store(State::kFailed, std::memory_order_release);
+  }
+
+ private:
+  std::atomic<State> state_{State::kPending};
+  int peer_;
+  size_t bytes_;
+  bool is_send_;
+  bool peer_lost_ = false;
+  std::string error_;
+};
+
+using RequestPtr = std::shared_ptr<Request>;
+
+// One endpoint of a job-wide fabric. All methods are called from one thread at a time (the progress
+// engine's), so implementations need no locking of their own state except what they share with
+// other endpoints.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual std::string_view name() const = 0;
+  // This endpoint's index in the job and the number of endpoints.
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // The buffer stays owned by the caller and must stay valid until the request leaves kPending.
+  // A receive matches the send from `peer` with an equal tag; sizes must agree or both fail.
+  virtual RequestPtr isend(int peer, const Tag& tag, const void* data, size_t bytes) = 0;
+  virtual RequestPtr irecv(int peer, const Tag& tag, void* data, size_t bytes) = 0;
+
+  // Moves bytes and completes requests without blocking. Returns true when anything happened.
+  virtual bool progress() = 0;
+
+  // Withdraws a pending request so the transport never touches its buffer again.
+  virtual void cancel(const RequestPtr& request) = 0;
+
+  // Empty when `peer` looks alive; otherwise why it is not (the process exited, the socket closed).
+  virtual std::string check_peer(int /*peer*/) { return {}; }
+};
+
+}  // namespace fsdp

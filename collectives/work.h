@@ -1,0 +1,31 @@
+// The handle of an asynchronous operation. The operation runs on the progress engine; the caller
+// overlaps compute with it and waits when it needs the result.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+namespace fsdp {
+
+class Op;
+
+class Work {
+ public:
+  Work() = default;
+  explicit Work(std::shared_ptr<Op> op) : op_(std::move(op)) {}
+
+  bool valid() const { return static_cast<bool>(op_); }
+  // True once the operation completed; rethrows its error if it failed. Never blocks.
+  bool test() const;
+  // Blocks until the operation completes (rethrowing its error). The engine fails any operation that
+  // waits on its peers past the communicator's timeout, so this returns within about that long.
+  void wait() const;
+  // As wait(), but throws TimeoutError if the operation has not finished within `timeout`; the
+  // operation itself goes on (abort the communicator to stop it).
+  void wait(std::chrono::milliseconds timeout) const;
+
+ private:
+  std::shared_ptr<Op> op_;
+};
+
+}  // namespace fsdp

@@ -1,0 +1,263 @@
+#include "tests/collectives/test_support.h"
+
+#include <malloc.h>
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "collectives/transports/inproc.h"
+#include "collectives/core/progress_engine.h"
+#include "collectives/types/reduce_kernels.h"
+
+namespace fsdp::testing {
+
+namespace {
+// Rank threads allocate and free megabyte buffers for every case; keeping freed memory in the heap
+// (instead of a fresh mmap and page faults each time) makes the 144-rank cases several times faster.
+const bool kHeapTuned = [] {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  return true;
+}();
+}  // namespace
+
+InProcJob::InProcJob(int n, CommOptions options) : n_(n), start_(n + 1), done_(n + 1), errors_(n) {
+  auto engine = std::make_shared<ProgressEngine>();
+  auto transports = make_inproc_transports(n);
+  for (int r = 0; r < n; ++r) comms_.push_back(Communicator::create(transports[r], options, engine));
+  for (int r = 0; r < n; ++r) threads_.emplace_back([this, r] { worker(r); });
+}
+
+InProcJob::~InProcJob() {
+  stop_ = true;
+  start_.arrive_and_wait();
+  for (auto& t : threads_) t.join();
+}
+
+void InProcJob::worker(int r) {
+  for (;;) {
+    start_.arrive_and_wait();
+    if (stop_) return;
+    try {
+      (*fn_)(*comms_[r]);
+    } catch (...) {
+      errors_[r] = std::current_exception();
+    }
+    done_.arrive_and_wait();
+  }
+}
+
+void InProcJob::run(const std::function<void(Communicator&)>& fn) {
+  fn_ = &fn;
+  start_.arrive_and_wait();
+  done_.arrive_and_wait();
+  for (auto& e : errors_) {
+    if (e) {
+      auto first = e;
+      for (auto& x : errors_) x = nullptr;
+      std::rethrow_exception(first);
+    }
+  }
+}
+
+namespace {
+
+double decode(DataType t, const std::byte* p) {
+  switch (t) {
+    case DataType::kInt8: return static_cast<double>(*reinterpret_cast<const int8_t*>(p));
+    case DataType::kUint8: return static_cast<double>(*reinterpret_cast<const uint8_t*>(p));
+    case DataType::kFloat64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
+    default: {
+      float f;
+      widen_to_f32(&f, p, 1, t, 1.0);
+      return f;
+    }
+  }
+}
+
+void encode_float(DataType t, float v, std::byte* p) {
+  if (t == DataType::kFloat32) {
+    std::memcpy(p, &v, 4);
+  } else {
+    narrow_from_f32(p, &v, 1, t);
+  }
+}
+
+// Raw two's-complement bits of an integer element, sign-extended.
+int64_t load_int(DataType t, const std::byte* p) {
+  switch (t) {
+    case DataType::kInt8: return *reinterpret_cast<const int8_t*>(p);
+    case DataType::kUint8: return *reinterpret_cast<const uint8_t*>(p);
+    case DataType::kInt32: return *reinterpret_cast<const int32_t*>(p);
+    case DataType::kUint32: return *reinterpret_cast<const uint32_t*>(p);
+    default: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+  }
+}
+
+bool is_unsigned(DataType t) {
+  return t == DataType::kUint8 || t == DataType::kUint32 || t == DataType::kUint64;
+}
+
+// Keeps the low bits of v as t would after wrapping arithmetic, sign-extended again.
+int64_t wrap(DataType t, uint64_t v) {
+  switch (t) {
+    case DataType::kInt8: return static_cast<int8_t>(v);
+    case DataType::kUint8: return static_cast<uint8_t>(v);
+    case DataType::kInt32: return static_cast<int32_t>(v);
+    case DataType::kUint32: return static_cast<uint32_t>(v);
+    default: return static_cast<int64_t>(v);
+  }
+}
+
+void store_int(DataType t, int64_t v, std::byte* p) { std::memcpy(p, &v, element_size(t)); }  // little endian
+
+}  // namespace
+
+std::vector<std::byte> make_input(DataType t, ReduceKind op, int rank, size_t count, int salt) {
+  // The values repeat with a short period in the index, so one period is encoded and then tiled.
+  const long long period = op == ReduceKind::kProd ? 35 : (op == ReduceKind::kMax || op == ReduceKind::kMin ? 23 : 9);
+  const size_t elem = element_size(t);
+  std::vector<std::byte> pattern(period * elem);
+  for (long long j = 0; j < period; ++j) {
+    const long long k = j + salt * 101;
+    int64_t v;
+    switch (op) {
+      case ReduceKind::kProd: v = (rank + k) % 5 == 0 ? 2 : ((rank * 3 + k) % 7 == 0 ? -1 : 1); break;
+      case ReduceKind::kMax:
+      case ReduceKind::kMin: v = (rank * 31 + k * 17) % 23 - 11; break;
+      default: v = (rank * 7 + k * 13) % 9 - 4; break;
+    }
+    std::byte* p = pattern.data() + j * elem;
+    if (t == DataType::kFloat64) {
+      double d = static_cast<double>(v);
+      std::memcpy(p, &d, 8);
+    } else if (is_floating(t)) {
+      encode_float(t, static_cast<float>(v), p);
+    } else {
+      store_int(t, wrap(t, static_cast<uint64_t>(v)), p);
+    }
+  }
+  std::vector<std::byte> out(count * elem);
+  for (size_t i = 0; i < count; i += period) {
+    std::memcpy(out.data() + i * elem, pattern.data(), std::min<size_t>(period, count - i) * elem);
+  }
+  return out;
+}
+
+std::vector<std::byte> reference_reduce(DataType t, ReduceOp op, const std::vector<std::vector<std::byte>>& inputs,
+                                        size_t count) {
+  const size_t elem = element_size(t);
+  const int n = static_cast<int>(inputs.size());
+  std::vector<std::byte> out(count * elem);
+  const ReduceKind kind = op.kind == ReduceKind::kAvg || op.kind == ReduceKind::kPremulSum ? ReduceKind::kSum : op.kind;
+  // Rank-major loops over decoded copies: 144 ranks x 144k elements must stay cheap.
+  if (is_floating(t)) {
+    std::vector<double> acc(count), x(count);
+    std::vector<float> wide(count);
+    for (int r = 0; r < n; ++r) {
+      if (t == DataType::kFloat64) {
+        std::memcpy(x.data(), inputs[r].data(), count * 8);
+      } else {
+        widen_to_f32(wide.data(), inputs[r].data(), count, t, 1.0);
+        for (size_t i = 0; i < count; ++i) x[i] = wide[i];
+      }
+      if (op.kind == ReduceKind::kPremulSum) {
+        for (double& v : x) v *= op.scalar;
+      }
+      if (r == 0) {
+        acc = x;
+        continue;
+      }
+      for (size_t i = 0; i < count; ++i) {
+        switch (kind) {
+          case ReduceKind::kSum: acc[i] += x[i]; break;
+          case ReduceKind::kProd: acc[i] *= x[i]; break;
+          case ReduceKind::kMax: acc[i] = std::max(acc[i], x[i]); break;
+          default: acc[i] = std::min(acc[i], x[i]); break;
+        }
+      }
+    }
+    for (size_t i = 0; i < count; ++i) {
+      std::byte* dst = out.data() + i * elem;
+      if (t == DataType::kFloat64) {
+        double a = acc[i];
+        if (op.kind == ReduceKind::kAvg) a /= n;
+        std::memcpy(dst, &a, 8);
+      } else {
+        float a = static_cast<float>(acc[i]);
+        if (op.kind == ReduceKind::kAvg) a /= static_cast<float>(n);
+        encode_float(t, a, dst);
+      }
+    }
+    return out;
+  }
+  // Integers: sums and products wrap like the type does; max and min compare as the type does.
+  std::vector<int64_t> acc(count);
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < count; ++i) {
+      int64_t x = load_int(t, inputs[r].data() + i * elem);
+      if (op.kind == ReduceKind::kPremulSum) {
+        x = wrap(t, static_cast<uint64_t>(x) * static_cast<uint64_t>(static_cast<int64_t>(op.scalar)));
+      }
+      int64_t& a = acc[i];
+      if (r == 0) {
+        a = x;
+      } else if (kind == ReduceKind::kSum) {
+        a = wrap(t, static_cast<uint64_t>(a) + static_cast<uint64_t>(x));
+      } else if (kind == ReduceKind::kProd) {
+        a = wrap(t, static_cast<uint64_t>(a) * static_cast<uint64_t>(x));
+      } else {
+        const bool greater = is_unsigned(t) ? static_cast<uint64_t>(x) > static_cast<uint64_t>(a) : x > a;
+        const bool less = is_unsigned(t) ? static_cast<uint64_t>(x) < static_cast<uint64_t>(a) : x < a;
+        if (kind == ReduceKind::kMax ? greater : less) a = x;
+      }
+    }
+  }
+  for (size_t i = 0; i < count; ++i) {
+    int64_t result = acc[i];
+    if (op.kind == ReduceKind::kAvg) {
+      result = is_unsigned(t) ? static_cast<int64_t>(static_cast<uint64_t>(result) / static_cast<uint64_t>(n))
+                              : result / n;
+    }
+    store_int(t, result, out.data() + i * elem);
+  }
+  return out;
+}
+
+std::string compare(const std::byte* got, const std::byte* want, size_t count, DataType t, size_t offset_elems) {
+  const size_t elem = element_size(t);
+  for (size_t i = 0; i < count; ++i) {
+    if (std::memcmp(got + i * elem, want + i * elem, elem) == 0) continue;
+    std::ostringstream out;
+    out << "element " << (i + offset_elems) << " of " << count << " (" << name(t) << "): got ";
+    if (is_floating(t)) {
+      out << decode(t, got + i * elem) << ", want " << decode(t, want + i * elem);
+    } else {
+      out << load_int(t, got + i * elem) << ", want " << load_int(t, want + i * elem);
+    }
+    return out.str();
+  }
+  return {};
+}
+
+std::vector<DataType> all_data_types() {
+  std::vector<DataType> all;
+  for (int i = 0; i < kNumDataTypes; ++i) all.push_back(static_cast<DataType>(i));
+  return all;
+}
+
+std::vector<ReduceOp> all_reduce_ops() {
+  return {{ReduceKind::kSum, 1}, {ReduceKind::kProd, 1}, {ReduceKind::kMax, 1},
+          {ReduceKind::kMin, 1}, {ReduceKind::kAvg, 1},  {ReduceKind::kPremulSum, 2.0}};
+}
+
+}  // namespace fsdp::testing

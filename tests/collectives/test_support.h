@@ -1,0 +1,53 @@
+// Test support for the collectives: a pool of in-process ranks that persists across many cases, and
+// a naive reference that computes every result element by element in double precision.
+#pragma once
+
+#include <barrier>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "collectives/types/dtype.h"
+#include "collectives/types/reduce_op.h"
+
+namespace fsdp::testing {
+
+// n ranks as threads over the in-process transport, sharing one progress engine. run() hands every
+// rank the same function and returns when all finished; the first exception is rethrown.
+class InProcJob {
+ public:
+  explicit InProcJob(int n, CommOptions options = CommOptions());
+  ~InProcJob();
+  int size() const { return n_; }
+  void run(const std::function<void(Communicator&)>& fn);
+  Communicator& comm(int r) { return *comms_[r]; }
+
+ private:
+  void worker(int r);
+  int n_;
+  std::vector<std::unique_ptr<Communicator>> comms_;
+  std::vector<std::thread> threads_;
+  std::barrier<> start_;
+  std::barrier<> done_;
+  const std::function<void(Communicator&)>* fn_ = nullptr;
+  bool stop_ = false;
+  std::vector<std::exception_ptr> errors_;
+};
+
+// Input values chosen so any summation order is exact: the reference and the ring agree bitwise.
+std::vector<std::byte> make_input(DataType t, ReduceKind op, int rank, size_t count, int salt = 0);
+// Every element of the reduction of `inputs` over ranks, rounded once to t (partials in f32 for
+// 16- and 8-bit floats, as the library does).
+std::vector<std::byte> reference_reduce(DataType t, ReduceOp op, const std::vector<std::vector<std::byte>>& inputs,
+                                        size_t count);
+// Empty when equal; else a message naming the first differing element.
+std::string compare(const std::byte* got, const std::byte* want, size_t count, DataType t, size_t offset_elems = 0);
+
+std::vector<DataType> all_data_types();
+std::vector<ReduceOp> all_reduce_ops();
+
+}  // namespace fsdp::testing

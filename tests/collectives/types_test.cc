@@ -1,0 +1,697 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "collectives/types/dtype.h"
+#include "collectives/types/float_formats.h"
+#include "collectives/types/reduce_kernels.h"
+#include "collectives/types/reduce_op.h"
+
+namespace fsdp {
+namespace {
+
+uint32_t bits_of(float f) { return std::bit_cast<uint32_t>(f); }
+float float_of(uint32_t u) { return std::bit_cast<float>(u); }
+bool same_bits(float a, float b) { return bits_of(a) == bits_of(b); }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Data types and reduce ops
+
+TEST(DataTypeTest, SizesNamesAndParsing) {
+  const std::vector<std::pair<DataType, size_t>> sizes = {
+      {DataType::kInt8, 1},    {DataType::kUint8, 1},    {DataType::kInt32, 4},      {DataType::kUint32, 4},
+      {DataType::kInt64, 8},   {DataType::kUint64, 8},   {DataType::kFloat16, 2},    {DataType::kFloat32, 4},
+      {DataType::kFloat64, 8}, {DataType::kBfloat16, 2}, {DataType::kFloat8E4M3, 1}, {DataType::kFloat8E5M2, 1},
+  };
+  ASSERT_EQ(sizes.size(), static_cast<size_t>(kNumDataTypes));
+  for (const auto& [t, size] : sizes) {
+    EXPECT_TRUE(is_valid(t));
+    EXPECT_EQ(element_size(t), size) << name(t);
+    EXPECT_EQ(parse_data_type(name(t)), t) << name(t);
+  }
+  EXPECT_EQ(name(DataType::kFloat16), "half");
+  EXPECT_EQ(name(DataType::kFloat32), "float");
+  EXPECT_EQ(name(DataType::kFloat64), "double");
+  EXPECT_EQ(name(DataType::kBfloat16), "bfloat16");
+  EXPECT_EQ(name(DataType::kFloat8E4M3), "fp8_e4m3");
+  EXPECT_EQ(name(DataType::kFloat8E5M2), "fp8_e5m2");
+  EXPECT_EQ(name(DataType::kUint64), "uint64");
+}
+
+TEST(DataTypeTest, Aliases) {
+  EXPECT_EQ(parse_data_type("f32"), DataType::kFloat32);
+  EXPECT_EQ(parse_data_type("float32"), DataType::kFloat32);
+  EXPECT_EQ(parse_data_type("FLOAT"), DataType::kFloat32);
+  EXPECT_EQ(parse_data_type("f64"), DataType::kFloat64);
+  EXPECT_EQ(parse_data_type("float64"), DataType::kFloat64);
+  EXPECT_EQ(parse_data_type("f16"), DataType::kFloat16);
+  EXPECT_EQ(parse_data_type("float16"), DataType::kFloat16);
+  EXPECT_EQ(parse_data_type("fp16"), DataType::kFloat16);
+  EXPECT_EQ(parse_data_type("bf16"), DataType::kBfloat16);
+  EXPECT_EQ(parse_data_type("e4m3"), DataType::kFloat8E4M3);
+  EXPECT_EQ(parse_data_type("float8_e4m3fn"), DataType::kFloat8E4M3);
+  EXPECT_EQ(parse_data_type("e5m2"), DataType::kFloat8E5M2);
+  EXPECT_EQ(parse_data_type("f8e5m2"), DataType::kFloat8E5M2);
+  EXPECT_EQ(parse_data_type("i8"), DataType::kInt8);
+  EXPECT_EQ(parse_data_type("u8"), DataType::kUint8);
+  EXPECT_EQ(parse_data_type("i32"), DataType::kInt32);
+  EXPECT_EQ(parse_data_type("u64"), DataType::kUint64);
+  EXPECT_EQ(parse_data_type(""), std::nullopt);
+  EXPECT_EQ(parse_data_type("float 32"), std::nullopt);
+  EXPECT_EQ(parse_data_type("int16"), std::nullopt);
+  EXPECT_EQ(parse_data_type("fp8"), std::nullopt);
+}
+
+TEST(DataTypeTest, InvalidValues) {
+  for (int v : {-1, kNumDataTypes, 99}) {
+    const auto t = static_cast<DataType>(v);
+    EXPECT_FALSE(is_valid(t));
+    EXPECT_EQ(element_size(t), 0u);
+    EXPECT_FALSE(is_floating(t));
+  }
+}
+
+TEST(DataTypeTest, FloatingAndAccumulation) {
+  for (int v = 0; v < kNumDataTypes; ++v) {
+    const auto t = static_cast<DataType>(v);
+    const bool promoted = t == DataType::kFloat16 || t == DataType::kBfloat16 || t == DataType::kFloat8E4M3 ||
+                          t == DataType::kFloat8E5M2;
+    EXPECT_EQ(accumulate_type(t), promoted ? DataType::kFloat32 : t) << name(t);
+    EXPECT_EQ(needs_promotion(t), promoted) << name(t);
+    EXPECT_EQ(is_floating(t), promoted || t == DataType::kFloat32 || t == DataType::kFloat64) << name(t);
+  }
+}
+
+TEST(ReduceOpTest, NamesAndValidity) {
+  EXPECT_EQ(name(ReduceKind::kSum), "sum");
+  EXPECT_EQ(name(ReduceKind::kProd), "prod");
+  EXPECT_EQ(name(ReduceKind::kMax), "max");
+  EXPECT_EQ(name(ReduceKind::kMin), "min");
+  EXPECT_EQ(name(ReduceKind::kAvg), "avg");
+  EXPECT_EQ(name(ReduceKind::kPremulSum), "premulsum");
+  for (int v = 0; v < kNumReduceKinds; ++v) EXPECT_TRUE(is_valid(static_cast<ReduceKind>(v)));
+  EXPECT_FALSE(is_valid(static_cast<ReduceKind>(-1)));
+  EXPECT_FALSE(is_valid(static_cast<ReduceKind>(kNumReduceKinds)));
+  EXPECT_EQ(ReduceOp::premul_sum(0.5), (ReduceOp{ReduceKind::kPremulSum, 0.5}));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Float formats. The reference below is written from the format definitions alone (value = significand * 2^exp in
+// double, nearest code by exhaustive table search) so it shares no code with the bit manipulation under test.
+
+struct Format {
+  const char* label;
+  int exp_bits;
+  int mant_bits;
+  int bias;
+  bool fn_nan;  // e4m3fn: no infinities, only the all-ones pattern is NaN
+  float (*decode)(uint32_t);
+  uint32_t (*encode)(float);
+};
+
+int total_bits(const Format& f) { return 1 + f.exp_bits + f.mant_bits; }
+uint32_t sign_bit(const Format& f) { return uint32_t{1} << (f.exp_bits + f.mant_bits); }
+uint32_t magnitude_mask(const Format& f) { return sign_bit(f) - 1; }
+
+bool code_is_nan(const Format& f, uint32_t code) {
+  const uint32_t mag = code & magnitude_mask(f);
+  if (f.fn_nan) return mag == magnitude_mask(f);
+  const uint32_t exp = mag >> f.mant_bits;
+  return exp == (uint32_t{1} << f.exp_bits) - 1 && (mag & ((uint32_t{1} << f.mant_bits) - 1)) != 0;
+}
+
+bool code_is_inf(const Format& f, uint32_t code) {
+  if (f.fn_nan) return false;
+  return (code & magnitude_mask(f)) == (((uint32_t{1} << f.exp_bits) - 1) << f.mant_bits);
+}
+
+// Value of a finite non-negative code straight from the definition.
+double reference_value(const Format& f, uint32_t mag) {
+  const int exp = static_cast<int>(mag >> f.mant_bits);
+  const double mant = static_cast<double>(mag & ((uint32_t{1} << f.mant_bits) - 1));
+  const double frac = mant / static_cast<double>(uint32_t{1} << f.mant_bits);
+  if (exp == 0) return std::ldexp(frac, 1 - f.bias);
+  return std::ldexp(1.0 + frac, exp - f.bias);
+}
+
+// Values of non-negative codes 0..max_finite, then one virtual code past it whose value is max + ulp: that is
+// where rounding lands on overflow (inf for IEEE-like formats, NaN for e4m3fn), and its parity settles the tie.
+std::vector<double> reference_table(const Format& f) {
+  std::vector<double> values;
+  for (uint32_t mag = 0; mag <= magnitude_mask(f); ++mag) {
+    if (code_is_nan(f, mag) || code_is_inf(f, mag)) break;
+    values.push_back(reference_value(f, mag));
+  }
+  const size_t n = values.size();
+  values.push_back(values[n - 1] + (values[n - 1] - values[n - 2]));
+  return values;
+}
+
+uint32_t reference_encode(const Format& f, const std::vector<double>& table, float x) {
+  const uint32_t sign = std::signbit(x) ? sign_bit(f) : 0;
+  const double a = std::fabs(static_cast<double>(x));
+  const uint32_t overflow = static_cast<uint32_t>(table.size() - 1);
+  if (a >= table.back()) return sign | overflow;
+  const size_t hi = static_cast<size_t>(std::upper_bound(table.begin(), table.end(), a) - table.begin());
+  const size_t lo = hi - 1;
+  if (table[lo] == a) return sign | static_cast<uint32_t>(lo);
+  const double mid = (table[lo] + table[hi]) / 2;  // exact: neighbours differ by one ulp of a short format
+  size_t pick = a < mid ? lo : a > mid ? hi : (lo % 2 == 0 ? lo : hi);
+  return sign | static_cast<uint32_t>(pick);
+}
+
+const Format kHalf{"half", 5, 10, 15, false, [](uint32_t c) { return half_to_float(static_cast<uint16_t>(c)); },
+                   [](float f) -> uint32_t { return float_to_half(f); }};
+const Format kBf16{"bf16", 8, 7, 127, false, [](uint32_t c) { return bf16_to_float(static_cast<uint16_t>(c)); },
+                   [](float f) -> uint32_t { return float_to_bf16(f); }};
+const Format kE4m3{"e4m3", 4, 3, 7, true, [](uint32_t c) { return e4m3_to_float(static_cast<uint8_t>(c)); },
+                   [](float f) -> uint32_t { return float_to_e4m3(f); }};
+const Format kE5m2{"e5m2", 5, 2, 15, false, [](uint32_t c) { return e5m2_to_float(static_cast<uint8_t>(c)); },
+                   [](float f) -> uint32_t { return float_to_e5m2(f); }};
+const Format* const kFormats[] = {&kHalf, &kBf16, &kE4m3, &kE5m2};
+
+// Every code decodes to the value its definition gives, and encodes back to itself (NaN only to some NaN).
+TEST(FloatFormatsTest, ExhaustiveDecodeAndRoundTrip) {
+  for (const Format* f : kFormats) {
+    const uint32_t count = uint32_t{1} << total_bits(*f);
+    for (uint32_t code = 0; code < count; ++code) {
+      const float v = f->decode(code);
+      const bool negative = (code & sign_bit(*f)) != 0;
+      ASSERT_EQ(std::signbit(v), negative) << f->label << " code " << code;
+      if (code_is_nan(*f, code)) {
+        ASSERT_TRUE(std::isnan(v)) << f->label << " code " << code;
+        const uint32_t back = f->encode(v);
+        ASSERT_TRUE(code_is_nan(*f, back)) << f->label << " code " << code << " -> " << back;
+        ASSERT_EQ((back & sign_bit(*f)) != 0, negative) << f->label << " code " << code;
+        continue;
+      }
+      if (code_is_inf(*f, code)) {
+        ASSERT_TRUE(std::isinf(v)) << f->label << " code " << code;
+      } else {
+        const double expected = reference_value(*f, code & magnitude_mask(*f));
+        ASSERT_EQ(static_cast<double>(v), negative ? -expected : expected) << f->label << " code " << code;
+      }
+      ASSERT_EQ(f->encode(v), code) << f->label << " code " << code;
+    }
+  }
+}
+
+// Quiet NaNs of the 16-bit formats keep their exact bits through f32.
+TEST(FloatFormatsTest, QuietNanBitsSurvive) {
+  for (uint32_t h = 0x7e00; h <= 0x7fff; ++h) {
+    ASSERT_EQ(float_to_half(half_to_float(static_cast<uint16_t>(h))), h);
+    ASSERT_EQ(float_to_half(half_to_float(static_cast<uint16_t>(h | 0x8000))), h | 0x8000);
+  }
+  for (uint32_t b = 0x7fc0; b <= 0x7fff; ++b) ASSERT_EQ(float_to_bf16(bf16_to_float(static_cast<uint16_t>(b))), b);
+  // Signalling NaNs come back quiet, never as infinity (bf16 rounding could otherwise carry into the exponent).
+  EXPECT_EQ(float_to_bf16(float_of(0x7f800001)), 0x7fc0);
+  EXPECT_EQ(float_to_bf16(float_of(0x7fbfffff)), 0x7fff);
+  EXPECT_EQ(float_to_half(float_of(0x7f800001)), 0x7e00);
+}
+
+// f32 -> narrow against the reference at every code, every midpoint and their f32 neighbours, plus a sweep of
+// the whole f32 range.
+TEST(FloatFormatsTest, EncodeMatchesReferenceRounding) {
+  for (const Format* f : kFormats) {
+    const std::vector<double> table = reference_table(*f);
+    std::vector<float> probes;
+    auto add_with_neighbours = [&](double d) {
+      const float x = static_cast<float>(d);
+      if (static_cast<double>(x) != d) return;  // only exact points; neighbours of inexact ones are covered anyway
+      for (float p : {x, std::nextafter(x, 0.0f), std::nextafter(x, std::numeric_limits<float>::infinity())}) {
+        probes.push_back(p);
+        probes.push_back(-p);
+      }
+    };
+    for (size_t i = 0; i + 1 < table.size(); ++i) {
+      add_with_neighbours(table[i]);
+      add_with_neighbours((table[i] + table[i + 1]) / 2);
+    }
+    add_with_neighbours(table.back());
+    for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 16411) probes.push_back(float_of(static_cast<uint32_t>(u)));
+    probes.push_back(std::numeric_limits<float>::infinity());
+    probes.push_back(-std::numeric_limits<float>::infinity());
+    probes.push_back(std::numeric_limits<float>::max());
+    probes.push_back(std::numeric_limits<float>::denorm_min());
+    for (float x : probes) {
+      if (std::isnan(x)) {
+        const uint32_t got = f->encode(x);
+        ASSERT_TRUE(code_is_nan(*f, got)) << f->label << " " << bits_of(x);
+        ASSERT_EQ((got & sign_bit(*f)) != 0, std::signbit(x)) << f->label;
+        continue;
+      }
+      ASSERT_EQ(f->encode(x), reference_encode(*f, table, x)) << f->label << " x=" << x << " bits=" << bits_of(x);
+    }
+  }
+}
+
+TEST(FloatFormatsTest, KnownHalfValues) {
+  EXPECT_EQ(float_to_half(1.0f), 0x3c00);
+  EXPECT_EQ(float_to_half(-2.0f), 0xc000);
+  EXPECT_EQ(float_to_half(65504.0f), 0x7bff);
+  EXPECT_EQ(float_to_half(0x1p-24f), 0x0001);  // smallest subnormal
+  EXPECT_EQ(float_to_half(0x1p-14f), 0x0400);  // smallest normal
+  EXPECT_EQ(float_to_half(-0.0f), 0x8000);
+  EXPECT_EQ(half_to_float(0x7bff), 65504.0f);
+  EXPECT_EQ(half_to_float(0x0001), 0x1p-24f);
+  EXPECT_EQ(half_to_float(0x03ff), 1023 * 0x1p-24f);
+  EXPECT_TRUE(std::isinf(half_to_float(0x7c00)));
+  // Ties to even.
+  EXPECT_EQ(float_to_half(1.0f + 0x1p-11f), 0x3c00);
+  EXPECT_EQ(float_to_half(1.0f + 3 * 0x1p-11f), 0x3c02);
+  EXPECT_EQ(float_to_half(0x1p-25f), 0x0000);
+  EXPECT_EQ(float_to_half(3 * 0x1p-25f), 0x0002);
+  EXPECT_EQ(float_to_half(std::nextafter(0x1p-25f, 1.0f)), 0x0001);
+  // Subnormal rounding up into the smallest normal.
+  EXPECT_EQ(float_to_half(0x1p-14f - 0x1p-26f), 0x0400);
+  // Overflow: 65520 is the tie with 2^16 and goes to infinity.
+  EXPECT_EQ(float_to_half(65519.996f), 0x7bff);
+  EXPECT_EQ(float_to_half(65520.0f), 0x7c00);
+  EXPECT_EQ(float_to_half(-1e10f), 0xfc00);
+}
+
+TEST(FloatFormatsTest, KnownBf16Values) {
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(float_to_bf16(-2.0f), 0xc000);
+  EXPECT_EQ(bf16_to_float(0x0001), 0x1p-133f);  // smallest subnormal
+  EXPECT_EQ(float_to_bf16(1.0f + 0x1p-8f), 0x3f80);
+  EXPECT_EQ(float_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);
+  EXPECT_EQ(float_to_bf16(std::numeric_limits<float>::max()), 0x7f80);  // rounds past the largest bf16
+  EXPECT_EQ(float_to_bf16(-std::numeric_limits<float>::infinity()), 0xff80);
+}
+
+TEST(FloatFormatsTest, KnownE4m3Values) {
+  EXPECT_EQ(float_to_e4m3(1.0f), 0x38);
+  EXPECT_EQ(float_to_e4m3(-2.0f), 0xc0);
+  EXPECT_EQ(float_to_e4m3(448.0f), 0x7e);
+  EXPECT_EQ(e4m3_to_float(0x7e), 448.0f);
+  EXPECT_EQ(e4m3_to_float(0x01), 0x1p-9f);
+  EXPECT_EQ(e4m3_to_float(0x08), 0x1p-6f);
+  EXPECT_TRUE(std::isnan(e4m3_to_float(0x7f)));
+  EXPECT_TRUE(std::isnan(e4m3_to_float(0xff)));
+  EXPECT_EQ(float_to_e4m3(0x1p-9f), 0x01);
+  EXPECT_EQ(float_to_e4m3(0x1p-10f), 0x00);  // tie with zero
+  EXPECT_EQ(float_to_e4m3(3 * 0x1p-10f), 0x02);
+  EXPECT_EQ(float_to_e4m3(1.0f + 0x1p-4f), 0x38);
+  EXPECT_EQ(float_to_e4m3(1.0f + 3 * 0x1p-4f), 0x3a);
+  // The step past 448 would be 480, whose pattern is NaN. 464 is the exact midpoint: 448 has the even
+  // mantissa, so it wins the tie; anything above 464 overflows to NaN (PyTorch's float8_e4m3fn cast agrees).
+  EXPECT_EQ(float_to_e4m3(460.0f), 0x7e);
+  EXPECT_EQ(float_to_e4m3(std::nextafter(464.0f, 0.0f)), 0x7e);
+  EXPECT_EQ(float_to_e4m3(464.0f), 0x7e);
+  EXPECT_EQ(float_to_e4m3(-464.0f), 0xfe);
+  EXPECT_EQ(float_to_e4m3(std::nextafter(464.0f, 1e9f)), 0x7f);
+  EXPECT_EQ(float_to_e4m3(480.0f), 0x7f);
+  EXPECT_EQ(float_to_e4m3(-1e6f), 0xff);
+  EXPECT_EQ(float_to_e4m3(std::numeric_limits<float>::infinity()), 0x7f);
+  EXPECT_EQ(float_to_e4m3(-std::numeric_limits<float>::infinity()), 0xff);
+  EXPECT_EQ(float_to_e4m3(std::numeric_limits<float>::quiet_NaN()), 0x7f);
+}
+
+TEST(FloatFormatsTest, KnownE5m2Values) {
+  EXPECT_EQ(float_to_e5m2(1.0f), 0x3c);
+  EXPECT_EQ(float_to_e5m2(-2.0f), 0xc0);
+  EXPECT_EQ(float_to_e5m2(57344.0f), 0x7b);
+  EXPECT_EQ(e5m2_to_float(0x7b), 57344.0f);
+  EXPECT_EQ(e5m2_to_float(0x01), 0x1p-16f);
+  EXPECT_EQ(e5m2_to_float(0x04), 0x1p-14f);
+  EXPECT_TRUE(std::isinf(e5m2_to_float(0x7c)));
+  EXPECT_TRUE(std::isnan(e5m2_to_float(0x7d)));
+  EXPECT_EQ(float_to_e5m2(1.0f + 0x1p-3f), 0x3c);
+  EXPECT_EQ(float_to_e5m2(1.0f + 3 * 0x1p-3f), 0x3e);
+  EXPECT_EQ(float_to_e5m2(0x1p-17f), 0x00);
+  EXPECT_EQ(float_to_e5m2(3 * 0x1p-17f), 0x02);
+  // 61440 is the midpoint between 57344 (odd mantissa) and 2^16, so the tie goes to infinity.
+  EXPECT_EQ(float_to_e5m2(std::nextafter(61440.0f, 0.0f)), 0x7b);
+  EXPECT_EQ(float_to_e5m2(61440.0f), 0x7c);
+  EXPECT_EQ(float_to_e5m2(-1e6f), 0xfc);
+  EXPECT_EQ(float_to_e5m2(std::numeric_limits<float>::infinity()), 0x7c);
+  EXPECT_TRUE(std::isnan(e5m2_to_float(float_to_e5m2(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reduction kernels against naive loops written independently of the kernels' helpers.
+
+template <typename T>
+T naive(ReduceKind op, T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    // Arithmetic modulo 2^64 narrowed to T is arithmetic modulo 2^bits (C++20 defines the narrowing).
+    const uint64_t x = static_cast<uint64_t>(a), y = static_cast<uint64_t>(b);
+    switch (op) {
+      case ReduceKind::kSum: return static_cast<T>(x + y);
+      case ReduceKind::kProd: return static_cast<T>(x * y);
+      default: break;
+    }
+  } else {
+    switch (op) {
+      case ReduceKind::kSum: return a + b;
+      case ReduceKind::kProd: return a * b;
+      default: break;
+    }
+  }
+  return op == ReduceKind::kMax ? (a > b ? a : b) : (a < b ? a : b);
+}
+
+template <typename T>
+bool equivalent(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a) && std::isnan(b)) return true;  // which NaN payload wins is not specified for sum/prod
+    return std::memcmp(&a, &b, sizeof(T)) == 0;
+  } else {
+    return a == b;
+  }
+}
+
+template <typename T>
+std::vector<T> random_values(std::mt19937_64& rng, size_t n) {
+  std::vector<T> v(n);
+  if constexpr (std::is_integral_v<T>) {
+    for (auto& x : v) x = static_cast<T>(rng());  // full range, so sums and products wrap
+  } else {
+    std::uniform_real_distribution<T> dist(-4, 4);
+    const T specials[] = {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
+                          -std::numeric_limits<T>::infinity(), T(0), -T(0)};
+    for (size_t i = 0; i < n; ++i) v[i] = (rng() % 16 == 0) ? specials[rng() % 5] : dist(rng);
+  }
+  return v;
+}
+
+constexpr ReduceKind kKernelOps[] = {ReduceKind::kSum, ReduceKind::kProd, ReduceKind::kMax, ReduceKind::kMin};
+
+template <typename T>
+void check_kernels(DataType t) {
+  std::mt19937_64 rng(static_cast<uint64_t>(t) * 7919 + 1);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{1031}}) {
+    for (ReduceKind op : kKernelOps) {
+      SCOPED_TRACE(std::string(name(t)) + " " + std::string(name(op)) + " n=" + std::to_string(n));
+      // One element of leading padding so the kernels see unaligned pointers too.
+      const std::vector<T> a = random_values<T>(rng, n + 1);
+      const std::vector<T> b = random_values<T>(rng, n + 1);
+      std::vector<T> expected(n + 1);
+      for (size_t i = 1; i <= n; ++i) expected[i] = naive(op, a[i], b[i]);
+      auto check = [&](const std::vector<T>& got, const char* what) {
+        for (size_t i = 1; i <= n; ++i) {
+          ASSERT_TRUE(equivalent(got[i], expected[i])) << what << " at " << i << ": " << +got[i] << " vs "
+                                                       << +expected[i];
+        }
+      };
+
+      std::vector<T> into = a;
+      reduce_into(into.data() + 1, b.data() + 1, n, t, op);
+      check(into, "reduce_into");
+
+      std::vector<T> out(n + 1);
+      reduce_pair(out.data() + 1, a.data() + 1, b.data() + 1, n, t, op);
+      check(out, "reduce_pair");
+
+      std::vector<T> alias_a = a;
+      reduce_pair(alias_a.data() + 1, alias_a.data() + 1, b.data() + 1, n, t, op);
+      check(alias_a, "reduce_pair dst==a");
+
+      std::vector<T> alias_b = b;
+      reduce_pair(alias_b.data() + 1, a.data() + 1, alias_b.data() + 1, n, t, op);
+      check(alias_b, "reduce_pair dst==b");
+
+      std::vector<T> self = a;
+      reduce_pair(self.data() + 1, self.data() + 1, self.data() + 1, n, t, op);
+      for (size_t i = 1; i <= n; ++i) ASSERT_TRUE(equivalent(self[i], naive(op, a[i], a[i]))) << "self at " << i;
+    }
+  }
+}
+
+TEST(ReduceKernelsTest, EveryNativeTypeAndOpMatchesNaiveLoop) {
+  check_kernels<int8_t>(DataType::kInt8);
+  check_kernels<uint8_t>(DataType::kUint8);
+  check_kernels<int32_t>(DataType::kInt32);
+  check_kernels<uint32_t>(DataType::kUint32);
+  check_kernels<int64_t>(DataType::kInt64);
+  check_kernels<uint64_t>(DataType::kUint64);
+  check_kernels<float>(DataType::kFloat32);
+  check_kernels<double>(DataType::kFloat64);
+}
+
+// max/min are plain comparisons: the second operand wins when the first is NaN and vice versa, and operand order
+// is kept whichever buffer the output aliases.
+TEST(ReduceKernelsTest, MaxMinNanFollowsOperandOrder) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float a[2] = {nan, 1.0f};
+  const float b[2] = {1.0f, nan};
+  float out[2];
+  reduce_pair(out, a, b, 2, DataType::kFloat32, ReduceKind::kMax);
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_TRUE(std::isnan(out[1]));
+  float b_alias[2] = {1.0f, nan};
+  reduce_pair(b_alias, a, b_alias, 2, DataType::kFloat32, ReduceKind::kMin);
+  EXPECT_EQ(b_alias[0], 1.0f);
+  EXPECT_TRUE(std::isnan(b_alias[1]));
+}
+
+template <typename T>
+T reduce_one(DataType t, ReduceKind op, T a, T b) {
+  reduce_into(&a, &b, 1, t, op);
+  return a;
+}
+
+TEST(ReduceKernelsTest, IntegerWrapAround) {
+  EXPECT_EQ(reduce_one<int8_t>(DataType::kInt8, ReduceKind::kSum, 127, 1), -128);
+  EXPECT_EQ(reduce_one<int8_t>(DataType::kInt8, ReduceKind::kSum, -128, -1), 127);
+  EXPECT_EQ(reduce_one<int8_t>(DataType::kInt8, ReduceKind::kProd, 16, 16), 0);
+  EXPECT_EQ(reduce_one<int8_t>(DataType::kInt8, ReduceKind::kProd, -128, -1), -128);
+  EXPECT_EQ(reduce_one<uint8_t>(DataType::kUint8, ReduceKind::kSum, 200, 100), 44);
+  EXPECT_EQ(reduce_one<int32_t>(DataType::kInt32, ReduceKind::kSum, INT32_MAX, 1), INT32_MIN);
+  EXPECT_EQ(reduce_one<int32_t>(DataType::kInt32, ReduceKind::kProd, 65536, 65536), 0);
+  EXPECT_EQ(reduce_one<uint32_t>(DataType::kUint32, ReduceKind::kSum, UINT32_MAX, 2), 1u);
+  EXPECT_EQ(reduce_one<int64_t>(DataType::kInt64, ReduceKind::kSum, INT64_MAX, 1), INT64_MIN);
+  EXPECT_EQ(reduce_one<int64_t>(DataType::kInt64, ReduceKind::kProd, INT64_MIN, -1), INT64_MIN);
+  EXPECT_EQ(reduce_one<uint64_t>(DataType::kUint64, ReduceKind::kSum, UINT64_MAX, 1), 0u);
+  EXPECT_EQ(reduce_one<int32_t>(DataType::kInt32, ReduceKind::kMax, -5, 3), 3);
+  EXPECT_EQ(reduce_one<uint32_t>(DataType::kUint32, ReduceKind::kMin, 7, UINT32_MAX), 7u);
+}
+
+TEST(ReduceKernelsTest, RejectsNonNativeTypesAndOps) {
+  float x[4] = {}, y[4] = {};
+  auto message_of = [](const std::function<void()>& fn) -> std::string {
+    try {
+      fn();
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "<no exception>";
+  };
+  const std::string bf16_sum = message_of([&] { reduce_into(x, y, 4, DataType::kBfloat16, ReduceKind::kSum); });
+  EXPECT_NE(bf16_sum.find("bfloat16"), std::string::npos) << bf16_sum;
+  EXPECT_NE(bf16_sum.find("sum"), std::string::npos) << bf16_sum;
+  const std::string avg = message_of([&] { reduce_pair(x, x, y, 4, DataType::kFloat32, ReduceKind::kAvg); });
+  EXPECT_NE(avg.find("float"), std::string::npos) << avg;
+  EXPECT_NE(avg.find("avg"), std::string::npos) << avg;
+  for (DataType t : {DataType::kFloat16, DataType::kBfloat16, DataType::kFloat8E4M3, DataType::kFloat8E5M2,
+                     static_cast<DataType>(99), static_cast<DataType>(-1)}) {
+    EXPECT_THROW(reduce_into(x, y, 4, t, ReduceKind::kMax), std::invalid_argument) << static_cast<int>(t);
+    EXPECT_THROW(reduce_pair(x, x, y, 4, t, ReduceKind::kMax), std::invalid_argument) << static_cast<int>(t);
+  }
+  for (ReduceKind op : {ReduceKind::kAvg, ReduceKind::kPremulSum, static_cast<ReduceKind>(42)}) {
+    EXPECT_THROW(reduce_into(x, y, 4, DataType::kFloat32, op), std::invalid_argument);
+    EXPECT_THROW(reduce_pair(x, x, y, 4, DataType::kInt32, op), std::invalid_argument);
+  }
+  // Validation happens even for empty buffers.
+  EXPECT_THROW(reduce_into(nullptr, nullptr, 0, DataType::kFloat16, ReduceKind::kSum), std::invalid_argument);
+  EXPECT_THROW(narrow_from_f32(x, y, 4, DataType::kInt32), std::invalid_argument);
+  EXPECT_THROW(narrow_from_f32(x, y, 4, DataType::kFloat64), std::invalid_argument);
+  EXPECT_THROW(widen_to_f32(x, y, 4, static_cast<DataType>(99), 1.0), std::invalid_argument);
+  EXPECT_THROW(scale_in_place(x, 4, static_cast<DataType>(99), 2.0), std::invalid_argument);
+  EXPECT_THROW(scale_copy(x, y, 4, static_cast<DataType>(99), 2.0), std::invalid_argument);
+  EXPECT_THROW(divide_in_place(x, 4, static_cast<DataType>(99), 2), std::invalid_argument);
+  int32_t ints[2] = {1, 2};
+  EXPECT_THROW(divide_in_place(ints, 2, DataType::kInt32, 0), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Scaling, division, widening and narrowing.
+
+TEST(ScaleTest, FloatsMultiplyInTheirOwnPrecision) {
+  std::mt19937_64 rng(11);
+  const std::vector<float> f = random_values<float>(rng, 103);
+  std::vector<float> in_place = f, copy(f.size());
+  scale_in_place(in_place.data(), f.size(), DataType::kFloat32, 0.1);
+  scale_copy(copy.data(), f.data(), f.size(), DataType::kFloat32, 0.1);
+  for (size_t i = 0; i < f.size(); ++i) {
+    ASSERT_TRUE(equivalent(in_place[i], f[i] * 0.1f)) << i;
+    ASSERT_TRUE(equivalent(copy[i], f[i] * 0.1f)) << i;
+  }
+  const std::vector<double> d = random_values<double>(rng, 103);
+  std::vector<double> d_scaled = d;
+  scale_in_place(d_scaled.data(), d.size(), DataType::kFloat64, 0.1);
+  for (size_t i = 0; i < d.size(); ++i) ASSERT_TRUE(equivalent(d_scaled[i], d[i] * 0.1)) << i;
+}
+
+TEST(ScaleTest, IntegersUseTheTruncatedScalarAndWrap) {
+  int32_t v[3] = {5, -7, INT32_MAX};
+  scale_in_place(v, 3, DataType::kInt32, 2.9);  // the scalar becomes 2
+  EXPECT_EQ(v[0], 10);
+  EXPECT_EQ(v[1], -14);
+  EXPECT_EQ(v[2], -2);
+  uint8_t u[2] = {100, 3};
+  uint8_t u_out[2] = {};
+  scale_copy(u_out, u, 2, DataType::kUint8, 3.0);
+  EXPECT_EQ(u_out[0], 44);
+  EXPECT_EQ(u_out[1], 9);
+  EXPECT_EQ(u[0], 100);  // source untouched
+  int8_t s[1] = {1};
+  scale_in_place(s, 1, DataType::kInt8, 1e300);  // an out-of-range scalar saturates rather than invoking UB
+  EXPECT_EQ(s[0], 127);
+}
+
+TEST(ScaleTest, NarrowFloatsRoundOnceFromF32) {
+  std::vector<uint16_t> bf(4096);
+  for (size_t i = 0; i < bf.size(); ++i) bf[i] = static_cast<uint16_t>(i * 16 + 3);
+  std::vector<uint16_t> scaled = bf;
+  scale_in_place(scaled.data(), bf.size(), DataType::kBfloat16, 0.3);
+  for (size_t i = 0; i < bf.size(); ++i) ASSERT_EQ(scaled[i], float_to_bf16(bf16_to_float(bf[i]) * 0.3f)) << i;
+  uint8_t e4[256], e4_out[256];
+  for (int i = 0; i < 256; ++i) e4[i] = static_cast<uint8_t>(i);
+  scale_copy(e4_out, e4, 256, DataType::kFloat8E4M3, 3.0);
+  for (int i = 0; i < 256; ++i) {
+    const uint8_t expected = float_to_e4m3(e4m3_to_float(e4[i]) * 3.0f);
+    if (std::isnan(e4m3_to_float(expected))) {
+      ASSERT_TRUE(std::isnan(e4m3_to_float(e4_out[i]))) << i;
+    } else {
+      ASSERT_EQ(e4_out[i], expected) << i;
+    }
+  }
+}
+
+TEST(DivideTest, FloatsDivideRatherThanMultiplyByReciprocal) {
+  std::vector<float> f(2000);
+  for (size_t i = 0; i < f.size(); ++i) f[i] = 1.0f + static_cast<float>(i) * 0.37f;
+  std::vector<float> divided = f;
+  divide_in_place(divided.data(), f.size(), DataType::kFloat32, 3);
+  size_t differs_from_reciprocal = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    ASSERT_TRUE(same_bits(divided[i], f[i] / 3.0f)) << i;
+    if (!same_bits(f[i] / 3.0f, f[i] * (1.0f / 3.0f))) ++differs_from_reciprocal;
+  }
+  EXPECT_GT(differs_from_reciprocal, 0u);  // the test data can tell the two apart
+  std::vector<double> d = {1.0, 10.0, -7.5, 1e300};
+  std::vector<double> d_div = d;
+  divide_in_place(d_div.data(), d.size(), DataType::kFloat64, 7);
+  for (size_t i = 0; i < d.size(); ++i) EXPECT_EQ(d_div[i], d[i] / 7.0);
+  float z[1] = {1.0f};
+  divide_in_place(z, 1, DataType::kFloat32, 0);
+  EXPECT_TRUE(std::isinf(z[0]));
+}
+
+TEST(DivideTest, IntegersTruncateAndWrap) {
+  int32_t i32[4] = {7, -7, INT32_MIN, 1};
+  divide_in_place(i32, 4, DataType::kInt32, 2);
+  EXPECT_EQ(i32[0], 3);
+  EXPECT_EQ(i32[1], -3);
+  EXPECT_EQ(i32[2], INT32_MIN / 2);
+  EXPECT_EQ(i32[3], 0);
+  int8_t i8[1] = {-128};
+  divide_in_place(i8, 1, DataType::kInt8, -1);
+  EXPECT_EQ(i8[0], -128);
+  int64_t i64[2] = {INT64_MIN, 9};
+  divide_in_place(i64, 2, DataType::kInt64, -1);
+  EXPECT_EQ(i64[0], INT64_MIN);
+  EXPECT_EQ(i64[1], -9);
+  uint64_t u64[1] = {UINT64_MAX};
+  divide_in_place(u64, 1, DataType::kUint64, 4);
+  EXPECT_EQ(u64[0], UINT64_MAX / 4);
+  uint32_t u32[1] = {7};
+  divide_in_place(u32, 1, DataType::kUint32, -1);
+  EXPECT_EQ(u32[0], static_cast<uint32_t>(-7));
+}
+
+TEST(DivideTest, Half) {
+  std::vector<uint16_t> h(0x7c00);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<uint16_t>(i);
+  std::vector<uint16_t> divided = h;
+  divide_in_place(divided.data(), h.size(), DataType::kFloat16, 3);
+  for (size_t i = 0; i < h.size(); ++i) ASSERT_EQ(divided[i], float_to_half(half_to_float(h[i]) / 3.0f)) << i;
+}
+
+// The bf16 kernels inline their own conversion to vectorise; they must agree with the scalar functions exactly.
+TEST(WidenNarrowTest, Bf16KernelsMatchScalarConversions) {
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<float> wide(all.size());
+  widen_to_f32(wide.data(), all.data(), all.size(), DataType::kBfloat16, 1.0);
+  for (size_t i = 0; i < all.size(); ++i) ASSERT_TRUE(same_bits(wide[i], bf16_to_float(all[i]))) << i;
+  widen_to_f32(wide.data(), all.data(), all.size(), DataType::kBfloat16, 0.25);
+  for (size_t i = 0; i < all.size(); ++i) ASSERT_TRUE(equivalent(wide[i], bf16_to_float(all[i]) * 0.25f)) << i;
+
+  std::vector<float> probes;
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) probes.push_back(float_of(static_cast<uint32_t>(u)));
+  for (uint32_t u : {0x7f7fffffu, 0x7f800000u, 0x7f800001u, 0x7fbfffffu, 0xff800001u, 0x3f808000u, 0x3f818000u}) {
+    probes.push_back(float_of(u));
+  }
+  std::vector<uint16_t> narrow(probes.size());
+  narrow_from_f32(narrow.data(), probes.data(), probes.size(), DataType::kBfloat16);
+  for (size_t i = 0; i < probes.size(); ++i) ASSERT_EQ(narrow[i], float_to_bf16(probes[i])) << bits_of(probes[i]);
+}
+
+TEST(WidenNarrowTest, EveryFormatMatchesScalarConversions) {
+  std::vector<float> probes;
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 65521) probes.push_back(float_of(static_cast<uint32_t>(u)));
+  const size_t n = probes.size();
+
+  std::vector<uint16_t> h(n);
+  narrow_from_f32(h.data(), probes.data(), n, DataType::kFloat16);
+  std::vector<uint8_t> e4(n), e5(n);
+  narrow_from_f32(e4.data(), probes.data(), n, DataType::kFloat8E4M3);
+  narrow_from_f32(e5.data(), probes.data(), n, DataType::kFloat8E5M2);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(h[i], float_to_half(probes[i])) << i;
+    ASSERT_EQ(e4[i], float_to_e4m3(probes[i])) << i;
+    ASSERT_EQ(e5[i], float_to_e5m2(probes[i])) << i;
+  }
+
+  std::vector<float> wide(n);
+  widen_to_f32(wide.data(), h.data(), n, DataType::kFloat16, 2.0);
+  for (size_t i = 0; i < n; ++i) ASSERT_TRUE(equivalent(wide[i], half_to_float(h[i]) * 2.0f)) << i;
+  widen_to_f32(wide.data(), e4.data(), n, DataType::kFloat8E4M3, 1.0);
+  for (size_t i = 0; i < n; ++i) ASSERT_TRUE(same_bits(wide[i], e4m3_to_float(e4[i]))) << i;
+  widen_to_f32(wide.data(), e5.data(), n, DataType::kFloat8E5M2, -0.5);
+  for (size_t i = 0; i < n; ++i) ASSERT_TRUE(equivalent(wide[i], e5m2_to_float(e5[i]) * -0.5f)) << i;
+}
+
+TEST(WidenNarrowTest, F32IsACopyTimesScalar) {
+  const std::vector<float> src = {1.0f, -3.5f, 1e-3f, 7.0f};
+  std::vector<float> dst(src.size());
+  widen_to_f32(dst.data(), src.data(), src.size(), DataType::kFloat32, 1.0);
+  EXPECT_EQ(dst, src);
+  widen_to_f32(dst.data(), src.data(), src.size(), DataType::kFloat32, 0.1);
+  for (size_t i = 0; i < src.size(); ++i) EXPECT_EQ(dst[i], src[i] * 0.1f);
+  std::vector<float> in_place = src;
+  widen_to_f32(in_place.data(), in_place.data(), src.size(), DataType::kFloat32, 3.0);
+  for (size_t i = 0; i < src.size(); ++i) EXPECT_EQ(in_place[i], src[i] * 3.0f);
+  std::vector<float> narrowed(src.size());
+  narrow_from_f32(narrowed.data(), src.data(), src.size(), DataType::kFloat32);
+  EXPECT_EQ(narrowed, src);
+}
+
+TEST(WidenNarrowTest, F64AndIntegersConvertThenScale) {
+  const double d[3] = {0.1, -2.5, 3.0};
+  float out[3];
+  widen_to_f32(out, d, 3, DataType::kFloat64, 2.0);
+  EXPECT_EQ(out[0], static_cast<float>(0.1) * 2.0f);  // narrowed first, then scaled in f32
+  EXPECT_EQ(out[1], -5.0f);
+  EXPECT_EQ(out[2], 6.0f);
+  const int32_t ints[2] = {-3, 16777217};
+  widen_to_f32(out, ints, 2, DataType::kInt32, 1.0);
+  EXPECT_EQ(out[0], -3.0f);
+  EXPECT_EQ(out[1], 16777216.0f);
+}
+
+}  // namespace
+}  // namespace fsdp
