@@ -149,8 +149,7 @@ class ShmTransport final : public Transport {
 
   bool progress() override {
     bool moved = false;
-    for (int peer = 0; peer < size_; ++peer) {
-      if (peer == rank_) continue;
+    for (int peer = 0; peer < size_; ++peer) {  // self included: a rank may send to itself
       moved |= flush_outbox(peer);
       Ring& in = ring(peer, rank_);
       uint64_t tail = in.tail.load(std::memory_order_relaxed);

@@ -1,0 +1,201 @@
+// Communicator behaviour beyond the result matrix: sub-communicators, timeouts, aborts, bad arguments,
+// mismatched counts and large multi-chunk buffers.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <numeric>
+
+#include "collectives/core/progress_engine.h"
+#include "collectives/transports/inproc.h"
+#include "tests/collectives/test_support.h"
+
+namespace fsdp::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+CommOptions quick(std::chrono::milliseconds timeout = 20s) {
+  CommOptions o;
+  o.timeout = timeout;
+  return o;
+}
+
+// A 2 x 4 mesh: rows (replicate groups) and columns (shard groups) all-reduce at the same time.
+TEST(Split, MeshRowsAndColumnsRunConcurrently) {
+  InProcJob job(8, quick());
+  job.run([](Communicator& world) {
+    const int r = world.rank();
+    auto row = world.split(r / 4, r);     // 4 ranks each
+    auto col = world.split(r % 4, -r);    // 2 ranks each, key reverses the order
+    ASSERT_EQ(row->size(), 4);
+    ASSERT_EQ(col->size(), 2);
+    EXPECT_EQ(row->rank(), r % 4);
+    EXPECT_EQ(col->rank(), r / 4 == 0 ? 1 : 0);
+    EXPECT_EQ(row->global_rank(row->rank()), r);
+    std::vector<float> a(4099, static_cast<float>(r)), b(4099, static_cast<float>(r * 10));
+    Work wa = row->all_reduce(a.data(), a.data(), a.size(), DataType::kFloat32, ReduceOp::sum());
+    Work wb = col->all_reduce(b.data(), b.data(), b.size(), DataType::kFloat32, ReduceOp::sum());
+    wb.wait();
+    wa.wait();
+    const int row0 = r / 4 * 4;
+    EXPECT_EQ(a[0], static_cast<float>(row0 * 4 + 6));             // row0 + (row0+1) + ... + (row0+3)
+    EXPECT_EQ(b[4098], static_cast<float>(10 * (r % 4) * 2 + 40));  // 10*c + 10*(c+4)
+  });
+}
+
+TEST(Split, NegativeColorGetsNullAndOthersStillWork) {
+  InProcJob job(5, quick());
+  job.run([](Communicator& world) {
+    auto sub = world.split(world.rank() == 2 ? -1 : 0, 0);
+    if (world.rank() == 2) {
+      EXPECT_EQ(sub, nullptr);
+      return;
+    }
+    ASSERT_NE(sub, nullptr);
+    EXPECT_EQ(sub->size(), 4);
+    int64_t v = 1;
+    sub->all_reduce(&v, &v, 1, DataType::kInt64, ReduceOp::sum()).wait();
+    EXPECT_EQ(v, 4);
+  });
+}
+
+// Rank 1 never joins: rank 0 must fail within the timeout with an error naming everything.
+TEST(Timeout, RankThatNeverJoinsIsNamed) {
+  auto engine = std::make_shared<ProgressEngine>();
+  auto t = make_inproc_transports(2);
+  auto c0 = Communicator::create(t[0], quick(300ms), engine);
+  auto c1 = Communicator::create(t[1], quick(300ms), engine);
+  std::vector<float> shard(1024, 1.f), full(2048);
+  const auto start = std::chrono::steady_clock::now();
+  Work w = c0->all_gather(shard.data(), full.data(), shard.size(), DataType::kFloat32);
+  try {
+    w.wait();
+    FAIL() << "all_gather completed without its peer";
+  } catch (const TimeoutError& e) {
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(elapsed, 300ms);
+    EXPECT_LT(elapsed, 3s);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("peer 1"), std::string::npos) << what;
+    EXPECT_NE(what.find("all_gather"), std::string::npos) << what;
+    EXPECT_NE(what.find("seq 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("4096 bytes"), std::string::npos) << what;
+    EXPECT_EQ(e.context().peer, 1);
+    EXPECT_EQ(e.context().op, "all_gather");
+  }
+  // The communicator is broken now: the next call fails at once, naming the first error.
+  int64_t x = 0;
+  EXPECT_THROW(c0->all_reduce(&x, &x, 1, DataType::kInt64, ReduceOp::sum()).wait(), AbortedError);
+  c0->abort();
+}
+
+TEST(Timeout, WaitWithTimeoutGivesUpButOperationGoesOn) {
+  auto engine = std::make_shared<ProgressEngine>();
+  auto t = make_inproc_transports(2);
+  auto c0 = Communicator::create(t[0], quick(), engine);
+  auto c1 = Communicator::create(t[1], quick(), engine);
+  int32_t a = 5, b = 7;
+  Work w0 = c0->all_reduce(&a, &a, 1, DataType::kInt32, ReduceOp::sum());
+  EXPECT_THROW(w0.wait(50ms), TimeoutError);
+  EXPECT_FALSE(w0.test());
+  Work w1 = c1->all_reduce(&b, &b, 1, DataType::kInt32, ReduceOp::sum());
+  w0.wait();
+  w1.wait();
+  EXPECT_EQ(a, 12);
+  EXPECT_EQ(b, 12);
+}
+
+TEST(Abort, InFlightOperationFailsAndDestroyDoesNotHang) {
+  auto engine = std::make_shared<ProgressEngine>();
+  auto t = make_inproc_transports(3);
+  auto c0 = Communicator::create(t[0], quick(), engine);
+  std::vector<double> buf(100000);
+  Work w = c0->broadcast(buf.data(), buf.data(), buf.size(), DataType::kFloat64, 1);
+  c0->abort("test abort");
+  EXPECT_THROW(w.wait(), AbortedError);
+  try {
+    w.wait();
+  } catch (const AbortedError& e) {
+    EXPECT_NE(std::string(e.what()).find("test abort"), std::string::npos);
+  }
+  c0.reset();  // must return promptly
+}
+
+TEST(BadArguments, RejectedBeforeAnythingIsSent) {
+  InProcJob job(2, quick());
+  job.run([](Communicator& c) {
+    std::vector<float> buf(16);
+    float* p = buf.data();
+    EXPECT_THROW(c.all_gather(nullptr, p, 4, DataType::kFloat32), InvalidArgument);
+    EXPECT_THROW(c.all_reduce(p, nullptr, 4, DataType::kFloat32, ReduceOp::sum()), InvalidArgument);
+    EXPECT_THROW(c.all_reduce(p, p + 1, 4, DataType::kFloat32, ReduceOp::sum()), InvalidArgument);  // overlap
+    EXPECT_THROW(c.all_gather(p + 1, p, 4, DataType::kFloat32), InvalidArgument);  // not this rank's block
+    EXPECT_THROW(c.reduce_scatter(p, p + 1, 4, DataType::kFloat32, ReduceOp::sum()), InvalidArgument);
+    EXPECT_THROW(c.all_reduce(p, p, 4, static_cast<DataType>(42), ReduceOp::sum()), InvalidArgument);
+    EXPECT_THROW(c.all_reduce(p, p, 4, DataType::kFloat32, ReduceOp{static_cast<ReduceKind>(9), 1}), InvalidArgument);
+    EXPECT_THROW(c.all_reduce(p, p, 4, DataType::kInt32, ReduceOp::premul_sum(0.5)), InvalidArgument);
+    EXPECT_THROW(c.broadcast(p, p, 4, DataType::kFloat32, 2), InvalidArgument);
+    EXPECT_THROW(c.reduce(p, p, 4, DataType::kFloat32, ReduceOp::sum(), -1), InvalidArgument);
+    EXPECT_THROW(c.send(p, 4, DataType::kFloat32, 5), InvalidArgument);
+    EXPECT_THROW(c.all_reduce(p, p, SIZE_MAX / 2, DataType::kFloat32, ReduceOp::sum()), InvalidArgument);
+    try {
+      c.all_gather(nullptr, p, 4, DataType::kFloat32);
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("null send buffer"), std::string::npos) << e.what();
+    }
+    // Nothing was sent, so the communicator still works.
+    int64_t v = 1;
+    c.all_reduce(&v, &v, 1, DataType::kInt64, ReduceOp::sum()).wait();
+    EXPECT_EQ(v, 2);
+  });
+}
+
+TEST(BadArguments, CountsThatDisagreeAreDetected) {
+  InProcJob job(2, quick(5s));
+  job.run([](Communicator& c) {
+    std::vector<float> buf(64);
+    const size_t count = c.rank() == 0 ? 10 : 12;
+    try {
+      c.all_reduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::sum()).wait();
+      ADD_FAILURE() << "mismatched counts went unnoticed";
+    } catch (const CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("size mismatch"), std::string::npos) << e.what();
+    }
+  });
+}
+
+// Buffers of many default-sized chunks, at the sizes FSDP moves, through every large-message path.
+TEST(LargeBuffers, MultiChunkRingsMatchReference) {
+  for (int n : {2, 3, 4}) {
+    InProcJob job(n, quick());
+    for (DataType t : {DataType::kFloat32, DataType::kBfloat16}) {
+      const size_t count = (1u << 20) + 17;  // about 4 MiB of f32 per rank: 8+ chunks
+      std::vector<std::vector<std::byte>> inputs;
+      for (int r = 0; r < n; ++r) inputs.push_back(make_input(t, ReduceKind::kSum, r, count));
+      const std::vector<std::byte> want = reference_reduce(t, ReduceOp::sum(), inputs, count);
+      job.run([&](Communicator& c) {
+        std::vector<std::byte> buf = inputs[c.rank()];
+        c.all_reduce(buf.data(), buf.data(), count, t, ReduceOp::sum()).wait();
+        std::string diff = compare(buf.data(), want.data(), count, t);
+        if (!diff.empty()) ADD_FAILURE() << "n " << n << " all_reduce: " << diff;
+        const size_t block = count / n;
+        std::vector<std::byte> shard(block * element_size(t));
+        c.reduce_scatter(inputs[c.rank()].data(), shard.data(), block, t, ReduceOp::sum()).wait();
+        std::vector<std::byte> full(block * n * element_size(t));
+        c.all_gather(shard.data(), full.data(), block, t).wait();
+        std::vector<std::vector<std::byte>> trimmed;
+        for (int r = 0; r < n; ++r) {
+          trimmed.emplace_back(inputs[r].begin(), inputs[r].begin() + block * n * element_size(t));
+        }
+        const std::vector<std::byte> want_rs = reference_reduce(t, ReduceOp::sum(), trimmed, block * n);
+        diff = compare(full.data(), want_rs.data(), block * n, t);
+        if (!diff.empty()) ADD_FAILURE() << "n " << n << " reduce_scatter + all_gather: " << diff;
+      });
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fsdp::testing
