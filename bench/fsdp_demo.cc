@@ -94,6 +94,11 @@ int run_rank(const Args& a, const std::string& job, int rank) {
     for (int r = 0; r < n; ++r) {
       for (size_t i = 0; i < block; ++i) wrong += full[r * block + i] != static_cast<float>((r * 131 + i) % 1000);
     }
+    // The single-copy bound: what one memcpy of this rank's incoming bytes costs, same process, same run.
+    std::vector<float> copy_src(total - block), copy_dst(total - block);
+    double mc = median_seconds(*comm, a.iters, [&] {
+      std::memcpy(copy_dst.data(), copy_src.data(), copy_src.size() * sizeof(float));
+    });
     double rs = median_seconds(*comm, a.iters, [&] {
       comm->reduce_scatter(input.data(), shard.data(), block, fsdp::DataType::kFloat32, fsdp::ReduceOp::sum()).wait();
     });
@@ -114,6 +119,8 @@ int run_rank(const Args& a, const std::string& job, int rank) {
                   sz / ag / 1e9 * factor, static_cast<long long>(counts[0]));
       std::printf("  %12zu %12zu  %15s %9.1f %9.2f %7lld\n", total * sizeof(float), total, "reduce_scatter", rs * 1e6,
                   sz / rs / 1e9 * factor, static_cast<long long>(counts[1]));
+      std::printf("  %12zu %12zu  %15s %9.1f %9.2f %7s\n", total * sizeof(float), total, "memcpy bound", mc * 1e6,
+                  sz / mc / 1e9 * factor, "-");
     }
   }
   if (rank == 0) std::printf("# %s: %d wrong values\n", wrong_total == 0 ? "OK" : "FAILED", wrong_total);

@@ -107,7 +107,7 @@ struct ReductionPlan {
 
 Task run_all_gather(Op& op, const void* send, std::byte* recv, size_t block_bytes, bool small) {
   std::byte* mine = recv + op.rank() * block_bytes;
-  if (send != mine && block_bytes > 0) std::memcpy(mine, send, block_bytes);
+  if (send != mine && block_bytes > 0) copy_bytes(mine, send, block_bytes);
   if (small) {
     co_await allgather_bruck(op, recv, block_bytes);
   } else {
@@ -124,7 +124,7 @@ Task run_reduce_scatter(Op& op, ReductionPlan plan, const void* send, void* recv
   if (small) {
     std::byte* full = op.scratch(kScratchFull, total * plan.red.elem());
     co_await allreduce_recursive_doubling(op, in, full, total, plan.red);
-    std::memcpy(out, full + op.rank() * recv_count * plan.red.elem(), recv_count * plan.red.elem());
+    copy_bytes(out, full + op.rank() * recv_count * plan.red.elem(), recv_count * plan.red.elem());
   } else {
     co_await reduce_scatter_ring(op, in, out, Blocks{total, n, plan.red.elem()}, plan.red);
   }
@@ -156,7 +156,7 @@ Task run_reduce(Op& op, ReductionPlan plan, const void* send, void* recv, size_t
 }
 
 Task run_broadcast(Op& op, const void* send, std::byte* recv, size_t bytes, int root, bool small) {
-  if (op.rank() == root && send != recv && bytes > 0) std::memcpy(recv, send, bytes);
+  if (op.rank() == root && send != recv && bytes > 0) copy_bytes(recv, send, bytes);
   if (small) {
     co_await broadcast_binomial(op, recv, bytes, root);
   } else {

@@ -13,7 +13,7 @@ Task allgather_bruck(Op& op, std::byte* buf, size_t block_bytes) {
   const int r = op.rank();
   if (n == 1 || block_bytes == 0) co_return;
   std::byte* rotated = op.scratch(kScratchGather, block_bytes * n);
-  std::memcpy(rotated, buf + r * block_bytes, block_bytes);
+  copy_bytes(rotated, buf + r * block_bytes, block_bytes);
   int step = 0;
   for (int dist = 1; dist < n; dist *= 2, ++step) {
     const size_t blocks = std::min(dist, n - dist);
@@ -22,7 +22,7 @@ Task allgather_bruck(Op& op, std::byte* buf, size_t block_bytes) {
     co_await op.wait(op.send(to, slot(step, 0), rotated, blocks * block_bytes),
                       op.recv(from, slot(step, 0), rotated + dist * block_bytes, blocks * block_bytes));
   }
-  for (int i = 1; i < n; ++i) std::memcpy(buf + ((r + i) % n) * block_bytes, rotated + i * block_bytes, block_bytes);
+  for (int i = 1; i < n; ++i) copy_bytes(buf + ((r + i) % n) * block_bytes, rotated + i * block_bytes, block_bytes);
 }
 
 }  // namespace fsdp

@@ -15,7 +15,7 @@ Task allreduce_recursive_doubling(Op& op, const std::byte* in, std::byte* out, s
   const int n = op.size();
   const int r = op.rank();
   const size_t bytes = count * red.elem();
-  if (out != in) std::memcpy(out, in, bytes);
+  if (out != in) copy_bytes(out, in, bytes);
   if (n == 1 || bytes == 0) co_return;
   const int p = std::bit_floor(static_cast<unsigned>(n));
   const int extra = n - p;

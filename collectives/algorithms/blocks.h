@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace fsdp {
 
@@ -43,6 +44,11 @@ struct Chunking {
 // 4 bits are the Op's phase, set when one algorithm runs another).
 inline uint32_t slot(int step, size_t chunk) {
   return (static_cast<uint32_t>(step) << 16) | static_cast<uint32_t>(chunk);
+}
+
+// memcpy that accepts null pointers with a zero size (count-0 collectives pass them).
+inline void copy_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
 }
 
 inline bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {

@@ -13,7 +13,7 @@ Task reduce_binomial(Op& op, const std::byte* in, std::byte* out, size_t count, 
   const int r = op.rank();
   const size_t bytes = count * red.elem();
   std::byte* acc = r == root ? out : op.scratch(kScratchPartialA, bytes);
-  if (acc != in) std::memcpy(acc, in, bytes);
+  if (acc != in) copy_bytes(acc, in, bytes);
   if (n == 1 || bytes == 0) co_return;
   std::byte* incoming = op.scratch(kScratchGather, bytes);
   const int vrank = (r - root + n) % n;

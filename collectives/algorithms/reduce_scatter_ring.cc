@@ -19,7 +19,7 @@ Task reduce_scatter_ring(Op& op, const std::byte* in, std::byte* out, Blocks blo
   const int n = op.size();
   const int r = op.rank();
   if (n == 1) {
-    if (out != in + blocks.offset(r)) std::memcpy(out, in + blocks.offset(r), blocks.bytes(r));
+    if (out != in + blocks.offset(r)) copy_bytes(out, in + blocks.offset(r), blocks.bytes(r));
     co_return;
   }
   if (blocks.total_bytes() == 0) co_return;

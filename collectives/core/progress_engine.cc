@@ -171,12 +171,12 @@ void ProgressEngine::run() {
     // on a slow peer does not steal the core that peer needs.
     if (progressed) {
       idle_rounds = 0;
-    } else if (++idle_rounds < 64) {
+    } else if (++idle_rounds < 256) {
       cpu_relax();
-    } else if (idle_rounds < 2000) {
+    } else if (idle_rounds < 20000) {
       std::this_thread::yield();
     } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
 }
@@ -199,13 +199,14 @@ bool ProgressEngine::poll(Clock::time_point now) {
       for (const OpPtr& op : running) {
         const Request* r = op->first_pending();
         if (!r) continue;
-        std::string why = s->transport.check_peer(r->peer());
+        const int peer = r->peer();
+        std::string why = s->transport.check_peer(peer);
         if (why.empty()) continue;
         ErrorContext ctx = op->context();
-        ctx.peer = r->peer();
+        ctx.peer = peer;
         ctx.bytes = r->bytes();
-        fail_op(*s, op, std::make_exception_ptr(PeerLostError(ctx, why)));
-        abort_locked(*s, "peer " + std::to_string(r->peer()) + " was lost: " + why);
+        fail_op(*s, op, std::make_exception_ptr(PeerLostError(ctx, why)));  // frees r
+        abort_locked(*s, "peer " + std::to_string(peer) + " was lost: " + why);
         progressed = true;
         break;
       }

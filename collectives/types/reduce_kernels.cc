@@ -357,7 +357,7 @@ void scale_copy(void* dst, const void* src, size_t count, DataType t, double sca
     return;
   }
   if (scalar == 1.0) {
-    std::memcpy(dst, src, count * element_size(t));
+    if (count) std::memcpy(dst, src, count * element_size(t));
     return;
   }
   const float k32 = static_cast<float>(scalar);
@@ -428,7 +428,7 @@ void widen_to_f32(float* dst, const void* src, size_t count, DataType t, double 
         } else {
           scale_f32(dst, static_cast<const float*>(src), count, k);
         }
-      } else if (dst != src) {
+      } else if (dst != src && count) {
         std::memcpy(dst, src, count * sizeof(float));
       }
       return;
@@ -471,7 +471,7 @@ void widen_to_f32(float* dst, const void* src, size_t count, DataType t, double 
 void narrow_from_f32(void* dst, const float* src, size_t count, DataType t) {
   switch (t) {
     case DataType::kFloat32:
-      if (dst != src) std::memmove(dst, src, count * sizeof(float));
+      if (dst != src && count) std::memmove(dst, src, count * sizeof(float));
       return;
     case DataType::kBfloat16:
       narrow_bf16(static_cast<uint16_t*>(dst), src, count);

@@ -41,7 +41,7 @@ CommOptions test_options(const std::string& forced, int n) {
 // The case being checked, for failure messages raised on rank threads (SCOPED_TRACE is per thread).
 std::string g_case;
 
-void fill(std::vector<std::byte>& v) { std::memset(v.data(), 0xCD, v.size()); }
+void fill(std::vector<std::byte>& v) { std::fill(v.begin(), v.end(), std::byte{0xCD}); }
 
 void check_all_gather(InProcJob& job, DataType t, size_t count, bool in_place) {
   const int n = job.size();
@@ -58,7 +58,7 @@ void check_all_gather(InProcJob& job, DataType t, size_t count, bool in_place) {
     const int r = c.rank();
     const void* send = inputs[r].data();
     if (in_place) {
-      if (block) std::memcpy(out.data() + r * block, inputs[r].data(), block);
+      std::copy(inputs[r].begin(), inputs[r].end(), out.begin() + r * block);
       send = out.data() + r * block;
     }
     c.all_gather(send, out.data(), count, t).wait();

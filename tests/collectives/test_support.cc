@@ -165,7 +165,7 @@ std::vector<std::byte> reference_reduce(DataType t, ReduceOp op, const std::vect
     std::vector<float> wide(count);
     for (int r = 0; r < n; ++r) {
       if (t == DataType::kFloat64) {
-        std::memcpy(x.data(), inputs[r].data(), count * 8);
+        if (count) std::memcpy(x.data(), inputs[r].data(), count * 8);
       } else {
         widen_to_f32(wide.data(), inputs[r].data(), count, t, 1.0);
         for (size_t i = 0; i < count; ++i) x[i] = wide[i];
