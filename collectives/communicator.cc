@@ -190,6 +190,17 @@ struct Communicator::Impl {
 
   Impl(std::shared_ptr<Transport> t, std::shared_ptr<ProgressEngine> e, const CommOptions& o)
       : transport(std::move(t)), engine(std::move(e)), algorithms(o.algorithms) {}
+
+  OpPtr new_op(const CommOptions& o, const char* name, size_t bytes, bool p2p, uint64_t seq) {
+    return std::make_shared<Op>(ErrorContext{transport->rank(), -1, name, seq, bytes}, *transport,
+                                p2p ? p2p_group : group, scratch, o.chunk_bytes, o.timeout);
+  }
+  // Hands the operation and its algorithm to the engine; ordered ones queue behind earlier collectives.
+  Work submit(OpPtr op, Task task, bool ordered) {
+    op->set_task(std::move(task));
+    engine->submit(stream, op, ordered);
+    return Work(std::move(op));
+  }
 };
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Transport> transport, CommOptions options,
@@ -268,10 +279,6 @@ struct Checker {
 
 }  // namespace
 
-#define FSDP_NEW_OP(name, bytes, p2p, seq)                                                                    \
-  std::make_shared<Op>(ErrorContext{impl_->transport->rank(), -1, name, seq, bytes}, *impl_->transport,         \
-                       p2p ? impl_->p2p_group : impl_->group, impl_->scratch, options_.chunk_bytes, options_.timeout)
-
 Work Communicator::all_gather(const void* send, void* recv, size_t count, DataType type) {
   Checker check{"all_gather", rank(), size()};
   const size_t block = check.bytes(count, type);
@@ -279,11 +286,9 @@ Work Communicator::all_gather(const void* send, void* recv, size_t count, DataTy
   check.buffer(send, block, "send");
   check.buffer(recv, total, "recv");
   check.in_place_layout(recv, total, send, block, rank() * block, "send is not this rank's block of recv");
-  auto op = FSDP_NEW_OP("all_gather", total, false, impl_->next_seq++);
-  op->set_task(run_all_gather(*op, send, static_cast<std::byte*>(recv), block,
-                              impl_->algorithms.small("all_gather", total, options_.small_message_bytes)));
-  impl_->engine->submit(impl_->stream, op, true);
-  return Work(op);
+  auto op = impl_->new_op(options_, "all_gather", total, false, impl_->next_seq++);
+  return impl_->submit(op, run_all_gather(*op, send, static_cast<std::byte*>(recv), block,
+                              impl_->algorithms.small("all_gather", total, options_.small_message_bytes)), true);
 }
 
 Work Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp rop) {
@@ -294,11 +299,9 @@ Work Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
   check.buffer(send, total, "send");
   check.buffer(recv, block, "recv");
   check.in_place_layout(send, total, recv, block, rank() * block, "recv is not this rank's block of send");
-  auto op = FSDP_NEW_OP("reduce_scatter", total, false, impl_->next_seq++);
-  op->set_task(run_reduce_scatter(*op, ReductionPlan(type, rop), send, recv, recv_count,
-                                  impl_->algorithms.small("reduce_scatter", total, options_.small_message_bytes)));
-  impl_->engine->submit(impl_->stream, op, true);
-  return Work(op);
+  auto op = impl_->new_op(options_, "reduce_scatter", total, false, impl_->next_seq++);
+  return impl_->submit(op, run_reduce_scatter(*op, ReductionPlan(type, rop), send, recv, recv_count,
+                                  impl_->algorithms.small("reduce_scatter", total, options_.small_message_bytes)), true);
 }
 
 Work Communicator::all_reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp rop) {
@@ -308,11 +311,9 @@ Work Communicator::all_reduce(const void* send, void* recv, size_t count, DataTy
   check.buffer(send, bytes, "send");
   check.buffer(recv, bytes, "recv");
   check.in_place_layout(recv, bytes, send, bytes, 0, "send != recv (in place means the same pointer)");
-  auto op = FSDP_NEW_OP("all_reduce", bytes, false, impl_->next_seq++);
-  op->set_task(run_all_reduce(*op, ReductionPlan(type, rop), send, recv, count,
-                              impl_->algorithms.small("all_reduce", bytes, options_.small_message_bytes)));
-  impl_->engine->submit(impl_->stream, op, true);
-  return Work(op);
+  auto op = impl_->new_op(options_, "all_reduce", bytes, false, impl_->next_seq++);
+  return impl_->submit(op, run_all_reduce(*op, ReductionPlan(type, rop), send, recv, count,
+                              impl_->algorithms.small("all_reduce", bytes, options_.small_message_bytes)), true);
 }
 
 Work Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
@@ -324,11 +325,9 @@ Work Communicator::broadcast(const void* send, void* recv, size_t count, DataTyp
     check.in_place_layout(recv, bytes, send, bytes, 0, "send != recv (in place means the same pointer)");
   }
   check.buffer(recv, bytes, "recv");
-  auto op = FSDP_NEW_OP("broadcast", bytes, false, impl_->next_seq++);
-  op->set_task(run_broadcast(*op, send, static_cast<std::byte*>(recv), bytes, root,
-                             impl_->algorithms.small("broadcast", bytes, options_.small_message_bytes)));
-  impl_->engine->submit(impl_->stream, op, true);
-  return Work(op);
+  auto op = impl_->new_op(options_, "broadcast", bytes, false, impl_->next_seq++);
+  return impl_->submit(op, run_broadcast(*op, send, static_cast<std::byte*>(recv), bytes, root,
+                             impl_->algorithms.small("broadcast", bytes, options_.small_message_bytes)), true);
 }
 
 Work Communicator::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp rop, int root) {
@@ -341,18 +340,14 @@ Work Communicator::reduce(const void* send, void* recv, size_t count, DataType t
     check.buffer(recv, bytes, "recv");
     check.in_place_layout(recv, bytes, send, bytes, 0, "send != recv (in place means the same pointer)");
   }
-  auto op = FSDP_NEW_OP("reduce", bytes, false, impl_->next_seq++);
-  op->set_task(run_reduce(*op, ReductionPlan(type, rop), send, recv, count, root,
-                          impl_->algorithms.small("reduce", bytes, options_.small_message_bytes)));
-  impl_->engine->submit(impl_->stream, op, true);
-  return Work(op);
+  auto op = impl_->new_op(options_, "reduce", bytes, false, impl_->next_seq++);
+  return impl_->submit(op, run_reduce(*op, ReductionPlan(type, rop), send, recv, count, root,
+                          impl_->algorithms.small("reduce", bytes, options_.small_message_bytes)), true);
 }
 
 Work Communicator::barrier() {
-  auto op = FSDP_NEW_OP("barrier", 0, false, impl_->next_seq++);
-  op->set_task(run_barrier(*op));
-  impl_->engine->submit(impl_->stream, op, true);
-  return Work(op);
+  auto op = impl_->new_op(options_, "barrier", 0, false, impl_->next_seq++);
+  return impl_->submit(op, run_barrier(*op), true);
 }
 
 Work Communicator::send(const void* buf, size_t count, DataType type, int peer) {
@@ -360,10 +355,8 @@ Work Communicator::send(const void* buf, size_t count, DataType type, int peer) 
   const size_t bytes = check.bytes(count, type);
   check.peer(peer);
   check.buffer(buf, bytes, "send");
-  auto op = FSDP_NEW_OP("send", bytes, true, impl_->sends_to[peer]++);
-  op->set_task(run_send(*op, buf, bytes, peer));
-  impl_->engine->submit(impl_->stream, op, false);
-  return Work(op);
+  auto op = impl_->new_op(options_, "send", bytes, true, impl_->sends_to[peer]++);
+  return impl_->submit(op, run_send(*op, buf, bytes, peer), false);
 }
 
 Work Communicator::recv(void* buf, size_t count, DataType type, int peer) {
@@ -371,13 +364,9 @@ Work Communicator::recv(void* buf, size_t count, DataType type, int peer) {
   const size_t bytes = check.bytes(count, type);
   check.peer(peer);
   check.buffer(buf, bytes, "recv");
-  auto op = FSDP_NEW_OP("recv", bytes, true, impl_->recvs_from[peer]++);
-  op->set_task(run_recv(*op, buf, bytes, peer));
-  impl_->engine->submit(impl_->stream, op, false);
-  return Work(op);
+  auto op = impl_->new_op(options_, "recv", bytes, true, impl_->recvs_from[peer]++);
+  return impl_->submit(op, run_recv(*op, buf, bytes, peer), false);
 }
-
-#undef FSDP_NEW_OP
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   const int n = size();

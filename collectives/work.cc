@@ -10,7 +10,7 @@ bool Work::test() const {
     case Op::State::kPending:
       return false;
     case Op::State::kFailed:
-      std::rethrow_exception(op_->error());
+      throw_failure(op_->failure());  // a fresh exception for this thread
     case Op::State::kDone:
       break;
   }

@@ -26,11 +26,14 @@ std::string describe(const ErrorContext& ctx, const std::string& what);
 
 class CommError : public std::runtime_error {
  public:
-  CommError(ErrorContext ctx, const std::string& what) : std::runtime_error(describe(ctx, what)), ctx_(std::move(ctx)) {}
+  CommError(ErrorContext ctx, const std::string& what)
+      : std::runtime_error(describe(ctx, what)), ctx_(std::move(ctx)), detail_(what) {}
   const ErrorContext& context() const { return ctx_; }
+  const std::string& detail() const { return detail_; }  // the message without the context prefix
 
  private:
   ErrorContext ctx_;
+  std::string detail_;
 };
 
 // A wait ran past its deadline.
@@ -56,5 +59,16 @@ class InvalidArgument : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
 };
+
+// A failure as plain data. The engine thread records it, and each waiting thread throws its own
+// fresh exception from it: no exception object is ever shared between threads.
+struct Failure {
+  enum class Kind { kComm, kTimeout, kPeerLost, kAborted, kOther };
+  Kind kind = Kind::kOther;
+  ErrorContext ctx;
+  std::string detail;
+};
+Failure to_failure(const std::exception_ptr& error);
+[[noreturn]] void throw_failure(const Failure& failure);
 
 }  // namespace fsdp

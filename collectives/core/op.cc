@@ -100,7 +100,7 @@ void Op::cancel_pending() {
 void Op::finish(std::exception_ptr error) {
   {
     std::lock_guard lock(mu_);
-    error_ = error;
+    if (error) failure_ = to_failure(error);
     state_.store(error ? State::kFailed : State::kDone, std::memory_order_release);
   }
   cv_.notify_all();

@@ -107,7 +107,8 @@ class Op {
   State state() const { return state_.load(std::memory_order_acquire); }
   // Blocks until finished or `timeout` passed; returns whether it finished.
   bool wait_finished(Clock::duration timeout);
-  std::exception_ptr error() const { return error_; }
+  // Valid once state() is kFailed.
+  const Failure& failure() const { return failure_; }
 
  private:
   friend class WaitAll;
@@ -130,7 +131,7 @@ class Op {
   std::vector<RequestPtr> posted_;
 
   std::atomic<State> state_{State::kPending};
-  std::exception_ptr error_;
+  Failure failure_;
   std::mutex mu_;
   std::condition_variable cv_;
 };

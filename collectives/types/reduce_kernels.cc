@@ -12,7 +12,9 @@
 
 // The f32/f64 loops get an AVX2 clone picked at load time: the default x86-64 target only has SSE2, and
 // these loops are the reduce-scatter hot path. ifunc-based clones need x86 ELF; elsewhere build one version.
-#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
+// Not under ThreadSanitizer: its runtime is not initialised yet when the dynamic loader runs the
+// ifunc resolvers that target_clones generates, and the instrumented resolver crashes.
+#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute) && !defined(__SANITIZE_THREAD__)
 #if __has_attribute(target_clones)
 #define FSDP_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
