@@ -75,8 +75,9 @@ int run_rank(const Args& a, const std::string& job, int rank) {
   auto comm = fsdp::Communicator::create(transport);
   const int n = comm->size();
   if (rank == 0) {
-    std::printf("# fsdp-demo: %d ranks over shared memory (single-copy), fp32 sum, median of %d iterations\n", n,
-                a.iters);
+    const char* copy = std::getenv("FSDP_SHM_COPY");
+    std::printf("# fsdp-demo: %d ranks over shared memory (FSDP_SHM_COPY=%s), fp32 sum, median of %d iterations\n", n,
+                copy && *copy ? copy : "staging", a.iters);
     std::printf("# busbw = algbw * (n-1)/n\n#\n");
     std::printf("# %12s %12s  %15s %9s %9s %7s\n", "size (B)", "count", "collective", "time (us)", "busbw GB/s",
                 "#wrong");

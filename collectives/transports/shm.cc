@@ -7,7 +7,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <deque>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -24,7 +27,21 @@ namespace {
 constexpr uint64_t kMagic = 0x6673647073686d31ull;  // "fsdpshm1"
 constexpr size_t kRingSlots = 64;
 
-enum class Kind : uint32_t { kEager = 1, kRendezvous = 2, kAck = 3 };
+// kRendezvous announces a large payload. With cross-memory attach the receiver pulls it and answers
+// kAck; with staging it answers kClearToSend once matched, and the sender streams the payload
+// through the pair's data ring.
+enum class Kind : uint32_t { kEager = 1, kRendezvous = 2, kAck = 3, kClearToSend = 4 };
+
+enum class CopyMode : int32_t { kStaging = 1, kCrossMemory = 2 };
+
+constexpr size_t kDataSlots = 4;  // pieces in flight per ordered pair
+
+// Large payloads of one ordered pair, streamed in pieces of up to slot_bytes, in clear-to-send order.
+struct DataRing {
+  alignas(64) std::atomic<uint64_t> head;  // pieces published by the sender
+  alignas(64) std::atomic<uint64_t> tail;  // pieces consumed by the receiver
+  uint32_t piece_bytes[kDataSlots];
+};
 
 // One control message: 56 bytes of header and an inline payload, 256 bytes in all.
 struct Message {
@@ -49,6 +66,8 @@ struct Ring {
 struct SegmentHeader {
   uint64_t magic;
   int32_t size;
+  int32_t copy_mode;  // CopyMode, chosen by rank 0 so every rank agrees
+  uint64_t slot_bytes;
   std::atomic<int32_t> attached;
   std::atomic<int32_t> ready;
 };
@@ -62,15 +81,34 @@ uint64_t g_probe_word = 0x5eed5eed5eed5eedull;
 
 size_t align64(size_t x) { return (x + 63) / 64 * 64; }
 
+// Staging slots shrink as the job grows so n^2 pairs stay within a few hundred MiB of (sparse,
+// touched-only-when-used) shared memory.
+size_t slot_bytes_for(int n) {
+  const size_t budget = 256ull << 20;
+  const size_t per_slot = budget / (static_cast<size_t>(n) * n * kDataSlots);
+  return std::clamp<size_t>(per_slot / 4096 * 4096, 16 << 10, 256 << 10);
+}
+
 struct Layout {
   int size;
-  size_t ranks_offset, rings_offset, total;
-  explicit Layout(int n) : size(n) {
+  size_t slot_bytes;
+  size_t ranks_offset, rings_offset, data_rings_offset, data_slots_offset, total;
+  explicit Layout(int n) : size(n), slot_bytes(slot_bytes_for(n)) {
+    const size_t pairs = static_cast<size_t>(n) * n;
     ranks_offset = align64(sizeof(SegmentHeader));
     rings_offset = align64(ranks_offset + sizeof(RankInfo) * n);
-    total = rings_offset + sizeof(Ring) * static_cast<size_t>(n) * n;
+    data_rings_offset = align64(rings_offset + sizeof(Ring) * pairs);
+    data_slots_offset = (data_rings_offset + sizeof(DataRing) * pairs + 4095) / 4096 * 4096;
+    total = data_slots_offset + pairs * kDataSlots * slot_bytes;
   }
 };
+
+CopyMode copy_mode_from_env() {
+  const char* v = std::getenv("FSDP_SHM_COPY");
+  if (!v || !*v || std::string(v) == "staging") return CopyMode::kStaging;
+  if (std::string(v) == "cma") return CopyMode::kCrossMemory;
+  throw InvalidArgument(std::string("FSDP_SHM_COPY='") + v + "' must be staging or cma");
+}
 
 std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
 
@@ -125,7 +163,7 @@ class ShmTransport final : public Transport {
       m.kind = Kind::kRendezvous;
       m.addr = reinterpret_cast<uint64_t>(data);
       m.id = next_send_id_++;
-      peers_[peer].sends_in_flight.emplace_back(m.id, request);
+      peers_[peer].sends_in_flight.push_back({m.id, request, static_cast<const std::byte*>(data), bytes});
       post(peer, m);
     }
     return request;
@@ -159,16 +197,26 @@ class ShmTransport final : public Transport {
         in.tail.store(tail + 1, std::memory_order_release);
         moved = true;
       }
+      moved |= stream_out(peer);
+      moved |= stream_in(peer);
     }
     return moved;
   }
 
   void cancel(const RequestPtr& request) override {
     Peer& p = peers_[request->peer()];
+    // A payload already streaming keeps its place in the data ring (the peer expects its bytes), but
+    // its buffer is never touched again.
     if (request->is_send()) {
-      p.sends_in_flight.remove_if([&](const auto& e) { return e.second == request; });
+      p.sends_in_flight.remove_if([&](const PendingSend& e) { return e.request == request; });
+      for (Transfer& t : p.streaming) {
+        if (t.request == request) t.data = nullptr;
+      }
     } else {
       p.recvs.remove_if([&](const PostedRecv& r) { return r.request == request; });
+      for (Transfer& t : p.incoming) {
+        if (t.request == request) t.data = nullptr;
+      }
     }
   }
 
@@ -179,12 +227,82 @@ class ShmTransport final : public Transport {
   }
 
  private:
+  struct PendingSend {
+    uint64_t id;
+    RequestPtr request;
+    const std::byte* data;
+    size_t bytes;
+  };
+  // A staged payload on its way through a data ring; data is null once cancelled.
+  struct Transfer {
+    RequestPtr request;
+    std::byte* data;
+    size_t bytes;
+    size_t done = 0;
+  };
   struct Peer {
     std::list<PostedRecv> recvs;
     std::list<Unexpected> unexpected;
-    std::list<std::pair<uint64_t, RequestPtr>> sends_in_flight;  // rendezvous sends awaiting an ack
-    std::list<Message> outbox;                                  // messages the full ring could not take yet
+    std::list<PendingSend> sends_in_flight;  // rendezvous sends awaiting an ack or a clear-to-send
+    std::deque<Transfer> streaming;          // sends cleared to stream, in clear-to-send order
+    std::deque<Transfer> incoming;           // receives whose payload streams in, in the same order
+    std::list<Message> outbox;               // messages the full ring could not take yet
   };
+
+  DataRing& data_ring(int from, int to) {
+    auto* rings = reinterpret_cast<DataRing*>(static_cast<std::byte*>(base_) + layout_.data_rings_offset);
+    return rings[static_cast<size_t>(from) * size_ + to];
+  }
+  std::byte* data_slot(int from, int to, uint64_t index) {
+    const size_t pair = static_cast<size_t>(from) * size_ + to;
+    return static_cast<std::byte*>(base_) + layout_.data_slots_offset +
+           (pair * kDataSlots + index % kDataSlots) * layout_.slot_bytes;
+  }
+
+  // Copies pieces of cleared sends into free slots of our data ring to `peer`.
+  bool stream_out(int peer) {
+    Peer& p = peers_[peer];
+    DataRing& ring_out = data_ring(rank_, peer);
+    bool moved = false;
+    while (!p.streaming.empty()) {
+      const uint64_t head = ring_out.head.load(std::memory_order_relaxed);
+      if (head - ring_out.tail.load(std::memory_order_acquire) >= kDataSlots) break;
+      Transfer& t = p.streaming.front();
+      const size_t piece = std::min(layout_.slot_bytes, t.bytes - t.done);
+      if (t.data) std::memcpy(data_slot(rank_, peer, head), t.data + t.done, piece);
+      ring_out.piece_bytes[head % kDataSlots] = static_cast<uint32_t>(piece);
+      ring_out.head.store(head + 1, std::memory_order_release);
+      t.done += piece;
+      moved = true;
+      if (t.done == t.bytes) {
+        if (t.data) t.request->complete();  // the payload is out of the caller's buffer
+        p.streaming.pop_front();
+      }
+    }
+    return moved;
+  }
+
+  // Copies published pieces from `peer`'s data ring into the receive they belong to.
+  bool stream_in(int peer) {
+    Peer& p = peers_[peer];
+    DataRing& ring_in = data_ring(peer, rank_);
+    bool moved = false;
+    while (!p.incoming.empty()) {
+      const uint64_t tail = ring_in.tail.load(std::memory_order_relaxed);
+      if (tail == ring_in.head.load(std::memory_order_acquire)) break;
+      Transfer& t = p.incoming.front();
+      const size_t piece = ring_in.piece_bytes[tail % kDataSlots];
+      if (t.data) std::memcpy(t.data + t.done, data_slot(peer, rank_, tail), piece);
+      ring_in.tail.store(tail + 1, std::memory_order_release);
+      t.done += piece;
+      moved = true;
+      if (t.done == t.bytes) {
+        if (t.data) t.request->complete();
+        p.incoming.pop_front();
+      }
+    }
+    return moved;
+  }
 
   Ring& ring(int from, int to) {
     auto* rings = reinterpret_cast<Ring*>(static_cast<std::byte*>(base_) + layout_.rings_offset);
@@ -223,13 +341,16 @@ class ShmTransport final : public Transport {
 
   void handle(int peer, const Message& m) {
     Peer& p = peers_[peer];
-    if (m.kind == Kind::kAck) {
+    if (m.kind == Kind::kAck || m.kind == Kind::kClearToSend) {
       for (auto it = p.sends_in_flight.begin(); it != p.sends_in_flight.end(); ++it) {
-        if (it->first != m.id) continue;
-        if (m.status == 0) {
-          it->second->complete();
+        if (it->id != m.id) continue;
+        if (m.status != 0) {
+          it->request->fail("rank " + std::to_string(peer) + " rejected the message (size mismatch or failed copy)",
+                            false);
+        } else if (m.kind == Kind::kAck) {
+          it->request->complete();
         } else {
-          it->second->fail("rank " + std::to_string(peer) + " rejected the message (size mismatch or failed copy)", false);
+          p.streaming.push_back({it->request, const_cast<std::byte*>(it->data), it->bytes});
         }
         p.sends_in_flight.erase(it);
         return;
@@ -259,15 +380,20 @@ class ShmTransport final : public Transport {
               " (do the ranks pass the same count?)";
     } else if (m.kind == Kind::kEager) {
       if (m.bytes) std::memcpy(recv.data, eager, m.bytes);
-    } else {
+    } else if (mode_ == CopyMode::kCrossMemory) {
       error = pull(peer, recv.data, m.addr, m.bytes, lost);
     }
     if (m.kind == Kind::kRendezvous) {
       Message ack{};
-      ack.kind = Kind::kAck;
+      ack.kind = mode_ == CopyMode::kCrossMemory ? Kind::kAck : Kind::kClearToSend;
       ack.id = m.id;
       ack.status = error.empty() ? 0 : 1;
       post(peer, ack);
+      if (error.empty() && mode_ == CopyMode::kStaging) {
+        // Completes in stream_in once the last piece has arrived.
+        peers_[peer].incoming.push_back({recv.request, static_cast<std::byte*>(recv.data), recv.bytes});
+        return;
+      }
     }
     if (error.empty()) {
       recv.request->complete();
@@ -335,6 +461,8 @@ class ShmTransport final : public Transport {
     }
     if (rank_ == 0) {
       header().size = size_;
+      header().copy_mode = static_cast<int32_t>(copy_mode_from_env());
+      header().slot_bytes = layout_.slot_bytes;
       header().magic = kMagic;
       header().ready.store(1, std::memory_order_release);
     }
@@ -360,7 +488,8 @@ class ShmTransport final : public Transport {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     if (rank_ == 0) ::shm_unlink(name.c_str());
-    probe_cross_memory_attach();
+    mode_ = static_cast<CopyMode>(header().copy_mode);
+    if (mode_ == CopyMode::kCrossMemory) probe_cross_memory_attach();
   }
 
   // Fails at start-up, with the fix, where the kernel forbids reading a peer's memory.
@@ -384,6 +513,7 @@ class ShmTransport final : public Transport {
   Layout layout_;
   void* base_ = nullptr;
   uint64_t next_send_id_ = 1;
+  CopyMode mode_ = CopyMode::kStaging;
   std::vector<Peer> peers_;
 };
 

@@ -118,15 +118,23 @@ int suite(int rank, int n, const std::string& job) {
   return bad == 0 ? 0 : 1;
 }
 
-class ShmProcesses : public ::testing::TestWithParam<int> {};
+// (ranks, FSDP_SHM_COPY): both ways of moving large payloads.
+class ShmProcesses : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
 
 TEST_P(ShmProcesses, EveryCollectiveMatchesReference) {
-  const int n = GetParam();
-  auto codes = run_processes(n, 60s, [n](int rank, const std::string& job) { return suite(rank, n, job); });
+  const auto& [n, mode] = GetParam();
+  auto codes = run_processes(n, 60s, [n, mode](int rank, const std::string& job) {
+    ::setenv("FSDP_SHM_COPY", mode.c_str(), 1);  // rank 0 decides for the job
+    return suite(rank, n, job);
+  });
   for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, ShmProcesses, ::testing::Values(1, 2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(Ranks, ShmProcesses,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values("staging", "cma")),
+                         [](const auto& info) {
+                           return "n" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+                         });
 
 // A rank that dies mid-job is reported as lost, by name, long before the timeout.
 TEST(ShmFaults, KilledPeerIsReportedQuickly) {
