@@ -81,12 +81,13 @@ uint64_t g_probe_word = 0x5eed5eed5eed5eedull;
 
 size_t align64(size_t x) { return (x + 63) / 64 * 64; }
 
-// Staging slots shrink as the job grows so n^2 pairs stay within a few hundred MiB of (sparse,
-// touched-only-when-used) shared memory.
+// 64 KiB slots keep a pair's pieces in flight (4 x 64 KiB) cache-resident, so the receiver's copy
+// out mostly hits cache (32 KiB to 256 KiB measured within noise of each other; docs/transports.md).
+// Slots shrink as the job grows so n^2 pairs stay within 256 MiB of sparse shared memory.
 size_t slot_bytes_for(int n) {
   const size_t budget = 256ull << 20;
   const size_t per_slot = budget / (static_cast<size_t>(n) * n * kDataSlots);
-  return std::clamp<size_t>(per_slot / 4096 * 4096, 16 << 10, 256 << 10);
+  return std::clamp<size_t>(per_slot / 4096 * 4096, 16 << 10, 64 << 10);
 }
 
 struct Layout {
