@@ -199,3 +199,42 @@ TEST(LargeBuffers, MultiChunkRingsMatchReference) {
 
 }  // namespace
 }  // namespace fsdp::testing
+
+namespace fsdp::testing {
+namespace {
+
+TEST(Options, EnvironmentOverridesDefaultsAndRejectsGarbage) {
+  ::setenv("FSDP_TIMEOUT_SEC", "1.5", 1);
+  ::setenv("FSDP_SMALL_MSG_BYTES", "0", 1);
+  ::setenv("FSDP_ALGO", "all_reduce=ring", 1);
+  CommOptions o = CommOptions::from_env();
+  EXPECT_EQ(o.timeout, std::chrono::milliseconds(1500));
+  EXPECT_EQ(o.small_message_bytes, 0u);
+  EXPECT_EQ(o.algorithms, "all_reduce=ring");
+  ::setenv("FSDP_TIMEOUT_SEC", "soon", 1);
+  try {
+    CommOptions::from_env();
+    ADD_FAILURE() << "garbage accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("FSDP_TIMEOUT_SEC"), std::string::npos);
+  }
+  ::unsetenv("FSDP_TIMEOUT_SEC");
+  ::unsetenv("FSDP_SMALL_MSG_BYTES");
+  ::unsetenv("FSDP_ALGO");
+}
+
+TEST(Options, UnknownAlgorithmIsRejectedWithTheChoices) {
+  CommOptions o;
+  o.algorithms = "all_gather=telepathy";
+  auto t = make_inproc_transports(1);
+  try {
+    Communicator::create(t[0], o);
+    ADD_FAILURE() << "unknown algorithm accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("bruck"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ring"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fsdp::testing
