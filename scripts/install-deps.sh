@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ make pkg-config ccache  # toolchain
   libgtest-dev libgmock-dev                     # tests
+  protobuf-compiler libprotobuf-dev libtomlplusplus-dev  # sharding planner
 )
 
 missing=()

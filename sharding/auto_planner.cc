@@ -1,0 +1,229 @@
+#include "sharding/auto_planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <tuple>
+
+#include "sharding/cost_model.h"
+#include "sharding/plan_error.h"
+
+namespace fsdp::sharding {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kTieFraction = 0.001;
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = 1; i * i <= n; ++i) {
+    if (n % i == 0) {
+      d.push_back(i);
+      if (i != n / i) d.push_back(n / i);
+    }
+  }
+  std::sort(d.begin(), d.end());
+  return d;
+}
+
+// true, false, and secondary groups worth trying: the server size (backward gathers stay on the fast
+// links) and 8 (a common hpZ choice), when they properly divide the shard degree.
+std::vector<Reshard> reshard_choices(int64_t shard, int64_t chips_per_node) {
+  std::vector<Reshard> r = {Reshard{Reshard::Mode::kFull, 0}};
+  if (shard == 1) return r;
+  r.push_back(Reshard{Reshard::Mode::kNone, 0});
+  for (int64_t k : {chips_per_node, int64_t{8}}) {
+    if (k > 1 && k < shard && shard % k == 0 && (r.size() < 3 || r[2].group != k)) {
+      r.push_back(Reshard{Reshard::Mode::kGroup, k});
+    }
+  }
+  return r;
+}
+
+int reshard_rank(const Reshard& r) {
+  return r.mode == Reshard::Mode::kFull ? 0 : r.mode == Reshard::Mode::kGroup ? 1 : 2;
+}
+
+// Total order so the result never depends on evaluation order: fitting first, then faster, then
+// smaller, then a fixed preference for the simpler configuration.
+bool better(const AutoCandidate& a, const AutoCandidate& b) {
+  if (a.estimate.fits != b.estimate.fits) return a.estimate.fits;
+  if (a.estimate.fits && a.estimate.time.step != b.estimate.time.step)
+    return a.estimate.time.step < b.estimate.time.step;
+  if (a.estimate.memory.peak() != b.estimate.memory.peak()) return a.estimate.memory.peak() < b.estimate.memory.peak();
+  auto key = [](const AutoCandidate& c) {
+    return std::make_tuple(c.mesh.shard_degree(), reshard_rank(c.policy.reshard), c.policy.reshard.group,
+                           c.policy.prefetch, static_cast<int>(c.policy.ac), -c.policy.micro_batch);
+  };
+  return key(a) < key(b);
+}
+
+std::string gib(double bytes) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(1);
+  s << bytes / kGiB << " GiB";
+  return s.str();
+}
+
+std::string seconds(double s) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(s < 1 ? 4 : 3);
+  o << s << " s";
+  return o.str();
+}
+
+std::string differences(const AutoCandidate& a, const AutoCandidate& b) {
+  std::vector<std::string> d;
+  auto add = [&](const std::string& what, const std::string& x, const std::string& y) {
+    if (x != y) d.push_back(what + " " + x + " vs " + y);
+  };
+  add("shard", std::to_string(a.mesh.shard_degree()), std::to_string(b.mesh.shard_degree()));
+  add("reshard", a.policy.reshard.to_string(), b.policy.reshard.to_string());
+  add("prefetch", std::to_string(a.policy.prefetch), std::to_string(b.policy.prefetch));
+  add("ac", std::string(name(a.policy.ac)), std::string(name(b.policy.ac)));
+  add("micro-batch", std::to_string(a.policy.micro_batch), std::to_string(b.policy.micro_batch));
+  std::string out;
+  for (const auto& x : d) out += (out.empty() ? "" : ", ") + x;
+  return out.empty() ? "nothing" : out;
+}
+
+}  // namespace
+
+std::string AutoCandidate::describe() const {
+  std::ostringstream s;
+  s << "shard " << mesh.shard_degree() << " x replicate " << mesh.replicate_degree() << ", reshard "
+    << policy.reshard.to_string() << ", prefetch " << policy.prefetch << ", ac " << name(policy.ac) << ", micro-batch "
+    << policy.micro_batch << " x " << policy.grad_accum << " accumulation";
+  return s.str();
+}
+
+AutoPlanResult auto_plan(const ModelSpec& model, const ChipProfile& chip, const AutoPlanOptions& o) {
+  validate(model);
+  validate(chip);
+  if (!(o.headroom >= 0 && o.headroom < 1)) throw PlanError("headroom must be in [0, 1)");
+  const Mesh full = Mesh::create(MeshSpec{o.nodes, o.chips_per_node, 1, 0});
+  const int64_t world = full.world_size();
+  const int64_t global_batch = o.global_batch == 0 ? world : o.global_batch;
+  if (global_batch < world || global_batch % world != 0) {
+    throw PlanError("global batch " + std::to_string(global_batch) + " must be a positive multiple of the world size " +
+                    std::to_string(world) + " (every rank trains on the same number of sequences)");
+  }
+  const int64_t per_rank = global_batch / world;
+  std::vector<int64_t> micro_batches;
+  for (int64_t mb : divisors(per_rank)) {
+    if (mb <= o.max_micro_batch) micro_batches.push_back(mb);
+  }
+
+  AutoPlanResult result;
+  std::vector<AutoCandidate> all;
+  for (int64_t shard : divisors(world)) {
+    const Mesh mesh = Mesh::create(MeshSpec{o.nodes, o.chips_per_node, world / shard, shard});
+    const auto units = shard_model(model, shard);
+    for (const Reshard& reshard : reshard_choices(shard, o.chips_per_node)) {
+      for (int64_t prefetch : o.prefetch_choices) {
+        for (auto ac :
+             {ActivationCheckpointing::kNone, ActivationCheckpointing::kSelective, ActivationCheckpointing::kFull}) {
+          for (int64_t mb : micro_batches) {
+            Policy p = o.base;
+            p.reshard = reshard;
+            p.prefetch = prefetch;
+            p.ac = ac;
+            p.micro_batch = mb;
+            p.grad_accum = per_rank / mb;
+            AutoCandidate c{mesh, p, estimate_plan(model, units, chip, mesh, p, o.headroom)};
+            ++result.evaluated;
+            if (c.estimate.fits) ++result.fitting;
+            all.push_back(std::move(c));
+          }
+        }
+      }
+    }
+  }
+  std::sort(all.begin(), all.end(), better);
+  // Step times closer than the model can tell apart: among fitting plans within kTieFraction of the
+  // fastest, take the one with the smallest peak memory (more slack for what the model misses).
+  bool tie_broken = false;
+  if (all.front().estimate.fits) {
+    const double limit = all.front().estimate.time.step * (1 + kTieFraction);
+    size_t pick = 0;
+    for (size_t i = 1; i < all.size() && all[i].estimate.fits && all[i].estimate.time.step <= limit; ++i) {
+      if (all[i].estimate.memory.peak() < all[pick].estimate.memory.peak()) pick = i;
+    }
+    if (pick != 0) {
+      std::rotate(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(pick),
+                  all.begin() + static_cast<std::ptrdiff_t>(pick) + 1);
+      tie_broken = true;
+    }
+  }
+  for (size_t i = 0; i < all.size() && i < o.top; ++i) {
+    if (all[i].estimate.fits != all[0].estimate.fits) break;
+    result.top.push_back(all[i]);
+  }
+
+  std::ostringstream x;
+  const double states_total = static_cast<double>(model.num_params()) *
+                              static_cast<double>(4 + 4 + optimizer_state_bytes_per_element(o.base.optimizer));
+  const AutoCandidate& first = all.front();
+  const double available = static_cast<double>(first.estimate.available_bytes);
+  if (first.estimate.fits) {
+    const auto& w = first;
+    x << "winner: " << w.describe() << "\n  step " << seconds(w.estimate.time.step) << ", MFU "
+      << std::round(w.estimate.time.mfu * 1000) / 10 << "%, peak " << gib(static_cast<double>(w.estimate.memory.peak()))
+      << " of " << gib(available) << " available\n";
+    x << "  " << result.fitting << " of " << result.evaluated << " configurations fit in memory (headroom "
+      << o.headroom * 100 << "%); "
+      << (tie_broken ? "it is within 0.1% of the fastest and needs the least memory of those"
+                     : "it is the fastest of them");
+    if (all.size() > 1 && all[1].estimate.fits) {
+      const auto& r = all[1];
+      const double gain = r.estimate.time.step - w.estimate.time.step;
+      x << ".\n  vs runner-up (" << differences(w, r) << "): " << seconds(std::abs(gain))
+        << (gain >= 0 ? " faster" : " slower") << " per step, peak "
+        << gib(static_cast<double>(w.estimate.memory.peak())) << " vs "
+        << gib(static_cast<double>(r.estimate.memory.peak())) << "; exposed communication "
+        << seconds(w.estimate.time.exposed_communication) << " vs " << seconds(r.estimate.time.exposed_communication)
+        << ", compute " << seconds(w.estimate.time.compute) << " vs " << seconds(r.estimate.time.compute);
+    }
+    // The fastest configuration regardless of memory, when it is not the winner: what memory cost us.
+    const AutoCandidate* fastest = nullptr;
+    for (const auto& c : all) {
+      if (!c.estimate.fits && (fastest == nullptr || c.estimate.time.step < fastest->estimate.time.step)) fastest = &c;
+    }
+    if (fastest != nullptr && fastest->estimate.time.step < w.estimate.time.step) {
+      x << ".\n  faster but too big: " << fastest->describe() << " would take " << seconds(fastest->estimate.time.step)
+        << " but needs " << gib(static_cast<double>(fastest->estimate.memory.peak()));
+    }
+    x << ".";
+    result.best = make_plan(model, chip, w.mesh, w.policy, o.headroom);
+    result.best->notes.push_back("auto-plan: " + std::to_string(result.fitting) + " of " +
+                                 std::to_string(result.evaluated) + " configurations fit; this is the fastest");
+  } else {
+    const auto& m = first.estimate.memory;
+    const double peak = static_cast<double>(m.peak());
+    x << "nothing fits: the smallest configuration (" << first.describe() << ") needs " << gib(peak) << " per chip, "
+      << gib(available) << " available (" << gib(chip.memory_bytes) << " less " << o.headroom * 100
+      << "% headroom): short by " << gib(peak - available) << ".\n";
+    x << "  model states alone need " << gib(states_total / static_cast<double>(world)) << " per chip ("
+      << 4 + 4 + optimizer_state_bytes_per_element(o.base.optimizer) << " bytes x " << model.num_params()
+      << " params / " << world << " chips).\n";
+    // Transients and activations do not shrink with more chips; model states do.
+    const double fixed = peak - static_cast<double>(m.model_states());
+    if (fixed < available) {
+      const double chips = std::ceil(states_total / (available - fixed));
+      const double servers = std::ceil(chips / static_cast<double>(o.chips_per_node));
+      x << "  would fit: about " << static_cast<int64_t>(chips) << " chips of " << chip.name << " ("
+        << static_cast<int64_t>(servers) << " servers of " << o.chips_per_node << "), or a chip with at least "
+        << gib(peak / (1.0 - o.headroom)) << " of memory.";
+    } else {
+      x << "  even with unlimited chips, one unit's buffers and the activations need " << gib(fixed)
+        << " per chip: shorten the sequence or use a chip with at least " << gib(peak / (1.0 - o.headroom)) << ".";
+    }
+  }
+  result.explanation = x.str();
+  return result;
+}
+
+}  // namespace fsdp::sharding

@@ -1,0 +1,44 @@
+// Searches shard and replicate degrees, reshard policy, prefetch depth, activation checkpointing and
+// micro-batch for the fastest predicted plan that fits in memory with headroom, and says why it won
+// (or, when nothing fits, by how much and what would).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sharding/planner.h"
+
+namespace fsdp::sharding {
+
+struct AutoPlanOptions {
+  int64_t nodes = 1;
+  int64_t chips_per_node = 1;
+  int64_t global_batch = 0;  // sequences per step; 0: one per rank
+  double headroom = kDefaultHeadroom;
+  size_t top = 5;  // candidates reported
+  Policy base;     // dtypes, optimizer and seq_len are kept; the rest is searched
+  std::vector<int64_t> prefetch_choices = {0, 1, 2};
+  int64_t max_micro_batch = 64;
+};
+
+struct AutoCandidate {
+  Mesh mesh;
+  Policy policy;
+  PlanEstimate estimate;
+  std::string describe() const;  // "shard 144 x replicate 1, reshard true, prefetch 1, ac full, mb 1 x 8"
+};
+
+struct AutoPlanResult {
+  std::optional<Plan> best;        // empty when nothing fits
+  std::vector<AutoCandidate> top;  // fastest fitting first; when nothing fits, smallest peak first
+  int64_t evaluated = 0;
+  int64_t fitting = 0;
+  std::string explanation;
+};
+
+// Throws PlanError for bad input (mesh sizes, a global batch that does not split evenly over ranks).
+AutoPlanResult auto_plan(const ModelSpec& model, const ChipProfile& chip, const AutoPlanOptions& options);
+
+}  // namespace fsdp::sharding

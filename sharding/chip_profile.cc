@@ -1,0 +1,205 @@
+#include "sharding/chip_profile.h"
+
+#include <cmath>
+
+#include "sharding/plan_error.h"
+#include "sharding/toml_util.h"
+
+namespace fsdp::sharding {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kGB = 1e9;
+constexpr double kTB = 1e12;
+constexpr double kUs = 1e-6;
+constexpr double kTflops = 1e12;
+// Large bf16/fp8 GEMMs reach roughly 70-80% of the datasheet peak on current accelerators; the roofline
+// uses this fraction so predicted MFU is not the datasheet's. An assumption: override per profile.
+constexpr double kMatmulEfficiency = 0.75;
+
+// Sources in docs/planner.md. Published chip-to-chip figures are totals over both directions; the
+// model uses half. Network figures (NIC line rates) are per direction already.
+std::vector<ChipProfile> make_presets() {
+  std::vector<ChipProfile> v;
+  v.push_back(ChipProfile{.name = "trn2",
+                          .memory_bytes = 96 * kGiB,
+                          .hbm_bytes_per_s = 2.9 * kTB,
+                          .intra_bytes_per_s = 1.28 * kTB / 2,  // NeuronLink-v3 1.28 TB/s per chip
+                          .intra_latency_s = 5 * kUs,
+                          .inter_bytes_per_s = 25 * kGB,  // EFAv3 3.2 Tb/s per 16-chip trn2.48xlarge
+                          .inter_latency_s = 20 * kUs,
+                          .peak_flops_fp32 = 181 * kTflops,
+                          .peak_flops_bf16 = 667 * kTflops,
+                          .peak_flops_fp8 = 1299 * kTflops,
+                          .matmul_efficiency = kMatmulEfficiency,
+                          .chips_per_node = 16});
+  v.push_back(ChipProfile{.name = "trn3",
+                          .memory_bytes = 144 * kGiB,
+                          .hbm_bytes_per_s = 4.9 * kTB,
+                          .intra_bytes_per_s = 2.0 * kTB / 2,  // NeuronLink about 2 TB/s per chip
+                          .intra_latency_s = 5 * kUs,
+                          .inter_bytes_per_s = 25 * kGB,  // assumed same EFA share per chip as trn2
+                          .inter_latency_s = 20 * kUs,
+                          .peak_flops_fp32 = 183 * kTflops,
+                          .peak_flops_bf16 = 671 * kTflops,
+                          .peak_flops_fp8 = 2517 * kTflops,  // MXFP8
+                          .matmul_efficiency = kMatmulEfficiency,
+                          .chips_per_node = 144});
+  v.push_back(ChipProfile{.name = "h100",
+                          .memory_bytes = 80 * kGB,
+                          .hbm_bytes_per_s = 3.35 * kTB,
+                          .intra_bytes_per_s = 900 * kGB / 2,  // NVLink 4: 900 GB/s total
+                          .intra_latency_s = 3 * kUs,
+                          .inter_bytes_per_s = 50 * kGB,  // one 400 Gb/s NIC per GPU
+                          .inter_latency_s = 10 * kUs,
+                          .peak_flops_fp32 = 67 * kTflops,
+                          .peak_flops_bf16 = 989 * kTflops,
+                          .peak_flops_fp8 = 1979 * kTflops,
+                          .matmul_efficiency = kMatmulEfficiency,
+                          .chips_per_node = 8});
+  v.push_back(ChipProfile{.name = "h200",
+                          .memory_bytes = 141 * kGB,
+                          .hbm_bytes_per_s = 4.8 * kTB,
+                          .intra_bytes_per_s = 900 * kGB / 2,
+                          .intra_latency_s = 3 * kUs,
+                          .inter_bytes_per_s = 50 * kGB,
+                          .inter_latency_s = 10 * kUs,
+                          .peak_flops_fp32 = 67 * kTflops,
+                          .peak_flops_bf16 = 989 * kTflops,
+                          .peak_flops_fp8 = 1979 * kTflops,
+                          .matmul_efficiency = kMatmulEfficiency,
+                          .chips_per_node = 8});
+  // This project's 2-core CI machine: a "chip" is one process; figures from /work/shared/baselines.md.
+  v.push_back(ChipProfile{.name = "cpu",
+                          .memory_bytes = 8 * kGiB,
+                          .hbm_bytes_per_s = 15 * kGB,     // one-thread memcpy
+                          .intra_bytes_per_s = 3.5 * kGB,  // shared-memory all-gather busbw at 64 MiB
+                          .intra_latency_s = 1 * kUs,
+                          .inter_bytes_per_s = 1 * kGB,  // TCP loopback busbw
+                          .inter_latency_s = 50 * kUs,
+                          .peak_flops_fp32 = 0.1 * kTflops,   // 2 cores x AVX2 FMA, order of magnitude
+                          .peak_flops_bf16 = 0.05 * kTflops,  // no native bf16 matmul: converted to fp32
+                          .peak_flops_fp8 = 0.05 * kTflops,
+                          .matmul_efficiency = 0.5,
+                          .chips_per_node = 2});
+  return v;
+}
+
+const std::vector<ChipProfile>& presets() {
+  static const std::vector<ChipProfile> kPresets = make_presets();
+  return kPresets;
+}
+
+}  // namespace
+
+double ChipProfile::peak_flops(DataType compute) const {
+  switch (compute) {
+    case DataType::kFloat16:
+    case DataType::kBfloat16:
+      return peak_flops_bf16;
+    case DataType::kFloat8E4M3:
+    case DataType::kFloat8E5M2:
+      return peak_flops_fp8;
+    default:
+      return peak_flops_fp32;
+  }
+}
+
+void validate(const ChipProfile& c) {
+  const std::string where = "chip '" + c.name + "': ";
+  if (c.name.empty()) throw PlanError("chip profile has no name");
+  for (auto [v, field] : {std::pair{c.memory_bytes, "memory"},
+                          {c.hbm_bytes_per_s, "memory bandwidth"},
+                          {c.intra_bytes_per_s, "intra-server bandwidth"},
+                          {c.inter_bytes_per_s, "inter-server bandwidth"},
+                          {c.peak_flops_fp32, "fp32 FLOP/s"},
+                          {c.peak_flops_bf16, "bf16 FLOP/s"},
+                          {c.peak_flops_fp8, "fp8 FLOP/s"},
+                          {c.matmul_efficiency, "matmul efficiency"}}) {
+    if (!(v > 0) || !std::isfinite(v))
+      throw PlanError(where + field + " must be positive (got " + std::to_string(v) + ")");
+  }
+  if (c.intra_latency_s < 0 || c.inter_latency_s < 0) throw PlanError(where + "latencies must not be negative");
+  if (c.matmul_efficiency > 1) throw PlanError(where + "matmul efficiency must be in (0, 1]");
+  if (c.chips_per_node <= 0 || c.chips_per_node > kMaxChipsPerNode) {
+    throw PlanError(where + "chips per node must be 1.." + std::to_string(kMaxChipsPerNode));
+  }
+}
+
+std::vector<std::string> chip_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& c : presets()) names.push_back(c.name);
+  return names;
+}
+
+ChipProfile chip_preset(std::string_view name) {
+  for (const auto& c : presets()) {
+    if (c.name == name) return c;
+  }
+  std::string known;
+  for (const auto& c : presets()) known += (known.empty() ? "" : ", ") + c.name;
+  throw PlanError("unknown chip '" + std::string(name) + "' (known chips: " + known +
+                  "; or give a profile file with --chip-file)");
+}
+
+ChipProfile parse_chip_profile(std::string_view text, std::string_view src, std::string_view default_base) {
+  using namespace toml_util;
+  const toml::table doc = parse(text, src);
+  check_keys(src, doc, "the top level", {"chip"});
+  const toml::node* cn = doc.get("chip");
+  if (cn == nullptr || !cn->is_table()) throw PlanError(std::string(src) + ": missing [chip] table");
+  const toml::table& t = *cn->as_table();
+  check_keys(src, t, "[chip]",
+             {"base", "name", "memory_gib", "hbm_tb_per_s", "intra_gb_per_s", "intra_latency_us", "inter_gb_per_s",
+              "inter_latency_us", "fp32_tflops", "bf16_tflops", "fp8_tflops", "matmul_efficiency", "chips_per_node"});
+  ChipProfile c;
+  auto base = get_string(src, t, "base");
+  if (base) {
+    try {
+      c = chip_preset(*base);
+    } catch (const PlanError& e) {
+      fail(src, *t.get("base"), e.what());
+    }
+  } else if (!default_base.empty()) {
+    c = chip_preset(default_base);
+    base = std::string(default_base);
+  }
+  if (auto v = get_string(src, t, "name")) c.name = *v;
+  struct Field {
+    const char* key;
+    double* out;
+    double scale;
+  };
+  const Field fields[] = {
+      {"memory_gib", &c.memory_bytes, kGiB},         {"hbm_tb_per_s", &c.hbm_bytes_per_s, kTB},
+      {"intra_gb_per_s", &c.intra_bytes_per_s, kGB}, {"intra_latency_us", &c.intra_latency_s, kUs},
+      {"inter_gb_per_s", &c.inter_bytes_per_s, kGB}, {"inter_latency_us", &c.inter_latency_s, kUs},
+      {"fp32_tflops", &c.peak_flops_fp32, kTflops},  {"bf16_tflops", &c.peak_flops_bf16, kTflops},
+      {"fp8_tflops", &c.peak_flops_fp8, kTflops},    {"matmul_efficiency", &c.matmul_efficiency, 1.0},
+  };
+  for (const auto& f : fields) {
+    if (auto v = get_number(src, t, f.key)) {
+      const bool latency = std::string_view(f.key).ends_with("latency_us");
+      if (latency ? *v < 0 : *v <= 0) {
+        fail(src, *t.get(f.key), std::string(f.key) + " must be " + (latency ? "non-negative" : "positive"));
+      }
+      *f.out = *v * f.scale;
+    } else if (!base && std::string_view(f.key) != "matmul_efficiency") {
+      fail(src, t, std::string("profile without 'base' needs '") + f.key + "'");
+    }
+  }
+  if (auto v = get_int(src, t, "chips_per_node")) c.chips_per_node = *v;
+  if (c.name.empty()) fail(src, t, "profile needs a 'name' or a 'base'");
+  try {
+    validate(c);
+  } catch (const PlanError& e) {
+    throw PlanError(std::string(src) + ": " + e.what());
+  }
+  return c;
+}
+
+ChipProfile load_chip_profile_file(const std::string& path, std::string_view default_base) {
+  return parse_chip_profile(toml_util::read_file(path), path, default_base);
+}
+
+}  // namespace fsdp::sharding

@@ -1,0 +1,50 @@
+// Chip profiles: memory, links inside and between servers, and peak FLOP/s per dtype. Every preset
+// number and its public source is listed in docs/planner.md. Bandwidths are bytes/s per chip in one
+// direction (what a ring step can push), latencies seconds per hop.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collectives/types/dtype.h"
+#include "sharding/mesh.h"
+
+namespace fsdp::sharding {
+
+struct ChipProfile {
+  std::string name;
+  double memory_bytes = 0;       // device memory capacity
+  double hbm_bytes_per_s = 0;    // device memory bandwidth
+  double intra_bytes_per_s = 0;  // chip-to-chip inside a server, per chip, one direction
+  double intra_latency_s = 0;    // per collective step inside a server (alpha)
+  double inter_bytes_per_s = 0;  // network between servers, per chip, one direction
+  double inter_latency_s = 0;
+  double peak_flops_fp32 = 0;  // dense FLOP/s
+  double peak_flops_bf16 = 0;
+  double peak_flops_fp8 = 0;       // FP8 or MXFP8 dense
+  double matmul_efficiency = 1.0;  // achievable fraction of peak for large matmuls (1 = pure roofline)
+  int64_t chips_per_node = 1;      // default server size when the user does not give one
+
+  double bandwidth(LinkLevel level) const { return level == LinkLevel::kIntra ? intra_bytes_per_s : inter_bytes_per_s; }
+  double latency(LinkLevel level) const { return level == LinkLevel::kIntra ? intra_latency_s : inter_latency_s; }
+  // Peak for matmuls whose inputs are `compute` (fp16/bf16 -> bf16 peak, fp8 -> fp8 peak, else fp32).
+  double peak_flops(DataType compute) const;
+};
+
+// Throws PlanError when a field is zero, negative or not finite.
+void validate(const ChipProfile& chip);
+
+std::vector<std::string> chip_preset_names();    // trn2, trn3, h100, h200, cpu
+ChipProfile chip_preset(std::string_view name);  // throws PlanError naming the known chips
+
+// A TOML profile file: a [chip] table with `base = "<preset>"` (optional) and any fields to override
+// (memory_gib, hbm_tb_per_s, intra_gb_per_s, intra_latency_us, inter_gb_per_s, inter_latency_us,
+// fp32_tflops, bf16_tflops, fp8_tflops, matmul_efficiency, chips_per_node, name). Without a base every
+// field is required, unless default_base names a preset to start from. Errors name the file and line.
+ChipProfile parse_chip_profile(std::string_view toml_text, std::string_view source_name,
+                               std::string_view default_base = {});
+ChipProfile load_chip_profile_file(const std::string& path, std::string_view default_base = {});
+
+}  // namespace fsdp::sharding

@@ -1,0 +1,60 @@
+// The device mesh: nodes (servers) x chips per node, viewed as replicate x shard (HSDP). Ranks are
+// numbered node-major (rank = node * chips_per_node + local chip) and the shard dimension is innermost:
+// rank = replica * shard_degree + shard_rank, as torch's init_device_mesh(("replicate", "shard")) does.
+// So a shard group is a run of consecutive ranks and stays inside one server when it fits.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace fsdp::sharding {
+
+inline constexpr int64_t kMaxChipsPerNode = 144;
+inline constexpr int64_t kMaxNodes = 65536;
+
+// Which link a group's collective is bound by: the server's chip-to-chip fabric, or the network.
+enum class LinkLevel { kIntra, kInter };
+std::string_view name(LinkLevel level);
+
+struct MeshSpec {
+  int64_t nodes = 1;
+  int64_t chips_per_node = 1;
+  int64_t replicate = 0;  // 0: world / shard (or 1 when shard is 0 too)
+  int64_t shard = 0;      // 0: world / replicate
+};
+
+class Mesh {
+ public:
+  // Throws PlanError for non-positive sizes, more than kMaxChipsPerNode per node, or degrees whose
+  // product is not the world size.
+  static Mesh create(const MeshSpec& spec);
+
+  int64_t nodes() const { return nodes_; }
+  int64_t chips_per_node() const { return chips_per_node_; }
+  int64_t world_size() const { return nodes_ * chips_per_node_; }
+  int64_t replicate_degree() const { return replicate_; }
+  int64_t shard_degree() const { return shard_; }
+
+  int64_t shard_rank(int64_t rank) const { return rank % shard_; }
+  int64_t replica_index(int64_t rank) const { return rank / shard_; }
+  int64_t node_of(int64_t rank) const { return rank / chips_per_node_; }
+
+  // Most servers any group of `size` consecutive ranks (aligned to multiples of size) spans.
+  int64_t nodes_spanned_by_block(int64_t size) const;
+  // Servers spanned by a replicate group (ranks s, s + shard, s + 2 * shard, ...).
+  int64_t nodes_spanned_by_replicate_group() const;
+
+  LinkLevel shard_level() const { return level_of_block(shard_); }
+  LinkLevel replicate_level() const;
+  LinkLevel level_of_block(int64_t size) const {
+    return nodes_spanned_by_block(size) > 1 ? LinkLevel::kInter : LinkLevel::kIntra;
+  }
+
+ private:
+  int64_t nodes_ = 1;
+  int64_t chips_per_node_ = 1;
+  int64_t replicate_ = 1;
+  int64_t shard_ = 1;
+};
+
+}  // namespace fsdp::sharding

@@ -1,0 +1,130 @@
+// Built-in models with their published dimensions. Parameter names follow TorchTitan's Llama 3.
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "sharding/model_spec.h"
+#include "sharding/plan_error.h"
+
+namespace fsdp::sharding {
+namespace {
+
+ParamSpec param(std::string name, std::vector<int64_t> shape, ParamKind kind = ParamKind::kDense) {
+  return ParamSpec{std::move(name), std::move(shape), DataType::kFloat32, kind};
+}
+
+struct Preset {
+  const char* name;
+  LlamaConfig config;
+};
+
+// Published configurations (Meta's Llama 3 / 3.1 model cards and params.json; TorchTitan's debugmodel;
+// Mistral's Mixtral-8x7B config.json).
+const std::vector<Preset>& presets() {
+  static const std::vector<Preset> kPresets = {
+      {"llama3-debug", LlamaConfig{.dim = 256, .layers = 6, .n_heads = 16, .vocab = 2048}},
+      {"llama3-8b", LlamaConfig{.dim = 4096,
+                                .layers = 32,
+                                .n_heads = 32,
+                                .n_kv_heads = 8,
+                                .vocab = 128256,
+                                .multiple_of = 1024,
+                                .ffn_dim_multiplier = 1.3}},
+      {"llama3-70b", LlamaConfig{.dim = 8192,
+                                 .layers = 80,
+                                 .n_heads = 64,
+                                 .n_kv_heads = 8,
+                                 .vocab = 128256,
+                                 .multiple_of = 4096,
+                                 .ffn_dim_multiplier = 1.3}},
+      {"llama3-405b", LlamaConfig{.dim = 16384,
+                                  .layers = 126,
+                                  .n_heads = 128,
+                                  .n_kv_heads = 8,
+                                  .vocab = 128256,
+                                  .multiple_of = 4096,
+                                  .ffn_dim_multiplier = 1.2}},
+      // Mixtral's expert width 14336 is what TorchTitan's formula gives for dim 4096 with these knobs.
+      {"mixtral-8x7b", LlamaConfig{.dim = 4096,
+                                   .layers = 32,
+                                   .n_heads = 32,
+                                   .n_kv_heads = 8,
+                                   .vocab = 32000,
+                                   .multiple_of = 1024,
+                                   .ffn_dim_multiplier = 1.3,
+                                   .num_experts = 8,
+                                   .experts_per_token = 2}},
+  };
+  return kPresets;
+}
+
+}  // namespace
+
+int64_t llama_ffn_hidden(int64_t dim, int64_t multiple_of, double ffn_dim_multiplier) {
+  if (dim <= 0 || multiple_of <= 0) throw PlanError("llama_ffn_hidden: dim and multiple_of must be positive");
+  // Python's int() truncates toward zero; the values are positive so static_cast does the same.
+  int64_t hidden = static_cast<int64_t>(2.0 * static_cast<double>(4 * dim) / 3.0);
+  if (ffn_dim_multiplier > 0) hidden = static_cast<int64_t>(ffn_dim_multiplier * static_cast<double>(hidden));
+  return multiple_of * ((hidden + multiple_of - 1) / multiple_of);
+}
+
+ModelSpec make_llama(std::string name, const LlamaConfig& c) {
+  if (c.dim <= 0 || c.layers <= 0 || c.n_heads <= 0 || c.vocab <= 0 || c.n_kv_heads < 0) {
+    throw PlanError("llama config '" + name + "': dim, layers, n_heads and vocab must be positive");
+  }
+  const int64_t kv_heads = c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads;
+  const int64_t head_dim = c.dim / c.n_heads;
+  const int64_t hidden = llama_ffn_hidden(c.dim, c.multiple_of, c.ffn_dim_multiplier);
+  ModelSpec m;
+  m.name = std::move(name);
+  m.dims = ModelDims{c.layers, c.dim, c.n_heads, kv_heads, hidden, c.vocab, c.num_experts, c.experts_per_token};
+
+  m.units.push_back(
+      UnitSpec{"tok_embeddings", false, {param("tok_embeddings.weight", {c.vocab, c.dim}, ParamKind::kEmbedding)}});
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    UnitSpec u{"layers." + std::to_string(i), true, {}};
+    u.params.push_back(param(p + "attention.wq.weight", {c.n_heads * head_dim, c.dim}));
+    u.params.push_back(param(p + "attention.wk.weight", {kv_heads * head_dim, c.dim}));
+    u.params.push_back(param(p + "attention.wv.weight", {kv_heads * head_dim, c.dim}));
+    u.params.push_back(param(p + "attention.wo.weight", {c.dim, c.n_heads * head_dim}));
+    if (c.num_experts > 0) {
+      u.params.push_back(param(p + "moe.router.gate.weight", {c.num_experts, c.dim}));
+      for (int64_t e = 0; e < c.num_experts; ++e) {
+        const std::string ep = p + "moe.experts." + std::to_string(e) + ".";
+        u.params.push_back(param(ep + "w1.weight", {hidden, c.dim}, ParamKind::kExpert));
+        u.params.push_back(param(ep + "w2.weight", {c.dim, hidden}, ParamKind::kExpert));
+        u.params.push_back(param(ep + "w3.weight", {hidden, c.dim}, ParamKind::kExpert));
+      }
+    } else {
+      u.params.push_back(param(p + "feed_forward.w1.weight", {hidden, c.dim}));
+      u.params.push_back(param(p + "feed_forward.w2.weight", {c.dim, hidden}));
+      u.params.push_back(param(p + "feed_forward.w3.weight", {hidden, c.dim}));
+    }
+    u.params.push_back(param(p + "attention_norm.weight", {c.dim}));
+    u.params.push_back(param(p + "ffn_norm.weight", {c.dim}));
+    m.units.push_back(std::move(u));
+  }
+  m.units.push_back(
+      UnitSpec{"output", false, {param("norm.weight", {c.dim}), param("output.weight", {c.vocab, c.dim})}});
+  validate(m);
+  return m;
+}
+
+std::vector<std::string> model_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& p : presets()) names.emplace_back(p.name);
+  return names;
+}
+
+ModelSpec model_preset(std::string_view name) {
+  for (const auto& p : presets()) {
+    if (name == p.name) return make_llama(p.name, p.config);
+  }
+  std::string known;
+  for (const auto& p : presets()) known += std::string(known.empty() ? "" : ", ") + p.name;
+  throw PlanError("unknown model '" + std::string(name) + "' (known presets: " + known +
+                  "; or pass a path to a .toml model spec)");
+}
+
+}  // namespace fsdp::sharding

@@ -1,0 +1,100 @@
+// A model as the planner sees it: FSDP units (one all-gather each) holding named parameters with shapes
+// and storage dtypes, plus the optional transformer dimensions the FLOP and activation estimates need.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collectives/types/dtype.h"
+
+namespace fsdp::sharding {
+
+// What a parameter costs in FLOPs: dense matmul weights do 6 FLOPs per element per token (forward and
+// backward), an embedding table is a lookup (no FLOPs), an expert's weight is used by only
+// experts_per_token of num_experts experts.
+enum class ParamKind { kDense, kEmbedding, kExpert };
+
+std::string_view name(ParamKind k);
+ParamKind parse_param_kind(std::string_view s);  // "dense", "embedding", "expert"; throws PlanError
+
+struct ParamSpec {
+  std::string name;
+  std::vector<int64_t> shape;           // empty for a scalar
+  DataType dtype = DataType::kFloat32;  // storage dtype of the sharded (master) parameter
+  ParamKind kind = ParamKind::kDense;
+
+  int64_t numel() const;
+  int64_t rows() const;       // dim 0, the dimension FSDP shards; 1 for a scalar
+  int64_t row_numel() const;  // product of the remaining dims
+};
+
+struct UnitSpec {
+  std::string name;
+  bool is_layer = false;  // a transformer block: carries attention FLOPs and per-layer activations
+  std::vector<ParamSpec> params;
+
+  int64_t numel() const;
+};
+
+// Transformer dimensions; all zero when unknown (then FLOPs come from parameters only and activations
+// are not estimated).
+struct ModelDims {
+  int64_t layers = 0;
+  int64_t dim = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t ffn_hidden = 0;
+  int64_t vocab = 0;
+  int64_t num_experts = 0;        // 0 for a dense model
+  int64_t experts_per_token = 0;  // top-k routing
+
+  bool known() const { return layers > 0 && dim > 0; }
+  int64_t head_dim() const { return n_heads > 0 ? dim / n_heads : 0; }
+  int64_t kv_dim() const { return n_kv_heads * head_dim(); }
+};
+
+struct ModelSpec {
+  std::string name;
+  ModelDims dims;
+  std::vector<UnitSpec> units;
+
+  int64_t num_params() const;
+  // Parameters a token's matmuls touch: dense ones, plus experts scaled by experts_per_token/num_experts;
+  // embeddings excluded. 6 * this is the matmul FLOPs per token of a training step.
+  double active_matmul_params() const;
+  const UnitSpec& largest_unit() const;
+};
+
+// Throws PlanError on empty names, no units, zero or negative dims, unsupported dtypes, duplicate names.
+void validate(const ModelSpec& model);
+
+// Presets: "llama3-debug", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b".
+std::vector<std::string> model_preset_names();
+ModelSpec model_preset(std::string_view name);  // throws PlanError naming the known presets
+
+// Llama 3 architecture as TorchTitan builds it (untied output head, SwiGLU FFN, GQA).
+struct LlamaConfig {
+  int64_t dim = 0;
+  int64_t layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;  // 0: same as n_heads
+  int64_t vocab = 0;
+  int64_t multiple_of = 256;
+  double ffn_dim_multiplier = 0;  // 0: none
+  int64_t num_experts = 0;        // > 0: MoE FFN with this many SwiGLU experts and a router
+  int64_t experts_per_token = 0;
+};
+// TorchTitan's FFN width: int(2 * 4 * dim / 3), times the multiplier, rounded up to multiple_of.
+int64_t llama_ffn_hidden(int64_t dim, int64_t multiple_of, double ffn_dim_multiplier);
+ModelSpec make_llama(std::string name, const LlamaConfig& config);
+
+// TOML model spec (format in docs/planner.md). Errors name the file and line.
+ModelSpec parse_model_spec(std::string_view toml_text, std::string_view source_name);
+ModelSpec load_model_spec_file(const std::string& path);
+
+// A preset name, or a path to a .toml spec file.
+ModelSpec resolve_model(const std::string& name_or_path);
+
+}  // namespace fsdp::sharding

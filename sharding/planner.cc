@@ -1,0 +1,213 @@
+#include "sharding/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "sharding/cost_model.h"
+#include "sharding/plan_error.h"
+
+namespace fsdp::sharding {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct CommAccumulator {
+  CommEstimate entry;
+  void add(double buffer_bytes, double seconds, int64_t calls) {
+    entry.calls += calls;
+    entry.buffer_bytes += static_cast<int64_t>(buffer_bytes) * calls;
+    entry.bytes_sent_per_rank += ring_bytes_sent(buffer_bytes, entry.group_size) * static_cast<double>(calls) *
+                                 (entry.collective == "all_reduce" ? 2.0 : 1.0);
+    entry.seconds += seconds * static_cast<double>(calls);
+  }
+};
+
+}  // namespace
+
+int64_t grad_accum_for(int64_t global_batch, int64_t world_size, int64_t micro_batch) {
+  if (global_batch <= 0) throw PlanError("global batch must be >= 1 (got " + std::to_string(global_batch) + ")");
+  if (micro_batch <= 0) throw PlanError("micro-batch must be >= 1 (got " + std::to_string(micro_batch) + ")");
+  const int64_t per_step = world_size * micro_batch;
+  if (global_batch % per_step != 0) {
+    throw PlanError("global batch " + std::to_string(global_batch) + " is not a multiple of world size " +
+                    std::to_string(world_size) + " x micro-batch " + std::to_string(micro_batch) + " = " +
+                    std::to_string(per_step));
+  }
+  return global_batch / per_step;
+}
+
+PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLayout>& units, const ChipProfile& chip,
+                           const Mesh& mesh, const Policy& policy, double headroom) {
+  validate(policy, mesh.shard_degree());
+  if (units.size() != model.units.size() || units.empty() || units[0].shard_degree() != mesh.shard_degree()) {
+    throw PlanError("estimate_plan: layout does not match the model and the mesh's shard degree");
+  }
+  PlanEstimate est;
+  const int64_t shard = mesh.shard_degree();
+  const int64_t replicate = mesh.replicate_degree();
+  const int64_t pb = static_cast<int64_t>(element_size(policy.param_dtype));
+  const int64_t rb = static_cast<int64_t>(element_size(policy.reduce_dtype));
+
+  // ---- Memory ----
+  int64_t shard_numel = 0;
+  int64_t total_flat = 0;
+  int64_t largest_flat = 0;
+  int64_t largest_chunk = 0;
+  for (const auto& u : units) {
+    shard_numel += u.chunk_numel();
+    total_flat += u.flat_numel();
+    largest_flat = std::max(largest_flat, u.flat_numel());
+    largest_chunk = std::max(largest_chunk, u.chunk_numel());
+  }
+  auto& mem = est.memory;
+  mem.param_shards = param_shard_bytes(model, units);
+  mem.grad_shards = grad_shard_bytes(model, units);
+  mem.optimizer_state = optimizer_state_bytes(shard_numel, policy.optimizer);
+  // With reshard false the kept full buffers are the all-gather buffers; count them once.
+  mem.all_gather_buffers = policy.reshard.mode == Reshard::Mode::kNone
+                               ? 0
+                               : all_gather_buffer_bytes(largest_flat, policy.param_dtype, policy.prefetch);
+  mem.reduce_scatter_buffers =
+      shard > 1 || replicate > 1 ? reduce_scatter_buffer_bytes(largest_flat, largest_chunk, policy.reduce_dtype) : 0;
+  mem.unsharded_grads = unsharded_grad_bytes(largest_flat, policy.param_dtype);
+  mem.kept_params = kept_param_bytes(policy.reshard, total_flat, policy.param_dtype);
+  mem.activations = activation_bytes(model.dims, policy.seq_len, policy.micro_batch, policy.ac, policy.param_dtype);
+  est.capacity_bytes = static_cast<int64_t>(chip.memory_bytes);
+  est.available_bytes = static_cast<int64_t>(chip.memory_bytes * (1.0 - headroom));
+  est.fits = mem.peak() <= est.available_bytes;
+
+  // ---- Per-unit times of one micro-step ----
+  const double tokens = static_cast<double>(policy.seq_len * policy.micro_batch);
+  const double peak = chip.peak_flops(policy.param_dtype) * chip.matmul_efficiency;
+  const int64_t a = activation_element_bytes(policy.param_dtype);
+  const double saved_per_token =
+      model.dims.known() ? static_cast<double>(layer_saved_elements_per_token(model.dims, policy.ac) * a) : 0.0;
+  const double recomputed_per_token =
+      model.dims.known()
+          ? static_cast<double>((layer_saved_elements_per_token(model.dims, ActivationCheckpointing::kNone) -
+                                 layer_saved_elements_per_token(model.dims, policy.ac)) *
+                                a)
+          : 0.0;
+  const Link shard_link{chip.bandwidth(mesh.shard_level()), chip.latency(mesh.shard_level())};
+  const int64_t back_group = policy.reshard.backward_group(shard);
+  const LinkLevel back_level = back_group > 1 ? mesh.level_of_block(back_group) : LinkLevel::kIntra;
+  const Link back_link{chip.bandwidth(back_level), chip.latency(back_level)};
+  const LinkLevel rep_level = mesh.replicate_level();
+  const Link rep_link{chip.bandwidth(rep_level), chip.latency(rep_level)};
+
+  CommAccumulator ag_fwd{{"all_gather_forward", mesh.shard_level(), shard}};
+  CommAccumulator ag_bwd{{"all_gather_backward", back_level, back_group}};
+  CommAccumulator rs{{"reduce_scatter", mesh.shard_level(), shard}};
+  CommAccumulator ar{{"all_reduce", rep_level, replicate}};
+  const int64_t accum = policy.grad_accum;
+
+  std::vector<UnitTimes> times(units.size());
+  double recompute_s = 0;
+  for (size_t i = 0; i < units.size(); ++i) {
+    const UnitSpec& spec = model.units[i];
+    const UnitShardLayout& u = units[i];
+    const double flops = unit_flops_per_token(spec, model.dims, policy.seq_len) * tokens;
+    const double recompute = unit_recompute_flops_per_token(spec, model.dims, policy.seq_len, policy.ac) * tokens;
+    const double param_bytes = static_cast<double>(u.numel() * pb);
+    const double act = spec.is_layer ? saved_per_token * tokens : 0.0;
+    const double recompute_traffic = spec.is_layer ? 2 * recomputed_per_token * tokens : 0.0;
+    // Forward reads the weights and writes the saved activations; backward reads the weights twice
+    // (input and weight gradients), reads the activations, writes full gradients and redoes recomputation.
+    times[i].forward = roofline_seconds(flops / 3, peak, param_bytes + act, chip.hbm_bytes_per_s);
+    times[i].backward = roofline_seconds(2 * flops / 3 + recompute, peak, 3 * param_bytes + act + recompute_traffic,
+                                         chip.hbm_bytes_per_s);
+    recompute_s +=
+        roofline_seconds(recompute, peak, recompute_traffic, chip.hbm_bytes_per_s) * static_cast<double>(accum);
+
+    const double gather_bytes = static_cast<double>(u.flat_numel() * pb);
+    const double reduce_bytes = static_cast<double>(u.flat_numel() * rb);
+    times[i].all_gather_forward = all_gather_seconds(gather_bytes, shard, shard_link);
+    times[i].all_gather_backward = all_gather_seconds(gather_bytes, back_group, back_link);
+    times[i].reduce_scatter = reduce_scatter_seconds(reduce_bytes, shard, shard_link);
+    const double ar_bytes = static_cast<double>(u.chunk_numel() * rb);
+    times[i].all_reduce = all_reduce_seconds(ar_bytes, replicate, rep_link);
+    if (shard > 1) {
+      ag_fwd.add(gather_bytes, times[i].all_gather_forward, accum);
+      rs.add(reduce_bytes, times[i].reduce_scatter, accum);
+    }
+    if (back_group > 1) ag_bwd.add(gather_bytes, times[i].all_gather_backward, accum);
+    if (replicate > 1) ar.add(ar_bytes, times[i].all_reduce, accum);
+  }
+  for (auto* c : {&ag_fwd, &ag_bwd, &rs, &ar}) {
+    if (c->entry.calls > 0) est.comm.push_back(c->entry);
+  }
+
+  // ---- Step time ----
+  const MicroStepTimes micro = simulate_micro_step(times, policy.prefetch);
+  // Collectives sharing a link level cannot run faster than their serial sum, whatever the streams.
+  std::map<LinkLevel, double> per_level;
+  for (const auto& c : est.comm) per_level[c.level] += c.seconds / static_cast<double>(accum);
+  double link_bound = 0;
+  for (const auto& [level, s] : per_level) link_bound = std::max(link_bound, s);
+  auto& t = est.time;
+  const double opt_traffic = static_cast<double>(mem.param_shards * 2 + mem.grad_shards + 2 * mem.optimizer_state);
+  t.optimizer = opt_traffic / chip.hbm_bytes_per_s;
+  t.compute = micro.compute * static_cast<double>(accum);
+  t.recompute = recompute_s;
+  for (const auto& c : est.comm) t.communication += c.seconds;
+  t.step = std::max(micro.total, link_bound) * static_cast<double>(accum) + t.optimizer;
+  t.exposed_communication = std::max(0.0, t.step - t.compute - t.optimizer);
+  t.model_flops_per_rank = model_flops_per_token(model, policy.seq_len) * tokens * static_cast<double>(accum);
+  t.mfu = t.model_flops_per_rank / (t.step * chip.peak_flops(policy.param_dtype));
+  t.tokens_per_s = tokens * static_cast<double>(accum * mesh.world_size()) / t.step;
+  return est;
+}
+
+Plan make_plan(const ModelSpec& model, const ChipProfile& chip, const Mesh& mesh, const Policy& policy,
+               double headroom) {
+  validate(model);
+  validate(chip);
+  validate(policy, mesh.shard_degree());
+  if (!(headroom >= 0 && headroom < 1)) {
+    throw PlanError("headroom must be in [0, 1) (got " + std::to_string(headroom) + ")");
+  }
+  Plan plan{model, mesh, chip, policy, headroom, shard_model(model, mesh.shard_degree()), {}, {}};
+  plan.estimate = estimate_plan(model, plan.units, chip, mesh, policy, headroom);
+
+  auto& notes = plan.notes;
+  std::ostringstream s;
+  if (!model.dims.known()) {
+    notes.push_back("model spec gives no transformer dims: activations not estimated, FLOPs from parameters only");
+  }
+  int64_t padding = 0;
+  int64_t flat = 0;
+  for (const auto& u : plan.units) {
+    padding += u.padding_numel();
+    flat += u.flat_numel();
+  }
+  if (padding > 0) {
+    s.str("");
+    s.precision(3);
+    s << "padding to the shard degree adds " << padding << " elements ("
+      << 100.0 * static_cast<double>(padding) / static_cast<double>(flat) << "% of the flat buffers)";
+    notes.push_back(s.str());
+  }
+  if (mesh.shard_level() == LinkLevel::kInter) {
+    notes.push_back("shard group spans " + std::to_string(mesh.nodes_spanned_by_block(mesh.shard_degree())) +
+                    " servers: all-gathers and reduce-scatters are bound by the inter-server network");
+  }
+  if (mesh.replicate_degree() > 1) {
+    notes.push_back("HSDP: gradients all-reduced over " + std::to_string(mesh.replicate_degree()) + " replicas (" +
+                    std::string(name(mesh.replicate_level())) + "-server links)");
+  }
+  const auto& e = plan.estimate;
+  if (!e.fits) {
+    s.str("");
+    s.precision(4);
+    s << "does not fit: peak " << static_cast<double>(e.memory.peak()) / kGiB << " GiB > "
+      << static_cast<double>(e.available_bytes) / kGiB << " GiB available (" << chip.memory_bytes / kGiB << " GiB less "
+      << headroom * 100 << "% headroom)";
+    notes.push_back(s.str());
+  }
+  return plan;
+}
+
+}  // namespace fsdp::sharding

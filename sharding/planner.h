@@ -1,0 +1,93 @@
+// Builds a ShardingPlan for one model, chip, mesh and policy: the layout of every shard, bytes per rank,
+// communication per step, and predicted step time and MFU.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sharding/chip_profile.h"
+#include "sharding/mesh.h"
+#include "sharding/model_spec.h"
+#include "sharding/policy.h"
+#include "sharding/shard_layout.h"
+
+namespace fsdp::sharding {
+
+inline constexpr double kDefaultHeadroom = 0.10;  // fraction of chip memory left for allocator slack
+
+struct MemoryEstimate {  // bytes per rank
+  int64_t param_shards = 0;
+  int64_t grad_shards = 0;
+  int64_t optimizer_state = 0;
+  int64_t all_gather_buffers = 0;
+  int64_t reduce_scatter_buffers = 0;
+  int64_t unsharded_grads = 0;
+  int64_t kept_params = 0;
+  int64_t activations = 0;
+
+  int64_t model_states() const { return param_shards + grad_shards + optimizer_state; }
+  // Upper bound: everything live at once, as at the start of backward with accumulated gradients.
+  int64_t peak() const {
+    return model_states() + all_gather_buffers + reduce_scatter_buffers + unsharded_grads + kept_params + activations;
+  }
+};
+
+struct CommEstimate {
+  std::string collective;  // all_gather_forward, all_gather_backward, reduce_scatter, all_reduce
+  LinkLevel level = LinkLevel::kIntra;
+  int64_t group_size = 1;
+  int64_t calls = 0;         // per step
+  int64_t buffer_bytes = 0;  // per step, full buffers
+  double bytes_sent_per_rank = 0;
+  double seconds = 0;  // per step, before overlap
+};
+
+struct TimeEstimate {  // seconds per optimizer step
+  double compute = 0;
+  double recompute = 0;
+  double communication = 0;
+  double exposed_communication = 0;
+  double optimizer = 0;
+  double step = 0;
+  double model_flops_per_rank = 0;
+  double mfu = 0;
+  double tokens_per_s = 0;
+};
+
+struct PlanEstimate {
+  MemoryEstimate memory;
+  std::vector<CommEstimate> comm;
+  TimeEstimate time;
+  int64_t capacity_bytes = 0;
+  int64_t available_bytes = 0;  // capacity less headroom
+  bool fits = false;
+};
+
+// Memory, communication and time for a layout already computed for mesh.shard_degree(). Cheap: the
+// auto-planner calls it for thousands of candidates. Throws PlanError for an invalid policy.
+PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLayout>& units, const ChipProfile& chip,
+                           const Mesh& mesh, const Policy& policy, double headroom);
+
+struct Plan {
+  ModelSpec model;
+  Mesh mesh;
+  ChipProfile chip;
+  Policy policy;
+  double headroom = kDefaultHeadroom;
+  std::vector<UnitShardLayout> units;
+  PlanEstimate estimate;
+  std::vector<std::string> notes;
+
+  int64_t global_batch() const { return mesh.world_size() * policy.micro_batch * policy.grad_accum; }
+};
+
+// Validates everything (model, chip, mesh, policy, headroom in [0, 1)) and builds the plan.
+Plan make_plan(const ModelSpec& model, const ChipProfile& chip, const Mesh& mesh, const Policy& policy,
+               double headroom = kDefaultHeadroom);
+
+// Gradient-accumulation steps for a global batch (sequences per optimizer step over all ranks); throws
+// PlanError when it is not a multiple of world size x micro-batch.
+int64_t grad_accum_for(int64_t global_batch, int64_t world_size, int64_t micro_batch);
+
+}  // namespace fsdp::sharding

@@ -1,0 +1,94 @@
+#include "sharding/policy.h"
+
+#include <charconv>
+
+#include "sharding/plan_error.h"
+
+namespace fsdp::sharding {
+
+std::string_view name(Optimizer o) { return o == Optimizer::kAdamW ? "adamw" : "sgd"; }
+
+Optimizer parse_optimizer(std::string_view s) {
+  if (s == "adamw" || s == "adam") return Optimizer::kAdamW;
+  if (s == "sgd" || s == "sgd-momentum") return Optimizer::kSgdMomentum;
+  throw PlanError("unknown optimizer '" + std::string(s) + "' (expected adamw or sgd)");
+}
+
+int64_t optimizer_state_bytes_per_element(Optimizer o) { return o == Optimizer::kAdamW ? 8 : 4; }
+
+std::string_view name(ActivationCheckpointing ac) {
+  switch (ac) {
+    case ActivationCheckpointing::kNone:
+      return "none";
+    case ActivationCheckpointing::kSelective:
+      return "selective";
+    case ActivationCheckpointing::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+ActivationCheckpointing parse_activation_checkpointing(std::string_view s) {
+  if (s == "none") return ActivationCheckpointing::kNone;
+  if (s == "selective") return ActivationCheckpointing::kSelective;
+  if (s == "full") return ActivationCheckpointing::kFull;
+  throw PlanError("unknown activation checkpointing '" + std::string(s) + "' (expected none, selective or full)");
+}
+
+Reshard Reshard::parse(std::string_view s) {
+  if (s == "true") return Reshard{Mode::kFull, 0};
+  if (s == "false") return Reshard{Mode::kNone, 0};
+  int64_t k = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), k);
+  if (ec != std::errc() || end != s.data() + s.size() || k <= 0) {
+    throw PlanError("reshard after forward must be true, false or a positive group size (got '" + std::string(s) +
+                    "')");
+  }
+  return Reshard{Mode::kGroup, k};
+}
+
+std::string Reshard::to_string() const {
+  switch (mode) {
+    case Mode::kFull:
+      return "true";
+    case Mode::kNone:
+      return "false";
+    case Mode::kGroup:
+      return std::to_string(group);
+  }
+  return "?";
+}
+
+int64_t Reshard::backward_group(int64_t shard_degree) const {
+  switch (mode) {
+    case Mode::kFull:
+      return shard_degree;
+    case Mode::kNone:
+      return 1;
+    case Mode::kGroup:
+      return group;
+  }
+  return shard_degree;
+}
+
+void validate(const Policy& p, int64_t shard_degree) {
+  if (!is_valid(p.param_dtype) || !is_floating(p.param_dtype)) throw PlanError("policy: param dtype must be floating");
+  if (!is_valid(p.reduce_dtype) || !is_floating(p.reduce_dtype))
+    throw PlanError("policy: reduce dtype must be floating");
+  if (p.prefetch < 0 || p.prefetch > kMaxPrefetch) {
+    throw PlanError("policy: prefetch depth is " + std::to_string(p.prefetch) + " (must be 0.." +
+                    std::to_string(kMaxPrefetch) + ")");
+  }
+  if (p.micro_batch <= 0)
+    throw PlanError("policy: micro-batch is " + std::to_string(p.micro_batch) + " (must be >= 1)");
+  if (p.seq_len <= 0) throw PlanError("policy: sequence length is " + std::to_string(p.seq_len) + " (must be >= 1)");
+  if (p.grad_accum <= 0) throw PlanError("policy: gradient accumulation steps must be >= 1");
+  if (p.reshard.mode == Reshard::Mode::kGroup) {
+    if (p.reshard.group <= 0 || shard_degree % p.reshard.group != 0) {
+      throw PlanError("policy: reshard group " + std::to_string(p.reshard.group) + " must divide the shard degree " +
+                      std::to_string(shard_degree));
+    }
+  }
+}
+
+}  // namespace fsdp::sharding

@@ -1,0 +1,241 @@
+// fsdp-plan: will the model fit, how to shard it, how fast a step will be. Prints the plan the runtime
+// executes. Usage in docs/planner.md and --help.
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sharding/auto_planner.h"
+#include "sharding/plan_error.h"
+#include "sharding/plan_io.h"
+
+namespace fs = fsdp::sharding;
+
+namespace {
+
+constexpr int kExitPlanError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitDoesNotFit = 3;
+
+constexpr const char* kUsage =
+    R"(usage: fsdp-plan --model NAME|FILE.toml (--chip NAME | --chip-file FILE.toml) [options]
+
+model and hardware
+  --model NAME|FILE      preset (llama3-debug, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b) or TOML spec
+  --chip NAME            chip profile (trn2, trn3, h100, h200, cpu)
+  --chip-file FILE       TOML profile; overrides the --chip preset field by field
+  --nodes N              servers (default 1)
+  --chips-per-node N     chips per server, up to 144 (default: the chip's server size)
+mesh and policy (plain plan)
+  --shard N              shard degree (default: world / replicate)
+  --replicate N          HSDP replicas (default 1)
+  --param-dtype T        all-gather and compute dtype (default bf16)
+  --reduce-dtype T       reduce-scatter dtype (default fp32)
+  --optimizer O          adamw | sgd (momentum) (default adamw)
+  --reshard R            reshard after forward: true | false | group size (default true)
+  --prefetch N           units all-gathered ahead (default 1)
+  --ac MODE              activation checkpointing: none | selective | full (default none)
+  --micro-batch N        sequences per rank per micro-step (default 1)
+  --seq-len N            tokens per sequence (default 8192)
+  --global-batch N       sequences per optimizer step over all ranks (default world x micro-batch)
+  --headroom F           fraction of memory kept free (default 0.1)
+search
+  --auto                 search shard/replicate, reshard, prefetch, ac and micro-batch for the fastest fit
+  --top N                candidates to print (default 5)
+output
+  --params               list every parameter's layout in the table
+  --json                 print the plan (or auto-plan report) as JSON instead of the table
+  --text                 print it as protobuf text format
+  --out FILE             write the plan as protobuf (text format when FILE ends in .txtpb or .pbtxt)
+  --list-models, --list-chips, --help
+exit status: 0 planned and fits, 1 bad input, 2 bad usage, 3 planned but does not fit
+)";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+int64_t parse_int(const std::string& flag, const std::string& v) {
+  int64_t x = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || end != v.data() + v.size()) {
+    throw UsageError(flag + " expects an integer, got '" + v + "'");
+  }
+  return x;
+}
+
+double parse_double(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    const double x = std::stod(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  throw UsageError(flag + " expects a number, got '" + v + "'");
+}
+
+fsdp::DataType parse_dtype(const std::string& flag, const std::string& v) {
+  auto t = fsdp::parse_data_type(v);
+  if (!t || !fsdp::is_floating(*t)) throw UsageError(flag + ": unknown floating dtype '" + v + "'");
+  return *t;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+int run(int argc, char** argv) {
+  static const std::vector<std::string> kValueFlags = {
+      "--model",        "--chip",      "--chip-file",   "--nodes",        "--chips-per-node",
+      "--shard",        "--replicate", "--param-dtype", "--reduce-dtype", "--optimizer",
+      "--reshard",      "--prefetch",  "--ac",          "--micro-batch",  "--seq-len",
+      "--global-batch", "--headroom",  "--top",         "--out"};
+  static const std::vector<std::string> kBoolFlags = {"--auto",        "--params",     "--json", "--text",
+                                                      "--list-models", "--list-chips", "--help", "-h"};
+  std::map<std::string, std::string> v;
+  std::map<std::string, bool> b;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (const auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    if (std::find(kBoolFlags.begin(), kBoolFlags.end(), arg) != kBoolFlags.end()) {
+      if (has_value) throw UsageError(arg + " takes no value");
+      b[arg] = true;
+    } else if (std::find(kValueFlags.begin(), kValueFlags.end(), arg) != kValueFlags.end()) {
+      if (!has_value) {
+        if (i + 1 >= argc) throw UsageError(arg + " needs a value");
+        value = argv[++i];
+      }
+      v[arg] = value;
+    } else {
+      throw UsageError("unknown option '" + arg + "'");
+    }
+  }
+  if (b["--help"] || b["-h"]) {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (b["--list-models"] || b["--list-chips"]) {
+    if (b["--list-models"]) {
+      for (const auto& n : fs::model_preset_names()) {
+        const auto m = fs::model_preset(n);
+        std::printf("%-14s %16lld params  %zu units\n", n.c_str(), static_cast<long long>(m.num_params()),
+                    m.units.size());
+      }
+    }
+    if (b["--list-chips"]) {
+      for (const auto& n : fs::chip_preset_names()) {
+        const auto c = fs::chip_preset(n);
+        std::printf("%-6s %7.1f GiB  %5.2f TB/s HBM  bf16 %7.1f TFLOP/s  fp8 %7.1f TFLOP/s  %3lld chips/server\n",
+                    n.c_str(), c.memory_bytes / (1024.0 * 1024 * 1024), c.hbm_bytes_per_s / 1e12,
+                    c.peak_flops_bf16 / 1e12, c.peak_flops_fp8 / 1e12, static_cast<long long>(c.chips_per_node));
+      }
+    }
+    return 0;
+  }
+  if (!v.count("--model")) throw UsageError("--model is required");
+  if (!v.count("--chip") && !v.count("--chip-file")) throw UsageError("--chip or --chip-file is required");
+  if (b["--json"] && b["--text"]) throw UsageError("--json and --text are exclusive");
+
+  const fs::ModelSpec model = fs::resolve_model(v["--model"]);
+  const fs::ChipProfile chip = v.count("--chip-file")
+                                   ? fs::load_chip_profile_file(v["--chip-file"], v.count("--chip") ? v["--chip"] : "")
+                                   : fs::chip_preset(v["--chip"]);
+  const int64_t nodes = v.count("--nodes") ? parse_int("--nodes", v["--nodes"]) : 1;
+  const int64_t cpn =
+      v.count("--chips-per-node") ? parse_int("--chips-per-node", v["--chips-per-node"]) : chip.chips_per_node;
+  const double headroom = v.count("--headroom") ? parse_double("--headroom", v["--headroom"]) : fs::kDefaultHeadroom;
+
+  fs::Policy policy;
+  if (v.count("--param-dtype")) policy.param_dtype = parse_dtype("--param-dtype", v["--param-dtype"]);
+  if (v.count("--reduce-dtype")) policy.reduce_dtype = parse_dtype("--reduce-dtype", v["--reduce-dtype"]);
+  if (v.count("--optimizer")) policy.optimizer = fs::parse_optimizer(v["--optimizer"]);
+  if (v.count("--reshard")) policy.reshard = fs::Reshard::parse(v["--reshard"]);
+  if (v.count("--prefetch")) policy.prefetch = parse_int("--prefetch", v["--prefetch"]);
+  if (v.count("--ac")) policy.ac = fs::parse_activation_checkpointing(v["--ac"]);
+  if (v.count("--micro-batch")) policy.micro_batch = parse_int("--micro-batch", v["--micro-batch"]);
+  if (v.count("--seq-len")) policy.seq_len = parse_int("--seq-len", v["--seq-len"]);
+  const int64_t global_batch = v.count("--global-batch") ? parse_int("--global-batch", v["--global-batch"]) : 0;
+  if (v.count("--global-batch") && global_batch <= 0) {
+    throw fs::PlanError("global batch must be >= 1 (got " + std::to_string(global_batch) + ")");
+  }
+  fs::validate(policy, 1);
+
+  std::unique_ptr<google::protobuf::Message> message;
+  std::string table;
+  bool fits = false;
+  if (b["--auto"]) {
+    for (const char* f : {"--shard", "--replicate", "--reshard", "--prefetch", "--ac", "--micro-batch"}) {
+      if (v.count(f)) throw UsageError(std::string(f) + " is searched by --auto; drop one of them");
+    }
+    fs::AutoPlanOptions options;
+    options.nodes = nodes;
+    options.chips_per_node = cpn;
+    options.global_batch = global_batch;
+    options.headroom = headroom;
+    options.base = policy;
+    if (v.count("--top")) options.top = static_cast<size_t>(std::max<int64_t>(1, parse_int("--top", v["--top"])));
+    const fs::AutoPlanResult result = fs::auto_plan(model, chip, options);
+    auto report = std::make_unique<fsdp::proto::AutoPlanReport>(fs::to_proto(result));
+    table = fs::format_candidates(*report);
+    if (report->found()) table += "\n" + fs::format_plan(report->best(), b["--params"]);
+    fits = report->found();
+    message = std::move(report);
+  } else {
+    fs::MeshSpec spec{nodes, cpn, v.count("--replicate") ? parse_int("--replicate", v["--replicate"]) : 0,
+                      v.count("--shard") ? parse_int("--shard", v["--shard"]) : 0};
+    if (spec.replicate == 0 && spec.shard == 0) spec.replicate = 1;
+    if ((v.count("--replicate") && spec.replicate <= 0) || (v.count("--shard") && spec.shard <= 0)) {
+      throw fs::PlanError("mesh: replicate and shard degrees must be >= 1");
+    }
+    const fs::Mesh mesh = fs::Mesh::create(spec);
+    if (global_batch > 0) policy.grad_accum = fs::grad_accum_for(global_batch, mesh.world_size(), policy.micro_batch);
+    const fs::Plan plan = fs::make_plan(model, chip, mesh, policy, headroom);
+    auto proto = std::make_unique<fsdp::proto::ShardingPlan>(fs::to_proto(plan));
+    table = fs::format_plan(*proto, b["--params"]);
+    fits = proto->memory().fits();
+    message = std::move(proto);
+  }
+
+  if (b["--json"]) {
+    std::cout << fs::to_json(*message);
+  } else if (b["--text"]) {
+    std::cout << fs::to_text(*message);
+  } else {
+    std::cout << table;
+  }
+  if (v.count("--out")) {
+    const std::string& path = v["--out"];
+    const bool text = ends_with(path, ".txtpb") || ends_with(path, ".pbtxt");
+    std::ofstream out(path, std::ios::binary);
+    if (!out) throw fs::PlanError("cannot write '" + path + "'");
+    out << (text ? fs::to_text(*message) : fs::to_binary(*message));
+    if (!out) throw fs::PlanError("writing '" + path + "' failed");
+  }
+  return fits ? 0 : kExitDoesNotFit;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const UsageError& e) {
+    std::cerr << "fsdp-plan: " << e.what() << "\n\n" << kUsage;
+    return kExitUsage;
+  } catch (const fs::PlanError& e) {
+    std::cerr << "fsdp-plan: error: " << e.what() << "\n";
+    return kExitPlanError;
+  }
+}

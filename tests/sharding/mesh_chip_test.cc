@@ -1,0 +1,101 @@
+// Meshes up to 144 chips per server and many servers; chip profiles and profile files.
+#include <gtest/gtest.h>
+
+#include "sharding/chip_profile.h"
+#include "sharding/mesh.h"
+#include "sharding/plan_error.h"
+
+namespace fsdp::sharding {
+namespace {
+
+std::string error_of(const MeshSpec& s) {
+  try {
+    Mesh::create(s);
+  } catch (const PlanError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MeshTest, ReplicateTimesShard) {
+  const Mesh m = Mesh::create(MeshSpec{4, 144, 4, 0});
+  EXPECT_EQ(m.world_size(), 576);
+  EXPECT_EQ(m.shard_degree(), 144);
+  EXPECT_EQ(m.replicate_degree(), 4);
+  EXPECT_EQ(m.shard_level(), LinkLevel::kIntra);  // a shard group is one server
+  EXPECT_EQ(m.replicate_level(), LinkLevel::kInter);
+  EXPECT_EQ(m.shard_rank(150), 6);
+  EXPECT_EQ(m.replica_index(150), 1);
+  const Mesh fsdp = Mesh::create(MeshSpec{4, 144, 0, 0});
+  EXPECT_EQ(fsdp.shard_degree(), 576);
+  EXPECT_EQ(fsdp.shard_level(), LinkLevel::kInter);
+  EXPECT_EQ(fsdp.nodes_spanned_by_block(576), 4);
+  const Mesh small = Mesh::create(MeshSpec{1, 8, 2, 4});
+  EXPECT_EQ(small.replicate_level(), LinkLevel::kIntra);
+  // Groups of 96 over servers of 144 straddle a boundary.
+  EXPECT_EQ(Mesh::create(MeshSpec{4, 144, 0, 96}).nodes_spanned_by_block(96), 2);
+  EXPECT_EQ(Mesh::create(MeshSpec{2, 8, 0, 4}).replicate_level(), LinkLevel::kInter);
+}
+
+TEST(MeshTest, RefusesDegreesThatDoNotDivide) {
+  EXPECT_NE(error_of(MeshSpec{1, 144, 0, 100}).find("shard degree 100 does not divide the world size 144"),
+            std::string::npos);
+  EXPECT_NE(error_of(MeshSpec{4, 144, 7, 0}).find("replicate degree 7 does not divide"), std::string::npos);
+  EXPECT_NE(error_of(MeshSpec{1, 144, 2, 144}).find("is not the world size 144"), std::string::npos);
+  EXPECT_NE(error_of(MeshSpec{0, 8}).find("nodes is 0"), std::string::npos);
+  EXPECT_NE(error_of(MeshSpec{1, -8}).find("chips per node is -8"), std::string::npos);
+  EXPECT_NE(error_of(MeshSpec{1, 145}).find("must be 1..144"), std::string::npos);
+  EXPECT_NE(error_of(MeshSpec{1, 8, -1, 0}).find("must be positive"), std::string::npos);
+}
+
+TEST(ChipProfileTest, PresetsAndUnknownChip) {
+  for (const auto& n : chip_preset_names()) EXPECT_NO_THROW(validate(chip_preset(n))) << n;
+  const ChipProfile trn3 = chip_preset("trn3");
+  EXPECT_DOUBLE_EQ(trn3.memory_bytes, 144.0 * (1 << 30));
+  EXPECT_EQ(trn3.chips_per_node, 144);
+  EXPECT_DOUBLE_EQ(trn3.peak_flops(DataType::kFloat8E4M3), 2517e12);
+  EXPECT_DOUBLE_EQ(chip_preset("h100").peak_flops(DataType::kBfloat16), 989e12);
+  EXPECT_DOUBLE_EQ(chip_preset("h200").memory_bytes, 141e9);
+  try {
+    chip_preset("tpu9");
+    FAIL();
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown chip 'tpu9' (known chips: trn2, trn3, h100, h200, cpu"),
+              std::string::npos);
+  }
+}
+
+TEST(ChipProfileTest, ProfileFileOverridesPreset) {
+  const ChipProfile c = parse_chip_profile(
+      "[chip]\nbase = \"h100\"\nname = \"h100-96\"\nmemory_gib = 96\n"
+      "inter_gb_per_s = 100\n",
+      "p.toml");
+  EXPECT_EQ(c.name, "h100-96");
+  EXPECT_DOUBLE_EQ(c.memory_bytes, 96.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(c.inter_bytes_per_s, 100e9);
+  EXPECT_DOUBLE_EQ(c.peak_flops_bf16, 989e12);  // kept from the base
+  const ChipProfile d = parse_chip_profile("[chip]\nmemory_gib = 32\n", "p.toml", "trn2");
+  EXPECT_EQ(d.name, "trn2");
+  EXPECT_DOUBLE_EQ(d.memory_bytes, 32.0 * (1 << 30));
+}
+
+TEST(ChipProfileTest, ProfileFileErrorsNameTheLine) {
+  auto error = [](const std::string& text) {
+    try {
+      parse_chip_profile(text, "p.toml");
+    } catch (const PlanError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error("[chip]\nbase = \"h100\"\nmemory_gib = -4\n").find("p.toml:3: memory_gib must be positive"),
+            std::string::npos);
+  EXPECT_NE(error("[chip]\nbase = \"h100\"\nmemroy_gib = 4\n").find("p.toml:3: unknown key 'memroy_gib'"),
+            std::string::npos);
+  EXPECT_NE(error("[chip]\nbase = \"x9\"\n").find("p.toml:2: unknown chip 'x9'"), std::string::npos);
+  EXPECT_NE(error("[chip]\nname = \"new\"\nmemory_gib = 4\n").find("needs 'hbm_tb_per_s'"), std::string::npos);
+  EXPECT_NE(error("[chip\n").find("p.toml:1:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fsdp::sharding

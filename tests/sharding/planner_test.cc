@@ -1,0 +1,240 @@
+// Plans: memory model, communication, determinism, protobuf round trip, auto-plan.
+#include "sharding/planner.h"
+
+#include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
+
+#include "sharding/auto_planner.h"
+#include "sharding/cost_model.h"
+#include "sharding/plan_error.h"
+#include "sharding/plan_io.h"
+
+namespace fsdp::sharding {
+namespace {
+
+Plan plan_for(const std::string& model, const std::string& chip, MeshSpec mesh, Policy policy = Policy()) {
+  return make_plan(model_preset(model), chip_preset(chip), Mesh::create(mesh), policy);
+}
+
+TEST(PlannerTest, MemoryBreakdownFollowsTheFormulas) {
+  Policy p;
+  p.prefetch = 2;
+  const Plan plan = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, p);
+  const auto& m = plan.estimate.memory;
+  int64_t largest_flat = 0;
+  int64_t largest_chunk = 0;
+  int64_t shard_numel = 0;
+  for (const auto& u : plan.units) {
+    largest_flat = std::max(largest_flat, u.flat_numel());
+    largest_chunk = std::max(largest_chunk, u.chunk_numel());
+    shard_numel += u.chunk_numel();
+  }
+  EXPECT_EQ(m.param_shards, 4 * shard_numel);
+  EXPECT_EQ(m.grad_shards, 4 * shard_numel);
+  EXPECT_EQ(m.optimizer_state, 8 * shard_numel);
+  EXPECT_EQ(m.all_gather_buffers, 3 * 2 * largest_flat);  // (1 + prefetch) bf16 units
+  EXPECT_EQ(m.reduce_scatter_buffers, 4 * (largest_flat + largest_chunk));
+  EXPECT_EQ(m.unsharded_grads, 2 * largest_flat);
+  EXPECT_EQ(m.kept_params, 0);
+  // No checkpointing: 32 blocks x (6 * 4096 + 2 * 1024 + 4 * 14336) elements x 2 bytes per token, plus
+  // the embedding output and bf16 + fp32 logits, for 8192 tokens.
+  const int64_t per_token = 32 * (6 * 4096 + 2 * 1024 + 4 * 14336) * 2 + 4096 * 2 + 128256 * 6;
+  EXPECT_EQ(m.activations, 8192 * per_token);
+  EXPECT_EQ(m.peak(), m.model_states() + m.all_gather_buffers + m.reduce_scatter_buffers + m.unsharded_grads +
+                          m.kept_params + m.activations);
+}
+
+TEST(PlannerTest, ReshardPoliciesAndCheckpointingTradeMemory) {
+  Policy p;
+  p.ac = ActivationCheckpointing::kFull;
+  const auto full = plan_for("llama3-70b", "trn3", MeshSpec{1, 144}, p).estimate;
+  p.reshard = Reshard::parse("false");
+  const auto keep = plan_for("llama3-70b", "trn3", MeshSpec{1, 144}, p).estimate;
+  p.reshard = Reshard::parse("8");
+  const auto hpz = plan_for("llama3-70b", "trn3", MeshSpec{1, 144}, p).estimate;
+  EXPECT_EQ(full.memory.kept_params, 0);
+  EXPECT_EQ(keep.memory.kept_params, 8 * hpz.memory.kept_params);  // all of every unit vs 1/8 of it
+  EXPECT_GT(hpz.memory.kept_params, 0);
+  // false: no backward all-gather; 8: backward all-gather over groups of 8.
+  bool keep_has_backward = false;
+  for (const auto& c : keep.comm) keep_has_backward |= c.collective == "all_gather_backward";
+  EXPECT_FALSE(keep_has_backward);
+  for (const auto& c : hpz.comm) {
+    if (c.collective == "all_gather_backward") {
+      EXPECT_EQ(c.group_size, 8);
+    }
+  }
+  EXPECT_LT(keep.time.step, full.time.step);
+}
+
+TEST(PlannerTest, ReshardGroupMustDivideShardDegree) {
+  Policy p;
+  p.reshard = Reshard::parse("7");
+  EXPECT_THROW(plan_for("llama3-debug", "cpu", MeshSpec{1, 8}, p), PlanError);
+  EXPECT_THROW(Reshard::parse("-2"), PlanError);
+  EXPECT_THROW(Reshard::parse("maybe"), PlanError);
+}
+
+TEST(PlannerTest, CommunicationVolumeAndLevels) {
+  // HSDP 4 x 144: all-gathers and reduce-scatters inside the server, all-reduce across servers.
+  Policy p;
+  p.ac = ActivationCheckpointing::kFull;
+  const Plan plan = plan_for("llama3-405b", "trn3", MeshSpec{4, 144, 4, 144}, p);
+  const auto& comm = plan.estimate.comm;
+  ASSERT_EQ(comm.size(), 4u);
+  int64_t flat = 0;
+  for (const auto& u : plan.units) flat += u.flat_numel();
+  for (const auto& c : comm) {
+    SCOPED_TRACE(c.collective);
+    EXPECT_EQ(c.calls, static_cast<int64_t>(plan.units.size()));
+    if (c.collective == "all_reduce") {
+      EXPECT_EQ(c.level, LinkLevel::kInter);
+      EXPECT_EQ(c.group_size, 4);
+      EXPECT_EQ(c.buffer_bytes, 4 * flat / 144);
+    } else {
+      EXPECT_EQ(c.level, LinkLevel::kIntra);
+      EXPECT_EQ(c.buffer_bytes, (c.collective == "reduce_scatter" ? 4 : 2) * flat);
+      EXPECT_NEAR(c.bytes_sent_per_rank, static_cast<double>(c.buffer_bytes) * 143 / 144, 1e3);
+    }
+  }
+}
+
+TEST(PlannerTest, AlphaBetaAndRoofline) {
+  const Link link{100e9, 5e-6};
+  EXPECT_DOUBLE_EQ(all_gather_seconds(1e9, 1, link), 0);
+  EXPECT_NEAR(all_gather_seconds(1e9, 4, link), 3 * 5e-6 + 0.75e9 / 100e9, 1e-12);
+  EXPECT_NEAR(all_reduce_seconds(1e9, 4, link), 2 * all_gather_seconds(1e9, 4, link), 1e-12);
+  EXPECT_DOUBLE_EQ(roofline_seconds(1e12, 1e12, 1e9, 1e12), 1.0);
+  EXPECT_DOUBLE_EQ(roofline_seconds(1e9, 1e12, 2e12, 1e12), 2.0);
+}
+
+TEST(PlannerTest, PrefetchOverlapsCommunication) {
+  // Four equal units: with prefetch the all-gathers hide behind compute.
+  std::vector<UnitTimes> units(4, UnitTimes{1.0, 2.0, 0.5, 0.5, 0.5, 0});
+  const auto serial = simulate_micro_step(units, 0);
+  const auto overlapped = simulate_micro_step(units, 1);
+  EXPECT_DOUBLE_EQ(serial.compute, 12.0);
+  EXPECT_DOUBLE_EQ(serial.total, 12.0 + 8 * 0.5 + 0.5);        // every all-gather, then the last reduce-scatter
+  EXPECT_DOUBLE_EQ(overlapped.total, 12.0 + 0.5 + 0.5 + 0.5);  // first gathers of each pass, last reduce-scatter
+  EXPECT_LT(overlapped.total, serial.total);
+}
+
+TEST(PlannerTest, StepTimeAndMfuAreSane) {
+  Policy p;
+  p.ac = ActivationCheckpointing::kFull;
+  const auto e = plan_for("llama3-70b", "trn3", MeshSpec{1, 144}, p).estimate;
+  EXPECT_GT(e.time.step, 0);
+  EXPECT_GT(e.time.mfu, 0.3);
+  EXPECT_LT(e.time.mfu, 0.75);  // below the matmul efficiency, recompute costs a third more
+  EXPECT_GT(e.time.recompute, 0);
+  EXPECT_GE(e.time.step, e.time.compute);
+  EXPECT_NEAR(e.time.model_flops_per_rank, model_flops_per_token(model_preset("llama3-70b"), 8192) * 8192, 1e3);
+}
+
+TEST(PlannerTest, DeterministicSerialisation) {
+  Policy p;
+  p.ac = ActivationCheckpointing::kSelective;
+  const std::string a = to_binary(to_proto(plan_for("llama3-405b", "trn3", MeshSpec{4, 144, 4, 0}, p)));
+  const std::string b = to_binary(to_proto(plan_for("llama3-405b", "trn3", MeshSpec{4, 144, 4, 0}, p)));
+  EXPECT_EQ(a, b);
+  EXPECT_GT(a.size(), 10000u);
+  const auto pa = to_proto(plan_for("llama3-debug", "cpu", MeshSpec{1, 2}));
+  EXPECT_EQ(format_plan(pa, true), format_plan(to_proto(plan_for("llama3-debug", "cpu", MeshSpec{1, 2})), true));
+}
+
+TEST(PlannerTest, ProtobufRoundTripBinaryTextJson) {
+  const auto proto = to_proto(plan_for("mixtral-8x7b", "h200", MeshSpec{2, 8, 2, 0}));
+  fsdp::proto::ShardingPlan from_binary;
+  parse_binary(to_binary(proto), &from_binary);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(proto, from_binary));
+  fsdp::proto::ShardingPlan from_text;
+  parse_text(to_text(proto), &from_text);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(proto, from_text));
+  const std::string json = to_json(proto);
+  EXPECT_NE(json.find("\"rows_per_rank\""), std::string::npos);
+  EXPECT_NE(json.find("layers.0.moe.experts.7.w3.weight"), std::string::npos);
+  EXPECT_EQ(proto.units(1).params(0).rows_per_rank(), 4096 / 8);
+  fsdp::proto::ShardingPlan junk;
+  EXPECT_THROW(parse_binary("\xff\xff\xff", &junk), PlanError);
+}
+
+TEST(PlannerTest, TableIsStableAndComplete) {
+  const auto proto = to_proto(plan_for("llama3-debug", "cpu", MeshSpec{1, 2}));
+  const std::string t = format_plan(proto);
+  for (const char* s : {"memory per rank", "parameter shards", "all-gather buffers", "communication per step",
+                        "reduce_scatter", "MFU", "layers.0..layers.5 (x6)"}) {
+    EXPECT_NE(t.find(s), std::string::npos) << s;
+  }
+  const std::string detailed = format_plan(proto, true);
+  for (const char* s : {"layers.3.attention.wq.weight", "tok_embeddings.weight", "rows/rank"}) {
+    EXPECT_NE(detailed.find(s), std::string::npos) << s;
+  }
+}
+
+TEST(PlannerTest, BadInputIsRefused) {
+  Policy p;
+  p.micro_batch = 0;
+  EXPECT_THROW(plan_for("llama3-debug", "cpu", MeshSpec{1, 2}, p), PlanError);
+  p = Policy();
+  p.seq_len = -5;
+  EXPECT_THROW(plan_for("llama3-debug", "cpu", MeshSpec{1, 2}, p), PlanError);
+  p = Policy();
+  p.prefetch = -1;
+  EXPECT_THROW(plan_for("llama3-debug", "cpu", MeshSpec{1, 2}, p), PlanError);
+  EXPECT_THROW(make_plan(model_preset("llama3-debug"), chip_preset("cpu"), Mesh::create(MeshSpec{1, 2}), Policy(), 1.5),
+               PlanError);
+  EXPECT_THROW(grad_accum_for(100, 8, 3), PlanError);
+  EXPECT_EQ(grad_accum_for(96, 8, 3), 4);
+}
+
+TEST(AutoPlanTest, PicksTheFastestFittingPlan) {
+  AutoPlanOptions o;
+  o.nodes = 1;
+  o.chips_per_node = 144;
+  o.global_batch = 288;
+  const auto r = auto_plan(model_preset("llama3-70b"), chip_preset("trn3"), o);
+  ASSERT_TRUE(r.best.has_value());
+  EXPECT_TRUE(r.best->estimate.fits);
+  EXPECT_GT(r.evaluated, r.fitting);
+  ASSERT_FALSE(r.top.empty());
+  for (const auto& c : r.top) {
+    EXPECT_TRUE(c.estimate.fits);
+    EXPECT_GE(c.estimate.time.step * 1.001, r.top.front().estimate.time.step);
+  }
+  EXPECT_EQ(r.best->global_batch(), 288);
+  EXPECT_NE(r.explanation.find("winner:"), std::string::npos);
+  EXPECT_NE(r.explanation.find("configurations fit in memory"), std::string::npos);
+  // Deterministic.
+  const auto again = auto_plan(model_preset("llama3-70b"), chip_preset("trn3"), o);
+  EXPECT_EQ(to_binary(to_proto(r)), to_binary(to_proto(again)));
+}
+
+TEST(AutoPlanTest, ReportsNothingFitsWithNumbers) {
+  AutoPlanOptions o;
+  o.nodes = 4;
+  o.chips_per_node = 2;
+  o.base.seq_len = 2048;
+  const auto r = auto_plan(model_preset("llama3-405b"), chip_preset("cpu"), o);
+  EXPECT_FALSE(r.best.has_value());
+  EXPECT_EQ(r.fitting, 0);
+  EXPECT_NE(r.explanation.find("nothing fits"), std::string::npos) << r.explanation;
+  // 16 bytes x 405.85e9 / 8 chips = 756.0 GiB.
+  EXPECT_NE(r.explanation.find("model states alone need 756.0 GiB per chip"), std::string::npos) << r.explanation;
+  EXPECT_NE(r.explanation.find("7.2 GiB available"), std::string::npos) << r.explanation;
+  EXPECT_NE(r.explanation.find("short by"), std::string::npos);
+  EXPECT_FALSE(to_proto(r).found());
+}
+
+TEST(AutoPlanTest, RefusesUnevenGlobalBatch) {
+  AutoPlanOptions o;
+  o.nodes = 1;
+  o.chips_per_node = 8;
+  o.global_batch = 12;
+  EXPECT_THROW(auto_plan(model_preset("llama3-debug"), chip_preset("h100"), o), PlanError);
+  o.global_batch = 0;
+  o.chips_per_node = 200;
+  EXPECT_THROW(auto_plan(model_preset("llama3-debug"), chip_preset("h100"), o), PlanError);
+}
+
+}  // namespace
+}  // namespace fsdp::sharding
