@@ -219,7 +219,8 @@ AutoPlanResult auto_plan(const ModelSpec& model, const ChipProfile& chip, const 
         << gib(peak / (1.0 - o.headroom)) << " of memory.";
     } else {
       x << "  even with unlimited chips, one unit's buffers and the activations need " << gib(fixed)
-        << " per chip: shorten the sequence or use a chip with at least " << gib(peak / (1.0 - o.headroom)) << ".";
+        << " per chip: shorten the sequence or checkpoint more; at " << world << " chips this configuration needs a chip"
+        << " with at least " << gib(peak / (1.0 - o.headroom)) << ".";
     }
   }
   result.explanation = x.str();
