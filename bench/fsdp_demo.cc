@@ -1,9 +1,9 @@
 // fsdp-demo: the main job until the trainer lands. Forks N local ranks (default 2) that join over the
-// shared-memory transport, run all-gather and reduce-scatter (fp32 sum) over a range of sizes, check
+// shared-memory transport (or TCP on 127.0.0.1), run all-gather and reduce-scatter (fp32 sum) over a range of sizes, check
 // every result, and print a table in nccl-tests units. Rank 0 prints; any wrong value or error makes
 // the exit status non-zero.
 //
-//   fsdp-demo [--ranks N] [--max-bytes B] [--iters K]
+//   fsdp-demo [--ranks N] [--max-bytes B] [--iters K] [--transport shm|tcp] [--tcp-connections C]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +17,7 @@
 
 #include "collectives/communicator.h"
 #include "collectives/transports/shm.h"
+#include "collectives/transports/tcp.h"
 
 namespace {
 
@@ -24,6 +25,8 @@ struct Args {
   int ranks = 2;
   size_t max_bytes = 64ull << 20;
   int iters = 5;
+  std::string transport = "shm";
+  int tcp_connections = 1;  // TcpOptions::connections_per_peer
 };
 
 Args parse(int argc, char** argv) {
@@ -43,10 +46,20 @@ Args parse(int argc, char** argv) {
       a.max_bytes = std::strtoull(value(), nullptr, 10);
     } else if (k == "--iters") {
       a.iters = std::atoi(value());
+    } else if (k == "--transport") {
+      a.transport = value();
+    } else if (k == "--tcp-connections") {
+      a.tcp_connections = std::atoi(value());
     } else {
-      std::fprintf(stderr, "usage: fsdp-demo [--ranks N] [--max-bytes B] [--iters K]\n");
+      std::fprintf(stderr,
+                   "usage: fsdp-demo [--ranks N] [--max-bytes B] [--iters K] [--transport shm|tcp] "
+                   "[--tcp-connections C]\n");
       std::exit(k == "--help" || k == "-h" ? 0 : 2);
     }
+  }
+  if (a.transport != "shm" && a.transport != "tcp") {
+    std::fprintf(stderr, "fsdp-demo: --transport must be shm or tcp\n");
+    std::exit(2);
   }
   if (a.ranks < 1 || a.ranks > 64 || a.iters < 1 || a.max_bytes < 1024) {
     std::fprintf(stderr, "fsdp-demo: need 1 <= --ranks <= 64, --iters >= 1, --max-bytes >= 1024\n");
@@ -70,14 +83,35 @@ double median_seconds(fsdp::Communicator& comm, int iters, Fn fn) {
   return t[t.size() / 2];
 }
 
-int run_rank(const Args& a, const std::string& job, int rank) {
-  auto transport = fsdp::make_shm_transport(job, rank, a.ranks, std::chrono::seconds(30));
+// TCP listeners of every rank, bound on 127.0.0.1 before forking: the address list a rendezvous
+// store would otherwise gather.
+struct TcpJob {
+  std::vector<fsdp::TcpListener> listeners;
+  std::vector<fsdp::TcpEndpoint> peers;
+};
+
+std::shared_ptr<fsdp::Transport> make_transport(const Args& a, const std::string& job, TcpJob& tcp, int rank) {
+  if (a.transport == "shm") return fsdp::make_shm_transport(job, rank, a.ranks, std::chrono::seconds(30));
+  fsdp::TcpOptions options;
+  options.connections_per_peer = a.tcp_connections;
+  return fsdp::make_tcp_transport(rank, a.ranks, std::move(tcp.listeners[rank]), tcp.peers, std::chrono::seconds(30),
+                                  options);
+}
+
+int run_rank(const Args& a, const std::string& job, TcpJob& tcp, int rank) {
+  auto transport = make_transport(a, job, tcp, rank);
+  tcp.listeners.clear();  // the other ranks' listeners belong to their processes
   auto comm = fsdp::Communicator::create(transport);
   const int n = comm->size();
   if (rank == 0) {
     const char* copy = std::getenv("FSDP_SHM_COPY");
-    std::printf("# fsdp-demo: %d ranks over shared memory (FSDP_SHM_COPY=%s), fp32 sum, median of %d iterations\n", n,
-                copy && *copy ? copy : "staging", a.iters);
+    if (a.transport == "tcp") {
+      std::printf("# fsdp-demo: %d ranks over tcp on 127.0.0.1 (%d connections per peer), fp32 sum, median of %d "
+                  "iterations\n", n, a.tcp_connections, a.iters);
+    } else {
+      std::printf("# fsdp-demo: %d ranks over shared memory (FSDP_SHM_COPY=%s), fp32 sum, median of %d iterations\n",
+                  n, copy && *copy ? copy : "staging", a.iters);
+    }
     std::printf("# busbw = algbw * (n-1)/n\n#\n");
     std::printf("# %12s %12s  %15s %9s %9s %7s\n", "size (B)", "count", "collective", "time (us)", "busbw GB/s",
                 "#wrong");
@@ -133,13 +167,20 @@ int run_rank(const Args& a, const std::string& job, int rank) {
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   const std::string job = "demo-" + std::to_string(::getpid());
+  TcpJob tcp;
+  if (a.transport == "tcp") {
+    for (int r = 0; r < a.ranks; ++r) {
+      tcp.listeners.push_back(fsdp::TcpListener::bind("127.0.0.1"));
+      tcp.peers.push_back(tcp.listeners.back().endpoint());
+    }
+  }
   std::vector<pid_t> children;
   for (int r = 1; r < a.ranks; ++r) {
     pid_t pid = ::fork();
     if (pid == 0) {
       int rc = 1;
       try {
-        rc = run_rank(a, job, r);
+        rc = run_rank(a, job, tcp, r);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "fsdp-demo rank %d: %s\n", r, e.what());
       }
@@ -150,7 +191,7 @@ int main(int argc, char** argv) {
   }
   int rc = 1;
   try {
-    rc = run_rank(a, job, 0);
+    rc = run_rank(a, job, tcp, 0);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fsdp-demo rank 0: %s\n", e.what());
   }

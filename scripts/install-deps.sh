@@ -7,6 +7,7 @@ packages=(
   cmake ninja-build g++ make pkg-config ccache  # toolchain
   libgtest-dev libgmock-dev                     # tests
   protobuf-compiler libprotobuf-dev libtomlplusplus-dev  # sharding planner
+  libboost-dev                                  # tcp transport (header-only Asio)
 )
 
 missing=()

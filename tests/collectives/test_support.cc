@@ -1,9 +1,15 @@
 #include "tests/collectives/test_support.h"
 
 #include <malloc.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <thread>
 #include <sstream>
 
 #include "collectives/transports/inproc.h"
@@ -249,6 +255,50 @@ std::string compare(const std::byte* got, const std::byte* want, size_t count, D
   return {};
 }
 
+std::vector<int> run_processes(int n, std::chrono::seconds deadline, const std::function<int(int)>& body) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int rc = 99;
+      try {
+        rc = body(r);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+      }
+      std::fflush(stderr);
+      ::_exit(rc);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes(n, -1);
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  int left = n;
+  while (left > 0 && std::chrono::steady_clock::now() < end) {
+    for (int r = 0; r < n; ++r) {
+      if (pids[r] == 0) continue;
+      int status = 0;
+      if (::waitpid(pids[r], &status, WNOHANG) == pids[r]) {
+        codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        pids[r] = 0;
+        --left;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (int r = 0; r < n; ++r) {
+    if (pids[r] == 0) continue;
+    ::kill(pids[r], SIGKILL);
+    ::waitpid(pids[r], nullptr, 0);
+  }
+  return codes;
+}
+
+std::string unique_job_name(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
 std::vector<DataType> all_data_types() {
   std::vector<DataType> all;
   for (int i = 0; i < kNumDataTypes; ++i) all.push_back(static_cast<DataType>(i));
@@ -258,6 +308,59 @@ std::vector<DataType> all_data_types() {
 std::vector<ReduceOp> all_reduce_ops() {
   return {{ReduceKind::kSum, 1}, {ReduceKind::kProd, 1}, {ReduceKind::kMax, 1},
           {ReduceKind::kMin, 1}, {ReduceKind::kAvg, 1},  {ReduceKind::kPremulSum, 2.0}};
+}
+
+namespace {
+int check(const std::string& what, const std::string& diff) {
+  if (diff.empty()) return 0;
+  std::fprintf(stderr, "%s: %s\n", what.c_str(), diff.c_str());
+  return 1;
+}
+}  // namespace
+
+int run_collectives_suite(Communicator& comm, int rank, int n) {
+  int bad = 0;
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{300000}}) {
+    for (DataType t : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt32}) {
+      const std::string tag = std::string(name(t)) + " count " + std::to_string(count);
+      const size_t elem = element_size(t);
+      std::vector<std::vector<std::byte>> inputs;
+      for (int r = 0; r < n; ++r) inputs.push_back(make_input(t, ReduceKind::kSum, r, count * n));
+      const auto want = reference_reduce(t, ReduceOp::sum(), inputs, count * n);
+      const auto& mine = inputs[rank];
+
+      std::vector<std::byte> out(count * n * elem);
+      comm.all_reduce(mine.data(), out.data(), count * n, t, ReduceOp::sum()).wait();
+      bad += check("all_reduce " + tag, compare(out.data(), want.data(), count * n, t));
+
+      std::vector<std::byte> shard(count * elem);
+      comm.reduce_scatter(mine.data(), shard.data(), count, t, ReduceOp::sum()).wait();
+      bad += check("reduce_scatter " + tag, compare(shard.data(), want.data() + rank * count * elem, count, t));
+
+      comm.all_gather(mine.data(), out.data(), count, t).wait();
+      std::vector<std::byte> gathered;
+      for (int r = 0; r < n; ++r) gathered.insert(gathered.end(), inputs[r].begin(), inputs[r].begin() + count * elem);
+      bad += check("all_gather " + tag, compare(out.data(), gathered.data(), count * n, t));
+
+      const int root = static_cast<int>(count % n);
+      std::vector<std::byte> b = rank == root ? inputs[root] : std::vector<std::byte>(count * n * elem);
+      comm.broadcast(b.data(), b.data(), count * n, t, root).wait();
+      bad += check("broadcast " + tag, compare(b.data(), inputs[root].data(), count * n, t));
+
+      std::vector<std::byte> red(count * n * elem);
+      comm.reduce(mine.data(), red.data(), count * n, t, ReduceOp::sum(), root).wait();
+      if (rank == root) bad += check("reduce " + tag, compare(red.data(), want.data(), count * n, t));
+
+      std::vector<std::byte> got(count * elem);
+      Work s = comm.send(mine.data(), count, t, (rank + 1) % n);
+      Work v = comm.recv(got.data(), count, t, (rank - 1 + n) % n);
+      s.wait();
+      v.wait();
+      bad += check("send/recv " + tag, compare(got.data(), inputs[(rank - 1 + n) % n].data(), count, t));
+      comm.barrier().wait();
+    }
+  }
+  return bad == 0 ? 0 : 1;
 }
 
 }  // namespace fsdp::testing

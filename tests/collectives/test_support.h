@@ -3,6 +3,7 @@
 #pragma once
 
 #include <barrier>
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -46,6 +47,17 @@ std::vector<std::byte> reference_reduce(DataType t, ReduceOp op, const std::vect
                                         size_t count);
 // Empty when equal; else a message naming the first differing element.
 std::string compare(const std::byte* got, const std::byte* want, size_t count, DataType t, size_t offset_elems = 0);
+
+// One rank's share of a small suite for real multi-process transports: every collective, fp32, bf16
+// and int32, counts 1, 1000 and 300000 (single- and multi-chunk), each checked against the reference.
+// Returns 0 when every result matched, else 1 (and prints each mismatch to stderr).
+int run_collectives_suite(Communicator& comm, int rank, int n);
+
+// Forks n ranks running body(rank) (its return value is the exit code) and returns their exit codes;
+// a rank still running at the deadline is killed and reported as -1.
+std::vector<int> run_processes(int n, std::chrono::seconds deadline, const std::function<int(int)>& body);
+// A job name no other test process on this host is using (pid and a counter).
+std::string unique_job_name(const std::string& prefix);
 
 std::vector<DataType> all_data_types();
 std::vector<ReduceOp> all_reduce_ops();

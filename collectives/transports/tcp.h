@@ -1,0 +1,99 @@
+// TCP transport between processes on any hosts, over Boost.Asio (kept out of this header so that
+// including it costs nothing).
+//
+// Start-up is split so a rendezvous store can sit in the middle:
+//   TcpListener listener = TcpListener::bind("10.0.0.7");     // port 0: the kernel picks one
+//   store.set("rank3", listener.address());                    // publish "10.0.0.7:41237"
+//   std::vector<TcpEndpoint> peers = ...gather every rank's...;
+//   auto transport = make_tcp_transport(3, 8, std::move(listener), peers, 30s);
+//
+// Wire protocol, per pair of ranks: connections_per_peer TCP connections, opened by the lower rank
+// (so no two ranks ever wait on each other to connect) and identified by a TcpHello handshake.
+// Every control frame of a pair travels on connection 0, so messages of one pair arrive, and match
+// receives, in the order they were sent. Payloads up to kTcpEagerBytes ride with their header
+// (eager: the send completes at once); larger ones are announced and streamed only once the
+// receiver has matched them, straight into the posted buffer, striped across the pair's connections.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/transports/transport.h"
+
+namespace fsdp {
+
+inline constexpr size_t kTcpEagerBytes = 32 * 1024;
+inline constexpr int kTcpMaxConnectionsPerPeer = 8;
+
+struct TcpEndpoint {
+  std::string host;  // a numeric address or a name the resolver knows
+  uint16_t port = 0;
+  // "host:port" ("[host]:port" for IPv6), the form a rendezvous store publishes.
+  std::string to_string() const;
+  // Parses to_string()'s form; throws InvalidArgument on anything else.
+  static TcpEndpoint parse(const std::string& text);
+};
+
+struct TcpOptions {
+  // TCP connections per pair of ranks; large payloads are striped across them. 1 to 8.
+  int connections_per_peer = 1;
+  // SO_SNDBUF and SO_RCVBUF of every connection; 0 leaves the kernel's autotuning on. The kernel caps
+  // it at net.core.wmem_max / rmem_max.
+  int socket_buffer_bytes = 4 << 20;
+};
+
+// A listening socket, bound before addresses are exchanged so its port can be published. Move-only;
+// safe to create before fork() (it is a plain descriptor until a transport adopts it).
+class TcpListener {
+ public:
+  // Binds host:port (port 0: the kernel picks a free one) and starts listening. Throws CommError when
+  // the address is not local or the port is taken.
+  static TcpListener bind(const std::string& host, uint16_t port = 0);
+
+  TcpListener(TcpListener&& other) noexcept;
+  TcpListener& operator=(TcpListener&& other) noexcept;
+  TcpListener(const TcpListener&) = delete;
+  TcpListener& operator=(const TcpListener&) = delete;
+  ~TcpListener();
+
+  // The bound address with the port the kernel chose: what peers connect to.
+  const TcpEndpoint& endpoint() const { return endpoint_; }
+  std::string address() const { return endpoint_.to_string(); }
+  bool valid() const { return fd_ >= 0; }
+  // Hands the descriptor over (the listener becomes invalid).
+  int release();
+
+ private:
+  TcpListener(int fd, TcpEndpoint endpoint) : fd_(fd), endpoint_(std::move(endpoint)) {}
+  int fd_ = -1;
+  TcpEndpoint endpoint_;
+};
+
+// Joins the job as `rank` of `size`. peers[r] is rank r's published listener (peers[rank] is ours and
+// unused). Blocks until every connection is up and has passed the handshake, or `connect_timeout`
+// passed: then throws TimeoutError naming the ranks that never connected. A handshake from another
+// job (wrong size, rank or connection count) or from something that is not this transport throws
+// CommError saying which.
+std::shared_ptr<Transport> make_tcp_transport(int rank, int size, TcpListener listener,
+                                              const std::vector<TcpEndpoint>& peers,
+                                              std::chrono::milliseconds connect_timeout, TcpOptions options = {});
+
+// The handshake each connection opens with, in host byte order (all ranks share one architecture).
+// The connecting rank sends it; the accepting rank checks it and answers with its own. Public so
+// tests can speak the protocol.
+struct TcpHello {
+  uint64_t magic;
+  uint32_t version;
+  int32_t from_rank;
+  int32_t to_rank;
+  int32_t size;
+  int32_t connection;   // index within the pair, 0 .. connections_per_peer - 1
+  int32_t connections;  // connections_per_peer; both sides must agree
+};
+inline constexpr uint64_t kTcpHelloMagic = 0x6673647074637031ull;  // "fsdptcp1"
+inline constexpr uint32_t kTcpVersion = 1;
+
+}  // namespace fsdp

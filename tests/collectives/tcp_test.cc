@@ -1,0 +1,260 @@
+// The TCP transport with real processes on 127.0.0.1: the parent binds every rank's listener on
+// port 0 before forking (so ports never collide and the address list is known up front, as after a
+// rendezvous), each child joins as one rank and checks its own results, and the parent collects exit
+// codes within a deadline.
+#include "collectives/transports/tcp.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "tests/collectives/test_support.h"
+
+namespace fsdp::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Job {
+  std::vector<TcpListener> listeners;
+  std::vector<TcpEndpoint> peers;
+};
+
+Job bind_job(int n) {
+  Job job;
+  for (int r = 0; r < n; ++r) {
+    job.listeners.push_back(TcpListener::bind("127.0.0.1"));
+    job.peers.push_back(job.listeners.back().endpoint());
+  }
+  return job;
+}
+
+
+std::unique_ptr<Communicator> join(Job& job, int rank, int n, TcpOptions options = {},
+                                   std::chrono::milliseconds connect_timeout = 10s) {
+  CommOptions o;
+  o.timeout = 20s;
+  o.chunk_bytes = 64 * 1024;
+  auto transport = make_tcp_transport(rank, n, std::move(job.listeners[rank]), job.peers, connect_timeout, options);
+  job.listeners.clear();  // the other ranks' listeners belong to their processes
+  return Communicator::create(transport, o);
+}
+
+int expect_in(const std::string& what, const std::string& needle) {
+  if (what.find(needle) != std::string::npos) return 0;
+  std::fprintf(stderr, "expected '%s' in: %s\n", needle.c_str(), what.c_str());
+  return 3;
+}
+
+// A raw socket to a listener on 127.0.0.1, standing in for a misbehaving peer.
+int raw_connect(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// (ranks, connections per peer)
+class TcpProcesses : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(TcpProcesses, EveryCollectiveMatchesReference) {
+  const auto& [n, connections] = GetParam();
+  Job job = bind_job(n);
+  auto codes = run_processes(n, 60s, [&, n = n, connections = connections](int rank) {
+    TcpOptions t;
+    t.connections_per_peer = connections;
+    auto comm = join(job, rank, n, t);
+    return run_collectives_suite(*comm, rank, n);
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, TcpProcesses,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values(1, 4)),
+                         [](const auto& info) {
+                           return "n" + std::to_string(std::get<0>(info.param)) + "_c" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// Both sides of a size mismatch fail and name both ranks and sizes; eager and rendezvous alike. A
+// self-send goes through the loopback path.
+TEST(TcpTransport, SizeMismatchAndSelfSend) {
+  Job job = bind_job(2);
+  auto codes = run_processes(2, 30s, [&](int rank) {
+    auto transport = make_tcp_transport(rank, 2, std::move(job.listeners[rank]), job.peers, 10s);
+    job.listeners.clear();
+    auto wait = [&](const RequestPtr& r) {
+      const auto end = std::chrono::steady_clock::now() + 10s;
+      while (r->pending() && std::chrono::steady_clock::now() < end) transport->progress();
+    };
+    int bad = 0;
+    // Self: loopback, no socket.
+    std::vector<float> a(1000, 1.5f), b(1000, 0.f);
+    auto s = transport->isend(rank, Tag{9, 1}, a.data(), a.size() * sizeof(float));
+    auto v = transport->irecv(rank, Tag{9, 1}, b.data(), b.size() * sizeof(float));
+    bad += !(s->done() && v->done() && b[999] == 1.5f);
+    // Rendezvous-sized mismatch: 1 MiB sent, 2 MiB expected.
+    std::vector<std::byte> big(2 << 20);
+    const int other = 1 - rank;
+    auto r = rank == 0 ? transport->isend(other, Tag{9, 2}, big.data(), 1 << 20)
+                       : transport->irecv(other, Tag{9, 2}, big.data(), 2 << 20);
+    wait(r);
+    if (!r->failed()) return 2;
+    bad += expect_in(r->error(), "message size mismatch: rank 0 sent 1048576 bytes, rank 1 expected 2097152");
+    // Eager mismatch: the receiver fails (the eager send completed when it was queued).
+    auto e = rank == 0 ? transport->isend(other, Tag{9, 3}, big.data(), 8)
+                       : transport->irecv(other, Tag{9, 3}, big.data(), 16);
+    wait(e);
+    if (rank == 1) bad += e->failed() ? expect_in(e->error(), "rank 0 sent 8 bytes, rank 1 expected 16") : 4;
+    // Still usable for well-formed messages afterwards.
+    auto ok = rank == 0 ? transport->isend(other, Tag{9, 4}, big.data(), big.size())
+                        : transport->irecv(other, Tag{9, 4}, big.data(), big.size());
+    wait(ok);
+    bad += ok->done() ? 0 : 5;
+    return bad;
+  });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+}
+
+// A rank that dies mid-job is reported as lost, by name, long before the timeout.
+TEST(TcpFaults, KilledPeerIsReportedQuickly) {
+  Job job = bind_job(2);
+  auto codes = run_processes(2, 30s, [&](int rank) {
+    auto comm = join(job, rank, 2);
+    comm->barrier().wait();
+    if (rank == 1) ::raise(SIGKILL);
+    std::vector<float> shard(1 << 16, 1.f), full(1 << 17);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm->all_gather(shard.data(), full.data(), shard.size(), DataType::kFloat32).wait();
+      return 2;
+    } catch (const PeerLostError& e) {
+      const auto elapsed = std::chrono::steady_clock::now() - start;
+      const std::string what = e.what();
+      if (expect_in(what, "peer 1") + expect_in(what, "all_gather") + expect_in(what, "rank 1")) return 3;
+      return elapsed < 5s ? 0 : 4;
+    }
+  });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 128 + SIGKILL);
+}
+
+TEST(TcpFaults, RankThatNeverConnectsTimesOut) {
+  Job job = bind_job(3);
+  auto codes = run_processes(2, 30s, [&](int rank) {  // rank 2 never comes; its listener stays silent
+    try {
+      make_tcp_transport(rank, 3, std::move(job.listeners[rank]), job.peers, 500ms);
+      return 2;
+    } catch (const TimeoutError& e) {
+      return expect_in(e.what(), "ranks 2 never connected");
+    }
+  });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+}
+
+// What a misbehaving "rank 0" sends to rank 1's listener: garbage instead of a handshake, or a
+// handshake from a job of another size.
+class TcpBadHandshake : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TcpBadHandshake, IsRejectedWithAClearError) {
+  const std::string mode = GetParam();
+  Job job = bind_job(2);
+  auto codes = run_processes(2, 30s, [&](int rank) {
+    if (rank == 0) {
+      const int fd = raw_connect(job.peers[1].port);
+      if (fd < 0) return 5;
+      TcpHello hello{kTcpHelloMagic, kTcpVersion, 0, 1, 3, 0, 1};
+      const char garbage[] = "GET / HTTP/1.1\r\nHost: fsdp\r\n\r\nxxxxxxxxxxxxxxxx";
+      const bool ok = mode == "garbage" ? ::write(fd, garbage, sizeof(garbage)) > 0
+                                        : ::write(fd, &hello, sizeof(hello)) == sizeof(hello);
+      std::this_thread::sleep_for(1s);
+      ::close(fd);
+      return ok ? 0 : 6;
+    }
+    try {
+      make_tcp_transport(1, 2, std::move(job.listeners[1]), job.peers, 5s);
+      return 2;
+    } catch (const TimeoutError& e) {
+      std::fprintf(stderr, "timed out instead: %s\n", e.what());
+      return 4;
+    } catch (const CommError& e) {
+      return expect_in(e.what(), "bad handshake") +
+             expect_in(e.what(), mode == "garbage" ? "instead of the fsdp tcp handshake" : "job of 3 ranks, not 2");
+    }
+  });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, TcpBadHandshake, ::testing::Values("garbage", "wrong_size"));
+
+// Mirrors the transport's 48-byte frame header, so the test can forge frames.
+struct ForgedHeader {
+  uint32_t magic;
+  uint16_t kind;
+  uint16_t status;
+  uint64_t context, op, bytes, id, aux;
+};
+static_assert(sizeof(ForgedHeader) == 48);
+
+// A fake rank 0 passes the handshake, then sends a broken frame: rank 1's pending receive fails with
+// a clear error and nothing crashes.
+class TcpMalformedFrame : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TcpMalformedFrame, FailsTheReceiveClearly) {
+  const std::string mode = GetParam();
+  Job job = bind_job(2);
+  auto codes = run_processes(2, 30s, [&](int rank) {
+    if (rank == 0) {
+      int fd = -1;
+      for (int i = 0; i < 200 && fd < 0; ++i) fd = raw_connect(job.peers[1].port);
+      TcpHello hello{kTcpHelloMagic, kTcpVersion, 0, 1, 2, 0, 1};
+      if (fd < 0 || ::write(fd, &hello, sizeof(hello)) != sizeof(hello)) return 5;
+      if (::recv(fd, &hello, sizeof(hello), MSG_WAITALL) != sizeof(hello)) return 6;
+      ForgedHeader h{0x66726d31, 1, 0, 1, 0, 16, 1, 0};
+      if (mode == "bad_magic") h.magic = 0xdeadbeef;
+      if (mode == "unknown_kind") h.kind = 77;
+      if (mode == "absurd_size") h.bytes = 1ull << 50;
+      if (::write(fd, &h, sizeof(h)) != sizeof(h)) return 7;
+      std::this_thread::sleep_for(1s);
+      ::close(fd);
+      return 0;
+    }
+    auto comm = join(job, 1, 2);
+    std::vector<float> buf(1000);
+    try {
+      comm->recv(buf.data(), buf.size(), DataType::kFloat32, 0).wait();
+      return 2;
+    } catch (const CommError& e) {
+      const char* want = mode == "bad_magic"      ? "bad magic 0xdeadbeef"
+                         : mode == "unknown_kind" ? "unknown frame kind 77"
+                                                  : "eager frame of 1125899906842624 bytes";
+      return expect_in(e.what(), "malformed frame from rank 0") + expect_in(e.what(), want);
+    }
+  });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, TcpMalformedFrame, ::testing::Values("bad_magic", "unknown_kind", "absurd_size"));
+
+}  // namespace
+}  // namespace fsdp::testing
