@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "collectives/core/errors.h"
+#include "collectives/transports/matching.h"
 
 namespace fsdp {
 namespace {
@@ -123,18 +124,6 @@ bool process_dead(pid_t pid) {
   return paren != std::string::npos && paren + 2 < line.size() && (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
 }
 
-struct PostedRecv {
-  Tag tag;
-  void* data;
-  size_t bytes;
-  RequestPtr request;
-};
-
-struct Unexpected {
-  Message header;                 // payload not used; see `eager`
-  std::vector<std::byte> eager;   // the inline payload, copied out of the ring
-};
-
 class ShmTransport final : public Transport {
  public:
   ShmTransport(const std::string& job, int rank, int size, std::chrono::milliseconds timeout)
@@ -174,15 +163,11 @@ class ShmTransport final : public Transport {
     auto request = std::make_shared<Request>(peer, bytes, false);
     PostedRecv recv{tag, data, bytes, request};
     Peer& p = peers_[peer];
-    for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
-      if (it->header.tag_context == tag.context && it->header.tag_op == tag.op) {
-        Unexpected u = std::move(*it);
-        p.unexpected.erase(it);
-        deliver(peer, u.header, u.eager.data(), recv);
-        return request;
-      }
+    if (auto u = p.matcher.take_unexpected(tag)) {
+      deliver(peer, u->header, u->eager.data(), recv);
+      return request;
     }
-    p.recvs.push_back(std::move(recv));
+    p.matcher.post(std::move(recv));
     return request;
   }
 
@@ -214,7 +199,7 @@ class ShmTransport final : public Transport {
         if (t.request == request) t.data = nullptr;
       }
     } else {
-      p.recvs.remove_if([&](const PostedRecv& r) { return r.request == request; });
+      p.matcher.cancel(request);
       for (Transfer& t : p.incoming) {
         if (t.request == request) t.data = nullptr;
       }
@@ -242,8 +227,7 @@ class ShmTransport final : public Transport {
     size_t done = 0;
   };
   struct Peer {
-    std::list<PostedRecv> recvs;
-    std::list<Unexpected> unexpected;
+    ReceiveMatcher<Message> matcher;
     std::list<PendingSend> sends_in_flight;  // rendezvous sends awaiting an ack or a clear-to-send
     std::deque<Transfer> streaming;          // sends cleared to stream, in clear-to-send order
     std::deque<Transfer> incoming;           // receives whose payload streams in, in the same order
@@ -358,17 +342,13 @@ class ShmTransport final : public Transport {
       }
       return;  // a cancelled send
     }
-    for (auto it = p.recvs.begin(); it != p.recvs.end(); ++it) {
-      if (it->tag.context == m.tag_context && it->tag.op == m.tag_op) {
-        PostedRecv recv = std::move(*it);
-        p.recvs.erase(it);
-        deliver(peer, m, m.payload, recv);
-        return;
-      }
+    if (auto recv = p.matcher.take_posted(m)) {
+      deliver(peer, m, m.payload, *recv);
+      return;
     }
-    Unexpected u{m, {}};
-    if (m.kind == Kind::kEager) u.eager.assign(m.payload, m.payload + m.bytes);
-    p.unexpected.push_back(std::move(u));
+    std::vector<std::byte> eager;
+    if (m.kind == Kind::kEager) eager.assign(m.payload, m.payload + m.bytes);
+    p.matcher.park(m, std::move(eager));
   }
 
   // Completes a matched receive: from the inline payload, or by pulling from the sender's memory.

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "collectives/core/errors.h"
+#include "collectives/transports/matching.h"
 
 // Why raw non-blocking sockets polled with ::poll and not Asio's completion handlers driven by
 // io_context::poll(): the progress engine calls progress() in a tight loop, and one poll(2) with a
@@ -118,18 +119,6 @@ struct Connection {
   int fd() const { return socket->native_handle(); }
 };
 
-struct PostedRecv {
-  Tag tag;
-  void* data;
-  size_t bytes;
-  RequestPtr request;
-};
-
-struct Unexpected {
-  FrameHeader header;
-  std::vector<std::byte> eager;
-};
-
 struct PendingSend {
   RequestPtr request;
   const std::byte* data;
@@ -147,8 +136,7 @@ struct Incoming {
 
 struct Peer {
   std::vector<Connection> connections;
-  std::list<PostedRecv> recvs;
-  std::list<Unexpected> unexpected;
+  ReceiveMatcher<FrameHeader> matcher;
   std::unordered_map<uint64_t, PendingSend> awaiting_clear;  // by our message id
   std::unordered_map<uint64_t, Incoming> incoming;           // by our transfer id
   size_t next_connection = 0;                                // where the next striped send starts
@@ -241,19 +229,15 @@ class TcpTransport final : public Transport {
     }
     Peer& p = peers_[peer];
     PostedRecv recv{tag, data, bytes, request};
-    for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
-      if (it->header.tag_context == tag.context && it->header.tag_op == tag.op) {
-        Unexpected u = std::move(*it);
-        p.unexpected.erase(it);
-        deliver(peer, u.header, u.eager.data(), recv);
-        return request;
-      }
+    if (auto u = p.matcher.take_unexpected(tag)) {
+      deliver(peer, u->header, u->eager.data(), recv);
+      return request;
     }
     if (p.dead) {
       request->fail(p.reason, p.lost);
       return request;
     }
-    p.recvs.push_back(std::move(recv));
+    p.matcher.post(std::move(recv));
     return request;
   }
 
@@ -303,7 +287,7 @@ class TcpTransport final : public Transport {
         std::erase_if(c.out, [](const OutFrame& f) { return f.transfer && !f.transfer->data && f.sent == 0; });
       }
     } else {
-      p.recvs.remove_if([&](const PostedRecv& r) { return r.request == request; });
+      p.matcher.cancel(request);
       for (auto& [id, in] : p.incoming) {
         if (in.request == request) in.data = nullptr;
       }
@@ -389,15 +373,11 @@ class TcpTransport final : public Transport {
   // A complete eager or request-to-send frame: match it, or keep it for the receive to come.
   void arrived(int peer, const FrameHeader& h, std::vector<std::byte> eager) {
     Peer& p = peers_[peer];
-    for (auto it = p.recvs.begin(); it != p.recvs.end(); ++it) {
-      if (it->tag.context == h.tag_context && it->tag.op == h.tag_op) {
-        PostedRecv recv = std::move(*it);
-        p.recvs.erase(it);
-        deliver(peer, h, eager.data(), recv);
-        return;
-      }
+    if (auto recv = p.matcher.take_posted(h)) {
+      deliver(peer, h, eager.data(), *recv);
+      return;
     }
-    p.unexpected.push_back(Unexpected{h, std::move(eager)});
+    p.matcher.park(h, std::move(eager));
   }
 
   void cleared(int peer, const FrameHeader& h) {
@@ -432,8 +412,7 @@ class TcpTransport final : public Transport {
     p.dead = true;
     p.lost = lost;
     p.reason = why;
-    for (PostedRecv& r : p.recvs) r.request->fail(why, lost);
-    p.recvs.clear();
+    p.matcher.fail_all(why, lost);
     for (auto& [id, s] : p.awaiting_clear) s.request->fail(why, lost);
     p.awaiting_clear.clear();
     for (auto& [id, in] : p.incoming) {
