@@ -54,22 +54,7 @@ TEST(ShmFaults, KilledPeerIsReportedQuickly) {
     CommOptions o;
     o.timeout = 20s;
     auto comm = Communicator::create(make_shm_transport(job, rank, 2, 10s), o);
-    comm->barrier().wait();
-    if (rank == 1) ::raise(SIGKILL);
-    std::vector<float> shard(1 << 16, 1.f), full(1 << 17);
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      comm->all_gather(shard.data(), full.data(), shard.size(), DataType::kFloat32).wait();
-      return 2;
-    } catch (const PeerLostError& e) {
-      const auto elapsed = std::chrono::steady_clock::now() - start;
-      const std::string what = e.what();
-      if (what.find("peer 1") == std::string::npos || what.find("all_gather") == std::string::npos) {
-        std::fprintf(stderr, "unexpected message: %s\n", what.c_str());
-        return 3;
-      }
-      return elapsed < 5s ? 0 : 4;
-    }
+    return killed_peer_scenario(*comm);
   });
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 128 + SIGKILL);

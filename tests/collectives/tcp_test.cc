@@ -138,19 +138,7 @@ TEST(TcpFaults, KilledPeerIsReportedQuickly) {
   Job job = bind_job(2);
   auto codes = run_processes(2, 30s, [&](int rank) {
     auto comm = join(job, rank, 2);
-    comm->barrier().wait();
-    if (rank == 1) ::raise(SIGKILL);
-    std::vector<float> shard(1 << 16, 1.f), full(1 << 17);
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      comm->all_gather(shard.data(), full.data(), shard.size(), DataType::kFloat32).wait();
-      return 2;
-    } catch (const PeerLostError& e) {
-      const auto elapsed = std::chrono::steady_clock::now() - start;
-      const std::string what = e.what();
-      if (expect_in(what, "peer 1") + expect_in(what, "all_gather") + expect_in(what, "rank 1")) return 3;
-      return elapsed < 5s ? 0 : 4;
-    }
+    return killed_peer_scenario(*comm);
   });
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 128 + SIGKILL);

@@ -294,6 +294,27 @@ std::vector<int> run_processes(int n, std::chrono::seconds deadline, const std::
   return codes;
 }
 
+int killed_peer_scenario(Communicator& comm) {
+  comm.barrier().wait();
+  if (comm.rank() == 1) ::raise(SIGKILL);
+  std::vector<float> shard(1 << 16, 1.f), full(1 << 17);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    comm.all_gather(shard.data(), full.data(), shard.size(), DataType::kFloat32).wait();
+    return 2;
+  } catch (const PeerLostError& e) {
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    const std::string what = e.what();
+    for (const char* needle : {"rank 0", "peer 1", "all_gather"}) {
+      if (what.find(needle) == std::string::npos) {
+        std::fprintf(stderr, "'%s' missing from: %s\n", needle, what.c_str());
+        return 3;
+      }
+    }
+    return elapsed < std::chrono::seconds(5) ? 0 : 4;
+  }
+}
+
 std::string unique_job_name(const std::string& prefix) {
   static std::atomic<int> counter{0};
   return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);

@@ -56,6 +56,11 @@ int run_collectives_suite(Communicator& comm, int rank, int n);
 // Forks n ranks running body(rank) (its return value is the exit code) and returns their exit codes;
 // a rank still running at the deadline is killed and reported as -1.
 std::vector<int> run_processes(int n, std::chrono::seconds deadline, const std::function<int(int)>& body);
+// The body of every process transport's kill test, run by each rank after joining: rank 1 dies
+// (SIGKILL) after a barrier; rank 0's next all-gather must fail with PeerLostError naming rank 0,
+// peer 1 and all_gather within 5 s. Returns rank 0's exit code (0 when all of that held).
+int killed_peer_scenario(Communicator& comm);
+
 // A job name no other test process on this host is using (pid and a counter).
 std::string unique_job_name(const std::string& prefix);
 
