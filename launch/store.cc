@@ -1,0 +1,603 @@
+#include "launch/store.h"
+
+#include <algorithm>
+#include <array>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <charconv>
+#include <cstdio>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "collectives/core/errors.h"
+#include "proto/store.pb.h"
+
+// Why callbacks on one thread for the server: the store's state (the map and the parked requests)
+// is then touched by one thread only, so it needs no lock, and a parked WAIT costs a timer, not a
+// thread. The client is blocking by contract, so it drives its own small io_context per call, which
+// is what gives every socket operation a deadline (Asio's synchronous calls have none).
+
+namespace fsdp::launch {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using proto::StoreRequest;
+using proto::StoreResponse;
+
+// A parked request's timeout is clamped to this, so that a huge timeout_ms cannot overflow the
+// timer's time_point.
+constexpr std::chrono::milliseconds kMaxParkTime = std::chrono::hours(24 * 365);
+// A GET's reply carries a value that itself fit in a request frame, plus a few bytes of framing: the
+// client allows that much over kStoreMaxFrameBytes.
+constexpr uint32_t kMaxReplyBytes = kStoreMaxFrameBytes + 4096;
+constexpr std::chrono::milliseconds kFirstBackoff{10};
+constexpr std::chrono::milliseconds kMaxBackoff{1000};
+
+using LengthPrefix = std::array<unsigned char, 4>;
+
+// Little-endian on the wire whatever the host, so a store can serve mixed machines.
+LengthPrefix encode_length(uint32_t size) {
+  return {static_cast<unsigned char>(size), static_cast<unsigned char>(size >> 8),
+          static_cast<unsigned char>(size >> 16), static_cast<unsigned char>(size >> 24)};
+}
+
+uint32_t decode_length(const LengthPrefix& b) {
+  return uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24;
+}
+
+std::string frame_of(const google::protobuf::MessageLite& message) {
+  const std::string body = message.SerializeAsString();
+  const LengthPrefix prefix = encode_length(static_cast<uint32_t>(body.size()));
+  std::string frame(reinterpret_cast<const char*>(prefix.data()), prefix.size());
+  frame += body;
+  return frame;
+}
+
+std::string endpoint_text(const std::string& host, uint16_t port) {
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+std::string quoted_list(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const std::string& key : keys) out += (out.empty() ? "'" : ", '") + key + "'";
+  return out;
+}
+
+// The whole string must be a decimal int64; "12abc" or "" is not a counter.
+bool parse_int64(const std::string& text, int64_t* value) {
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, *value);
+  return ec == std::errc() && ptr == end && !text.empty();
+}
+
+const char* op_name(StoreRequest::Op op) {
+  switch (op) {
+    case StoreRequest::OP_SET:
+      return "store_set";
+    case StoreRequest::OP_GET:
+      return "store_get";
+    case StoreRequest::OP_WAIT:
+      return "store_wait";
+    case StoreRequest::OP_ADD:
+      return "store_add";
+    case StoreRequest::OP_COMPARE_SET:
+      return "store_compare_set";
+    case StoreRequest::OP_DELETE:
+      return "store_delete";
+    case StoreRequest::OP_NUM_KEYS:
+      return "store_num_keys";
+    default:
+      return "store_unknown";
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+// Server
+
+class StoreServer::Impl {
+ public:
+  Impl(const std::string& host, uint16_t port) : host_(host) {
+    const ErrorContext ctx{-1, -1, "store_listen", 0, 0};
+    const std::string where = endpoint_text(host, port);
+    boost::system::error_code ec;
+    tcp::resolver resolver(io_);
+    const auto results = resolver.resolve(host, std::to_string(port), ec);
+    if (ec || results.empty()) throw CommError(ctx, "cannot resolve store address " + where + ": " + ec.message());
+    const tcp::endpoint endpoint = results.begin()->endpoint();
+    acceptor_.open(endpoint.protocol(), ec);
+    // SO_REUSEADDR so a relaunched job can rebind the port its predecessor left in TIME_WAIT.
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      throw CommError(ctx, "store server cannot listen on " + where + ": " + ec.message() +
+                               " (is the address local and the port free? port 0 lets the kernel pick one)");
+    }
+    port_ = acceptor_.local_endpoint().port();
+    accept();
+    thread_ = std::thread([this] { serve(); });
+  }
+
+  ~Impl() {
+    // Shut down on the server thread, which alone touches the state.
+    asio::post(io_, [this] {
+      stopping_ = true;
+      boost::system::error_code ignored;
+      acceptor_.close(ignored);
+      const auto sessions = sessions_;  // close() erases from sessions_
+      for (const SessionPtr& session : sessions) close(session, nullptr);
+      io_.stop();
+    });
+    thread_.join();
+  }
+
+  const std::string& host() const { return host_; }
+  uint16_t port() const { return port_; }
+
+ private:
+  struct Session {
+    explicit Session(asio::io_context& io) : socket(io), timer(io) {}
+    tcp::socket socket;
+    asio::steady_timer timer;  // the parked request's deadline
+    LengthPrefix prefix{};
+    std::string body;                    // the request being read
+    std::string reply;                   // the frame being written; must live until the write completes
+    std::optional<StoreRequest> parked;  // a GET or WAIT waiting for its keys
+    // Tells a timer callback that was already queued when its request got its keys (and so could not
+    // be cancelled) that it belongs to an earlier park.
+    uint64_t park_generation = 0;
+    bool closed = false;
+  };
+  using SessionPtr = std::shared_ptr<Session>;
+
+  void serve() {
+    // A handler that throws (say, bad_alloc on a huge value) must not take the server down with it.
+    for (;;) {
+      try {
+        io_.run();
+        return;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "fsdp store %s: request handler failed: %s\n", endpoint_text(host_, port_).c_str(),
+                     e.what());
+      }
+    }
+  }
+
+  void accept() {
+    auto session = std::make_shared<Session>(io_);
+    acceptor_.async_accept(session->socket, [this, session](const boost::system::error_code& ec) {
+      if (stopping_ || ec == asio::error::operation_aborted) return;
+      if (!ec) {
+        boost::system::error_code ignored;
+        session->socket.set_option(tcp::no_delay(true), ignored);
+        sessions_.insert(session);
+        read_request(session);
+      }
+      // A failed accept (a client that reset at once, EMFILE) costs that one client, not the listener.
+      accept();
+    });
+  }
+
+  void read_request(const SessionPtr& session) {
+    asio::async_read(session->socket, asio::buffer(session->prefix),
+                     [this, session](const boost::system::error_code& ec, size_t) {
+                       if (ec) return close(session, nullptr);  // includes a clean EOF: the client left
+                       const uint32_t size = decode_length(session->prefix);
+                       if (size > kStoreMaxFrameBytes) {
+                         return close(session, ("frame of " + std::to_string(size) + " bytes exceeds the " +
+                                                std::to_string(kStoreMaxFrameBytes) + "-byte bound")
+                                                   .c_str());
+                       }
+                       session->body.resize(size);
+                       asio::async_read(session->socket, asio::buffer(session->body),
+                                        [this, session](const boost::system::error_code& ec2, size_t) {
+                                          if (ec2) return close(session, nullptr);
+                                          StoreRequest request;
+                                          if (!request.ParseFromString(session->body)) {
+                                            return close(session, "frame is not a StoreRequest");
+                                          }
+                                          session->body = std::string();  // do not hold a big value's bytes
+                                          handle(session, std::move(request));
+                                        });
+                     });
+  }
+
+  void respond(const SessionPtr& session, const StoreResponse& response) {
+    session->reply = frame_of(response);
+    asio::async_write(session->socket, asio::buffer(session->reply),
+                      [this, session](const boost::system::error_code& ec, size_t) {
+                        if (ec) return close(session, nullptr);
+                        session->reply = std::string();
+                        read_request(session);
+                      });
+  }
+
+  // `why` non-null: the client broke the protocol, worth a line on stderr. Idempotent.
+  void close(const SessionPtr& session, const char* why) {
+    if (session->closed) return;
+    session->closed = true;
+    boost::system::error_code ec;
+    if (why != nullptr) {
+      const tcp::endpoint peer = session->socket.remote_endpoint(ec);
+      std::fprintf(stderr, "fsdp store %s: closing connection from %s: %s\n", endpoint_text(host_, port_).c_str(),
+                   ec ? "?" : endpoint_text(peer.address().to_string(), peer.port()).c_str(), why);
+    }
+    session->socket.close(ec);
+    session->timer.cancel();
+    if (session->parked) {
+      session->parked.reset();
+      parked_.remove(session);
+    }
+    sessions_.erase(session);
+  }
+
+  std::vector<std::string> missing_keys(const StoreRequest& request) const {
+    std::vector<std::string> missing;
+    for (const std::string& key : request.keys()) {
+      if (!data_.contains(key)) missing.push_back(key);
+    }
+    return missing;
+  }
+
+  static void reject(StoreResponse* response, const std::string& why) {
+    response->set_status(StoreResponse::STATUS_INVALID_ARGUMENT);
+    response->set_error(why);
+  }
+
+  void handle(const SessionPtr& session, StoreRequest request) {
+    StoreResponse response;
+    const StoreRequest::Op op = request.op();
+    const bool keyed = op == StoreRequest::OP_SET || op == StoreRequest::OP_GET || op == StoreRequest::OP_ADD ||
+                       op == StoreRequest::OP_COMPARE_SET || op == StoreRequest::OP_DELETE;
+    if (keyed && request.keys_size() != 1) {
+      reject(&response,
+             std::string(op_name(op)) + " takes exactly one key, got " + std::to_string(request.keys_size()));
+      return respond(session, response);
+    }
+    switch (op) {
+      case StoreRequest::OP_SET: {
+        const bool created = data_.insert_or_assign(request.keys(0), std::move(*request.mutable_value())).second;
+        if (created) wake_parked();
+        break;
+      }
+      case StoreRequest::OP_WAIT:
+        if (request.keys_size() == 0) {
+          reject(&response, "store_wait needs at least one key");
+          break;
+        }
+        [[fallthrough]];
+      case StoreRequest::OP_GET:
+        if (!missing_keys(request).empty()) return park(session, std::move(request));
+        if (op == StoreRequest::OP_GET) response.set_value(data_.at(request.keys(0)));
+        break;
+      case StoreRequest::OP_ADD: {
+        const std::string& key = request.keys(0);
+        auto it = data_.find(key);
+        int64_t current = 0;
+        if (it != data_.end() && !parse_int64(it->second, &current)) {
+          reject(&response, "store_add on key '" + key + "', which holds '" + it->second.substr(0, 64) +
+                                "', not a decimal int64 counter");
+          break;
+        }
+        int64_t next = 0;
+        if (__builtin_add_overflow(current, request.delta(), &next)) {
+          reject(&response, "store_add on key '" + key + "' overflows int64: " + std::to_string(current) + " + " +
+                                std::to_string(request.delta()));
+          break;
+        }
+        if (it == data_.end()) {
+          data_.emplace(key, std::to_string(next));
+          wake_parked();
+        } else {
+          it->second = std::to_string(next);
+        }
+        response.set_number(next);
+        break;
+      }
+      case StoreRequest::OP_COMPARE_SET: {
+        const std::string& key = request.keys(0);
+        auto it = data_.find(key);
+        const std::string current = it == data_.end() ? std::string() : it->second;
+        if (current != request.expected()) {
+          response.set_value(current);
+          break;
+        }
+        response.set_value(request.desired());
+        if (it == data_.end()) {
+          data_.emplace(key, request.desired());
+          wake_parked();
+        } else {
+          it->second = request.desired();
+        }
+        break;
+      }
+      case StoreRequest::OP_DELETE:
+        response.set_number(static_cast<int64_t>(data_.erase(request.keys(0))));
+        break;
+      case StoreRequest::OP_NUM_KEYS:
+        response.set_number(static_cast<int64_t>(data_.size()));
+        break;
+      default:
+        reject(&response, "unknown store op " + std::to_string(static_cast<int>(op)));
+        break;
+    }
+    respond(session, response);
+  }
+
+  // The session sends nothing more until it is answered (one request in flight per connection), so
+  // parking it is just not reading from it.
+  void park(const SessionPtr& session, StoreRequest request) {
+    const auto timeout =
+        std::clamp(std::chrono::milliseconds(request.timeout_ms()), std::chrono::milliseconds(0), kMaxParkTime);
+    session->parked = std::move(request);
+    const uint64_t generation = ++session->park_generation;
+    parked_.push_back(session);
+    session->timer.expires_after(timeout);
+    session->timer.async_wait([this, session, generation, timeout](const boost::system::error_code&) {
+      if (session->closed || !session->parked || session->park_generation != generation) return;
+      StoreResponse response;
+      response.set_status(StoreResponse::STATUS_TIMEOUT);
+      const std::vector<std::string> missing = missing_keys(*session->parked);
+      for (const std::string& key : missing) response.add_missing_keys(key);
+      response.set_error("key" + std::string(missing.size() == 1 ? " " : "s ") + quoted_list(missing) +
+                         " still missing after " + std::to_string(timeout.count()) + " ms");
+      session->parked.reset();
+      parked_.remove(session);
+      respond(session, response);
+    });
+  }
+
+  // Called when a key was created: answers every parked request whose keys now all exist.
+  void wake_parked() {
+    for (auto it = parked_.begin(); it != parked_.end();) {
+      const SessionPtr session = *it;
+      if (!missing_keys(*session->parked).empty()) {
+        ++it;
+        continue;
+      }
+      it = parked_.erase(it);
+      StoreResponse response;
+      if (session->parked->op() == StoreRequest::OP_GET) response.set_value(data_.at(session->parked->keys(0)));
+      session->parked.reset();
+      session->timer.cancel();
+      respond(session, response);  // asynchronous: cannot re-enter this loop
+    }
+  }
+
+  // io_ first: destroyed last, after everything that holds its sockets and timers.
+  asio::io_context io_;
+  tcp::acceptor acceptor_{io_};
+  std::string host_;
+  uint16_t port_ = 0;
+  std::unordered_map<std::string, std::string> data_;
+  std::unordered_set<SessionPtr> sessions_;
+  std::list<SessionPtr> parked_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+StoreServer::StoreServer(const std::string& host, uint16_t port) : impl_(std::make_unique<Impl>(host, port)) {}
+StoreServer::~StoreServer() = default;
+const std::string& StoreServer::host() const { return impl_->host(); }
+uint16_t StoreServer::port() const { return impl_->port(); }
+std::string StoreServer::address() const { return endpoint_text(impl_->host(), impl_->port()); }
+
+// ---------------------------------------------------------------------------------------------------
+// Client
+
+class StoreClient::Impl {
+ public:
+  Impl(std::string host, uint16_t port, StoreClientOptions options)
+      : host_(std::move(host)), port_(port), where_(endpoint_text(host_, port_)), options_(options) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    connect();
+  }
+
+  const StoreClientOptions& options() const { return options_; }
+
+  // Sends one request, returns its OK response; throws for everything else. `subject` names what the
+  // request was about ("key 'rank3'") for the error message. `budget` bounds the round trip.
+  StoreResponse call(const StoreRequest& request, Clock::duration budget, const std::string& subject) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!connected_) connect();
+    const std::string frame = frame_of(request);
+    const ErrorContext ctx{-1, -1, op_name(request.op()), 0, frame.size()};
+    const std::string what = "store at " + where_ + ", " + subject + ": ";
+    const auto deadline = Clock::now() + budget;
+    const auto budget_ms = std::chrono::duration_cast<std::chrono::milliseconds>(budget).count();
+
+    auto fail = [&](const boost::system::error_code& ec, const char* stage) {
+      boost::system::error_code ignored;
+      socket_.close(ignored);
+      connected_ = false;
+      if (ec == asio::error::timed_out) {
+        throw TimeoutError(ctx, what + "no reply within " + std::to_string(budget_ms) + " ms while " + stage +
+                                    " (StoreClientOptions::timeout)");
+      }
+      throw CommError(ctx, what + "connection failed while " + stage + ": " + ec.message());
+    };
+
+    boost::system::error_code ec = run_until(deadline, [&](auto done) {
+      asio::async_write(socket_, asio::buffer(frame), [done](const boost::system::error_code& e, size_t) { done(e); });
+    });
+    if (ec) fail(ec, "sending the request");
+    LengthPrefix prefix{};
+    ec = run_until(deadline, [&](auto done) {
+      asio::async_read(socket_, asio::buffer(prefix), [done](const boost::system::error_code& e, size_t) { done(e); });
+    });
+    if (ec) fail(ec, "reading the reply");
+    const uint32_t size = decode_length(prefix);
+    if (size > kMaxReplyBytes) {
+      fail(asio::error::message_size, ("reading a reply of " + std::to_string(size) + " bytes").c_str());
+    }
+    std::string body(size, '\0');
+    ec = run_until(deadline, [&](auto done) {
+      asio::async_read(socket_, asio::buffer(body), [done](const boost::system::error_code& e, size_t) { done(e); });
+    });
+    if (ec) fail(ec, "reading the reply");
+    StoreResponse response;
+    if (!response.ParseFromString(body)) fail(asio::error::invalid_argument, "parsing the reply");
+
+    switch (response.status()) {
+      case StoreResponse::STATUS_OK:
+        return response;
+      case StoreResponse::STATUS_TIMEOUT:
+        throw TimeoutError(ctx, what + response.error());
+      case StoreResponse::STATUS_INVALID_ARGUMENT:
+        throw InvalidArgument(what + response.error());
+      default:
+        throw CommError(ctx, what + "unknown reply status " + std::to_string(response.status()));
+    }
+  }
+
+ private:
+  // Runs the asynchronous operation `start` launches (it calls the `done` it is given with the result)
+  // until it finishes or `deadline` passes; on the deadline it closes the socket and returns timed_out.
+  template <class Start>
+  boost::system::error_code run_until(Clock::time_point deadline, Start start) {
+    boost::system::error_code result;
+    bool finished = false;
+    start([&result, &finished](const boost::system::error_code& ec) {
+      result = ec;
+      finished = true;
+    });
+    io_.restart();
+    io_.run_until(deadline);
+    if (finished) return result;
+    boost::system::error_code ignored;
+    socket_.close(ignored);
+    // The aborted operation's handler refers to `result`: let it run before this frame goes away.
+    io_.restart();
+    io_.run();
+    return asio::error::timed_out;
+  }
+
+  // Retries with exponential backoff, since ranks may start before the server does.
+  void connect() {
+    const auto deadline = Clock::now() + options_.connect_timeout;
+    auto backoff = kFirstBackoff;
+    std::string last_error = "none";
+    for (int attempt = 1;; ++attempt) {
+      boost::system::error_code ec;
+      tcp::resolver resolver(io_);
+      const auto endpoints = resolver.resolve(host_, std::to_string(port_), ec);
+      if (!ec) {
+        socket_ = tcp::socket(io_);
+        ec = run_until(deadline, [&](auto done) {
+          asio::async_connect(socket_, endpoints,
+                              [done](const boost::system::error_code& e, const tcp::endpoint&) { done(e); });
+        });
+        if (!ec) {
+          boost::system::error_code ignored;
+          socket_.set_option(tcp::no_delay(true), ignored);
+          connected_ = true;
+          return;
+        }
+      }
+      last_error = ec.message();
+      const auto now = Clock::now();
+      if (now >= deadline) {
+        throw TimeoutError(ErrorContext{-1, -1, "store_connect", 0, 0},
+                           "could not connect to the store at " + where_ + " within " +
+                               std::to_string(options_.connect_timeout.count()) + " ms (" + std::to_string(attempt) +
+                               " attempts, last error: " + last_error +
+                               "); is the server up and reachable? StoreClientOptions::connect_timeout sets the bound");
+      }
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+      backoff = std::min(backoff * 2, kMaxBackoff);
+    }
+  }
+
+  std::string host_;
+  uint16_t port_;
+  std::string where_;
+  StoreClientOptions options_;
+  std::mutex mutex_;  // one request in flight per connection
+  asio::io_context io_;
+  tcp::socket socket_{io_};
+  bool connected_ = false;
+};
+
+namespace {
+
+StoreRequest keyed_request(StoreRequest::Op op, const std::string& key) {
+  StoreRequest request;
+  request.set_op(op);
+  request.add_keys(key);
+  return request;
+}
+
+std::string key_subject(const std::string& key) { return "key '" + key + "'"; }
+
+}  // namespace
+
+StoreClient::StoreClient(std::string host, uint16_t port, StoreClientOptions options)
+    : host_(std::move(host)), port_(port), impl_(std::make_unique<Impl>(host_, port_, options)) {}
+
+StoreClient::~StoreClient() = default;
+
+void StoreClient::set(const std::string& key, const std::string& value) {
+  StoreRequest request = keyed_request(StoreRequest::OP_SET, key);
+  request.set_value(value);
+  impl_->call(request, impl_->options().timeout, key_subject(key));
+}
+
+std::string StoreClient::get(const std::string& key) { return get(key, impl_->options().timeout); }
+
+std::string StoreClient::get(const std::string& key, std::chrono::milliseconds timeout) {
+  StoreRequest request = keyed_request(StoreRequest::OP_GET, key);
+  request.set_timeout_ms(timeout.count());
+  return impl_->call(request, timeout + impl_->options().timeout, key_subject(key)).value();
+}
+
+void StoreClient::wait(const std::vector<std::string>& keys) { wait(keys, impl_->options().timeout); }
+
+void StoreClient::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  if (keys.empty()) return;  // nothing to wait for; not worth a round trip
+  StoreRequest request;
+  request.set_op(StoreRequest::OP_WAIT);
+  for (const std::string& key : keys) request.add_keys(key);
+  request.set_timeout_ms(timeout.count());
+  impl_->call(request, timeout + impl_->options().timeout, "waiting for " + quoted_list(keys));
+}
+
+int64_t StoreClient::add(const std::string& key, int64_t delta) {
+  StoreRequest request = keyed_request(StoreRequest::OP_ADD, key);
+  request.set_delta(delta);
+  return impl_->call(request, impl_->options().timeout, key_subject(key)).number();
+}
+
+std::string StoreClient::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {
+  StoreRequest request = keyed_request(StoreRequest::OP_COMPARE_SET, key);
+  request.set_expected(expected);
+  request.set_desired(desired);
+  return impl_->call(request, impl_->options().timeout, key_subject(key)).value();
+}
+
+bool StoreClient::erase(const std::string& key) {
+  return impl_->call(keyed_request(StoreRequest::OP_DELETE, key), impl_->options().timeout, key_subject(key))
+             .number() != 0;
+}
+
+int64_t StoreClient::num_keys() {
+  StoreRequest request;
+  request.set_op(StoreRequest::OP_NUM_KEYS);
+  return impl_->call(request, impl_->options().timeout, "num_keys").number();
+}
+
+}  // namespace fsdp::launch

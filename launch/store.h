@@ -1,0 +1,96 @@
+// The rendezvous key-value store: one process (rank 0's launcher, say) runs a StoreServer; every rank
+// opens a StoreClient to it and trades the addresses and counters that bootstrap communicators.
+//
+//   fsdp::launch::StoreServer server("10.0.0.7");              // port 0: the kernel picks one
+//   fsdp::launch::StoreClient store("10.0.0.7", server.port());
+//   store.set("rank3", listener.address());
+//   std::string peer = store.get("rank4");                     // waits until rank 4 has set it
+//
+// Wire format: frames of a 4-byte little-endian length and a serialized fsdp.proto.StoreRequest or
+// StoreResponse (proto/store.proto, which also documents each op's semantics). Boost.Asio does the
+// networking, hidden behind the pimpls so including this header costs nothing.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fsdp::launch {
+
+// No request or response is near this large (keys and values are addresses and small blobs); a length
+// prefix above it means a corrupt or foreign stream, and the server drops the connection rather than
+// allocate it.
+inline constexpr uint32_t kStoreMaxFrameBytes = 64u << 20;
+
+// Serves the store on its own thread from construction until destruction. Any number of clients may
+// be connected at once; a GET or WAIT for missing keys parks only that client's connection, never
+// the server. A connection that sends an oversized or unparsable frame is closed; others carry on.
+class StoreServer {
+ public:
+  // Binds host:port (port 0: the kernel picks a free one; see port()) and starts serving. Throws
+  // CommError when the address cannot be resolved, is not local, or the port is taken.
+  explicit StoreServer(const std::string& host = "127.0.0.1", uint16_t port = 0);
+  // Closes every connection (parked clients see their connection drop) and joins the thread.
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  const std::string& host() const;
+  uint16_t port() const;        // the bound port, the kernel's choice when 0 was asked for
+  std::string address() const;  // "host:port", what a launcher hands its ranks
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct StoreClientOptions {
+  // How long the constructor (and a reconnect after a broken connection) keeps retrying, with
+  // exponential backoff, before throwing TimeoutError: the server may start after its clients.
+  std::chrono::milliseconds connect_timeout{30000};
+  // Bound on every call. get() and wait() without their own timeout wait this long for keys; with
+  // one, the server answers after that timeout and the client allows this much more for the reply.
+  std::chrono::milliseconds timeout{30000};
+};
+
+// A blocking client. Each call sends one request and waits for its answer; calls from several threads
+// are serialized (use one client per thread for parallelism). Errors: TimeoutError when a call or the
+// keys it waits for ran past its timeout (naming the keys or host:port), CommError when the connection
+// broke (the next call reconnects), InvalidArgument when the server rejected the request.
+class StoreClient {
+ public:
+  StoreClient(std::string host, uint16_t port, StoreClientOptions options = {});
+  ~StoreClient();
+  StoreClient(const StoreClient&) = delete;
+  StoreClient& operator=(const StoreClient&) = delete;
+
+  void set(const std::string& key, const std::string& value);
+  // The key's value; while it is missing, waits like wait() up to the timeout.
+  std::string get(const std::string& key);
+  std::string get(const std::string& key, std::chrono::milliseconds timeout);
+  // Returns once every key exists; TimeoutError naming the missing ones after the timeout.
+  void wait(const std::vector<std::string>& keys);
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  // Adds delta to the counter at key (missing: 0) and returns the new value. The counter is stored as
+  // decimal text, so get() returns e.g. "42"; InvalidArgument if the key holds anything else.
+  int64_t add(const std::string& key, int64_t delta);
+  // Sets key to desired if its current value equals expected (a missing key equals ""); returns the
+  // value after the call, so the swap happened exactly when the result equals desired.
+  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired);
+  // Removes key; true if it existed. ("delete" is a keyword.)
+  bool erase(const std::string& key);
+  int64_t num_keys();
+
+  const std::string& host() const { return host_; }
+  uint16_t port() const { return port_; }
+
+ private:
+  class Impl;
+  std::string host_;
+  uint16_t port_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fsdp::launch

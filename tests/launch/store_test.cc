@@ -1,0 +1,266 @@
+// The rendezvous store over real sockets on 127.0.0.1: op semantics, many concurrent clients, timeouts,
+// and a server that shrugs off clients speaking garbage.
+#include "launch/store.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/core/errors.h"
+
+namespace fsdp::launch {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// Short bounds so a hang fails the test in seconds rather than the default 30 s.
+StoreClientOptions quick_options() {
+  StoreClientOptions options;
+  options.connect_timeout = 2s;
+  options.timeout = 2s;
+  return options;
+}
+
+// A plain socket, to send what no StoreClient would.
+class RawSocket {
+ public:
+  explicit RawSocket(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  ~RawSocket() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool connected() const { return connected_; }
+  bool send_all(const std::string& bytes) {
+    size_t sent = 0;
+    while (sent < bytes.size()) {
+      const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      sent += static_cast<size_t>(n);
+    }
+    return true;
+  }
+  // True when the peer closed the connection (EOF or reset) within `timeout`.
+  bool closed_by_peer(std::chrono::milliseconds timeout) {
+    pollfd pfd{fd_, POLLIN, 0};
+    if (::poll(&pfd, 1, static_cast<int>(timeout.count())) <= 0) return false;
+    char byte;
+    return ::recv(fd_, &byte, 1, 0) <= 0;
+  }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
+
+std::string length_prefix(uint32_t size) {
+  return std::string{static_cast<char>(size), static_cast<char>(size >> 8), static_cast<char>(size >> 16),
+                     static_cast<char>(size >> 24)};
+}
+
+TEST(Store, ServerReportsTheKernelChosenPort) {
+  StoreServer server("127.0.0.1", 0);
+  EXPECT_NE(server.port(), 0);
+  EXPECT_EQ(server.address(), "127.0.0.1:" + std::to_string(server.port()));
+}
+
+TEST(Store, SetGetOverwrite) {
+  StoreServer server;
+  StoreClient client("127.0.0.1", server.port(), quick_options());
+  client.set("a", "1");
+  EXPECT_EQ(client.get("a"), "1");
+  client.set("a", std::string("bin\0ary", 7));  // values are bytes, not C strings
+  EXPECT_EQ(client.get("a"), std::string("bin\0ary", 7));
+  client.set("empty", "");
+  EXPECT_EQ(client.get("empty"), "");
+}
+
+TEST(Store, AddIsADecimalCounter) {
+  StoreServer server;
+  StoreClient client("127.0.0.1", server.port(), quick_options());
+  EXPECT_EQ(client.add("n", 5), 5);  // a missing key counts as 0
+  EXPECT_EQ(client.add("n", -7), -2);
+  EXPECT_EQ(client.get("n"), "-2");
+  client.set("m", "40");
+  EXPECT_EQ(client.add("m", 2), 42);
+  client.set("text", "forty");
+  EXPECT_THROW(client.add("text", 1), InvalidArgument);
+  client.set("big", std::to_string(INT64_MAX));
+  EXPECT_THROW(client.add("big", 1), InvalidArgument);
+  EXPECT_EQ(client.get("big"), std::to_string(INT64_MAX));  // a rejected add changes nothing
+  EXPECT_EQ(client.add("n", 0), -2);                        // the connection survives rejected requests
+}
+
+TEST(Store, CompareSet) {
+  StoreServer server;
+  StoreClient client("127.0.0.1", server.port(), quick_options());
+  EXPECT_EQ(client.compare_set("k", "x", "y"), "");  // missing and expected non-empty: nothing set
+  EXPECT_EQ(client.num_keys(), 0);
+  EXPECT_EQ(client.compare_set("k", "", "first"), "first");        // missing equals "": created
+  EXPECT_EQ(client.compare_set("k", "wrong", "second"), "first");  // mismatch: current value back
+  EXPECT_EQ(client.compare_set("k", "first", "second"), "second");
+  EXPECT_EQ(client.get("k"), "second");
+}
+
+TEST(Store, DeleteAndNumKeys) {
+  StoreServer server;
+  StoreClient client("127.0.0.1", server.port(), quick_options());
+  EXPECT_EQ(client.num_keys(), 0);
+  client.set("a", "1");
+  client.set("b", "2");
+  client.set("a", "3");
+  EXPECT_EQ(client.num_keys(), 2);
+  EXPECT_TRUE(client.erase("a"));
+  EXPECT_FALSE(client.erase("a"));
+  EXPECT_EQ(client.num_keys(), 1);
+  EXPECT_THROW(client.get("a", 50ms), TimeoutError);
+}
+
+TEST(Store, GetWaitsForALaterSet) {
+  StoreServer server;
+  StoreClient reader("127.0.0.1", server.port(), quick_options());
+  std::thread writer([&] {
+    StoreClient client("127.0.0.1", server.port(), quick_options());
+    std::this_thread::sleep_for(100ms);
+    client.set("late", "value");
+  });
+  EXPECT_EQ(reader.get("late", 1500ms), "value");
+  writer.join();
+}
+
+TEST(Store, SixteenClientsAddExactlyAndWaitForLaterKeys) {
+  constexpr int kClients = 16;
+  constexpr int kAddsEach = 100;
+  StoreServer server;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        StoreClient client("127.0.0.1", server.port(), quick_options());
+        for (int j = 0; j < kAddsEach; ++j) client.add("counter", 1);
+        // Every waiter parks on the server at once; none may block the others or the setter.
+        client.wait({"go", "slot" + std::to_string(i)}, 1500ms);
+        if (client.get("slot" + std::to_string(i)) != "v" + std::to_string(i)) ++failures;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "client " << i << ": " << e.what();
+        ++failures;
+      }
+    });
+  }
+  StoreClient setter("127.0.0.1", server.port(), quick_options());
+  // Set the keys only once every client is done adding, so that all sixteen are parked (or about to
+  // be) when they appear.
+  const auto give_up = Clock::now() + 1500ms;
+  while (setter.get("counter") != std::to_string(kClients * kAddsEach) && Clock::now() < give_up) {
+    std::this_thread::sleep_for(5ms);
+  }
+  std::this_thread::sleep_for(50ms);
+  for (int i = 0; i < kClients; ++i) setter.set("slot" + std::to_string(i), "v" + std::to_string(i));
+  setter.set("go", "1");
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(setter.get("counter"), std::to_string(kClients * kAddsEach));
+}
+
+TEST(Store, WaitTimesOutAroundItsTimeoutNamingTheKeys) {
+  StoreServer server;
+  StoreClient client("127.0.0.1", server.port(), quick_options());
+  client.set("present", "1");
+  const auto start = Clock::now();
+  try {
+    client.wait({"present", "absent"}, 300ms);
+    FAIL() << "wait returned for a key nobody set";
+  } catch (const TimeoutError& e) {
+    const auto elapsed = Clock::now() - start;
+    EXPECT_GE(elapsed, 290ms);
+    EXPECT_LT(elapsed, 1000ms);
+    EXPECT_NE(std::string(e.what()).find("'absent'"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("'present' still"), std::string::npos) << e.what();
+  }
+  try {
+    client.get("missing", 100ms);
+    FAIL() << "get returned for a key nobody set";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("'missing'"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(client.get("present"), "1");  // a timed-out wait leaves the connection usable
+}
+
+TEST(Store, ConnectingToNothingTimesOutNamingTheAddress) {
+  uint16_t port = 0;
+  {
+    StoreServer server;  // borrow a port that was free, then free it again
+    port = server.port();
+  }
+  StoreClientOptions options = quick_options();
+  options.connect_timeout = 300ms;
+  const auto start = Clock::now();
+  try {
+    StoreClient client("127.0.0.1", port, options);
+    FAIL() << "connected to a port with nothing listening";
+  } catch (const TimeoutError& e) {
+    EXPECT_LT(Clock::now() - start, 1500ms);
+    EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(port)), std::string::npos) << e.what();
+  }
+}
+
+TEST(Store, MalformedFrameClosesOnlyThatConnection) {
+  StoreServer server;
+  StoreClient good("127.0.0.1", server.port(), quick_options());
+  good.set("k", "v");
+  RawSocket bad(server.port());
+  ASSERT_TRUE(bad.connected());
+  // Eleven 0xff bytes: a varint tag longer than protobuf allows, so no message parses from it.
+  const std::string garbage(11, '\xff');
+  ASSERT_TRUE(bad.send_all(length_prefix(static_cast<uint32_t>(garbage.size())) + garbage));
+  EXPECT_TRUE(bad.closed_by_peer(1s));
+  EXPECT_EQ(good.get("k"), "v");
+  good.set("k2", "v2");
+  EXPECT_EQ(good.num_keys(), 2);
+}
+
+TEST(Store, OversizedLengthPrefixClosesOnlyThatConnection) {
+  StoreServer server;
+  StoreClient good("127.0.0.1", server.port(), quick_options());
+  RawSocket bad(server.port());
+  ASSERT_TRUE(bad.connected());
+  ASSERT_TRUE(bad.send_all(length_prefix(kStoreMaxFrameBytes + 1)));
+  EXPECT_TRUE(bad.closed_by_peer(1s));  // without waiting for 64 MiB that will never come
+  RawSocket huge(server.port());
+  ASSERT_TRUE(huge.connected());
+  ASSERT_TRUE(huge.send_all(length_prefix(0xffffffffu)));
+  EXPECT_TRUE(huge.closed_by_peer(1s));
+  good.set("still", "here");
+  EXPECT_EQ(good.get("still"), "here");
+}
+
+TEST(Store, StoppingTheServerReleasesParkedClients) {
+  auto server = std::make_unique<StoreServer>();
+  StoreClient client("127.0.0.1", server->port(), quick_options());
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(100ms);
+    server.reset();
+  });
+  const auto start = Clock::now();
+  EXPECT_THROW(client.wait({"never"}, 1500ms), CommError);
+  EXPECT_LT(Clock::now() - start, 1000ms);
+  stopper.join();
+}
+
+}  // namespace
+}  // namespace fsdp::launch
