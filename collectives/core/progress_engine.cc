@@ -202,6 +202,10 @@ bool ProgressEngine::poll(Clock::time_point now) {
         const int peer = r->peer();
         std::string why = s->transport.check_peer(peer);
         if (why.empty()) continue;
+        // A peer may finish its part (e.g. a barrier message) and exit before we read it: drain what
+        // it left first, and fail only if the op still waits on it.
+        s->transport.progress();
+        if (op->runnable()) continue;
         ErrorContext ctx = op->context();
         ctx.peer = peer;
         ctx.bytes = r->bytes();
