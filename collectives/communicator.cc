@@ -16,7 +16,6 @@ namespace fsdp {
 namespace {
 
 constexpr uint64_t kPointToPointBit = 1ull << 63;
-constexpr int kScratchFull = 5;
 
 uint64_t mix(uint64_t x) {  // splitmix64 finaliser: spreads a child context over 64 bits
   x += 0x9e3779b97f4a7c15ull;

@@ -31,6 +31,7 @@ enum ScratchSlot : int {
   kScratchGather = 2,
   kScratchWorkIn = 3,
   kScratchWorkOut = 4,
+  kScratchFull = 5,  // the whole reduced buffer of the small-message reduce-scatter
 };
 
 // --- all-gather: `buf` holds every rank's block; this rank's is already in place ---

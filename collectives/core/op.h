@@ -100,7 +100,6 @@ class Op {
   const Request* first_pending() const;
   // Withdraws every request this op still has in the transport.
   void cancel_pending();
-  void set_sequence(uint64_t seq) { ctx_.seq = seq; }
 
   // --- completion, visible to Work ---
   void finish(std::exception_ptr error);

@@ -9,8 +9,6 @@
 
 namespace fsdp {
 
-class InProcFabric;
-
 // Creates `size` connected endpoints, one per rank.
 std::vector<std::shared_ptr<Transport>> make_inproc_transports(int size);
 
