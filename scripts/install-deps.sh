@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev                     # tests
   protobuf-compiler libprotobuf-dev libtomlplusplus-dev  # sharding planner
   libboost-dev                                  # tcp transport (header-only Asio)
+  libopenblas-dev                               # reference model matmuls (cblas_sgemm)
 )
 
 missing=()
