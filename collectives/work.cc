@@ -32,4 +32,12 @@ void Work::wait(std::chrono::milliseconds timeout) const {
   test();
 }
 
+std::chrono::steady_clock::time_point Work::started_at() const {
+  return op_ ? op_->started_at() : std::chrono::steady_clock::time_point{};
+}
+
+std::chrono::steady_clock::time_point Work::finished_at() const {
+  return op_ ? op_->finished_at() : std::chrono::steady_clock::time_point{};
+}
+
 }  // namespace fsdp

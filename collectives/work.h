@@ -24,6 +24,10 @@ class Work {
   // operation itself goes on (abort the communicator to stop it).
   void wait(std::chrono::milliseconds timeout) const;
 
+  // When the engine started and finished the operation; meaningful once test() or wait() returned.
+  std::chrono::steady_clock::time_point started_at() const;
+  std::chrono::steady_clock::time_point finished_at() const;
+
  private:
   std::shared_ptr<Op> op_;
 };

@@ -12,6 +12,8 @@ std::string_view name(MemoryCategory c) {
     case MemoryCategory::kGradShards: return "grad_shards";
     case MemoryCategory::kOptimizerState: return "optimizer_state";
     case MemoryCategory::kAllGather: return "all_gather_buffers";
+    case MemoryCategory::kUnshardedParams: return "unsharded_params";
+    case MemoryCategory::kKeptParams: return "kept_params";
     case MemoryCategory::kReduceScatter: return "reduce_scatter_buffers";
     case MemoryCategory::kUnshardedGrads: return "unsharded_grads";
     case MemoryCategory::kActivations: return "activations";

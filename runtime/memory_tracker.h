@@ -22,7 +22,9 @@ enum class MemoryCategory {
   kParamShards,     // fp32 master shards
   kGradShards,      // sharded gradients (the reduce-scatter output, accumulated)
   kOptimizerState,  // AdamW moments / SGD momentum
-  kAllGather,       // unit flat buffers in param dtype (and their compute copies)
+  kAllGather,       // all-gather outputs: unit flat buffers in param dtype, rank-major
+  kUnshardedParams, // the model-facing full parameters (copy-out of the all-gather, compute dtype)
+  kKeptParams,      // the slice reshard_after_forward=k keeps from forward to backward
   kReduceScatter,   // full-gradient reduce-scatter inputs in reduce dtype
   kUnshardedGrads,  // full gradients backward writes, before the reduce-scatter copy-in
   kActivations,     // tensors the model saves for backward, and its scratch

@@ -64,6 +64,7 @@ RequestPtr Op::recv(int peer, uint32_t slot, void* data, size_t bytes) {
 
 void Op::start(Clock::time_point now) {
   started_ = true;
+  started_at_ = now;
   deadline_ = now + timeout_;
   resume_point_ = task_.handle();
 }
@@ -100,6 +101,8 @@ void Op::cancel_pending() {
 void Op::finish(std::exception_ptr error) {
   {
     std::lock_guard lock(mu_);
+    finished_at_ = Clock::now();
+    if (!started_) started_at_ = finished_at_;  // failed before it ran (aborted in the queue)
     if (error) failure_ = to_failure(error);
     state_.store(error ? State::kFailed : State::kDone, std::memory_order_release);
   }

@@ -108,6 +108,10 @@ class Op {
   bool wait_finished(Clock::duration timeout);
   // Valid once state() is kFailed.
   const Failure& failure() const { return failure_; }
+  // When the engine started running it (after the operations queued before it) and when it finished;
+  // both valid once state() is not kPending. They feed the runtime's communication trace.
+  Clock::time_point started_at() const { return started_at_; }
+  Clock::time_point finished_at() const { return finished_at_; }
 
  private:
   friend class WaitAll;
@@ -121,6 +125,8 @@ class Op {
   size_t chunk_bytes_;
   Clock::duration timeout_;
   Clock::time_point deadline_{};
+  Clock::time_point started_at_{};
+  Clock::time_point finished_at_{};
   bool started_ = false;
   uint32_t phase_ = 0;
 

@@ -1,0 +1,32 @@
+// Moves values between the two layouts a unit's parameters live in (sharding/shard_layout.h):
+//   param-major: every parameter whole and contiguous, one after the other (what the model computes on);
+//   rank-major:  the all-gather / reduce-scatter flat buffer, rank 0's chunk, rank 1's chunk, ...
+// and between fp32 and the policy's param / reduce dtypes on the way. FSDP2 calls these copy-out
+// (flat -> params after the all-gather) and copy-in (grads -> flat before the reduce-scatter).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "collectives/types/dtype.h"
+#include "sharding/shard_layout.h"
+
+namespace fsdp::runtime {
+
+// Element offset of each parameter in the param-major buffer (prefix sums of numel).
+std::vector<int64_t> param_major_offsets(const sharding::UnitShardLayout& layout);
+
+// flat (rank-major, `type`) -> params (param-major, fp32). Padding is skipped.
+void copy_out(const sharding::UnitShardLayout& layout, const void* flat, DataType type, float* params);
+// params (param-major, fp32) -> flat (rank-major, `type`), rounding once. Padding is left as it is
+// (zero in a freshly allocated buffer).
+void copy_in(const sharding::UnitShardLayout& layout, const float* params, void* flat, DataType type);
+
+// One rank's chunk of the flat layout <-> that rank's rows of the param-major buffer, in fp32. Used to
+// initialise master shards from full parameters and by tests.
+void extract_chunk(const sharding::UnitShardLayout& layout, int64_t rank, const float* params, float* chunk);
+
+// dst[i] += float(src[i]) for src in `type`.
+void accumulate_widened(float* dst, const void* src, size_t count, DataType type);
+
+}  // namespace fsdp::runtime

@@ -1,0 +1,150 @@
+#include "runtime/fsdp_model.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "collectives/types/reduce_kernels.h"
+#include "runtime/flat_copy.h"
+
+namespace fsdp::runtime {
+namespace {
+
+int64_t reshard_group_of(const sharding::Policy& policy, int64_t shard_degree) {
+  if (policy.reshard.mode != sharding::Reshard::Mode::kGroup) return 0;
+  sharding::validate(policy, shard_degree);
+  return policy.reshard.group;
+}
+
+int64_t resolve_shard_degree(const FsdpOptions& o, int world) {
+  if (o.shard_degree > 0) return o.shard_degree;
+  if (o.replicate_degree < 1 || world % o.replicate_degree != 0) {
+    throw InvalidArgument("fsdp: replicate degree " + std::to_string(o.replicate_degree) +
+                          " does not divide the world size " + std::to_string(world));
+  }
+  return world / o.replicate_degree;
+}
+
+}  // namespace
+
+FsdpModel::FsdpModel(const sharding::ModelSpec& model, const FsdpOptions& options, Communicator& world,
+                     MemoryTracker& tracker)
+    : model_(model), options_(options), tracker_(tracker) {
+  options_.shard_degree = resolve_shard_degree(options, world.size());
+  sharding::validate(options_.policy, options_.shard_degree);
+  groups_ = ProcessGroups::create(world, options_.shard_degree, options_.replicate_degree,
+                                  reshard_group_of(options_.policy, options_.shard_degree));
+  for (size_t u = 0; u < model_.units.size(); ++u) {
+    units_.push_back(std::make_unique<FsdpUnit>(static_cast<int>(u), model_.units[u], options_.policy, groups_, tracker_));
+  }
+}
+
+void FsdpModel::init_parameters(const std::function<void(int unit, std::span<float* const> params)>& fn) {
+  for (int u = 0; u < num_units(); ++u) {
+    FsdpUnit& unit = *units_[static_cast<size_t>(u)];
+    TrackedBuffer<float> full(tracker_, MemoryCategory::kOther, static_cast<size_t>(unit.layout().numel()));
+    std::vector<float*> views;
+    for (int64_t off : param_major_offsets(unit.layout())) views.push_back(full.data() + off);
+    fn(u, views);
+    unit.load_full(full.data());
+  }
+}
+
+void FsdpModel::prefetch_after(int u, int direction) {
+  for (int64_t k = 1; k <= options_.policy.prefetch; ++k) {
+    const int64_t next = u + direction * k;
+    if (next < 0 || next >= num_units()) break;
+    units_[static_cast<size_t>(next)]->start_unshard();
+  }
+}
+
+std::span<const float* const> FsdpModel::pre_forward(int u) {
+  FsdpUnit& unit = this->unit(u);
+  unit.start_unshard();  // first unit, or prefetch off
+  prefetch_after(u, +1);
+  unit.wait_unshard();
+  return unit.params();
+}
+
+void FsdpModel::post_forward(int u) {
+  // The last unit runs backward right after forward: FSDP2 (and TorchTitan) keep it unsharded.
+  if (u == num_units() - 1) return;
+  switch (options_.policy.reshard.mode) {
+    case sharding::Reshard::Mode::kFull: unit(u).reshard(false); break;
+    case sharding::Reshard::Mode::kGroup: unit(u).reshard(true); break;
+    case sharding::Reshard::Mode::kNone: break;
+  }
+}
+
+std::span<const float* const> FsdpModel::pre_backward(int u) {
+  FsdpUnit& unit = this->unit(u);
+  unit.start_unshard();
+  prefetch_after(u, -1);
+  unit.wait_unshard();
+  unit.grads();  // allocate (zeroed) or keep accumulating
+  return unit.params();
+}
+
+void FsdpModel::post_backward(int u) {
+  FsdpUnit& unit = this->unit(u);
+  unit.reshard(false);
+  if (!sync_grads_) return;
+  // One reduce-scatter in flight: the previous unit's finishes before this one's starts, so the
+  // buffers of at most one are live (what the planner counts) while it still overlaps the next
+  // unit's backward compute.
+  if (pending_reduce_ >= 0) this->unit(pending_reduce_).finish_reduce_grads();
+  unit.start_reduce_grads();
+  pending_reduce_ = u;
+}
+
+void FsdpModel::finalize_backward() {
+  if (pending_reduce_ >= 0) unit(pending_reduce_).finish_reduce_grads();
+  pending_reduce_ = -1;
+}
+
+double FsdpModel::clip_grad_norm(double max_norm) {
+  // Sum of squares over the rank's shards (padding is zero), then over the shard group; replicas hold
+  // the same averaged shards after HSDP's all-reduce, so the shard group alone gives the global norm.
+  double local = 0;
+  for (auto& unit : units_) {
+    for (float g : unit->grad_shard()) local += static_cast<double>(g) * g;
+  }
+  double total = local;
+  groups_.shard_reduce->all_reduce(&local, &total, 1, DataType::kFloat64, ReduceOp::sum()).wait();
+  const double norm = std::sqrt(total);
+  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
+    const auto scale = static_cast<float>(max_norm / (norm + 1e-6));
+    for (auto& unit : units_) {
+      for (float& g : unit->grad_shard()) g *= scale;
+    }
+  }
+  return norm;
+}
+
+void FsdpModel::zero_grad() {
+  for (auto& unit : units_) unit->zero_grad_shard();
+}
+
+void FsdpModel::discard_step() {
+  for (auto& unit : units_) unit->release_transients();
+  pending_reduce_ = -1;
+}
+
+std::vector<float> FsdpModel::gather_full_parameters(int u) {
+  FsdpUnit& unit = this->unit(u);
+  const auto& layout = unit.layout();
+  std::vector<float> flat(static_cast<size_t>(layout.flat_numel()));
+  const int64_t chunk = layout.chunk_numel();
+  float* mine = flat.data() + groups_.shard_rank() * chunk;
+  std::copy(unit.master_shard().begin(), unit.master_shard().end(), mine);
+  groups_.shard_gather->all_gather(mine, flat.data(), static_cast<size_t>(chunk), DataType::kFloat32).wait();
+  std::vector<float> full(static_cast<size_t>(layout.numel()));
+  copy_out(layout, flat.data(), DataType::kFloat32, full.data());
+  return full;
+}
+
+void FsdpModel::set_comm_observer(CommObserver observer) {
+  observer_ = std::move(observer);
+  for (auto& unit : units_) unit->set_observer(&observer_);
+}
+
+}  // namespace fsdp::runtime

@@ -1,0 +1,94 @@
+// The FSDP step engine for one rank: fully_shard applied to every unit of a model, driven through
+// FSDP2's lifecycle hooks. A training loop (TorchTitan style) calls, per micro-batch:
+//
+//   for u in 0..n-1:   w = fsdp.pre_forward(u);  model.forward(u, w, ...);  fsdp.post_forward(u);
+//   for u in n-1..0:   w = fsdp.pre_backward(u); model.backward(u, w, fsdp.grads(u), ...); fsdp.post_backward(u);
+//   fsdp.finalize_backward();
+//
+// then fsdp.clip_grad_norm(max_norm), optimizer.step(fsdp, lr), fsdp.zero_grad().
+//
+// pre_forward waits for this unit's all-gather and starts the next `prefetch` units' (they run on the
+// progress engine while this unit computes); post_forward reshards per reshard_after_forward;
+// pre_backward gathers again if needed and prefetches the previous units; post_backward starts the
+// gradient reduce-scatter (it overlaps the next unit's backward) unless gradient sync is off for
+// accumulation; finalize_backward waits for the last reduce-scatter.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "runtime/fsdp_unit.h"
+#include "runtime/memory_tracker.h"
+#include "runtime/process_groups.h"
+#include "sharding/model_spec.h"
+#include "sharding/policy.h"
+
+namespace fsdp::runtime {
+
+struct FsdpOptions {
+  int64_t shard_degree = 0;      // 0: world size / replicate_degree
+  int64_t replicate_degree = 1;  // HSDP replicas (gradients all-reduced across them)
+  sharding::Policy policy;       // param/reduce dtypes, reshard_after_forward, prefetch
+};
+
+class FsdpModel {
+ public:
+  // Collective over `world` (splits the process groups). Allocates the sharded state, zeroed.
+  FsdpModel(const sharding::ModelSpec& model, const FsdpOptions& options, Communicator& world, MemoryTracker& tracker);
+  FsdpModel(const FsdpModel&) = delete;  // units hold references into it
+  FsdpModel& operator=(const FsdpModel&) = delete;
+
+  int num_units() const { return static_cast<int>(units_.size()); }
+  FsdpUnit& unit(int u) { return *units_.at(static_cast<size_t>(u)); }
+  const ProcessGroups& groups() const { return groups_; }
+  const sharding::Policy& policy() const { return options_.policy; }
+  const sharding::ModelSpec& model() const { return model_; }
+
+  // Fills every unit's master shard: fn writes the unit's full parameters (param-major, spec order)
+  // into the views it is given. Every rank must produce the same values (seeded, rank-independent).
+  void init_parameters(const std::function<void(int unit, std::span<float* const> params)>& fn);
+
+  // --- FSDP2 lifecycle ---
+  std::span<const float* const> pre_forward(int u);
+  void post_forward(int u);
+  std::span<const float* const> pre_backward(int u);
+  std::span<float* const> grads(int u) { return unit(u).grads(); }
+  void post_backward(int u);
+  void finalize_backward();
+
+  // FSDP2's set_requires_gradient_sync: false keeps full gradients across micro-batches (no
+  // reduce-scatter) until a backward with sync on.
+  void set_requires_gradient_sync(bool sync) { sync_grads_ = sync; }
+  bool requires_gradient_sync() const { return sync_grads_; }
+
+  // Global L2 norm of the sharded gradients (one all-reduce); scales them by max_norm / norm when
+  // above max_norm (max_norm <= 0: no clipping). Returns the norm before clipping.
+  double clip_grad_norm(double max_norm);
+  void zero_grad();
+  // Drops all transient buffers and unsharded gradients (after an abandoned step).
+  void discard_step();
+
+  // The full fp32 parameters of unit u in param-major order, gathered from the master shards
+  // (collective over the shard group): for tests, equivalence checks and exports.
+  std::vector<float> gather_full_parameters(int u);
+
+  void set_comm_observer(CommObserver observer);
+
+ private:
+  void prefetch_after(int u, int direction);
+
+  sharding::ModelSpec model_;
+  FsdpOptions options_;
+  MemoryTracker& tracker_;
+  ProcessGroups groups_;
+  std::vector<std::unique_ptr<FsdpUnit>> units_;
+  bool sync_grads_ = true;
+  int pending_reduce_ = -1;  // unit whose reduce-scatter is in flight
+  CommObserver observer_;
+};
+
+}  // namespace fsdp::runtime

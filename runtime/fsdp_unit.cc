@@ -1,0 +1,155 @@
+#include "runtime/fsdp_unit.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "collectives/types/reduce_kernels.h"
+#include "runtime/flat_copy.h"
+
+namespace fsdp::runtime {
+namespace {
+
+std::byte* element_at(TrackedBuffer<std::byte>& buf, int64_t index, DataType type) {
+  return buf.data() + index * static_cast<int64_t>(element_size(type));
+}
+
+}  // namespace
+
+FsdpUnit::FsdpUnit(int index, const sharding::UnitSpec& spec, const sharding::Policy& policy, ProcessGroups& groups,
+                   MemoryTracker& tracker)
+    : index_(index),
+      name_(spec.name),
+      policy_(policy),
+      groups_(groups),
+      tracker_(tracker),
+      layout_(spec, groups.shard_degree),
+      shard_rank_(groups.shard_rank()) {
+  for (const auto& p : spec.params) param_names_.push_back(p.name);
+  master_.reset(tracker_, MemoryCategory::kParamShards, static_cast<size_t>(layout_.chunk_numel()));
+  grad_.reset(tracker_, MemoryCategory::kGradShards, static_cast<size_t>(layout_.chunk_numel()));
+}
+
+void FsdpUnit::load_full(const float* params) {
+  std::memset(master_.data(), 0, master_.size() * sizeof(float));
+  extract_chunk(layout_, shard_rank_, params, master_.data());
+}
+
+void FsdpUnit::notify(std::string_view what, const Work& work, int64_t bytes) const {
+  if (observer_ && *observer_) (*observer_)(what, index_, work.started_at(), work.finished_at(), bytes);
+}
+
+void FsdpUnit::start_unshard() {
+  if (unsharded() || gather_work_.valid()) return;
+  const DataType type = policy_.param_dtype;
+  const int64_t flat = layout_.flat_numel();
+  gather_out_.reset(tracker_, MemoryCategory::kAllGather, static_cast<size_t>(flat) * element_size(type));
+  if (!kept_.empty()) {
+    // Backward after reshard_after_forward = k: each member of the group of k holds 1/k of the buffer.
+    Communicator& group = *groups_.reshard;
+    const int64_t slice = flat / group.size();
+    std::byte* mine = element_at(gather_out_, group.rank() * slice, type);
+    std::memcpy(mine, kept_.data(), kept_.size());
+    gather_name_ = "all_gather_backward";
+    gather_work_ = group.all_gather(mine, gather_out_.data(), static_cast<size_t>(slice), type);
+    return;
+  }
+  std::byte* mine = element_at(gather_out_, shard_rank_ * layout_.chunk_numel(), type);
+  narrow_from_f32(mine, master_.data(), master_.size(), type);
+  gather_name_ = "all_gather";
+  gather_work_ =
+      groups_.shard_gather->all_gather(mine, gather_out_.data(), static_cast<size_t>(layout_.chunk_numel()), type);
+}
+
+void FsdpUnit::wait_unshard() {
+  if (unsharded()) return;
+  start_unshard();
+  gather_work_.wait();
+  notify(gather_name_, gather_work_, gather_out_.bytes());
+  gather_work_ = Work{};
+  const bool from_kept = !kept_.empty();
+
+  params_.reset(tracker_, MemoryCategory::kUnshardedParams, static_cast<size_t>(layout_.numel()));
+  copy_out(layout_, gather_out_.data(), policy_.param_dtype, params_.data());
+  const auto offsets = param_major_offsets(layout_);
+  param_views_.clear();
+  for (int64_t off : offsets) param_views_.push_back(params_.data() + off);
+
+  if (from_kept) {
+    kept_.release();
+  } else if (policy_.reshard.mode == sharding::Reshard::Mode::kGroup && groups_.reshard) {
+    // Keep this rank's 1/k of the gathered buffer for backward's all-gather inside the group of k.
+    const int64_t slice_bytes = gather_out_.bytes() / groups_.reshard->size();
+    kept_.reset(tracker_, MemoryCategory::kKeptParams, static_cast<size_t>(slice_bytes));
+    std::memcpy(kept_.data(), gather_out_.data() + groups_.reshard->rank() * slice_bytes,
+                static_cast<size_t>(slice_bytes));
+  }
+  gather_out_.release();  // FSDP2 frees the all-gather output once copied out
+}
+
+void FsdpUnit::reshard(bool keep_for_backward) {
+  params_.release();
+  param_views_.clear();
+  if (!keep_for_backward) kept_.release();
+}
+
+std::span<float* const> FsdpUnit::grads() {
+  if (grads_unsharded_.empty()) {
+    grads_unsharded_.reset(tracker_, MemoryCategory::kUnshardedGrads, static_cast<size_t>(layout_.numel()));
+    grad_views_.clear();
+    for (int64_t off : param_major_offsets(layout_)) grad_views_.push_back(grads_unsharded_.data() + off);
+  }
+  return grad_views_;
+}
+
+void FsdpUnit::start_reduce_grads() {
+  if (grads_unsharded_.empty()) {
+    throw std::logic_error("fsdp unit '" + name_ + "': start_reduce_grads() without gradients (no backward ran)");
+  }
+  if (reduce_work_.valid()) {
+    throw std::logic_error("fsdp unit '" + name_ + "': a reduce-scatter is already in flight");
+  }
+  const DataType type = policy_.reduce_dtype;
+  reduce_buf_.reset(tracker_, MemoryCategory::kReduceScatter,
+                    static_cast<size_t>(layout_.flat_numel()) * element_size(type));
+  copy_in(layout_, grads_unsharded_.data(), reduce_buf_.data(), type);
+  grads_unsharded_.release();
+  grad_views_.clear();
+  std::byte* mine = element_at(reduce_buf_, shard_rank_ * layout_.chunk_numel(), type);
+  reduce_work_ = groups_.shard_reduce->reduce_scatter(reduce_buf_.data(), mine,
+                                                      static_cast<size_t>(layout_.chunk_numel()), type,
+                                                      ReduceOp{ReduceKind::kAvg, 1.0});
+}
+
+void FsdpUnit::finish_reduce_grads() {
+  if (!reduce_work_.valid()) return;
+  const DataType type = policy_.reduce_dtype;
+  reduce_work_.wait();
+  notify("reduce_scatter", reduce_work_, reduce_buf_.bytes());
+  reduce_work_ = Work{};
+  std::byte* mine = element_at(reduce_buf_, shard_rank_ * layout_.chunk_numel(), type);
+  const auto count = static_cast<size_t>(layout_.chunk_numel());
+  if (groups_.replicate) {
+    Work w = groups_.replicate->all_reduce(mine, mine, count, type, ReduceOp{ReduceKind::kAvg, 1.0});
+    w.wait();
+    notify("all_reduce", w, static_cast<int64_t>(count * element_size(type)));
+  }
+  accumulate_widened(grad_.data(), mine, count, type);
+  reduce_buf_.release();
+}
+
+void FsdpUnit::zero_grad_shard() { std::memset(grad_.data(), 0, grad_.size() * sizeof(float)); }
+
+void FsdpUnit::release_transients() {
+  if (gather_work_.valid()) gather_work_.wait();
+  gather_work_ = Work{};
+  if (reduce_work_.valid()) reduce_work_.wait();
+  reduce_work_ = Work{};
+  gather_out_.release();
+  kept_.release();
+  reshard(false);
+  grads_unsharded_.release();
+  grad_views_.clear();
+  reduce_buf_.release();
+}
+
+}  // namespace fsdp::runtime

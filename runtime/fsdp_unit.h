@@ -1,0 +1,111 @@
+// One FSDP unit (FSDP2's FSDPParamGroup): the parameters that are all-gathered together, e.g. one
+// transformer block. It owns the rank's sharded state and the transient full-size buffers:
+//
+//   master shard (fp32, chunk_numel)  --copy-in, narrow-->  all-gather output (param dtype, flat, rank-major)
+//        ^                                                      | all_gather (in place), then copy-out
+//        | optimizer                                            v
+//   grad shard (fp32)  <--accumulate--  reduce-scatter buffer  <--copy-in--  unsharded grads (fp32, param-major)
+//                                      (reduce dtype, flat)                  unsharded params (fp32, param-major)
+//
+// The model sees only the param-major views (params(), grads()), never shards. All calls come from
+// the rank's training thread; the collectives run on the communicators' progress engine meanwhile.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collectives/work.h"
+#include "runtime/memory_tracker.h"
+#include "runtime/process_groups.h"
+#include "sharding/model_spec.h"
+#include "sharding/policy.h"
+#include "sharding/shard_layout.h"
+
+namespace fsdp::runtime {
+
+// Told about every collective the runtime issued once it finished: for the trace and overlap figures.
+using CommObserver = std::function<void(std::string_view collective, int unit, std::chrono::steady_clock::time_point start,
+                                        std::chrono::steady_clock::time_point end, int64_t bytes)>;
+
+class FsdpUnit {
+ public:
+  FsdpUnit(int index, const sharding::UnitSpec& spec, const sharding::Policy& policy, ProcessGroups& groups,
+           MemoryTracker& tracker);
+
+  int index() const { return index_; }
+  const std::string& name() const { return name_; }
+  const sharding::UnitShardLayout& layout() const { return layout_; }
+  const std::vector<std::string>& param_names() const { return param_names_; }
+
+  // The rank's fp32 master shard and gradient shard: chunk_numel elements each, padding zero.
+  std::span<float> master_shard() { return {master_.data(), master_.size()}; }
+  std::span<float> grad_shard() { return {grad_.data(), grad_.size()}; }
+  std::span<const float> grad_shard() const { return {grad_.data(), grad_.size()}; }
+
+  // Sets the master shard from the full parameters (param-major fp32, numel of the unit).
+  void load_full(const float* params);
+
+  // --- parameters ---
+  // Starts the all-gather unless the parameters are unsharded or on their way. In forward it gathers
+  // over the shard group; in backward after reshard_after_forward = k, over the group of k.
+  void start_unshard();
+  // Waits for the all-gather and copies out into the param-major views.
+  void wait_unshard();
+  bool unsharded() const { return !params_.empty(); }
+  // Views of the full parameters, one per parameter in spec order; valid after wait_unshard().
+  std::span<const float* const> params() const { return param_views_; }
+  // Frees the full parameters. keep_for_backward keeps the slice a reshard-after-forward group needs.
+  void reshard(bool keep_for_backward);
+
+  // --- gradients ---
+  // Full-gradient views in spec order, zeroed when first asked for; backward adds into them, and they
+  // accumulate across micro-batches until reduced.
+  std::span<float* const> grads();
+  bool has_unsharded_grads() const { return !grads_unsharded_.empty(); }
+  // Copies the full gradients into the reduce-scatter buffer (reduce dtype), frees them, and starts
+  // the reduce-scatter (average over the shard group).
+  void start_reduce_grads();
+  bool reduce_in_flight() const { return reduce_work_.valid(); }
+  // Waits for it, all-reduces across replicas (HSDP), and adds the result into the grad shard.
+  void finish_reduce_grads();
+
+  void zero_grad_shard();
+  // Drops every transient buffer; used when a step is abandoned (NaN loss) after its collectives finished.
+  void release_transients();
+
+  void set_observer(CommObserver* observer) { observer_ = observer; }
+
+ private:
+  void notify(std::string_view what, const Work& work, int64_t bytes) const;
+
+  int index_;
+  std::string name_;
+  std::vector<std::string> param_names_;
+  sharding::Policy policy_;
+  ProcessGroups& groups_;
+  MemoryTracker& tracker_;
+  sharding::UnitShardLayout layout_;
+  int64_t shard_rank_;
+
+  TrackedBuffer<float> master_;
+  TrackedBuffer<float> grad_;
+  TrackedBuffer<std::byte> gather_out_;   // all-gather output, param dtype, while in flight
+  Work gather_work_;
+  std::string gather_name_;
+  TrackedBuffer<std::byte> kept_;         // reshard_after_forward = k: this rank's slice of gather_out_
+  TrackedBuffer<float> params_;           // param-major full parameters
+  std::vector<const float*> param_views_;
+  TrackedBuffer<float> grads_unsharded_;  // param-major full gradients
+  std::vector<float*> grad_views_;
+  TrackedBuffer<std::byte> reduce_buf_;   // reduce-scatter input (flat, reduce dtype); output in place
+  Work reduce_work_;
+  CommObserver* observer_ = nullptr;
+};
+
+}  // namespace fsdp::runtime

@@ -1,0 +1,66 @@
+// Optimizers over the rank's fp32 master shards: each rank updates only the elements it owns, with
+// state (moments, momentum) of the same sharded size. Padding elements have zero gradients and stay zero.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "runtime/memory_tracker.h"
+
+namespace fsdp::runtime {
+
+class FsdpModel;
+
+struct AdamWConfig {
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+};
+
+struct SgdConfig {
+  double momentum = 0.9;
+  double weight_decay = 0;
+};
+
+class ShardedOptimizer {
+ public:
+  virtual ~ShardedOptimizer() = default;
+  // One update of every unit's master shard from its grad shard at learning rate lr.
+  void step(FsdpModel& model, double lr);
+  int64_t steps_taken() const { return step_; }
+
+  // The state buffers of unit u (for checkpoints): AdamW exp_avg then exp_avg_sq; SGD momentum.
+  virtual std::vector<std::span<float>> state(int unit) = 0;
+  void set_steps_taken(int64_t steps) { step_ = steps; }
+
+ protected:
+  virtual void update(int unit, std::span<float> param, std::span<const float> grad, double lr) = 0;
+  int64_t step_ = 0;
+};
+
+class AdamW final : public ShardedOptimizer {
+ public:
+  AdamW(FsdpModel& model, const AdamWConfig& config, MemoryTracker& tracker);
+  std::vector<std::span<float>> state(int unit) override;
+
+ private:
+  void update(int unit, std::span<float> param, std::span<const float> grad, double lr) override;
+  AdamWConfig config_;
+  std::vector<TrackedBuffer<float>> exp_avg_, exp_avg_sq_;
+};
+
+class SgdMomentum final : public ShardedOptimizer {
+ public:
+  SgdMomentum(FsdpModel& model, const SgdConfig& config, MemoryTracker& tracker);
+  std::vector<std::span<float>> state(int unit) override;
+
+ private:
+  void update(int unit, std::span<float> param, std::span<const float> grad, double lr) override;
+  SgdConfig config_;
+  std::vector<TrackedBuffer<float>> momentum_;
+};
+
+}  // namespace fsdp::runtime

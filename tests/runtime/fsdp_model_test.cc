@@ -1,0 +1,235 @@
+// The FSDP engine against the unsharded truth: N-rank training (FSDP, HSDP, every reshard mode,
+// prefetch depths, accumulation) must give the 1-rank run's losses and final parameters.
+#include "runtime/fsdp_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "runtime/optimizer.h"
+#include "tests/collectives/test_support.h"
+#include "toy_model.h"
+
+namespace fsdp::runtime {
+namespace {
+
+using testing::InProcJob;
+using testing::ToyModel;
+
+struct RunConfig {
+  FsdpOptions fsdp;
+  int steps = 4;
+  int64_t global_batch = 24;
+  int accum = 1;
+  bool sgd = false;
+  double max_norm = 0.5;
+};
+
+struct RunResult {
+  std::vector<double> losses, norms;
+  std::vector<std::vector<float>> params;  // per unit, param-major
+  int64_t peak_all_gather = 0, peak_total = 0, leftover_transient = 0;
+  int events_gather = 0, events_reduce = 0;
+};
+
+RunResult train(Communicator& world, const RunConfig& cfg) {
+  ToyModel toy;
+  MemoryTracker tracker;
+  FsdpModel fsdp(toy.spec(), cfg.fsdp, world, tracker);
+  RunResult result;
+  std::mutex mu;
+  fsdp.set_comm_observer([&](std::string_view what, int, auto start, auto end, int64_t) {
+    EXPECT_LE(start, end);
+    std::lock_guard lock(mu);
+    if (what.starts_with("all_gather")) ++result.events_gather;
+    if (what == "reduce_scatter") ++result.events_reduce;
+  });
+  fsdp.init_parameters([&](int u, std::span<float* const> p) { toy.init(u, p); });
+  std::unique_ptr<ShardedOptimizer> opt;
+  if (cfg.sgd) {
+    opt = std::make_unique<SgdMomentum>(fsdp, SgdConfig{0.9, 0.01}, tracker);
+  } else {
+    opt = std::make_unique<AdamW>(fsdp, AdamWConfig{0.9, 0.95, 1e-8, 0.01}, tracker);
+  }
+  const int n = world.size();
+  const int64_t local = cfg.global_batch / (n * cfg.accum);
+  const int64_t in = toy.widths.front(), out = toy.widths.back();
+  for (int s = 0; s < cfg.steps; ++s) {
+    double loss = 0;
+    for (int m = 0; m < cfg.accum; ++m) {
+      fsdp.set_requires_gradient_sync(m == cfg.accum - 1);
+      std::vector<std::vector<float>> acts(static_cast<size_t>(toy.units() + 1));
+      std::vector<float> target(static_cast<size_t>(local * out));
+      acts[0].resize(static_cast<size_t>(local * in));
+      for (int64_t i = 0; i < local; ++i) {
+        const int64_t id = s * cfg.global_batch + m * (cfg.global_batch / cfg.accum) + world.rank() * local + i;
+        toy.sample(id, &acts[0][i * in], &target[i * out]);
+      }
+      for (int u = 0; u < toy.units(); ++u) {
+        auto w = fsdp.pre_forward(u);
+        toy.forward(u, w, acts[u], acts[u + 1], local);
+        fsdp.post_forward(u);
+      }
+      std::vector<float> dy(target.size()), dx;
+      double micro_loss = 0;
+      for (size_t i = 0; i < target.size(); ++i) {
+        const double d = acts.back()[i] - target[i];
+        micro_loss += 0.5 * d * d / static_cast<double>(local);
+        dy[i] = static_cast<float>(d / static_cast<double>(local * cfg.accum));
+      }
+      loss += micro_loss / cfg.accum;
+      for (int u = toy.units() - 1; u >= 0; --u) {
+        auto w = fsdp.pre_backward(u);
+        toy.backward(u, w, fsdp.grads(u), acts[u], acts[u + 1], dy, dx, local);
+        dy.swap(dx);
+        fsdp.post_backward(u);
+      }
+      fsdp.finalize_backward();
+    }
+    double global_loss = 0;
+    world.all_reduce(&loss, &global_loss, 1, DataType::kFloat64, ReduceOp{ReduceKind::kAvg, 1.0}).wait();
+    result.losses.push_back(global_loss);
+    result.norms.push_back(fsdp.clip_grad_norm(cfg.max_norm));
+    opt->step(fsdp, 0.05);
+    fsdp.zero_grad();
+  }
+  for (auto c : {MemoryCategory::kAllGather, MemoryCategory::kUnshardedParams, MemoryCategory::kUnshardedGrads,
+                 MemoryCategory::kReduceScatter, MemoryCategory::kKeptParams}) {
+    result.leftover_transient += tracker.current(c);
+  }
+  result.peak_all_gather = tracker.peak(MemoryCategory::kAllGather);
+  result.peak_total = tracker.peak_total();
+  for (int u = 0; u < fsdp.num_units(); ++u) result.params.push_back(fsdp.gather_full_parameters(u));
+  return result;
+}
+
+// Runs cfg on n in-process ranks; returns rank 0's result after checking every rank agrees.
+RunResult run(int n, RunConfig cfg) {
+  InProcJob job(n);
+  std::vector<RunResult> results(static_cast<size_t>(n));
+  job.run([&](Communicator& c) { results[static_cast<size_t>(c.rank())] = train(c, cfg); });
+  for (int r = 1; r < n; ++r) {
+    EXPECT_EQ(results[static_cast<size_t>(r)].losses, results[0].losses) << "rank " << r;
+  }
+  return results[0];
+}
+
+void expect_close(double got, double want, double rel, const std::string& what) {
+  EXPECT_LE(std::abs(got - want), rel * std::abs(want) + 1e-7) << what << ": got " << got << ", want " << want;
+}
+
+void expect_same_training(const RunResult& got, const RunResult& want, double rel = 1e-5) {
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  for (size_t s = 0; s < want.losses.size(); ++s) {
+    expect_close(got.losses[s], want.losses[s], rel, "loss at step " + std::to_string(s + 1));
+    expect_close(got.norms[s], want.norms[s], rel, "grad norm at step " + std::to_string(s + 1));
+  }
+  ASSERT_EQ(got.params.size(), want.params.size());
+  for (size_t u = 0; u < want.params.size(); ++u) {
+    ASSERT_EQ(got.params[u].size(), want.params[u].size());
+    for (size_t i = 0; i < want.params[u].size(); ++i) {
+      expect_close(got.params[u][i], want.params[u][i], rel, "unit " + std::to_string(u) + " element " + std::to_string(i));
+    }
+  }
+  EXPECT_EQ(got.leftover_transient, 0) << "transient buffers still allocated after the last step";
+}
+
+RunConfig fp32_config() {
+  RunConfig cfg;
+  cfg.fsdp.policy.param_dtype = DataType::kFloat32;
+  return cfg;
+}
+
+const RunResult& reference() {
+  static const RunResult r = run(1, fp32_config());
+  return r;
+}
+
+TEST(FsdpModel, OneRankLossFalls) {
+  const RunResult& r = reference();
+  EXPECT_LT(r.losses.back(), r.losses.front());
+  EXPECT_GT(r.events_gather, 0);
+  EXPECT_GT(r.events_reduce, 0);
+}
+
+struct Layout {
+  int n;
+  const char* reshard;
+  int64_t prefetch;
+  int64_t replicate;
+};
+
+class FsdpEquivalence : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(FsdpEquivalence, MatchesOneRank) {
+  const Layout l = GetParam();
+  RunConfig cfg = fp32_config();
+  cfg.fsdp.replicate_degree = l.replicate;
+  cfg.fsdp.policy.reshard = sharding::Reshard::parse(l.reshard);
+  cfg.fsdp.policy.prefetch = l.prefetch;
+  expect_same_training(run(l.n, cfg), reference());
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, FsdpEquivalence,
+                         ::testing::Values(Layout{2, "true", 1, 1}, Layout{3, "true", 1, 1}, Layout{4, "true", 1, 1},
+                                           Layout{2, "false", 1, 1}, Layout{4, "false", 2, 1},
+                                           Layout{3, "true", 0, 1}, Layout{4, "2", 1, 1}, Layout{4, "1", 1, 1},
+                                           Layout{4, "true", 1, 2}, Layout{4, "false", 1, 2}, Layout{6, "3", 2, 1},
+                                           Layout{8, "true", 1, 1}),
+                         [](const auto& info) {
+                           const Layout& l = info.param;
+                           return "n" + std::to_string(l.n) + "_reshard_" + l.reshard + "_prefetch" +
+                                  std::to_string(l.prefetch) + "_replicate" + std::to_string(l.replicate);
+                         });
+
+TEST(FsdpModel, AccumulationWithoutSyncMatchesOneRank) {
+  RunConfig cfg = fp32_config();
+  cfg.accum = 2;
+  for (int n : {2, 3}) expect_same_training(run(n, cfg), reference());
+}
+
+TEST(FsdpModel, SgdMomentumMatchesOneRank) {
+  RunConfig cfg = fp32_config();
+  cfg.sgd = true;
+  expect_same_training(run(3, cfg), run(1, cfg));
+}
+
+TEST(FsdpModel, Bf16ParamsAndReduceStayCloseToFp32) {
+  RunConfig cfg;
+  cfg.fsdp.policy.param_dtype = DataType::kBfloat16;
+  cfg.fsdp.policy.reduce_dtype = DataType::kBfloat16;
+  const RunResult r = run(2, cfg);
+  for (size_t s = 0; s < r.losses.size(); ++s) expect_close(r.losses[s], reference().losses[s], 2e-2, "bf16 loss");
+  EXPECT_EQ(r.leftover_transient, 0);
+}
+
+TEST(FsdpModel, AllGatherBuffersBoundedByPrefetch) {
+  // At most the computing unit plus `prefetch` in flight (each freed once copied out).
+  int64_t largest = 0;
+  for (const auto& u : sharding::shard_model(ToyModel{}.spec(), 4)) largest = std::max(largest, u.flat_numel());
+  for (int64_t prefetch : {0, 1, 2}) {
+    RunConfig cfg = fp32_config();
+    cfg.fsdp.policy.prefetch = prefetch;
+    const RunResult r = run(4, cfg);
+    EXPECT_GT(r.peak_all_gather, 0);
+    EXPECT_LE(r.peak_all_gather, (1 + prefetch) * largest * 4) << "prefetch " << prefetch;
+  }
+}
+
+TEST(FsdpModel, RejectsDegreesThatDoNotTileTheWorld) {
+  InProcJob job(4);
+  job.run([](Communicator& c) {
+    ToyModel toy;
+    MemoryTracker tracker;
+    FsdpOptions o;
+    o.replicate_degree = 3;
+    EXPECT_THROW(FsdpModel(toy.spec(), o, c, tracker), InvalidArgument);
+    o.replicate_degree = 1;
+    o.policy.reshard = sharding::Reshard::parse("3");
+    EXPECT_ANY_THROW(FsdpModel(toy.spec(), o, c, tracker));
+  });
+}
+
+}  // namespace
+}  // namespace fsdp::runtime

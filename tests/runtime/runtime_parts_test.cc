@@ -1,0 +1,109 @@
+// The runtime's small pieces on their own: layout copies, the learning-rate schedule, the memory tracker.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "collectives/types/float_formats.h"
+#include "runtime/flat_copy.h"
+#include "runtime/lr_schedule.h"
+#include "runtime/memory_tracker.h"
+
+namespace fsdp::runtime {
+namespace {
+
+sharding::UnitSpec unit_of(std::vector<std::vector<int64_t>> shapes) {
+  sharding::UnitSpec u{"u", false, {}};
+  for (size_t i = 0; i < shapes.size(); ++i) u.params.push_back(sharding::ParamSpec{"p" + std::to_string(i), shapes[i]});
+  return u;
+}
+
+TEST(FlatCopy, RoundTripsThroughTheRankMajorLayoutAtManyDegrees) {
+  const auto unit = unit_of({{5, 3}, {7}, {}, {2, 2, 2}});
+  for (int64_t n : {1, 2, 3, 4, 7, 16}) {
+    sharding::UnitShardLayout layout(unit, n);
+    std::vector<float> params(static_cast<size_t>(layout.numel()));
+    for (size_t i = 0; i < params.size(); ++i) params[i] = static_cast<float>(i) + 0.5f;
+    std::vector<float> flat(static_cast<size_t>(layout.flat_numel()), -1.f);
+    copy_in(layout, params.data(), flat.data(), DataType::kFloat32);
+    // Every element sits where the layout says.
+    const auto offsets = param_major_offsets(layout);
+    for (size_t p = 0; p < unit.params.size(); ++p) {
+      for (int64_t i = 0; i < unit.params[p].numel(); ++i) {
+        ASSERT_EQ(flat[static_cast<size_t>(layout.flat_index(p, i))], params[static_cast<size_t>(offsets[p] + i)]);
+      }
+    }
+    // Chunks extracted per rank are exactly the rank's slice of the flat buffer (padding zero).
+    for (int64_t r = 0; r < n; ++r) {
+      std::vector<float> chunk(static_cast<size_t>(layout.chunk_numel()), 0.f);
+      extract_chunk(layout, r, params.data(), chunk.data());
+      for (int64_t i = 0; i < layout.chunk_numel(); ++i) {
+        const float in_flat = flat[static_cast<size_t>(r * layout.chunk_numel() + i)];
+        ASSERT_EQ(chunk[static_cast<size_t>(i)], in_flat == -1.f ? 0.f : in_flat) << "n " << n << " rank " << r;
+      }
+    }
+    std::vector<float> back(params.size(), 0.f);
+    copy_out(layout, flat.data(), DataType::kFloat32, back.data());
+    EXPECT_EQ(back, params) << "n " << n;
+  }
+}
+
+TEST(FlatCopy, NarrowsToBf16OnceAndWidensBack) {
+  const auto unit = unit_of({{3, 3}});
+  sharding::UnitShardLayout layout(unit, 2);
+  std::vector<float> params{1.f, 1.00390625f, -2.5f, 3.14159f, 0.f, 1e-3f, 7.f, 8.f, 9.f};
+  std::vector<uint16_t> flat(static_cast<size_t>(layout.flat_numel()));
+  copy_in(layout, params.data(), flat.data(), DataType::kBfloat16);
+  std::vector<float> back(params.size());
+  copy_out(layout, flat.data(), DataType::kBfloat16, back.data());
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_EQ(back[i], bf16_to_float(float_to_bf16(params[i])));
+}
+
+TEST(FlatCopy, AccumulatesWidenedValues) {
+  std::vector<float> dst{1.f, 2.f};
+  std::vector<uint16_t> src{float_to_bf16(0.5f), float_to_bf16(-4.f)};
+  accumulate_widened(dst.data(), src.data(), 2, DataType::kBfloat16);
+  EXPECT_EQ(dst, (std::vector<float>{1.5f, -2.f}));
+}
+
+TEST(LrSchedule, WarmupThenLinearDecayToMinimum) {
+  LrSchedule s{.lr = 1.0, .total_steps = 10, .warmup_steps = 2, .decay_ratio = -1, .decay = DecayType::kLinear,
+               .min_lr_factor = 0.1};
+  EXPECT_DOUBLE_EQ(s.at(1), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(s.at(2), 2.0 / 3);
+  EXPECT_DOUBLE_EQ(s.at(10), 0.1);
+  for (int64_t t = 3; t < 10; ++t) EXPECT_GT(s.at(t), s.at(t + 1));
+}
+
+TEST(LrSchedule, DecayRatioKeepsAFlatStretchAndCosineEndsAtMinimum) {
+  LrSchedule s{.lr = 2.0, .total_steps = 12, .warmup_steps = 2, .decay_ratio = 0.5, .decay = DecayType::kCosine,
+               .min_lr_factor = 0};
+  for (int64_t t = 3; t <= 7; ++t) EXPECT_DOUBLE_EQ(s.at(t), 2.0) << t;  // 10 post-warm-up steps, last 5 decay
+  EXPECT_NEAR(s.at(12), 0.0, 1e-12);
+  EXPECT_LT(s.at(9), 2.0);
+  EXPECT_THROW(parse_decay_type("exp"), std::invalid_argument);
+  EXPECT_EQ(parse_decay_type("sqrt"), DecayType::kSqrt);
+}
+
+TEST(MemoryTracker, CountsCurrentAndPeakPerCategory) {
+  MemoryTracker t;
+  {
+    TrackedBuffer<float> a(t, MemoryCategory::kParamShards, 100);
+    TrackedBuffer<double> b(t, MemoryCategory::kAllGather, 10);
+    EXPECT_EQ(t.current(MemoryCategory::kParamShards), 400);
+    EXPECT_EQ(t.current_total(), 480);
+    TrackedBuffer<float> c = std::move(a);
+    EXPECT_EQ(t.current_total(), 480);
+    EXPECT_TRUE(a.empty());
+    b.release();
+    EXPECT_EQ(t.current_total(), 400);
+    for (float v : c) EXPECT_EQ(v, 0.f);
+  }
+  EXPECT_EQ(t.current_total(), 0);
+  EXPECT_EQ(t.peak_total(), 480);
+  EXPECT_EQ(t.peak(MemoryCategory::kAllGather), 80);
+  t.reset_peaks();
+  EXPECT_EQ(t.peak_total(), 0);
+}
+
+}  // namespace
+}  // namespace fsdp::runtime
