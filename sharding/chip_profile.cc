@@ -75,7 +75,8 @@ std::vector<ChipProfile> make_presets() {
                           .peak_flops_bf16 = 0.05 * kTflops,  // no native bf16 matmul: converted to fp32
                           .peak_flops_fp8 = 0.05 * kTflops,
                           .matmul_efficiency = 0.5,
-                          .chips_per_node = 2});
+                          .chips_per_node = 2,
+                          .fp32_compute = true});
   return v;
 }
 
@@ -145,7 +146,8 @@ ChipProfile parse_chip_profile(std::string_view text, std::string_view src, std:
   const toml::table& t = *cn->as_table();
   check_keys(src, t, "[chip]",
              {"base", "name", "memory_gib", "hbm_tb_per_s", "intra_gb_per_s", "intra_latency_us", "inter_gb_per_s",
-              "inter_latency_us", "fp32_tflops", "bf16_tflops", "fp8_tflops", "matmul_efficiency", "chips_per_node"});
+              "inter_latency_us", "fp32_tflops", "bf16_tflops", "fp8_tflops", "matmul_efficiency", "chips_per_node",
+              "fp32_compute"});
   ChipProfile c;
   auto base = get_string(src, t, "base");
   if (base) {
@@ -183,6 +185,7 @@ ChipProfile parse_chip_profile(std::string_view text, std::string_view src, std:
     }
   }
   if (auto v = get_int(src, t, "chips_per_node")) c.chips_per_node = *v;
+  if (auto v = get_bool(src, t, "fp32_compute")) c.fp32_compute = *v;
   if (c.name.empty()) fail(src, t, "profile needs a 'name' or a 'base'");
   try {
     validate(c);

@@ -17,8 +17,6 @@ int64_t shard_bytes(const ModelSpec& model, const std::vector<UnitShardLayout>& 
   return bytes;
 }
 
-int64_t bytes_of(int64_t numel, DataType t) { return numel * static_cast<int64_t>(element_size(t)); }
-
 }  // namespace
 
 int64_t param_shard_bytes(const ModelSpec& model, const std::vector<UnitShardLayout>& units) {
@@ -33,32 +31,12 @@ int64_t optimizer_state_bytes(int64_t shard_numel, Optimizer optimizer) {
   return shard_numel * optimizer_state_bytes_per_element(optimizer);
 }
 
-int64_t all_gather_buffer_bytes(int64_t largest_flat_numel, DataType param_dtype, int64_t prefetch) {
-  return (1 + prefetch) * bytes_of(largest_flat_numel, param_dtype);
+int64_t compute_element_bytes(DataType param_dtype, bool fp32_compute) {
+  return fp32_compute ? 4 : static_cast<int64_t>(element_size(param_dtype));
 }
 
-int64_t reduce_scatter_buffer_bytes(int64_t largest_flat_numel, int64_t largest_chunk_numel, DataType reduce_dtype) {
-  return bytes_of(largest_flat_numel + largest_chunk_numel, reduce_dtype);
-}
-
-int64_t unsharded_grad_bytes(int64_t largest_flat_numel, DataType param_dtype) {
-  return bytes_of(largest_flat_numel, param_dtype);
-}
-
-int64_t kept_param_bytes(const Reshard& reshard, int64_t total_flat_numel, DataType param_dtype) {
-  switch (reshard.mode) {
-    case Reshard::Mode::kFull:
-      return 0;
-    case Reshard::Mode::kNone:
-      return bytes_of(total_flat_numel, param_dtype);
-    case Reshard::Mode::kGroup:
-      return bytes_of(total_flat_numel / reshard.group, param_dtype);
-  }
-  return 0;
-}
-
-int64_t activation_element_bytes(DataType param_dtype) {
-  return std::max<int64_t>(2, static_cast<int64_t>(element_size(param_dtype)));
+int64_t activation_element_bytes(DataType param_dtype, bool fp32_compute) {
+  return fp32_compute ? 4 : std::max<int64_t>(2, static_cast<int64_t>(element_size(param_dtype)));
 }
 
 int64_t layer_saved_elements_per_token(const ModelDims& d, ActivationCheckpointing ac) {
@@ -75,18 +53,150 @@ int64_t layer_saved_elements_per_token(const ModelDims& d, ActivationCheckpointi
   return 0;
 }
 
-int64_t activation_bytes(const ModelDims& d, int64_t seq_len, int64_t micro_batch, ActivationCheckpointing ac,
-                         DataType param_dtype) {
-  if (!d.known()) return 0;
-  const int64_t tokens = seq_len * micro_batch;
-  const int64_t a = activation_element_bytes(param_dtype);
-  const int64_t saved = layer_saved_elements_per_token(d, ac);
-  const int64_t full = layer_saved_elements_per_token(d, ActivationCheckpointing::kNone);
-  int64_t per_token = d.layers * saved * a;
-  if (ac != ActivationCheckpointing::kNone) per_token += (full - saved) * a;  // one block recomputed at a time
-  per_token += d.dim * a;                                                     // embedding output
-  per_token += d.vocab * (a + 4);                                             // logits and their fp32 softmax
-  return tokens * per_token;
+namespace {
+
+bool has_embedding(const UnitSpec& u) {
+  for (const auto& p : u.params) {
+    if (p.kind == ParamKind::kEmbedding) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<UnitShardLayout>& units,
+                                    const Policy& policy, bool fp32_compute) {
+  const ModelDims& d = model.dims;
+  const int64_t tokens = policy.seq_len * policy.micro_batch;
+  const int64_t a = activation_element_bytes(policy.param_dtype, fp32_compute);
+  std::vector<UnitMemory> out(units.size());
+  for (size_t i = 0; i < units.size(); ++i) {
+    out[i].flat_numel = units[i].flat_numel();
+    out[i].numel = units[i].numel();
+    if (!d.known()) continue;
+    const UnitSpec& spec = model.units[i];
+    if (spec.is_layer) {
+      const int64_t saved = layer_saved_elements_per_token(d, policy.ac);
+      const int64_t full = layer_saved_elements_per_token(d, ActivationCheckpointing::kNone);
+      const int64_t stats = (2 + d.n_heads) * 4;  // fp32 inverse RMS of both norms, log-sum-exp per head
+      const int64_t q_dim = d.n_heads * d.head_dim();
+      out[i].activations = tokens * (saved * a + (policy.ac == ActivationCheckpointing::kNone ? stats : 0));
+      // Gradient temporaries (d norm output, d attention output, dq, dk, dv) and, with checkpointing,
+      // the recomputed tensors.
+      int64_t scratch = tokens * (d.dim + 2 * q_dim + 2 * d.kv_dim()) * a;
+      if (policy.ac != ActivationCheckpointing::kNone) scratch += tokens * ((full - saved) * a + stats);
+      // Without fused attention kernels (fp32 compute: the CPU reference) the softmax of one
+      // (sequence, head) pair is recomputed at a time with its gradient: 2 * seq^2 fp32.
+      if (fp32_compute) scratch += 2 * policy.seq_len * policy.seq_len * 4;
+      out[i].backward_scratch = scratch;
+    } else if (i + 1 == units.size() && !has_embedding(spec)) {
+      // The output head: its input and normed input, their inverse RMS, the targets, and the logits with
+      // their fp32 softmax (one buffer when the logits are fp32 already).
+      const int64_t logits = a == 4 ? 4 : a + 4;
+      out[i].activations = tokens * (2 * d.dim * a + 4 + 4 + d.vocab * logits);
+    }
+  }
+  return out;
+}
+
+int64_t activation_bytes(const ModelSpec& model, const std::vector<UnitMemory>& units, const Policy& policy,
+                         bool fp32_compute) {
+  if (!model.dims.known()) return 0;
+  int64_t total = policy.seq_len * policy.micro_batch * model.dims.dim *
+                  activation_element_bytes(policy.param_dtype, fp32_compute);  // residual stream
+  for (const auto& u : units) total += u.activations;
+  return total;
+}
+
+MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t base, const Policy& policy,
+                               int64_t shard_degree, bool fp32_compute) {
+  const int64_t pb = static_cast<int64_t>(element_size(policy.param_dtype));
+  const int64_t cb = compute_element_bytes(policy.param_dtype, fp32_compute);
+  const int64_t rb = static_cast<int64_t>(element_size(policy.reduce_dtype));
+  const auto mode = policy.reshard.mode;
+  const bool grouped = mode == Reshard::Mode::kGroup && policy.reshard.group < shard_degree;
+  const int64_t group = grouped ? policy.reshard.group : 1;
+  const int n = static_cast<int>(units.size());
+
+  MemoryTimeline tl;
+  int64_t ag = 0, up = 0, kept = 0, ug = 0, rs = 0, act = 0;
+  auto mark = [&] {
+    tl.peak = std::max(tl.peak, base + ag + up + kept + ug + rs + act);
+    tl.all_gather = std::max(tl.all_gather, ag);
+    tl.unsharded_params = std::max(tl.unsharded_params, up);
+    tl.kept_params = std::max(tl.kept_params, kept);
+    tl.unsharded_grads = std::max(tl.unsharded_grads, ug);
+    tl.reduce_scatter = std::max(tl.reduce_scatter, rs);
+    tl.activations = std::max(tl.activations, act);
+  };
+  std::vector<char> in_flight(units.size(), 0), unsharded(units.size(), 0), has_kept(units.size(), 0),
+      has_grads(units.size(), 0);
+  auto issue = [&](int j) {
+    if (j < 0 || j >= n || unsharded[j] || in_flight[j]) return;
+    in_flight[j] = 1;
+    ag += units[j].flat_numel * pb;
+    mark();
+  };
+  // wait_unshard: allocate the parameters, copy out, keep a group slice, free the all-gather output.
+  auto copy_out = [&](int j) {
+    if (unsharded[j]) return;
+    issue(j);
+    up += units[j].numel * cb;
+    mark();
+    const int64_t slice = units[j].flat_numel / group * pb;
+    if (has_kept[j]) {
+      kept -= slice;
+      has_kept[j] = 0;
+    } else if (grouped) {
+      kept += slice;
+      has_kept[j] = 1;
+      mark();
+    }
+    ag -= units[j].flat_numel * pb;
+    in_flight[j] = 0;
+    unsharded[j] = 1;
+  };
+  auto release_params = [&](int j) {
+    if (!unsharded[j]) return;
+    up -= units[j].numel * cb;
+    unsharded[j] = 0;
+  };
+
+  int pending = -1;
+  const int64_t micro_steps = std::min<int64_t>(policy.grad_accum, 2);  // no-sync micro-steps repeat
+  for (int64_t m = 0; m < micro_steps; ++m) {
+    const bool sync = m + 1 == micro_steps;
+    for (int i = 0; i < n; ++i) {
+      issue(i);
+      for (int64_t k = 1; k <= policy.prefetch; ++k) issue(i + static_cast<int>(k));
+      copy_out(i);
+      act += units[i].activations;
+      mark();
+      if (i + 1 < n && mode != Reshard::Mode::kNone) release_params(i);
+    }
+    for (int i = n - 1; i >= 0; --i) {
+      issue(i);
+      for (int64_t k = 1; k <= policy.prefetch; ++k) issue(i - static_cast<int>(k));
+      copy_out(i);
+      if (!has_grads[i]) {
+        ug += units[i].numel * cb;
+        has_grads[i] = 1;
+        mark();
+      }
+      act += units[i].backward_scratch;
+      mark();
+      act -= units[i].backward_scratch + units[i].activations;
+      release_params(i);
+      if (!sync) continue;
+      if (pending >= 0) rs -= units[pending].flat_numel * rb;
+      rs += units[i].flat_numel * rb;
+      mark();
+      ug -= units[i].numel * cb;
+      has_grads[i] = 0;
+      pending = i;
+    }
+  }
+  return tl;
 }
 
 double unit_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len) {

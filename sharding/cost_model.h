@@ -15,39 +15,71 @@
 namespace fsdp::sharding {
 
 // ---- Memory (bytes per rank) ----
+//
+// Every term is a buffer the runtime (runtime/fsdp_unit.h) allocates, and the peak comes from replaying
+// the runtime's allocation order over one step (simulate_memory), so a measured peak can be held to it.
+
+// Bytes per element of what the model computes on: the unsharded parameters and gradients (copy-out of
+// the all-gather) and the activations. The param dtype on chips with low-precision matmuls (activations
+// at least 2 bytes: fp8 matmuls keep bf16 activations); 4 where the chip computes in fp32.
+int64_t compute_element_bytes(DataType param_dtype, bool fp32_compute);
+int64_t activation_element_bytes(DataType param_dtype, bool fp32_compute);
 
 // Sharded (master) parameters in each parameter's storage dtype, padding included.
 int64_t param_shard_bytes(const ModelSpec& model, const std::vector<UnitShardLayout>& units);
-// Gradient shards: FSDP2 casts the reduce-scatter output back to the parameter's storage dtype, so the
-// same size as the parameter shards.
+// Gradient shards: the same size as the parameter shards (reduced gradients accumulate in the
+// parameters' dtype).
 int64_t grad_shard_bytes(const ModelSpec& model, const std::vector<UnitShardLayout>& units);
 // fp32 optimizer state over the rank's padded shard elements.
 int64_t optimizer_state_bytes(int64_t shard_numel, Optimizer optimizer);
-// The units in flight: the one computing plus `prefetch` ahead, each a full flat buffer in param dtype
-// (the rank's all-gather input is a slice of the output, as in FSDP2, so it costs nothing extra).
-int64_t all_gather_buffer_bytes(int64_t largest_flat_numel, DataType param_dtype, int64_t prefetch);
-// One unit's full-gradient reduce-scatter input plus its chunk-sized output, in reduce dtype.
-int64_t reduce_scatter_buffer_bytes(int64_t largest_flat_numel, int64_t largest_chunk_numel, DataType reduce_dtype);
-// The full gradients backward produces (param dtype) before they are copied into the reduce-scatter input.
-int64_t unsharded_grad_bytes(int64_t largest_flat_numel, DataType param_dtype);
-// Parameters held from forward to backward: false keeps every unit's full buffer, an integer k keeps
-// 1/k of each, true keeps nothing.
-int64_t kept_param_bytes(const Reshard& reshard, int64_t total_flat_numel, DataType param_dtype);
 
-// Activations use the compute dtype, at least 2 bytes (fp8 matmuls still keep bf16 activations).
-int64_t activation_element_bytes(DataType param_dtype);
 // Elements saved per token by one transformer block for backward (flash attention: no score matrix):
-//   none:      6*dim + 2*kv_dim + 4*ffn_hidden*k   (norm inputs and outputs, q/k/v, attention output,
-//                                                  w1/w3 outputs, silu output, their product; k experts
-//                                                  per token for MoE, else 1)
+//   none:      6*dim + 2*kv_dim + 4*ffn_hidden*k   (block input, norm outputs, q/k/v, attention output,
+//                                                  residual, w1/w3 outputs, silu output, their product;
+//                                                  k experts per token for MoE, else 1)
 //   selective: 4*dim + 2*kv_dim + 2*ffn_hidden*k   (norm outputs and silu/product recomputed)
 //   full:      dim                                 (the block input only)
+// plus, without checkpointing, fp32 statistics: the two norms' inverse RMS and one softmax
+// log-sum-exp per head.
 int64_t layer_saved_elements_per_token(const ModelDims& dims, ActivationCheckpointing ac);
-// Peak activation bytes per rank for one micro-batch: every block's saved tensors, plus one block's
-// recomputed tensors during its backward when checkpointing, plus the embedding output and the logits
-// (param-dtype logits and their fp32 softmax for the loss). 0 when the model's dims are unknown.
-int64_t activation_bytes(const ModelDims& dims, int64_t seq_len, int64_t micro_batch, ActivationCheckpointing ac,
-                         DataType param_dtype);
+
+// What the runtime holds for one unit.
+struct UnitMemory {
+  int64_t flat_numel = 0;        // all-gather / reduce-scatter buffer elements (padded)
+  int64_t numel = 0;             // unsharded parameter / gradient elements
+  int64_t activations = 0;       // bytes its forward saves until its backward
+  int64_t backward_scratch = 0;  // transient bytes during its backward (recomputation, gradient temporaries)
+};
+
+// Per unit: blocks (is_layer) save layer_saved_elements_per_token; the output head (the last unit, when
+// it is not a block) saves its input, the normed input, their inverse RMS, the targets and the logits
+// with their fp32 softmax (one buffer when computing in fp32); the embedding saves nothing. A block's
+// backward holds its gradient temporaries (d norm output, d attention output, dq, dk, dv) plus, with
+// checkpointing, the recomputed tensors. All zero when the model's dims are unknown.
+std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<UnitShardLayout>& units,
+                                    const Policy& policy, bool fp32_compute);
+// Activations live at the end of forward: every unit's saved tensors plus the residual stream.
+int64_t activation_bytes(const ModelSpec& model, const std::vector<UnitMemory>& units, const Policy& policy,
+                         bool fp32_compute);
+
+struct MemoryTimeline {
+  int64_t peak = 0;  // the most bytes live at any moment (base included)
+  // Each category's own maximum over the step (they need not coincide).
+  int64_t all_gather = 0;        // all-gather outputs in param dtype, in flight or being copied out
+  int64_t unsharded_params = 0;  // copied-out parameters in compute dtype
+  int64_t kept_params = 0;       // reshard_after_forward = k slices (or every unit's parameters when false)
+  int64_t unsharded_grads = 0;   // full gradients in compute dtype
+  int64_t reduce_scatter = 0;    // reduce-scatter buffers in reduce dtype (one in flight)
+  int64_t activations = 0;
+};
+
+// Replays the runtime's allocations over one optimizer step of grad_accum micro-batches: per unit in
+// forward, the all-gathers it and the next `prefetch` units issue, the copy-out, the saved activations,
+// the reshard; in backward the same in reverse plus the unsharded gradients and the reduce-scatter
+// buffer (the previous unit's is freed before the next starts; none while gradient sync is off
+// between micro-batches). `base` is what is always live (model states, the residual stream).
+MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t base, const Policy& policy,
+                               int64_t shard_degree, bool fp32_compute);
 
 // ---- FLOPs ----
 

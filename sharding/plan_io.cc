@@ -56,6 +56,7 @@ fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
   chip->set_peak_flops_bf16(c.peak_flops_bf16);
   chip->set_peak_flops_fp8(c.peak_flops_fp8);
   chip->set_matmul_efficiency(c.matmul_efficiency);
+  chip->set_fp32_compute(c.fp32_compute);
   const auto& p = plan.policy;
   auto* pol = out.mutable_policy();
   pol->set_param_dtype(std::string(name(p.param_dtype)));
@@ -101,6 +102,7 @@ fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
   mem->set_optimizer_state(e.memory.optimizer_state);
   mem->set_all_gather_buffers(e.memory.all_gather_buffers);
   mem->set_reduce_scatter_buffers(e.memory.reduce_scatter_buffers);
+  mem->set_unsharded_params(e.memory.unsharded_params);
   mem->set_unsharded_grads(e.memory.unsharded_grads);
   mem->set_kept_params(e.memory.kept_params);
   mem->set_activations(e.memory.activations);
@@ -220,11 +222,12 @@ std::string format_plan(const fsdp::proto::ShardingPlan& plan, bool per_param) {
   row("  optimizer state", mem.optimizer_state());
   row("  = model states", mem.model_states());
   row("  all-gather buffers", mem.all_gather_buffers());
+  row("  unsharded parameters", mem.unsharded_params());
   row("  reduce-scatter buffers", mem.reduce_scatter_buffers());
   row("  unsharded gradients", mem.unsharded_grads());
   row("  params kept fwd->bwd", mem.kept_params());
   row("  activations", mem.activations());
-  row("  = peak", mem.peak());
+  row("  = peak (at once)", mem.peak());
   row("  available", mem.available());
   o << "  fits: " << (mem.fits() ? "yes" : "NO") << " (capacity " << gib(mem.capacity()) << " GiB, headroom "
     << fmt("%.0f", p.headroom() * 100) << "%)\n\n";

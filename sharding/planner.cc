@@ -53,28 +53,25 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
 
   // ---- Memory ----
   int64_t shard_numel = 0;
-  int64_t total_flat = 0;
-  int64_t largest_flat = 0;
-  int64_t largest_chunk = 0;
-  for (const auto& u : units) {
-    shard_numel += u.chunk_numel();
-    total_flat += u.flat_numel();
-    largest_flat = std::max(largest_flat, u.flat_numel());
-    largest_chunk = std::max(largest_chunk, u.chunk_numel());
-  }
+  for (const auto& u : units) shard_numel += u.chunk_numel();
   auto& mem = est.memory;
   mem.param_shards = param_shard_bytes(model, units);
   mem.grad_shards = grad_shard_bytes(model, units);
   mem.optimizer_state = optimizer_state_bytes(shard_numel, policy.optimizer);
-  // With reshard false the kept full buffers are the all-gather buffers; count them once.
-  mem.all_gather_buffers = policy.reshard.mode == Reshard::Mode::kNone
-                               ? 0
-                               : all_gather_buffer_bytes(largest_flat, policy.param_dtype, policy.prefetch);
-  mem.reduce_scatter_buffers =
-      shard > 1 || replicate > 1 ? reduce_scatter_buffer_bytes(largest_flat, largest_chunk, policy.reduce_dtype) : 0;
-  mem.unsharded_grads = unsharded_grad_bytes(largest_flat, policy.param_dtype);
-  mem.kept_params = kept_param_bytes(policy.reshard, total_flat, policy.param_dtype);
-  mem.activations = activation_bytes(model.dims, policy.seq_len, policy.micro_batch, policy.ac, policy.param_dtype);
+  const auto per_unit = unit_memory(model, units, policy, chip.fp32_compute);
+  const int64_t residual_stream =
+      model.dims.known() ? policy.seq_len * policy.micro_batch * model.dims.dim *
+                               activation_element_bytes(policy.param_dtype, chip.fp32_compute)
+                         : 0;
+  const MemoryTimeline tl =
+      simulate_memory(per_unit, mem.model_states() + residual_stream, policy, shard, chip.fp32_compute);
+  mem.all_gather_buffers = tl.all_gather;
+  mem.unsharded_params = tl.unsharded_params;
+  mem.reduce_scatter_buffers = tl.reduce_scatter;
+  mem.unsharded_grads = tl.unsharded_grads;
+  mem.kept_params = tl.kept_params;
+  mem.activations = residual_stream + tl.activations;
+  mem.peak_bytes = tl.peak;
   est.capacity_bytes = static_cast<int64_t>(chip.memory_bytes);
   est.available_bytes = static_cast<int64_t>(chip.memory_bytes * (1.0 - headroom));
   est.fits = mem.peak() <= est.available_bytes;
@@ -82,7 +79,7 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   // ---- Per-unit times of one micro-step ----
   const double tokens = static_cast<double>(policy.seq_len * policy.micro_batch);
   const double peak = chip.peak_flops(policy.param_dtype) * chip.matmul_efficiency;
-  const int64_t a = activation_element_bytes(policy.param_dtype);
+  const int64_t a = activation_element_bytes(policy.param_dtype, chip.fp32_compute);
   const double saved_per_token =
       model.dims.known() ? static_cast<double>(layer_saved_elements_per_token(model.dims, policy.ac) * a) : 0.0;
   const double recomputed_per_token =

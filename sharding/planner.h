@@ -22,15 +22,17 @@ struct MemoryEstimate {  // bytes per rank
   int64_t optimizer_state = 0;
   int64_t all_gather_buffers = 0;
   int64_t reduce_scatter_buffers = 0;
+  int64_t unsharded_params = 0;
   int64_t unsharded_grads = 0;
   int64_t kept_params = 0;
   int64_t activations = 0;
+  // The most bytes live at once, from replaying the runtime's allocations over a step
+  // (simulate_memory); the transient terms above are each category's own maximum, which need not
+  // coincide, so peak <= model_states() + all of them.
+  int64_t peak_bytes = 0;
 
   int64_t model_states() const { return param_shards + grad_shards + optimizer_state; }
-  // Upper bound: everything live at once, as at the start of backward with accumulated gradients.
-  int64_t peak() const {
-    return model_states() + all_gather_buffers + reduce_scatter_buffers + unsharded_grads + kept_params + activations;
-  }
+  int64_t peak() const { return peak_bytes; }
 };
 
 struct CommEstimate {
