@@ -1,0 +1,33 @@
+// Reading a checkpoint without a model or communication: what `fsdp-ckpt inspect` and `verify` do.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "proto/checkpoint.pb.h"
+
+namespace fsdp::runtime::checkpoint {
+
+using CheckpointMetadata = proto::checkpoint::CheckpointMetadata;
+
+// `path` is a step directory (holds metadata.pb) or a checkpoint folder, which resolves to its latest
+// committed step. Throws CheckpointError when neither.
+std::string resolve_step_dir(const std::string& path);
+CheckpointMetadata read_metadata(const std::string& step_dir);
+
+// Human-readable summary: step, degrees, optimizer, parameters with shapes, files with sizes,
+// training-state keys with their sizes.
+std::string describe(const CheckpointMetadata& meta, const std::string& step_dir);
+
+struct VerifyReport {
+  int64_t files = 0;
+  int64_t chunks = 0;
+  int64_t bytes = 0;                // data bytes read and checked
+  std::vector<std::string> errors;  // each names the file (and parameter)
+  bool ok() const { return errors.empty(); }
+};
+// Re-reads every chunk of every shard file and checks its CRC32C, its blocks' and the file sizes.
+VerifyReport verify_checkpoint(const std::string& step_dir);
+
+}  // namespace fsdp::runtime::checkpoint

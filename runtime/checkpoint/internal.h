@@ -1,0 +1,44 @@
+// Pieces shared by the checkpoint, safetensors and inspection code; not part of the public API.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "runtime/fsdp_model.h"
+#include "runtime/optimizer.h"
+
+namespace fsdp::runtime::checkpoint::detail {
+
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr const char* kMetadataFile = "metadata.pb";
+inline constexpr const char* kLatestFile = "latest";
+inline constexpr const char* kTmpPrefix = ".tmp-";
+inline constexpr int64_t kF32Bytes = 4;
+
+// Every rank's string, in rank order (two all-gathers: lengths, then the padded bytes).
+std::vector<std::string> all_gather_strings(Communicator& comm, const std::string& mine);
+// Collective: "" when every rank passed "", else "rank <r>: <its message>" of the lowest failing rank,
+// the same on every rank.
+std::string agree_on_error(Communicator& comm, const std::string& mine);
+
+// One logical tensor of the model's state: parameter `param` of unit `unit`, role 0 = the parameter,
+// role k > 0 = optimizer state k - 1. Ordered: all parameters, then each state in turn.
+struct TensorRef {
+  int unit = 0;
+  int param = 0;
+  int role = 0;
+  std::string name;
+  std::string role_name;
+  std::vector<int64_t> shape;
+};
+std::vector<TensorRef> tensor_refs(FsdpModel& model, const std::vector<std::string>& state_names);
+// The rank's shard of that tensor in the current layout (shard_numel elements, padding included).
+std::span<float> shard_of(FsdpModel& model, ShardedOptimizer* optimizer, const TensorRef& t);
+
+// Counts a file written in this save and SIGKILLs the process when the test hook says so.
+void count_file_written(int& written_this_save);
+
+}  // namespace fsdp::runtime::checkpoint::detail

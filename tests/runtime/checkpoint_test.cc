@@ -1,0 +1,490 @@
+// Distributed checkpoints on the toy model: save at N ranks, load at M (resharding, HSDP), exact
+// resume, fault handling (corruption, truncation, partial saves, wrong model), retention, the latest
+// pointer, async save, safetensors export/import, and the pieces (CRC32C, JSON).
+#include "runtime/checkpoint/checkpointer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "checkpoint_support.h"
+#include "runtime/checkpoint/crc32c.h"
+#include "runtime/checkpoint/file_io.h"
+#include "runtime/checkpoint/inspect.h"
+#include "runtime/checkpoint/json.h"
+#include "runtime/checkpoint/safetensors.h"
+#include "tests/collectives/test_support.h"
+
+namespace fsdp::runtime::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::InProcJob;
+using testing::ScratchDir;
+using testing::ToyJob;
+using FullState = std::vector<std::vector<std::vector<float>>>;
+
+constexpr const char* kHash = "toy-4-5-7-3";
+
+CheckpointOptions options_for(const std::string& folder) {
+  CheckpointOptions o;
+  o.folder = folder;
+  o.checksum_block_bytes = 12;  // tiny blocks: a resharded read verifies only part of a chunk
+  return o;
+}
+
+// Trains `steps` steps at n ranks (replicate HSDP replicas), saves, returns rank 0's full state.
+FullState train_and_save(int n, int64_t replicate, int steps, const CheckpointOptions& o, bool sgd = false) {
+  InProcJob job(n);
+  FullState state;
+  job.run([&](Communicator& c) {
+    ToyJob t(c, replicate, sgd);
+    for (int s = 0; s < steps; ++s) t.step(s);
+    Checkpointer ckpt(*t.fsdp, t.opt.get(), c, o, t.tracker);
+    auto full = t.full_state();
+    ckpt.save(steps, kHash, {{"data_loader", "position=" + std::to_string(steps)}, {"rng", std::string("\0\1\2", 3)}});
+    if (c.rank() == 0) state = std::move(full);
+  });
+  return state;
+}
+
+void expect_bitwise(const FullState& got, const FullState& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t u = 0; u < want.size(); ++u) {
+    ASSERT_EQ(got[u].size(), want[u].size());
+    for (size_t k = 0; k < want[u].size(); ++k) {
+      ASSERT_EQ(got[u][k].size(), want[u][k].size());
+      EXPECT_EQ(std::memcmp(got[u][k].data(), want[u][k].data(), want[u][k].size() * sizeof(float)), 0)
+          << what << ": unit " << u << (k == 0 ? " parameters" : " optimizer state " + std::to_string(k - 1));
+    }
+  }
+}
+
+// --- pieces ---
+
+TEST(CheckpointCrc32c, KnownVectorsAndExtension) {
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32c("", 0), 0u);
+  std::string zeros(32, '\0');
+  EXPECT_EQ(crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);  // RFC 3720 B.4
+  const std::string s = "the quick brown fox jumps over the lazy dog, twice over";
+  for (size_t cut = 0; cut <= s.size(); ++cut) {
+    EXPECT_EQ(crc32c_extend(crc32c(s.data(), cut), s.data() + cut, s.size() - cut), crc32c(s.data(), s.size()));
+  }
+}
+
+TEST(CheckpointJson, ParsesAndQuotes) {
+  const auto v = json::parse(R"( {"a": [1, -2, 3.5, true, null], "b": {"c": "x\"y\u0041"}} )");
+  EXPECT_EQ(v.object().at("a").array().at(1).integer(), -2);
+  EXPECT_EQ(v.object().at("b").object().at("c").string(), "x\"yA");
+  EXPECT_EQ(json::parse(json::quote("tab\there \"q\" \\")).string(), "tab\there \"q\" \\");
+  EXPECT_THROW(json::parse("{\"a\": 1,}"), CheckpointError);
+  EXPECT_THROW(json::parse("[1 2]"), CheckpointError);
+}
+
+// --- resharding ---
+
+struct Reshard {
+  int n;
+  int64_t replicate_n;
+  int m;
+  int64_t replicate_m;
+};
+
+class CheckpointReshard : public ::testing::TestWithParam<Reshard> {};
+
+TEST_P(CheckpointReshard, LoadedStateEqualsSavedBitwise) {
+  const Reshard r = GetParam();
+  ScratchDir dir;
+  const CheckpointOptions o = options_for(dir.path());
+  const FullState saved = train_and_save(r.n, r.replicate_n, 3, o);
+  InProcJob job(r.m);
+  std::mutex mu;
+  job.run([&](Communicator& c) {
+    ToyJob t(c, r.replicate_m);
+    Checkpointer ckpt(*t.fsdp, t.opt.get(), c, o, t.tracker);
+    const LoadResult res = ckpt.load(kHash);
+    EXPECT_EQ(res.step, 3);
+    EXPECT_EQ(res.saved_shard_degree, r.n / r.replicate_n);
+    EXPECT_EQ(res.training_state.at("data_loader"), "position=3");
+    EXPECT_EQ(res.training_state.at("rng"), std::string("\0\1\2", 3));
+    EXPECT_EQ(t.opt->steps_taken(), 3);
+    // Padding of every shard is zero after the load.
+    for (int u = 0; u < t.fsdp->num_units(); ++u) {
+      const auto& layout = t.fsdp->unit(u).layout();
+      for (size_t p = 0; p < layout.params().size(); ++p) {
+        const auto& pl = layout.params()[p];
+        const auto rows = pl.rows_of(t.fsdp->groups().shard_rank());
+        for (int64_t i = rows.size() * pl.row_numel; i < pl.shard_numel(); ++i) {
+          EXPECT_EQ(t.fsdp->unit(u).master_shard()[static_cast<size_t>(pl.offset_in_chunk + i)], 0.f);
+        }
+      }
+    }
+    const FullState got = t.full_state();
+    std::lock_guard lock(mu);
+    expect_bitwise(got, saved, "rank " + std::to_string(c.rank()));
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(CheckpointLayouts, CheckpointReshard,
+                         ::testing::Values(Reshard{1, 1, 2, 1}, Reshard{2, 1, 3, 1}, Reshard{4, 1, 2, 1}, Reshard{3, 1, 4, 1},
+                                           Reshard{4, 1, 4, 1}, Reshard{4, 2, 3, 1}, Reshard{3, 1, 4, 2},
+                                           Reshard{2, 1, 6, 1}),
+                         [](const auto& info) {
+                           const Reshard& r = info.param;
+                           return "n" + std::to_string(r.n) + "x" + std::to_string(r.replicate_n) + "_to_m" +
+                                  std::to_string(r.m) + "x" + std::to_string(r.replicate_m);
+                         });
+
+// A 8-step run at N = 4, saved at step 4 and resumed at M, gives the uninterrupted run's losses:
+// within 1e-5 relative (summation order changes with M), bitwise when M == N.
+class CheckpointResume : public ::testing::TestWithParam<int> {};
+
+std::vector<double> uninterrupted_losses() {
+  static const std::vector<double> losses = [] {
+    std::vector<double> l;
+    InProcJob job(4);
+    job.run([&](Communicator& c) {
+      ToyJob t(c);
+      for (int s = 0; s < 8; ++s) {
+        const double loss = t.step(s);
+        if (c.rank() == 0) l.push_back(loss);
+      }
+    });
+    return l;
+  }();
+  return losses;
+}
+
+TEST_P(CheckpointResume, ContinuesLikeTheUninterruptedRun) {
+  const int m = GetParam();
+  const auto want = uninterrupted_losses();
+  ScratchDir dir;
+  const CheckpointOptions o = options_for(dir.path());
+  std::vector<double> got;
+  {
+    InProcJob job(4);
+    job.run([&](Communicator& c) {
+      ToyJob t(c);
+      Checkpointer ckpt(*t.fsdp, t.opt.get(), c, o, t.tracker);
+      for (int s = 0; s < 4; ++s) {
+        const double loss = t.step(s);
+        if (c.rank() == 0) got.push_back(loss);
+      }
+      ckpt.save(4, kHash, {{"next_step", "4"}});
+    });
+  }
+  InProcJob job(m);
+  job.run([&](Communicator& c) {
+    ToyJob t(c);  // initialised differently from what it loads: the load must overwrite everything
+    Checkpointer ckpt(*t.fsdp, t.opt.get(), c, o, t.tracker);
+    const LoadResult res = ckpt.load(kHash);
+    for (int64_t s = std::stoll(res.training_state.at("next_step")); s < 8; ++s) {
+      const double loss = t.step(s);
+      if (c.rank() == 0) got.push_back(loss);
+    }
+  });
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t s = 0; s < want.size(); ++s) {
+    if (m == 4) {
+      EXPECT_EQ(got[s], want[s]) << "step " << s + 1 << " (bitwise at M == N)";
+    } else {
+      EXPECT_NEAR(got[s], want[s], 1e-5 * std::abs(want[s])) << "step " << s + 1;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CheckpointDegrees, CheckpointResume, ::testing::Values(2, 3, 4),
+                         [](const auto& info) { return "m" + std::to_string(info.param); });
+
+TEST(Checkpoint, SgdMomentumRoundTripAndOptimizerMismatchRefused) {
+  ScratchDir dir;
+  const CheckpointOptions o = options_for(dir.path());
+  const FullState saved = train_and_save(2, 1, 2, o, /*sgd=*/true);
+  InProcJob job(3);
+  job.run([&](Communicator& c) {
+    {
+      ToyJob t(c, 1, /*sgd=*/true);
+      Checkpointer ckpt(*t.fsdp, t.opt.get(), c, o, t.tracker);
+      ckpt.load(kHash);
+      const FullState got = t.full_state();
+      if (c.rank() == 0) expect_bitwise(got, saved, "sgd");
+    }
+    ToyJob adam(c);
+    Checkpointer ckpt(*adam.fsdp, adam.opt.get(), c, o, adam.tracker);
+    try {
+      ckpt.load(kHash);
+      ADD_FAILURE() << "an AdamW run loaded SGD state";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("'sgd_momentum' but this run uses 'adamw'"), std::string::npos) << e.what();
+    }
+  });
+}
+
+// --- faults ---
+
+std::string load_error(const CheckpointOptions& o, int m, const std::string& hash = kHash, testing::ToyModel toy = {}) {
+  std::string error;
+  std::mutex mu;
+  InProcJob job(m);
+  job.run([&](Communicator& c) {
+    ToyJob t(c, 1, false, toy);
+    Checkpointer ckpt(*t.fsdp, t.opt.get(), c, o, t.tracker);
+    try {
+      ckpt.load(hash);
+      ADD_FAILURE() << "load succeeded on rank " << c.rank();
+    } catch (const CheckpointError& e) {
+      std::lock_guard lock(mu);
+      if (c.rank() == 0) error = e.what();
+    }
+  });
+  return error;
+}
+
+TEST(CheckpointFaults, CorruptedByteNamesFileAndParameter) {
+  ScratchDir dir;
+  const CheckpointOptions o = options_for(dir.path());
+  train_and_save(2, 1, 1, o);
+  const std::string file = dir / "step-1/shard-00001-of-00002.bin";
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(5);
+    char b = 0;
+    f.read(&b, 1);
+    b = static_cast<char>(b ^ 0x10);
+    f.seekp(5);
+    f.write(&b, 1);
+  }
+  const std::string e = load_error(o, 2);
+  EXPECT_NE(e.find("checksum mismatch in shard file " + file), std::string::npos) << e;
+  EXPECT_NE(e.find("parameter 'fc0.weight' (param)"), std::string::npos) << e;
+  const VerifyReport v = verify_checkpoint(dir / "step-1");
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.errors[0].find(file), std::string::npos) << v.errors[0];
+}
+
+TEST(CheckpointFaults, TruncatedFileNamed) {
+  ScratchDir dir;
+  const CheckpointOptions o = options_for(dir.path());
+  train_and_save(3, 1, 1, o);
+  const std::string file = dir / "step-1/shard-00002-of-00003.bin";
+  fs::resize_file(file, fs::file_size(file) - 7);
+  const std::string e = load_error(o, 2);
+  EXPECT_NE(e.find(file), std::string::npos) << e;
+  EXPECT_NE(e.find("truncated"), std::string::npos) << e;
+  EXPECT_FALSE(verify_checkpoint(dir / "step-1").ok());
+}
+
+TEST(CheckpointFaults, WrongModelRefusedNamingTheMismatch) {
+  ScratchDir dir;
+  const CheckpointOptions o = options_for(dir.path());
+  train_and_save(2, 1, 1, o);
+  std::string e = load_error(o, 2, "another-config");
+  EXPECT_NE(e.find("model config hash '" + std::string(kHash) + "' but this run's is 'another-config'"), std::string::npos) << e;
+  testing::ToyModel wider;
+  wider.widths = {4, 6, 7, 3};
+  e = load_error(o, 2, kHash, wider);
+  EXPECT_NE(e.find("parameter 'fc0.weight' has shape [5, 4] in the checkpoint but [6, 4] in the model"), std::string::npos) << e;
+  testing::ToyModel deeper;
+  deeper.widths = {4, 5, 7, 3, 2};
+  e = load_error(o, 2, kHash, deeper);
+  EXPECT_NE(e.find("parameter 'fc3.weight' is missing from the checkpoint"), std::string::npos) << e;
+}
+
+TEST(CheckpointFaults, PartialSaveIgnoredAndCleaned) {
+  ScratchDir dir;
+  const CheckpointOptions o = options_for(dir.path());
+  train_and_save(2, 1, 2, o);
+  // What a crash mid-save leaves: a temporary directory with some files, and a stray pointer temp.
+  fs::create_directories(dir / ".tmp-step-9-0123456789ab");
+  std::ofstream(dir / ".tmp-step-9-0123456789ab/shard-00000-of-00002.bin") << "partial";
+  std::ofstream(dir / "latest.tmp-42") << "step-9";
+  EXPECT_EQ(latest_step(dir.path()), 2);
+  InProcJob job(2);
+  job.run([&](Communicator& c) {
+    ToyJob t(c);
+    Checkpointer ckpt(*t.fsdp, t.opt.get(), c, o, t.tracker);
+    EXPECT_EQ(ckpt.load(kHash).step, 2);
+  });
+  EXPECT_FALSE(fs::exists(dir / ".tmp-step-9-0123456789ab"));
+  EXPECT_FALSE(fs::exists(dir / "latest.tmp-42"));
+}
+
+// --- the folder ---
+
+TEST(CheckpointFolder, KeepLatestKAndLatestPointer) {
+  ScratchDir dir;
+  CheckpointOptions o = options_for(dir.path());
+  o.keep_latest_k = 2;
+  InProcJob job(2);
+  job.run([&](Communicator& c) {
+    ToyJob t(c);
+    Checkpointer ckpt(*t.fsdp, t.opt.get(), c, o, t.tracker);
+    for (int64_t s = 1; s <= 4; ++s) {
+      t.step(s);
+      ckpt.save(s, kHash, {{"step", std::to_string(s)}});
+    }
+    try {
+      ckpt.save(4, kHash);
+      ADD_FAILURE() << "overwrote a committed checkpoint";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("already exists"), std::string::npos) << e.what();
+    }
+  });
+  EXPECT_EQ(committed_steps(dir.path()), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(read_file(dir / "latest"), "step-4\n");
+  EXPECT_EQ(latest_step(dir.path()), 4);
+
+  auto loaded_step = [&](int64_t which) {
+    std::string s;
+    InProcJob j(2);
+    j.run([&](Communicator& c) {
+      ToyJob t(c);
+      Checkpointer ckpt(*t.fsdp, t.opt.get(), c, o, t.tracker);
+      const std::string v = ckpt.load(kHash, which).training_state.at("step");
+      if (c.rank() == 0) s = v;
+    });
+    return s;
+  };
+  write_file_atomic(dir / "latest", "step-3\n");
+  EXPECT_EQ(loaded_step(-1), "3");  // the pointer wins over the highest step
+  fs::remove(dir / "latest");
+  EXPECT_EQ(loaded_step(-1), "4");  // no pointer: the scan
+  write_file_atomic(dir / "latest", "step-17\n");
+  EXPECT_EQ(latest_step(dir.path()), 4);  // stale pointer: the scan
+  EXPECT_EQ(loaded_step(3), "3");        // TorchTitan's load_step
+  fs::remove_all(dir / "step-4/metadata.pb");  // uncommitted directories do not count
+  EXPECT_EQ(committed_steps(dir.path()), (std::vector<int64_t>{3}));
+}
+
+TEST(CheckpointFolder, MissingCheckpointIsAnError) {
+  ScratchDir dir;
+  const CheckpointOptions o = options_for(dir.path());
+  EXPECT_EQ(latest_step(dir.path()), std::nullopt);
+  EXPECT_NE(load_error(o, 2).find("no committed checkpoint"), std::string::npos);
+  train_and_save(2, 1, 1, o);
+  InProcJob job(2);
+  job.run([&](Communicator& c) {
+    ToyJob t(c);
+    Checkpointer ckpt(*t.fsdp, t.opt.get(), c, o, t.tracker);
+    try {
+      ckpt.load(kHash, 7);
+      ADD_FAILURE();
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("no committed checkpoint step-7 in '" + dir.path() + "' (committed: 1)"),
+                std::string::npos)
+          << e.what();
+    }
+  });
+}
+
+// --- async ---
+
+TEST(CheckpointAsync, WritesTheSnapshotBytesOfASyncSave) {
+  ScratchDir sync_dir, async_dir;
+  CheckpointOptions so = options_for(sync_dir.path());
+  CheckpointOptions ao = options_for(async_dir.path());
+  ao.async = true;
+  InProcJob job(3);
+  std::vector<int64_t> snapshot_peak(3);
+  job.run([&](Communicator& c) {
+    ToyJob t(c);
+    t.step(0);
+    Checkpointer sync_ckpt(*t.fsdp, t.opt.get(), c, so, t.tracker);
+    Checkpointer async_ckpt(*t.fsdp, t.opt.get(), c, ao, t.tracker);
+    sync_ckpt.save(1, kHash, {{"k", "v"}});
+    async_ckpt.save(1, kHash, {{"k", "v"}});
+    t.step(1);  // training goes on and changes the shards while the write may still run
+    t.step(2);
+    async_ckpt.save(3, kHash);  // waits for step 1's write first
+    async_ckpt.wait();
+    EXPECT_FALSE(async_ckpt.save_in_flight());
+    snapshot_peak[static_cast<size_t>(c.rank())] = t.tracker.peak(MemoryCategory::kOther);
+    EXPECT_EQ(t.tracker.current(MemoryCategory::kOther), 0) << "snapshot not released";
+  });
+  for (int64_t p : snapshot_peak) EXPECT_GT(p, 0);
+  for (const auto& entry : fs::directory_iterator(sync_dir / "step-1")) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_TRUE(read_file(entry.path().string()) == read_file(async_dir / ("step-1/" + name))) << name << " differs";
+  }
+  EXPECT_EQ(committed_steps(async_dir.path()), (std::vector<int64_t>{1, 3}));
+  EXPECT_TRUE(verify_checkpoint(async_dir / "step-3").ok());
+}
+
+// --- safetensors ---
+
+TEST(CheckpointSafetensors, RoundTripAcrossDegreesWithAParsableHeader) {
+  ScratchDir dir;
+  const std::string file = dir / "model.safetensors";
+  FullState saved;
+  {
+    InProcJob job(4);
+    job.run([&](Communicator& c) {
+      ToyJob t(c, /*replicate=*/2);
+      t.step(0);
+      export_safetensors(*t.fsdp, c, file, {{"step", "1"}, {"format", "pt"}});
+      auto full = t.full_state();
+      if (c.rank() == 0) saved = std::move(full);
+    });
+  }
+  // The header, parsed independently of read_safetensors_header.
+  const std::string bytes = read_file(file);
+  uint64_t len = 0;
+  std::memcpy(&len, bytes.data(), 8);
+  EXPECT_EQ(len % 8, 0u);
+  const auto root = json::parse(std::string_view(bytes).substr(8, len));
+  EXPECT_EQ(root.object().at("__metadata__").object().at("step").string(), "1");
+  const auto spec = testing::ToyModel{}.spec();
+  int64_t expect_begin = 0;
+  for (size_t u = 0; u < spec.units.size(); ++u) {
+    for (size_t p = 0; p < spec.units[u].params.size(); ++p) {
+      const auto& ps = spec.units[u].params[p];
+      const auto& e = root.object().at(ps.name).object();
+      EXPECT_EQ(e.at("dtype").string(), "F32");
+      std::vector<int64_t> shape;
+      for (const auto& d : e.at("shape").array()) shape.push_back(d.integer());
+      EXPECT_EQ(shape, ps.shape) << ps.name;
+      const auto& off = e.at("data_offsets").array();
+      EXPECT_EQ(off.at(0).integer(), expect_begin) << ps.name;
+      EXPECT_EQ(off.at(1).integer(), expect_begin + ps.numel() * 4) << ps.name;
+      // The data is the full parameter, param-major within the unit.
+      const size_t param_offset = p == 0 ? 0 : static_cast<size_t>(spec.units[u].params[0].numel());
+      EXPECT_EQ(std::memcmp(bytes.data() + 8 + len + expect_begin, saved[u][0].data() + param_offset,
+                            static_cast<size_t>(ps.numel() * 4)),
+                0)
+          << ps.name;
+      expect_begin += ps.numel() * 4;
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(bytes.size()), static_cast<int64_t>(8 + len) + expect_begin);
+  EXPECT_EQ(read_safetensors_header(file).tensors.size(), 6u);
+
+  InProcJob job(3);
+  job.run([&](Communicator& c) {
+    ToyJob t(c);
+    const auto meta = import_safetensors(*t.fsdp, c, file);
+    EXPECT_EQ(meta.at("format"), "pt");
+    const FullState got = t.full_state();
+    for (size_t u = 0; u < saved.size(); ++u) EXPECT_EQ(got[u][0], saved[u][0]) << "unit " << u;
+  });
+
+  // A model of another shape is refused by name.
+  InProcJob other(2);
+  other.run([&](Communicator& c) {
+    testing::ToyModel wider;
+    wider.widths = {4, 6, 7, 3};
+    ToyJob t(c, 1, false, wider);
+    try {
+      import_safetensors(*t.fsdp, c, file);
+      ADD_FAILURE();
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("tensor 'fc0.weight' has another shape"), std::string::npos) << e.what();
+    }
+  });
+}
+
+}  // namespace
+}  // namespace fsdp::runtime::checkpoint
