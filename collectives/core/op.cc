@@ -31,7 +31,7 @@ void WaitAll::await_resume() const {
     ctx.peer = r->peer();
     ctx.bytes = r->bytes();
     std::string what = std::string(r->is_send() ? "send" : "receive") + " failed: " + r->error();
-    if (r->peer_lost()) throw PeerLostError(ctx, what);
+    if (r->peer_lost()) throw PeerLostError(ctx, what + other_lost_peers(op_.transport_, r->peer()));
     throw CommError(ctx, what);
   }
 }

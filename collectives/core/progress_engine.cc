@@ -209,6 +209,7 @@ bool ProgressEngine::poll(Clock::time_point now) {
         ErrorContext ctx = op->context();
         ctx.peer = peer;
         ctx.bytes = r->bytes();
+        why += other_lost_peers(s->transport, peer);
         fail_op(*s, op, std::make_exception_ptr(PeerLostError(ctx, why)));  // frees r
         abort_locked(*s, "peer " + std::to_string(peer) + " was lost: " + why);
         progressed = true;

@@ -83,4 +83,18 @@ class Transport {
   virtual std::string check_peer(int /*peer*/) { return {}; }
 };
 
+// "; also lost: rank 1 (why)" for every endpoint but this one and `known` that check_peer reports
+// gone, or empty. A PeerLostError carries it, so a survivor whose neighbour exited only because it
+// lost a peer itself still names the rank that died first.
+inline std::string other_lost_peers(Transport& transport, int known) {
+  std::string lost;
+  for (int p = 0; p < transport.size(); ++p) {
+    if (p == known || p == transport.rank()) continue;
+    const std::string why = transport.check_peer(p);
+    if (why.empty()) continue;
+    lost += (lost.empty() ? "; also lost: rank " : ", rank ") + std::to_string(p) + " (" + why + ")";
+  }
+  return lost;
+}
+
 }  // namespace fsdp
