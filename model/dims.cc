@@ -1,0 +1,52 @@
+#include "model/dims.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace fsdp::model {
+namespace {
+
+[[noreturn]] void fail(const std::string& what) { throw std::invalid_argument("LlamaDims: " + what); }
+
+}  // namespace
+
+void LlamaDims::validate() const {
+  auto positive = [](const char* field, int64_t v) {
+    if (v <= 0) fail(std::string(field) + " must be positive (got " + std::to_string(v) + ")");
+  };
+  positive("dim", dim);
+  positive("layers", layers);
+  positive("n_heads", n_heads);
+  positive("n_kv_heads", n_kv_heads);
+  positive("ffn_hidden", ffn_hidden);
+  positive("vocab", vocab);
+  if (dim % n_heads != 0) {
+    fail("dim " + std::to_string(dim) + " is not divisible by n_heads " + std::to_string(n_heads));
+  }
+  if (n_heads % n_kv_heads != 0) {
+    fail("n_heads " + std::to_string(n_heads) + " is not divisible by n_kv_heads " + std::to_string(n_kv_heads));
+  }
+  if (head_dim() % 2 != 0) fail("head_dim " + std::to_string(head_dim()) + " must be even for RoPE");
+  if (!(norm_eps > 0)) fail("norm_eps must be positive");
+  if (!(rope_theta > 0)) fail("rope_theta must be positive");
+}
+
+LlamaDims LlamaDims::from_spec(const sharding::ModelSpec& spec) {
+  const auto& d = spec.dims;
+  if (!d.known()) fail("model '" + spec.name + "' has no transformer dims (layers and dim unknown)");
+  if (d.num_experts > 0) {
+    fail("model '" + spec.name + "' is MoE (" + std::to_string(d.num_experts) +
+         " experts); the reference model implements dense Llama blocks only");
+  }
+  LlamaDims out;
+  out.dim = d.dim;
+  out.layers = d.layers;
+  out.n_heads = d.n_heads;
+  out.n_kv_heads = d.n_kv_heads > 0 ? d.n_kv_heads : d.n_heads;
+  out.ffn_hidden = d.ffn_hidden;
+  out.vocab = d.vocab;
+  out.validate();
+  return out;
+}
+
+}  // namespace fsdp::model

@@ -1,0 +1,65 @@
+#include "model/init.h"
+
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace fsdp::model {
+namespace {
+
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// FNV-1a: stable across processes and standard libraries, unlike std::hash.
+uint64_t hash_name(std::string_view s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (const char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001B3ull;
+  }
+  return h;
+}
+
+// Standard normal for counter i of stream key: Box-Muller over the two 32-bit halves of one hash.
+double normal_at(uint64_t key, uint64_t i) {
+  const uint64_t bits = splitmix64(key ^ splitmix64(i));
+  const double u1 = (static_cast<double>(bits >> 32) + 1.0) * 0x1p-32;  // (0, 1]: log is finite
+  const double u2 = static_cast<double>(bits & 0xFFFFFFFFull) * 0x1p-32;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+}  // namespace
+
+void init_parameter_range(const sharding::ParamSpec& p, uint64_t seed, int64_t first, int64_t count, float* out,
+                          float stddev) {
+  if (first < 0 || count < 0 || first + count > p.numel()) {
+    throw std::out_of_range("init_parameter_range: [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                            ") outside parameter '" + p.name + "' of " + std::to_string(p.numel()) + " elements");
+  }
+  if (p.shape.size() < 2) {
+    for (int64_t i = 0; i < count; ++i) out[i] = 1.f;
+    return;
+  }
+  const uint64_t key = splitmix64(seed ^ splitmix64(hash_name(p.name)));
+  for (int64_t i = 0; i < count; ++i) {
+    out[i] = static_cast<float>(stddev * normal_at(key, static_cast<uint64_t>(first + i)));
+  }
+}
+
+void init_parameters(const sharding::UnitSpec& unit, Grads out_params, uint64_t seed, float stddev) {
+  if (out_params.size() != unit.params.size()) {
+    throw std::invalid_argument("init_parameters: unit '" + unit.name + "' has " + std::to_string(unit.params.size()) +
+                                " parameters, got " + std::to_string(out_params.size()) + " pointers");
+  }
+  for (size_t i = 0; i < unit.params.size(); ++i) {
+    init_parameter_range(unit.params[i], seed, 0, unit.params[i].numel(), out_params[i], stddev);
+  }
+}
+
+}  // namespace fsdp::model

@@ -1,0 +1,170 @@
+#include "model/transformer_block.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "model/attention.h"
+#include "model/ops.h"
+
+namespace fsdp::model {
+namespace {
+
+using runtime::MemoryCategory;
+using runtime::TrackedBuffer;
+
+enum Param : size_t { kWq, kWk, kWv, kWo, kW1, kW2, kW3, kAttnNorm, kFfnNorm };
+
+// cos and sin (seq, head_dim/2) for this call; small, rebuilt per call rather than kept per block.
+struct RopeTables {
+  TrackedBuffer<float> buf;
+  const float* cos() const { return buf.data(); }
+  const float* sin() const { return buf.data() + buf.size() / 2; }
+  RopeTables(const LlamaDims& d, int64_t seq, runtime::MemoryTracker& tracker)
+      : buf(tracker, MemoryCategory::kActivations, static_cast<size_t>(seq * d.head_dim())) {
+    ops::rope_table(seq, d.head_dim(), d.rope_theta, buf.data(), buf.data() + buf.size() / 2);
+  }
+};
+
+void copy_rows(float* dst, const float* src, int64_t n) {
+  if (dst != src) std::memmove(dst, src, sizeof(float) * static_cast<size_t>(n));
+}
+
+}  // namespace
+
+TransformerBlock::TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t seq, runtime::MemoryTracker& tracker)
+    : dims_(dims), batch_(batch), seq_(seq), rows_(batch * seq), tracker_(&tracker) {
+  dims_.validate();
+  if (batch <= 0 || seq <= 0) {
+    throw std::invalid_argument("TransformerBlock: batch and seq must be positive (got " + std::to_string(batch) +
+                                ", " + std::to_string(seq) + ")");
+  }
+}
+
+int64_t TransformerBlock::saved_elements(const LlamaDims& d, int64_t rows) {
+  return rows * (6 * d.dim + 2 * d.kv_dim() + 4 * d.ffn_hidden) + rows * (2 + d.n_heads);
+}
+
+TransformerBlock::Saved TransformerBlock::views() {
+  const int64_t n = rows_, D = dims_.dim, KV = dims_.kv_dim(), F = dims_.ffn_hidden, QD = dims_.q_dim();
+  float* p = saved_.data();
+  auto take = [&](int64_t width) {
+    float* v = p;
+    p += n * width;
+    return v;
+  };
+  Saved s;
+  s.x = take(D);
+  s.n1 = take(D);
+  s.q = take(QD);
+  s.k = take(KV);
+  s.v = take(KV);
+  s.att = take(QD);
+  s.h = take(D);
+  s.n2 = take(D);
+  s.a1 = take(F);
+  s.a3 = take(F);
+  s.act = take(F);
+  s.gate = take(F);
+  s.rstd1 = take(1);
+  s.rstd2 = take(1);
+  s.lse = take(dims_.n_heads);
+  return s;
+}
+
+void TransformerBlock::check(size_t n_weights, size_t n_grads, const char* op) const {
+  if (n_weights != kBlockParams || n_grads != kBlockParams) {
+    throw std::invalid_argument(std::string("TransformerBlock::") + op + ": expected " +
+                                std::to_string(kBlockParams) + " weights and gradients (got " +
+                                std::to_string(n_weights) + " and " + std::to_string(n_grads) + ")");
+  }
+}
+
+void TransformerBlock::forward(Weights w, const float* x, float* y) {
+  check(w.size(), kBlockParams, "forward");
+  const int64_t n = rows_, D = dims_.dim, KV = dims_.kv_dim(), F = dims_.ffn_hidden, QD = dims_.q_dim();
+  if (saved_.empty()) saved_.reset(*tracker_, MemoryCategory::kActivations, saved_elements(dims_, n));
+  const Saved s = views();
+
+  copy_rows(s.x, x, n * D);
+  ops::rmsnorm_forward(s.x, w[kAttnNorm], n, D, dims_.norm_eps, s.n1, s.rstd1);
+  ops::linear_forward(s.n1, w[kWq], n, D, QD, s.q);
+  ops::linear_forward(s.n1, w[kWk], n, D, KV, s.k);
+  ops::linear_forward(s.n1, w[kWv], n, D, KV, s.v);
+  {
+    const RopeTables rope(dims_, seq_, *tracker_);
+    ops::rope_apply(s.q, n, seq_, dims_.n_heads, dims_.head_dim(), rope.cos(), rope.sin(), false);
+    ops::rope_apply(s.k, n, seq_, dims_.n_kv_heads, dims_.head_dim(), rope.cos(), rope.sin(), false);
+  }
+  const AttentionShape as{batch_, seq_, dims_.n_heads, dims_.n_kv_heads, dims_.head_dim()};
+  causal_attention_forward(as, s.q, s.k, s.v, s.att, s.lse, *tracker_);
+  copy_rows(s.h, s.x, n * D);
+  ops::linear_forward(s.att, w[kWo], n, QD, D, s.h, 1.f);  // h = x + att @ wo^T
+
+  ops::rmsnorm_forward(s.h, w[kFfnNorm], n, D, dims_.norm_eps, s.n2, s.rstd2);
+  ops::linear_forward(s.n2, w[kW1], n, D, F, s.a1);
+  ops::linear_forward(s.n2, w[kW3], n, D, F, s.a3);
+  for (int64_t i = 0; i < n * F; ++i) {
+    s.act[i] = ops::silu(s.a1[i]);
+    s.gate[i] = s.act[i] * s.a3[i];
+  }
+  copy_rows(y, s.h, n * D);
+  ops::linear_forward(s.gate, w[kW2], n, F, D, y, 1.f);  // y = h + gate @ w2^T
+}
+
+void TransformerBlock::backward(Weights w, Grads g, const float* dy, float* dx) {
+  check(w.size(), g.size(), "backward");
+  if (saved_.empty()) throw std::logic_error("TransformerBlock::backward without a saved forward");
+  const int64_t n = rows_, D = dims_.dim, KV = dims_.kv_dim(), F = dims_.ffn_hidden, QD = dims_.q_dim();
+  const Saved s = views();
+  // Transient gradients: d n1 / d n2 (n, D), d att (n, QD), dq (n, QD), dk and dv (n, KV).
+  TrackedBuffer<float> scratch(*tracker_, MemoryCategory::kActivations,
+                               static_cast<size_t>(n * (D + 2 * QD + 2 * KV)));
+  float* dn = scratch.data();
+  float* datt = dn + n * D;
+  float* dq = datt + n * QD;
+  float* dk = dq + n * QD;
+  float* dv = dk + n * KV;
+
+  // FFN. Saved tensors no longer needed become gradient buffers: gate -> d gate, a1 -> d a1, a3 -> d a3.
+  ops::linear_backward_weight(dy, s.gate, n, F, D, g[kW2]);
+  float* dgate = s.gate;
+  ops::linear_backward_input(dy, w[kW2], n, F, D, dgate);
+  for (int64_t i = 0; i < n * F; ++i) {
+    const float da3 = dgate[i] * s.act[i];
+    const float da1 = dgate[i] * s.a3[i] * ops::silu_grad(s.a1[i]);
+    s.a1[i] = da1;
+    s.a3[i] = da3;
+  }
+  const float* da1 = s.a1;
+  const float* da3 = s.a3;
+  ops::linear_backward_weight(da1, s.n2, n, D, F, g[kW1]);
+  ops::linear_backward_weight(da3, s.n2, n, D, F, g[kW3]);
+  ops::linear_backward_input(da1, w[kW1], n, D, F, dn);
+  ops::linear_backward_input(da3, w[kW3], n, D, F, dn, 1.f);
+  copy_rows(dx, dy, n * D);  // dx holds dh from here on; dy is not read again (they may alias)
+  ops::rmsnorm_backward(s.h, w[kFfnNorm], s.rstd2, dn, n, D, dx, g[kFfnNorm]);
+
+  // Attention.
+  ops::linear_backward_weight(dx, s.att, n, QD, D, g[kWo]);
+  ops::linear_backward_input(dx, w[kWo], n, QD, D, datt);
+  const AttentionShape as{batch_, seq_, dims_.n_heads, dims_.n_kv_heads, dims_.head_dim()};
+  causal_attention_backward(as, s.q, s.k, s.v, s.att, s.lse, datt, dq, dk, dv, *tracker_);
+  {
+    // The rotation is orthogonal: its backward is the inverse rotation.
+    const RopeTables rope(dims_, seq_, *tracker_);
+    ops::rope_apply(dq, n, seq_, dims_.n_heads, dims_.head_dim(), rope.cos(), rope.sin(), true);
+    ops::rope_apply(dk, n, seq_, dims_.n_kv_heads, dims_.head_dim(), rope.cos(), rope.sin(), true);
+  }
+  ops::linear_backward_weight(dq, s.n1, n, D, QD, g[kWq]);
+  ops::linear_backward_weight(dk, s.n1, n, D, KV, g[kWk]);
+  ops::linear_backward_weight(dv, s.n1, n, D, KV, g[kWv]);
+  ops::linear_backward_input(dq, w[kWq], n, D, QD, dn);
+  ops::linear_backward_input(dk, w[kWk], n, D, KV, dn, 1.f);
+  ops::linear_backward_input(dv, w[kWv], n, D, KV, dn, 1.f);
+  ops::rmsnorm_backward(s.x, w[kAttnNorm], s.rstd1, dn, n, D, dx, g[kAttnNorm]);
+
+  saved_.release();
+}
+
+}  // namespace fsdp::model

@@ -1,0 +1,52 @@
+// One Llama 3 decoder block (pre-norm, RoPE + causal GQA attention, SwiGLU FFN):
+//   h   = x + wo(attention(rope(wq(n1)), rope(wk(n1)), wv(n1)))   with n1 = attention_norm(x)
+//   out = h + w2(silu(w1(n2)) * w3(n2))                           with n2 = ffn_norm(h)
+#pragma once
+
+#include <cstdint>
+
+#include "model/dims.h"
+#include "runtime/memory_tracker.h"
+
+namespace fsdp::model {
+
+class TransformerBlock {
+ public:
+  // batch * seq rows per call; sequences are contiguous runs of seq rows (RoPE position = row % seq).
+  TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t seq, runtime::MemoryTracker& tracker);
+
+  // w: the unit's 9 parameters in spec order (wq wk wv wo w1 w2 w3 attention_norm ffn_norm).
+  // x, y: (B*T, dim). Saves its own copy of x (and everything backward needs), so the caller may reuse
+  // x's buffer afterwards; y may alias x. A second forward before backward overwrites the saved tensors.
+  void forward(Weights w, const float* x, float* y);
+  // dy: (B*T, dim). Writes (does not add) dx: (B*T, dim), which may alias dy; ADDS the parameter
+  // gradients into g (same order as w). Consumes the saved tensors (uses them as scratch) and frees them;
+  // throws std::logic_error without a preceding forward.
+  void backward(Weights w, Grads g, const float* dy, float* dx);
+
+  // Frees the saved tensors without a backward (e.g. an evaluation forward).
+  void release_saved() { saved_.release(); }
+  // Bytes held for backward now: 0, or saved_elements(dims, batch*seq) * 4 after a forward.
+  int64_t saved_bytes() const { return saved_.bytes(); }
+  // Floats one forward saves for backward over `rows` tokens:
+  //   rows * (6*dim + 2*kv_dim + 4*ffn_hidden)   x, n1, q, k, v (after RoPE), attention output, h, n2,
+  //                                              w1 out, w3 out, silu(w1 out), their product
+  //   + rows * (2 + n_heads)                     rstd of both norms, softmax log-sum-exp per head
+  static int64_t saved_elements(const LlamaDims& dims, int64_t rows);
+
+ private:
+  // Views into saved_, each (rows, width).
+  struct Saved {
+    float *x, *n1, *q, *k, *v, *att, *h, *n2, *a1, *a3, *act, *gate;
+    float *rstd1, *rstd2, *lse;
+  };
+  Saved views();
+  void check(size_t n_weights, size_t n_grads, const char* op) const;
+
+  LlamaDims dims_;
+  int64_t batch_, seq_, rows_;
+  runtime::MemoryTracker* tracker_;
+  runtime::TrackedBuffer<float> saved_;  // one allocation per forward, views carved by views()
+};
+
+}  // namespace fsdp::model
