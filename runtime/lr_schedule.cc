@@ -26,7 +26,8 @@ double LrSchedule::at(int64_t step) const {
       decay_ratio < 0 ? after : std::clamp<int64_t>(static_cast<int64_t>(std::llround(decay_ratio * after)), 0, after);
   const int64_t decay_start = total_steps - decay_steps;  // last step before the decay begins
   if (step <= decay_start || decay_steps == 0) return lr;
-  const double progress = std::min(1.0, static_cast<double>(step - decay_start) / static_cast<double>(decay_steps));
+  // Over decay_steps + 1 so the last step still learns (as TorchTitan); it ends one step short of the minimum.
+  const double progress = std::min(1.0, static_cast<double>(step - decay_start) / static_cast<double>(decay_steps + 1));
   double factor = 1;
   switch (decay) {
     case DecayType::kLinear: factor = 1 - progress; break;

@@ -1,5 +1,6 @@
 // Learning rate per step, TorchTitan style: linear warm-up, an optional flat stretch, then linear,
-// cosine or sqrt decay to lr * min_lr_factor over the last decay_ratio of the steps.
+// cosine or sqrt decay towards lr * min_lr_factor over the last decay_ratio of the post-warm-up steps
+// (the last step stays one decay step above the minimum, so it still learns).
 #pragma once
 
 #include <cstdint>
