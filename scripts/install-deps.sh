@@ -9,6 +9,7 @@ packages=(
   protobuf-compiler libprotobuf-dev libtomlplusplus-dev  # sharding planner
   libboost-dev                                  # tcp transport (header-only Asio)
   libopenblas-dev                               # reference model matmuls (cblas_sgemm)
+  openmpi-bin                                   # mpirun for the launch tests (no MPI headers needed)
 )
 
 missing=()

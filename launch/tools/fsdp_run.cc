@@ -1,0 +1,460 @@
+// fsdp-run: the local launcher. Starts N copies of a program with torchrun's variables set, tags
+// their output lines with the rank, and when one fails stops the rest and exits with its status.
+//
+//   fsdp-run --nproc 4 -- ./train --config llama.toml
+//
+// By default fsdp-run serves the rendezvous store itself (like torchrun's agent) on
+// --master-addr:--master-port (port 0: a free one, bound before any child starts, so no race) and sets
+// FSDP_STORE_EXTERNAL=1; with --no-store rank 0 serves it. docs/launch.md describes every option.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch/store.h"
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  int nproc = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  bool tag_output = true;
+  bool serve_store = true;
+  std::vector<std::string> command;
+};
+
+[[noreturn]] void usage(const std::string& error) {
+  if (!error.empty()) std::fprintf(stderr, "fsdp-run: %s\n", error.c_str());
+  std::fprintf(stderr,
+               "usage: fsdp-run --nproc N [--master-addr A] [--master-port P (0: a free port)] "
+               "[--tag-output|--no-tag-output] [--no-store] -- PROGRAM ARGS...\n"
+               "  sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT in each child;\n"
+               "  FSDP_RUN_GRACE_SEC (default 5): SIGTERM to SIGKILL; FSDP_RUN_TERM_DELAY_SEC (default 1): how long\n"
+               "  the others may fail on their own after a rank failed before they get SIGTERM\n");
+  std::exit(error.empty() ? 0 : 2);
+}
+
+int parse_int(const std::string& flag, const std::string& text, int lo, int hi) {
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < lo || v > hi) {
+    usage(flag + " wants an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + text + "'");
+  }
+  return static_cast<int>(v);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  int i = 1;
+  auto value = [&](const std::string& flag) -> std::string {
+    if (i + 1 >= argc) usage(flag + " needs a value");
+    return argv[++i];
+  };
+  for (; i < argc; ++i) {
+    std::string k = argv[i];
+    std::optional<std::string> inline_value;
+    if (k.rfind("--", 0) == 0 && k.find('=') != std::string::npos) {
+      inline_value = k.substr(k.find('=') + 1);
+      k = k.substr(0, k.find('='));
+    }
+    auto v = [&] { return inline_value ? *inline_value : value(k); };
+    if (k == "--") {
+      ++i;
+      break;
+    } else if (k == "--nproc" || k == "--nproc-per-node" || k == "--nproc_per_node") {
+      a.nproc = parse_int(k, v(), 1, 4096);
+    } else if (k == "--master-addr" || k == "--master_addr") {
+      a.master_addr = v();
+    } else if (k == "--master-port" || k == "--master_port") {
+      a.master_port = parse_int(k, v(), 0, 65535);
+    } else if (k == "--tag-output") {
+      a.tag_output = true;
+    } else if (k == "--no-tag-output") {
+      a.tag_output = false;
+    } else if (k == "--no-store") {
+      a.serve_store = false;
+    } else if (k == "-h" || k == "--help") {
+      usage("");
+    } else if (k.rfind("-", 0) == 0) {
+      usage("unknown option '" + k + "'");
+    } else {
+      break;  // the program, without "--"
+    }
+  }
+  for (; i < argc; ++i) a.command.push_back(argv[i]);
+  if (a.nproc < 1) usage("--nproc N is required");
+  if (a.command.empty()) usage("no program given (fsdp-run --nproc N -- PROGRAM ARGS...)");
+  return a;
+}
+
+double seconds_from_env(const char* var, double fallback) {
+  const char* text = std::getenv(var);
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || v < 0) {
+    std::fprintf(stderr, "fsdp-run: %s='%s' is not a non-negative number of seconds\n", var, text);
+    std::exit(2);
+  }
+  return v;
+}
+
+// The program's path, searched in PATH now: between fork() and exec only async-signal-safe calls are
+// allowed (the store server thread may hold malloc's lock), so execve, not execvp.
+std::string resolve_program(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    const std::string candidate = dir + "/" + program;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  std::fprintf(stderr, "fsdp-run: %s: command not found in PATH\n", program.c_str());
+  std::exit(127);
+}
+
+// A free TCP port for rank 0 to serve on (--no-store): bound and released, so a small race remains.
+uint16_t pick_free_port(const std::string& addr) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = 0;
+  if (::inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1) sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof(sa);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    std::fprintf(stderr, "fsdp-run: cannot find a free port on %s: %s\n", addr.c_str(), std::strerror(errno));
+    std::exit(1);
+  }
+  ::close(fd);
+  return ntohs(sa.sin_port);
+}
+
+volatile sig_atomic_t g_signal = 0;
+void on_signal(int sig) { g_signal = sig; }
+
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return "was killed by signal " + std::to_string(sig) + " (SIG" + (name ? name : "?") + ")";
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
+
+// One child's output stream (stdout or stderr): bytes not yet ending in a newline wait in `pending`.
+struct Stream {
+  int fd = -1;
+  int out_fd = 1;
+  std::string prefix;
+  std::string pending;
+};
+
+void write_all(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;  // our own output is gone (closed pipe): nothing better to do than drop it
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+// Emits every complete line with its prefix, one write per line, so lines of different ranks never
+// mix. A line longer than 64 KiB is cut rather than held.
+void emit(Stream& s, bool flush_partial) {
+  constexpr size_t kMaxLine = 64 << 10;
+  size_t start = 0;
+  for (;;) {
+    size_t nl = s.pending.find('\n', start);
+    if (nl == std::string::npos) {
+      if (s.pending.size() - start >= kMaxLine || (flush_partial && s.pending.size() > start)) {
+        nl = s.pending.size();
+      } else {
+        break;
+      }
+    }
+    std::string line = s.prefix;
+    line.append(s.pending, start, nl - start);
+    line.push_back('\n');
+    write_all(s.out_fd, line.data(), line.size());
+    start = std::min(nl + 1, s.pending.size());
+  }
+  s.pending.erase(0, start);
+}
+
+// Reads what is there; false at end of file.
+bool pump(Stream& s) {
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(s.fd, buf, sizeof(buf));
+    if (n > 0) {
+      s.pending.append(buf, static_cast<size_t>(n));
+      emit(s, false);
+      if (static_cast<size_t>(n) < sizeof(buf)) return true;
+      continue;
+    }
+    if (n < 0 && (errno == EINTR)) continue;
+    if (n < 0 && errno == EAGAIN) return true;
+    emit(s, true);
+    ::close(s.fd);
+    s.fd = -1;
+    return false;
+  }
+}
+
+struct Child {
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  const double grace_sec = seconds_from_env("FSDP_RUN_GRACE_SEC", 5.0);
+  const double term_delay_sec = seconds_from_env("FSDP_RUN_TERM_DELAY_SEC", 1.0);
+  const std::string program = resolve_program(a.command[0]);
+
+  std::unique_ptr<fsdp::launch::StoreServer> store;
+  uint16_t port = static_cast<uint16_t>(a.master_port);
+  if (a.serve_store) {
+    const bool loopback = a.master_addr.rfind("127.", 0) == 0 || a.master_addr == "localhost";
+    try {
+      store = std::make_unique<fsdp::launch::StoreServer>(loopback ? a.master_addr : "0.0.0.0", port);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fsdp-run: cannot serve the rendezvous store: %s\n", e.what());
+      return 1;
+    }
+    port = store->port();
+  } else if (port == 0) {
+    port = pick_free_port(a.master_addr);
+  }
+
+  // Environments, built before forking. Our variables replace inherited ones, and variables of other
+  // launchers go, so detect_process_env never mixes two launchers' views.
+  // FSDP_STORE_EXTERNAL is ours only when we serve the store: with --no-store it may point rank 0 at
+  // an fsdp-store.
+  std::vector<std::string> ours = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",       "LOCAL_WORLD_SIZE",
+                                   "MASTER_ADDR", "MASTER_PORT", "FSDP_MASTER_ADDR", "FSDP_MASTER_PORT"};
+  if (store) ours.push_back("FSDP_STORE_EXTERNAL");
+  std::vector<std::string> base;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    const std::string name = kv.substr(0, kv.find('='));
+    bool drop = false;
+    for (const auto& o : ours) drop |= name == o;
+    drop |= name.rfind("OMPI_COMM_WORLD_", 0) == 0 || name == "SLURM_PROCID" || name == "SLURM_LOCALID";
+    if (!drop) base.push_back(kv);
+  }
+  std::vector<std::vector<std::string>> envs(a.nproc, base);
+  for (int r = 0; r < a.nproc; ++r) {
+    auto& e = envs[r];
+    e.push_back("RANK=" + std::to_string(r));
+    e.push_back("WORLD_SIZE=" + std::to_string(a.nproc));
+    e.push_back("LOCAL_RANK=" + std::to_string(r));
+    e.push_back("LOCAL_WORLD_SIZE=" + std::to_string(a.nproc));
+    e.push_back("MASTER_ADDR=" + a.master_addr);
+    e.push_back("MASTER_PORT=" + std::to_string(port));
+    if (store) e.push_back("FSDP_STORE_EXTERNAL=1");
+  }
+  auto c_array = [](std::vector<std::string>& v) {
+    std::vector<char*> p;
+    for (auto& s : v) p.push_back(s.data());
+    p.push_back(nullptr);
+    return p;
+  };
+  std::vector<std::string> argv_strings = a.command;
+  std::vector<char*> child_argv = c_array(argv_strings);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : kForwarded) ::sigaction(sig, &sa, nullptr);  // no SA_RESTART: poll() wakes up
+  ::signal(SIGPIPE, SIG_IGN);
+
+  std::vector<Child> children(a.nproc);
+  std::vector<Stream> streams;
+  for (int r = 0; r < a.nproc; ++r) {
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    if (a.tag_output && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) {
+      std::fprintf(stderr, "fsdp-run: pipe: %s\n", std::strerror(errno));
+      return 1;
+    }
+    std::vector<char*> child_env = c_array(envs[r]);
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      std::fprintf(stderr, "fsdp-run: fork: %s\n", std::strerror(errno));
+      g_signal = SIGTERM;  // stop what was started
+      break;
+    }
+    if (pid == 0) {
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      for (int sig : kForwarded) ::sigaction(sig, &dfl, nullptr);
+      ::signal(SIGPIPE, SIG_DFL);
+      // Dies with fsdp-run, even if fsdp-run is SIGKILLed.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
+      if (a.tag_output) {
+        ::dup2(out[1], 1);
+        ::dup2(err[1], 2);
+      }
+      ::execve(program.c_str(), child_argv.data(), child_env.data());
+      const char msg[] = "fsdp-run: exec failed\n";
+      (void)!::write(2, msg, sizeof(msg) - 1);
+      ::_exit(127);
+    }
+    children[r] = {pid, true, 0};
+    if (a.tag_output) {
+      ::close(out[1]);
+      ::close(err[1]);
+      const std::string prefix = "[rank " + std::to_string(r) + "] ";
+      for (auto [fd, to] : {std::pair{out[0], 1}, std::pair{err[0], 2}}) {
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+        streams.push_back(Stream{fd, to, prefix, {}});
+      }
+    }
+  }
+
+  int first_failed = -1;      // rank whose failure ends the job
+  int signal_received = 0;    // a signal fsdp-run got and forwarded
+  bool sigterm_sent = false;  // after it, deaths are our doing, not failures
+  // Deadlines; kNever when not armed (std::optional here trips g++ 12's -Wmaybe-uninitialized).
+  constexpr Clock::time_point kNever = Clock::time_point::max();
+  Clock::time_point term_at = kNever, kill_at = kNever, drain_until = kNever;
+  auto alive = [&] {
+    int n = 0;
+    for (const Child& c : children) n += c.running;
+    return n;
+  };
+  auto signal_all = [&](int sig) {
+    for (const Child& c : children) {
+      if (c.running) ::kill(c.pid, sig);
+    }
+  };
+  auto seconds = [](double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); };
+
+  for (;;) {
+    // Output.
+    std::vector<pollfd> fds;
+    std::vector<Stream*> owners;
+    for (Stream& s : streams) {
+      if (s.fd >= 0) {
+        fds.push_back({s.fd, POLLIN, 0});
+        owners.push_back(&s);
+      }
+    }
+    if (fds.empty() && alive() == 0) break;
+    if (alive() == 0 && drain_until == kNever) drain_until = Clock::now() + std::chrono::seconds(1);
+    if (Clock::now() > drain_until) break;  // a grandchild holds a pipe open: stop waiting
+    const int ready = ::poll(fds.data(), fds.size(), 20);
+    if (ready > 0) {
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (fds[i].revents) pump(*owners[i]);
+      }
+    } else if (fds.empty()) {
+      ::usleep(20000);
+    }
+
+    // Signals to forward.
+    if (const int sig = g_signal) {
+      g_signal = 0;
+      signal_received = sig;
+      std::fprintf(stderr, "fsdp-run: got signal %d (SIG%s), forwarding it to %d running rank(s)\n", sig,
+                   sigabbrev_np(sig), alive());
+      signal_all(sig);
+      if (kill_at == kNever) kill_at = Clock::now() + seconds(grace_sec);
+    }
+
+    // Children that ended. Until the others get SIGTERM, a rank killed by a signal replaces a rank
+    // that merely exited with an error as the culprit: a SIGKILLed process can take longer to become
+    // reapable than a survivor takes to notice the lost peer, report it and exit.
+    for (;;) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      for (int r = 0; r < a.nproc; ++r) {
+        if (children[r].pid != pid || !children[r].running) continue;
+        children[r].running = false;
+        children[r].status = status;
+        if (!failed(status) || signal_received || sigterm_sent) continue;
+        if (first_failed < 0) {
+          first_failed = r;
+          term_at = Clock::now() + seconds(term_delay_sec);
+          kill_at = term_at + seconds(grace_sec);
+          std::fprintf(stderr,
+                       "fsdp-run: rank %d (pid %d) %s; stopping the other %d running rank(s) (SIGTERM in %.1f s, "
+                       "SIGKILL %.1f s later)\n",
+                       r, pid, describe_status(status).c_str(), alive(), term_delay_sec, grace_sec);
+        } else {
+          std::fprintf(stderr, "fsdp-run: rank %d (pid %d) %s\n", r, pid, describe_status(status).c_str());
+          if (WIFSIGNALED(status) && !WIFSIGNALED(children[first_failed].status)) first_failed = r;
+        }
+      }
+    }
+    const auto now = Clock::now();
+    if (now >= term_at) {
+      signal_all(SIGTERM);
+      sigterm_sent = true;
+      term_at = kNever;
+    }
+    if (now >= kill_at && alive() > 0) {
+      std::fprintf(stderr, "fsdp-run: %d rank(s) still running after the grace period: SIGKILL\n", alive());
+      signal_all(SIGKILL);
+      kill_at = kNever;
+    }
+  }
+  for (Stream& s : streams) {
+    if (s.fd >= 0) emit(s, true);
+  }
+
+  if (first_failed >= 0) {
+    const int status = children[first_failed].status;
+    std::fprintf(stderr, "fsdp-run: failed: rank %d %s\n", first_failed, describe_status(status).c_str());
+    return exit_code_of(status);
+  }
+  if (signal_received) return 128 + signal_received;
+  return 0;
+}

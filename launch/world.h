@@ -1,0 +1,97 @@
+// From "who am I" (ProcessEnv, bootstrap.h) to a connected job: rendezvous through the store, host
+// discovery, transport choice and the communicator over every rank.
+//
+//   fsdp::launch::World world = fsdp::launch::connect_world(fsdp::launch::detect_process_env());
+//   world.comm->all_reduce(grad, grad, n, fsdp::DataType::kFloat32, fsdp::ReduceOp::sum()).wait();
+//
+// Start-up, per rank (docs/launch.md has the whole story and every variable):
+//   1. the store: rank 0 serves it on MASTER_ADDR:MASTER_PORT unless it is external
+//      (FSDP_STORE_EXTERNAL=1, e.g. fsdp-run's or fsdp-store's); under mpirun on one host with no
+//      MASTER_* it is found through a file named after the MPI job; a 1-rank job with no master needs none;
+//   2. every rank publishes its host identity; rank 0 publishes a random job id;
+//   3. rank 0 picks the transport (auto: shm when every rank is on one host, else tcp) and publishes it;
+//   4. the transport connects (tcp: listeners bound first, addresses exchanged, then connect);
+//   5. the communicator is created over every rank.
+// Shutdown (~World) never hangs: a final barrier, then a store-based count so no rank tears its
+// transport down before all passed the barrier and rank 0's store outlives everyone's last use of it.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "collectives/core/options.h"
+#include "collectives/transports/transport.h"
+#include "launch/bootstrap.h"
+#include "launch/store.h"
+
+namespace fsdp::launch {
+
+// How the ranks sit on hosts, measured at rendezvous (not taken from the launcher's LOCAL_* variables).
+struct Topology {
+  int host_index = 0, host_count = 1, local_rank = 0, local_size = 1;
+  std::vector<int> host_of_rank;  // size world_size; hosts numbered by their lowest rank
+};
+
+// FSDP_RENDEZVOUS_TIMEOUT_SEC (seconds, fractions allowed), else 120 s.
+std::chrono::milliseconds rendezvous_timeout_from_env();
+// FSDP_STORE_EXTERNAL=1 (or true/yes/on): rank 0 connects to the store rather than serving it.
+bool store_external_from_env();
+
+struct WorldOptions {
+  std::string transport = "auto";  // auto|shm|tcp (ucx|mpi come later); FSDP_TRANSPORT env wins over the default but
+                                   // not over an explicit non-auto value
+  CommOptions comm = CommOptions::from_env();
+  std::chrono::milliseconds rendezvous_timeout = rendezvous_timeout_from_env();  // FSDP_RENDEZVOUS_TIMEOUT_SEC
+  // The store runs elsewhere (fsdp-store, fsdp-run): rank 0 does not serve it. FSDP_STORE_EXTERNAL.
+  bool external_store = store_external_from_env();
+};
+
+struct World {
+  ProcessEnv env;
+  Topology topology;
+  std::string transport_name;
+  std::unique_ptr<StoreServer> store_server;  // rank 0 only, when it serves the rendezvous
+  std::unique_ptr<StoreClient> store;         // null for a 1-rank job with no master named
+  std::shared_ptr<Transport> transport;
+  std::unique_ptr<Communicator> comm;  // over every rank of the job
+
+  std::string job_id;           // random, chosen by rank 0; names the shm segment
+  std::string key_prefix;       // "fsdp/<FSDP_RUN_ID>/": every store key of this job starts with it
+  std::string rendezvous_file;  // rank 0 under mpirun without MASTER_*: the file that names the store
+  std::chrono::milliseconds rendezvous_timeout{0};
+
+  World() = default;
+  World(World&&) noexcept = default;
+  World& operator=(World&& other) noexcept;
+  ~World() { shutdown(); }
+
+  // Idempotent; the destructor calls it. Healthy communicator: a barrier, then every rank waits until
+  // all passed it, then tears down (rank 0 last, so its store server outlives every client's last
+  // call). Broken communicator (an error happened, a peer died): aborts and tears down at once.
+  void shutdown() noexcept;
+};
+
+// Throws InvalidArgument for a bad configuration (unknown transport, shm across hosts naming them,
+// no rendezvous address), TimeoutError naming this rank, the key and the rank it waited for and the
+// timeout, CommError when the transport cannot connect.
+World connect_world(const ProcessEnv& env, const WorldOptions& options = {});
+
+// --- Pieces of connect_world, public for tests ---------------------------------------------------
+
+// Groups ranks by identical host identity; hosts are numbered by their lowest rank.
+Topology make_topology(const std::vector<std::string>& host_ids, int rank);
+
+// "auto", "shm" or "tcp" after FSDP_TRANSPORT: the explicit option wins when it is not "auto", then
+// the variable, then auto. Throws InvalidArgument for anything else.
+std::string resolve_transport_request(const std::string& option);
+
+// The transport for a job laid out as `topology` when `requested` (a resolved request) was asked for:
+// auto -> shm on one host, tcp across hosts. Throws InvalidArgument for shm across hosts, naming
+// each host (`host_names[h]` describes host h) and its ranks.
+std::string choose_transport(const std::string& requested, const Topology& topology,
+                             const std::vector<std::string>& host_names);
+
+}  // namespace fsdp::launch

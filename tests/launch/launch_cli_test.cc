@@ -1,0 +1,333 @@
+// Real multi-process jobs: fsdp-run and mpirun starting fsdp-world-check over shm and tcp, a rank
+// killed with SIGKILL mid-collective, exit codes, output tagging, signal forwarding, rendezvous
+// timeouts and an external fsdp-store. Tests that need mpirun skip when it is not installed.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <tuple>
+
+#include "launch/store.h"
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const std::string kRun = FSDP_RUN_BIN;
+const std::string kStore = FSDP_STORE_BIN;
+const std::string kCheck = FSDP_WORLD_CHECK_BIN;
+// Open MPI refuses root without these; --oversubscribe lets 4 ranks share 2 cores.
+const std::string kMpirun =
+    "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --allow-run-as-root --oversubscribe";
+// Variables a surrounding launcher may have set: each test starts from none of them.
+const std::string kClean =
+    "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT "
+    "-u FSDP_MASTER_ADDR -u FSDP_MASTER_PORT -u FSDP_STORE_EXTERNAL -u FSDP_TRANSPORT ";
+
+struct Result {
+  int code = -1;  // exit status, 128+signal for a signal
+  std::string output;
+  double seconds = 0;
+};
+
+Result sh(const std::string& command) {
+  Result r;
+  const auto start = Clock::now();
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return r;
+}
+
+int count(const std::string& text, const std::string& needle) {
+  int c = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++c;
+  return c;
+}
+
+bool have_mpirun() { return sh("command -v mpirun").code == 0; }
+
+uint16_t free_port() {
+  fsdp::launch::StoreServer probe("127.0.0.1", 0);  // bound then released: free a moment ago
+  return probe.port();
+}
+
+// A process in the background with its stdout and stderr on a pipe.
+struct Background {
+  pid_t pid = -1;
+  FILE* out = nullptr;
+
+  explicit Background(const std::vector<std::string>& argv) {
+    int fds[2];
+    EXPECT_EQ(::pipe(fds), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+    posix_spawn_file_actions_addclose(&actions, fds[0]);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    EXPECT_EQ(::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(fds[1]);
+    out = ::fdopen(fds[0], "r");
+  }
+  std::string line() {
+    char buf[1024];
+    return std::fgets(buf, sizeof(buf), out) ? std::string(buf) : std::string();
+  }
+  // Exit code (128+signal for a signal) after sending `sig`.
+  int stop(int sig) {
+    ::kill(pid, sig);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    std::fclose(out);
+    pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  ~Background() {
+    if (pid > 0) stop(SIGKILL);
+  }
+};
+
+// --- fsdp-run and mpirun running every collective --------------------------------------------------
+
+class FsdpRunWorld : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(FsdpRunWorld, EveryCollective) {
+  const auto& [transport, n] = GetParam();
+  const Result r =
+      sh(kClean + "FSDP_TRANSPORT=" + transport + " " + kRun + " --nproc " + std::to_string(n) + " -- " + kCheck);
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (int k = 0; k < n; ++k) {
+    const std::string ok = "[rank " + std::to_string(k) + "] fsdp-world-check OK: rank " + std::to_string(k) + "/" +
+                           std::to_string(n) + " (from torchrun) host 0/1 local " + std::to_string(k) + "/" +
+                           std::to_string(n) + " transport " + transport;
+    EXPECT_EQ(count(r.output, ok), 1) << ok << "\n" << r.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, FsdpRunWorld,
+                         ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::Values(1, 2, 3, 4)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(FsdpRun, RankZeroServesTheStoreWithNoStore) {
+  const Result r = sh(kClean + kRun + " --no-store --nproc 2 -- " + kCheck);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "fsdp-world-check OK"), 2) << r.output;
+}
+
+class MpirunWorld : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+// No MASTER_*: the ranks find rank 0's store through a file named after the Open MPI job.
+TEST_P(MpirunWorld, EveryCollective) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun is not installed (apt-get install openmpi-bin)";
+  const auto& [transport, n] = GetParam();
+  const Result r = sh(kClean + "FSDP_TRANSPORT=" + transport + " " + kMpirun + " -x FSDP_TRANSPORT -np " +
+                      std::to_string(n) + " " + kCheck);
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (int k = 0; k < n; ++k) {
+    const std::string ok = "fsdp-world-check OK: rank " + std::to_string(k) + "/" + std::to_string(n) +
+                           " (from mpirun) host 0/1 local " + std::to_string(k) + "/" + std::to_string(n) +
+                           " transport " + transport;
+    EXPECT_EQ(count(r.output, ok), 1) << ok << "\n" << r.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MpirunWorld,
+                         ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::Values(2, 4)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(Mpirun, WithMasterAddrAndPort) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun is not installed";
+  const std::string port = std::to_string(free_port());
+  const Result r = sh(kClean + "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " + kMpirun +
+                      " -x MASTER_ADDR -x MASTER_PORT -np 3 " + kCheck);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "fsdp-world-check OK"), 3) << r.output;
+}
+
+// --- A rank killed mid-collective ------------------------------------------------------------------
+
+// Each survivor's line names the rank that died, as the peer it waited on or as "also lost".
+void expect_survivors_name_rank1(const std::string& output, const std::string& line_prefix_fmt) {
+  for (int survivor : {0, 2}) {
+    std::string prefix = line_prefix_fmt;
+    const auto at = prefix.find("%d");
+    if (at != std::string::npos) prefix.replace(at, 2, std::to_string(survivor));
+    const std::regex line("(^|\n)" + std::regex_replace(prefix, std::regex(R"([\[\]])"), R"(\$&)") +
+                          "fsdp-world-check: rank " + std::to_string(survivor) +
+                          " FAILED: PeerLostError: [^\n]*(peer 1,|also lost: rank 1 )");
+    EXPECT_TRUE(std::regex_search(output, line)) << "survivor " << survivor << ":\n" << output;
+  }
+}
+
+class KillUnderFsdpRun : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KillUnderFsdpRun, SurvivorsNameTheLostPeer) {
+  const Result r = sh(kClean + "FSDP_TIMEOUT_SEC=5 FSDP_TRANSPORT=" + GetParam() + " " + kRun + " --nproc 3 -- " +
+                      kCheck + " --die-rank 1 --die-after 3");
+  EXPECT_EQ(r.code, 128 + SIGKILL) << r.output;
+  EXPECT_NE(r.output.find("fsdp-run: failed: rank 1 was killed by signal 9 (SIGKILL)"), std::string::npos) << r.output;
+  expect_survivors_name_rank1(r.output, "[rank %d] ");
+  EXPECT_LT(r.seconds, 5 + 5) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, KillUnderFsdpRun, ::testing::Values("shm", "tcp"));
+
+class KillUnderMpirun : public ::testing::TestWithParam<std::string> {};
+
+// Each rank runs under a small shell that reports its exit status: mpirun itself would kill the
+// survivors the moment it sees rank 1 die (and Open MPI 4.1 hangs when told not to), so this is how
+// the survivors' own verdicts are observed.
+TEST_P(KillUnderMpirun, SurvivorsNameTheLostPeer) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun is not installed";
+  const Result r = sh(kClean + "FSDP_TIMEOUT_SEC=5 FSDP_TRANSPORT=" + GetParam() + " " + kMpirun +
+                      " -x FSDP_TIMEOUT_SEC -x FSDP_TRANSPORT -np 3 sh -c '" + kCheck +
+                      " --die-rank 1 --die-after 3; echo \"rank $OMPI_COMM_WORLD_RANK exit $?\"'");
+  EXPECT_EQ(count(r.output, "rank 1 exit 137\n"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "rank 0 exit 1\n"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "rank 2 exit 1\n"), 1) << r.output;
+  expect_survivors_name_rank1(r.output, "");
+  EXPECT_LT(r.seconds, 5 + 5) << r.output;
+}
+
+// Plain mpirun: it notices the signal, ends the job and exits non-zero; nothing hangs.
+TEST(KillUnderMpirunDefault, JobEndsNonZero) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun is not installed";
+  const Result r = sh(kClean + "FSDP_TIMEOUT_SEC=5 " + kMpirun + " -x FSDP_TIMEOUT_SEC -np 3 " + kCheck +
+                      " --die-rank 1 --die-after 3");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("exited on signal 9"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 5 + 5) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, KillUnderMpirun, ::testing::Values("shm", "tcp"));
+
+// --- fsdp-run's own contract ------------------------------------------------------------------------
+
+TEST(FsdpRun, PropagatesExitCodeAndTagsLines) {
+  const Result r = sh(kClean + "FSDP_RUN_GRACE_SEC=2 " + kRun +
+                      " --nproc 3 -- sh -c 'echo \"hello from $RANK of $WORLD_SIZE local $LOCAL_RANK/$LOCAL_WORLD_SIZE "
+                      "at $MASTER_ADDR\"; if [ $RANK = 2 ]; then echo oops >&2; exit 7; fi; exec sleep 30'");
+  EXPECT_EQ(r.code, 7) << r.output;
+  for (int k = 0; k < 3; ++k) {
+    const std::string k_ = std::to_string(k);
+    EXPECT_EQ(count(r.output, "[rank " + k_ + "] hello from " + k_ + " of 3 local " + k_ + "/3 at 127.0.0.1\n"), 1)
+        << r.output;
+  }
+  EXPECT_EQ(count(r.output, "[rank 2] oops\n"), 1) << r.output;
+  EXPECT_NE(r.output.find("fsdp-run: failed: rank 2 exited with status 7"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 5) << "the sleeping ranks were not stopped\n" << r.output;
+}
+
+TEST(FsdpRun, SignalDeathExitsWith128PlusSignal) {
+  const Result r = sh(kClean + kRun + " --nproc 2 -- sh -c 'if [ $RANK = 1 ]; then kill -9 $$; fi; exec sleep 30'");
+  EXPECT_EQ(r.code, 137) << r.output;
+  EXPECT_NE(r.output.find("rank 1 was killed by signal 9 (SIGKILL)"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 5) << r.output;
+}
+
+TEST(FsdpRun, AllSucceedExitsZero) {
+  const Result r = sh(kClean + kRun + " --nproc 4 -- true");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output, "");
+}
+
+// Long lines from several ranks at once: every line arrives whole, with its own rank's prefix.
+TEST(FsdpRun, LinesNeverInterleave) {
+  const Result r = sh(kClean + kRun +
+                      " --nproc 3 -- sh -c 'x=$(printf %03000d 0); i=0; while [ $i -lt 100 ]; do echo \"$RANK:$x\"; "
+                      "echo \"$RANK:$x\" >&2; i=$((i+1)); done'");
+  ASSERT_EQ(r.code, 0) << r.output.substr(0, 2000);
+  std::istringstream in(r.output);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    ASSERT_EQ(line.size(), 9 + 2 + 3000) << line.substr(0, 100);
+    ASSERT_EQ(line.substr(0, 6), "[rank ");
+    ASSERT_EQ(line[6], line[9]) << line.substr(0, 100);  // "[rank R] R:000..."
+  }
+  EXPECT_EQ(lines, 3 * 200);
+}
+
+TEST(FsdpRun, NoTagOutput) {
+  const Result r = sh(kClean + kRun + " --no-tag-output --nproc 2 -- echo plain");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.output, "plain\nplain\n");
+}
+
+TEST(FsdpRun, ForwardsSigterm) {
+  const auto start = Clock::now();
+  Background run({kRun, "--nproc", "2", "--", "/bin/sh", "-c", "echo up; exec sleep 30"});
+  EXPECT_NE(run.line().find("up"), std::string::npos);
+  EXPECT_NE(run.line().find("up"), std::string::npos);
+  EXPECT_EQ(run.stop(SIGTERM), 128 + SIGTERM);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5);
+}
+
+TEST(FsdpRun, UnknownOption) {
+  const Result r = sh(kRun + " --nproc 2 --bogus -- true");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("unknown option '--bogus'"), std::string::npos) << r.output;
+}
+
+// --- Rendezvous failures and the external store ----------------------------------------------------
+
+TEST(Rendezvous, TimeoutNamesTheRankThatNeverCame) {
+  const std::string port = std::to_string(free_port());
+  const Result r = sh(kClean + "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port +
+                      " FSDP_RENDEZVOUS_TIMEOUT_SEC=1 " + kCheck);
+  EXPECT_EQ(r.code, 1) << r.output;
+  for (const char* needle :
+       {"rank 0 FAILED: TimeoutError", "'fsdp/default/host/1'", "rank 1 never arrived", "1000 ms"}) {
+    EXPECT_NE(r.output.find(needle), std::string::npos) << needle << "\n" << r.output;
+  }
+  EXPECT_LT(r.seconds, 5);
+}
+
+TEST(Rendezvous, NoStoreForRankOneNamesTheStore) {
+  const std::string port = std::to_string(free_port());
+  const Result r = sh(kClean + "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port +
+                      " FSDP_RENDEZVOUS_TIMEOUT_SEC=1 " + kCheck);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("rank 1 FAILED: TimeoutError: rank 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("127.0.0.1:" + port), std::string::npos) << r.output;
+}
+
+TEST(ExternalStore, TwoJobsInARowThenSigterm) {
+  Background store({kStore, "--port", "0", "--host", "127.0.0.1"});
+  const std::string first = store.line();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(first, m, std::regex(R"(serving on 127\.0\.0\.1:(\d+))"))) << first;
+  const std::string port = m[1];
+  for (int job = 0; job < 2; ++job) {  // the first job's keys must not confuse the second
+    const Result r =
+        sh(kClean + "FSDP_STORE_EXTERNAL=1 " + kRun + " --no-store --master-port " + port + " --nproc 2 -- " + kCheck);
+    ASSERT_EQ(r.code, 0) << "job " << job << "\n" << r.output;
+    EXPECT_EQ(count(r.output, "fsdp-world-check OK"), 2) << r.output;
+  }
+  EXPECT_EQ(store.stop(SIGTERM), 0);
+}
+
+}  // namespace

@@ -1,0 +1,194 @@
+// connect_world's pure pieces (topology, transport choice) and whole start-ups with ranks as threads
+// of this process: every rank gets its own ProcessEnv, so shm and tcp both work in one process.
+#include "launch/world.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "collectives/core/errors.h"
+#include "tests/collectives/test_support.h"
+
+namespace fsdp::launch {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(Topology, OneHost) {
+  Topology t = make_topology({"a", "a", "a"}, 2);
+  EXPECT_EQ(t.host_count, 1);
+  EXPECT_EQ(t.host_index, 0);
+  EXPECT_EQ(t.local_rank, 2);
+  EXPECT_EQ(t.local_size, 3);
+  EXPECT_EQ(t.host_of_rank, (std::vector<int>{0, 0, 0}));
+}
+
+TEST(Topology, UnevenInterleavedHostsNumberedByLowestRank) {
+  // Ranks 0,2,5 on "y", 1,3 on "x", 4 on "z": y is host 0 (rank 0), x host 1 (rank 1), z host 2.
+  const std::vector<std::string> ids = {"y", "x", "y", "x", "z", "y"};
+  Topology t = make_topology(ids, 5);
+  EXPECT_EQ(t.host_of_rank, (std::vector<int>{0, 1, 0, 1, 2, 0}));
+  EXPECT_EQ(t.host_count, 3);
+  EXPECT_EQ(t.host_index, 0);
+  EXPECT_EQ(t.local_rank, 2);
+  EXPECT_EQ(t.local_size, 3);
+  Topology t3 = make_topology(ids, 3);
+  EXPECT_EQ(t3.host_index, 1);
+  EXPECT_EQ(t3.local_rank, 1);
+  EXPECT_EQ(t3.local_size, 2);
+  Topology t4 = make_topology(ids, 4);
+  EXPECT_EQ(t4.local_rank, 0);
+  EXPECT_EQ(t4.local_size, 1);
+  EXPECT_THROW(make_topology(ids, 6), InvalidArgument);
+}
+
+TEST(TransportChoice, AutoPicksShmOnOneHostTcpAcross) {
+  EXPECT_EQ(choose_transport("auto", make_topology({"a", "a"}, 0), {"a"}), "shm");
+  EXPECT_EQ(choose_transport("auto", make_topology({"a", "b"}, 0), {"a", "b"}), "tcp");
+  EXPECT_EQ(choose_transport("tcp", make_topology({"a", "a"}, 0), {"a"}), "tcp");
+  EXPECT_EQ(choose_transport("shm", make_topology({"a", "a"}, 0), {"a"}), "shm");
+}
+
+TEST(TransportChoice, ShmAcrossHostsNamesTheHosts) {
+  try {
+    choose_transport("shm", make_topology({"a", "b", "a"}, 0), {"node1 (10.0.0.1)", "node2 (10.0.0.2)"});
+    FAIL() << "no error";
+  } catch (const InvalidArgument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("node1 (10.0.0.1): ranks 0,2"), std::string::npos) << what;
+    EXPECT_NE(what.find("node2 (10.0.0.2): ranks 1"), std::string::npos) << what;
+  }
+}
+
+TEST(TransportChoice, RequestPrecedence) {
+  ::unsetenv("FSDP_TRANSPORT");
+  EXPECT_EQ(resolve_transport_request("auto"), "auto");
+  ::setenv("FSDP_TRANSPORT", "tcp", 1);
+  EXPECT_EQ(resolve_transport_request("auto"), "tcp");  // the variable beats the default
+  EXPECT_EQ(resolve_transport_request("shm"), "shm");   // an explicit choice beats the variable
+  ::setenv("FSDP_TRANSPORT", "ucx", 1);
+  EXPECT_THROW(resolve_transport_request("auto"), InvalidArgument);
+  ::unsetenv("FSDP_TRANSPORT");
+  EXPECT_THROW(resolve_transport_request("carrier-pigeon"), InvalidArgument);
+}
+
+TEST(WorldOptions, RendezvousTimeoutFromEnv) {
+  ::setenv("FSDP_RENDEZVOUS_TIMEOUT_SEC", "2.5", 1);
+  EXPECT_EQ(WorldOptions().rendezvous_timeout, 2500ms);
+  ::setenv("FSDP_RENDEZVOUS_TIMEOUT_SEC", "soon", 1);
+  EXPECT_THROW(WorldOptions(), InvalidArgument);
+  ::unsetenv("FSDP_RENDEZVOUS_TIMEOUT_SEC");
+  EXPECT_EQ(WorldOptions().rendezvous_timeout, 120s);
+}
+
+// n ranks as threads against an external store; each runs the multi-process collectives suite.
+void run_threads(int n, const std::string& transport) {
+  StoreServer server("127.0.0.1", 0);
+  std::vector<int> failures(n, 0);
+  std::vector<std::string> names(n), jobs(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      ProcessEnv env;
+      env.rank = r;
+      env.world_size = n;
+      env.local_world_size = n;
+      env.local_rank = r;
+      env.master_addr = "127.0.0.1";
+      env.master_port = server.port();
+      env.source = "override";
+      WorldOptions o;
+      o.transport = transport;
+      o.external_store = true;
+      o.rendezvous_timeout = 20s;
+      try {
+        World w = connect_world(env, o);
+        EXPECT_EQ(w.topology.host_count, 1);
+        EXPECT_EQ(w.topology.local_rank, r);
+        EXPECT_EQ(w.topology.local_size, n);
+        names[r] = w.transport_name;
+        jobs[r] = w.job_id;
+        failures[r] = testing::run_collectives_suite(*w.comm, r, n);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << r << ": " << e.what();
+        failures[r] = 1;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(failures[r], 0) << "rank " << r;
+    EXPECT_EQ(names[r], transport == "auto" ? "shm" : transport);
+    EXPECT_EQ(jobs[r], jobs[0]);
+  }
+  // The job cleaned up after itself: a second job on the same store starts from nothing.
+  StoreClient probe("127.0.0.1", server.port());
+  EXPECT_EQ(probe.num_keys(), 0);
+}
+
+TEST(ConnectWorld, ThreadsOverShm) {
+  for (int n : {1, 2, 3}) run_threads(n, "auto");
+}
+
+TEST(ConnectWorld, ThreadsOverTcp) {
+  for (int n : {2, 4}) run_threads(n, "tcp");
+}
+
+TEST(ConnectWorld, SingleRankNeedsNoStore) {
+  ProcessEnv env;  // rank 0 of 1, no master
+  WorldOptions o;
+  o.transport = "auto";
+  World w = connect_world(env, o);
+  EXPECT_EQ(w.store, nullptr);
+  EXPECT_EQ(w.store_server, nullptr);
+  EXPECT_EQ(w.transport_name, "shm");
+  float x = 3.f;
+  w.comm->all_reduce(&x, &x, 1, DataType::kFloat32, ReduceOp::sum()).wait();
+  EXPECT_EQ(x, 3.f);
+}
+
+TEST(ConnectWorld, NoRendezvousAddressIsAnError) {
+  ProcessEnv env;
+  env.rank = 1;
+  env.world_size = 2;
+  env.source = "torchrun";
+  try {
+    connect_world(env);
+    FAIL() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("MASTER_ADDR"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConnectWorld, RendezvousTimeoutNamesTheMissingRank) {
+  StoreServer server("127.0.0.1", 0);
+  ProcessEnv env;
+  env.rank = 0;
+  env.world_size = 3;
+  env.master_addr = "127.0.0.1";
+  env.master_port = server.port();
+  WorldOptions o;
+  o.external_store = true;
+  o.rendezvous_timeout = 300ms;
+  std::thread rank1([&] {
+    ProcessEnv e1 = env;
+    e1.rank = 1;
+    EXPECT_THROW(connect_world(e1, o), CommError);
+  });
+  try {
+    connect_world(env, o);
+    ADD_FAILURE() << "no error";
+  } catch (const TimeoutError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("'fsdp/default/host/2'"), std::string::npos) << what;
+    EXPECT_NE(what.find("rank 2 never arrived"), std::string::npos) << what;
+    EXPECT_NE(what.find("300 ms"), std::string::npos) << what;
+  }
+  rank1.join();
+}
+
+}  // namespace
+}  // namespace fsdp::launch
