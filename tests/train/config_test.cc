@@ -1,0 +1,322 @@
+#include "train/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace fsdp::train {
+namespace {
+
+// Runs `fn`, expecting a ConfigError whose message contains every piece of `parts`.
+template <class Fn>
+void expect_config_error(Fn&& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected ConfigError containing '" << parts.front() << "'";
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+  }
+}
+
+CommandLine command_line(std::vector<const char*> args) {
+  args.insert(args.begin(), "fsdp-train");
+  return parse_command_line(static_cast<int>(args.size()), args.data());
+}
+
+TEST(TrainConfig, ParsesDebugModelConfig) {
+  TrainConfig c = load_train_config_file(FSDP_DEBUG_MODEL_CONFIG);
+  EXPECT_EQ(c.model.flavor, "debugmodel");
+  EXPECT_EQ(c.training.steps, 20);
+  EXPECT_EQ(c.training.local_batch_size, 4);
+  EXPECT_EQ(c.training.seq_len, 128);
+  EXPECT_EQ(c.metrics.log_freq, 1);
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 8e-4);
+  EXPECT_EQ(c.optimizer.name, "AdamW");
+  EXPECT_EQ(c.lr_scheduler.warmup_steps, 2);
+  EXPECT_DOUBLE_EQ(c.training.max_norm, 1.0);
+  EXPECT_EQ(c.training.param_dtype(), DataType::kFloat32);
+  EXPECT_EQ(c.training.reduce_dtype(), DataType::kFloat32);
+  EXPECT_EQ(c.parallelism.fsdp_reshard_after_forward.mode, ReshardAfterForward::Mode::kDefault);
+
+  c.validate(2);
+  EXPECT_EQ(c.parallelism.data_parallel_shard_degree, 2);
+  EXPECT_EQ(c.training.global_batch_size, 8);
+  EXPECT_EQ(c.training.gradient_accumulation_steps, 1);
+  EXPECT_EQ(c.metrics_path(), "./outputs/debug_model/metrics.jsonl");
+
+  const sharding::ModelSpec m = c.model_spec();
+  EXPECT_EQ(m.dims.dim, 128);
+  EXPECT_EQ(m.dims.layers, 4);
+  EXPECT_EQ(m.dims.n_heads, 8);
+  EXPECT_EQ(m.dims.n_kv_heads, 4);
+  EXPECT_EQ(m.dims.vocab, 256);
+  EXPECT_EQ(m.dims.ffn_hidden, 384);
+  EXPECT_LT(m.num_params(), 1'000'000);
+}
+
+TEST(TrainConfig, DefaultsAreTorchTitans) {
+  const TrainConfig c;
+  EXPECT_EQ(c.training.local_batch_size, 8);
+  EXPECT_EQ(c.training.seq_len, 2048);
+  EXPECT_EQ(c.training.mixed_precision_param, "bfloat16");
+  EXPECT_EQ(c.parallelism.data_parallel_shard_degree, -1);
+  EXPECT_EQ(c.lr_scheduler.warmup_steps, 200);
+  EXPECT_DOUBLE_EQ(c.optimizer.beta2, 0.95);
+  EXPECT_EQ(c.checkpoint.keep_latest_k, 10);
+}
+
+TEST(TrainConfig, UnknownKeyNamesKeyFileAndLine) {
+  expect_config_error([] { parse_train_config("[training]\nsteps = 3\nstepz = 4\n", "job.toml"); },
+                      {"job.toml:3:", "unknown key 'training.stepz'", "steps"});
+}
+
+TEST(TrainConfig, UnknownSectionNamesLine) {
+  expect_config_error([] { parse_train_config("[job]\ndescription = \"x\"\n\n[trainig]\nsteps = 3\n", "job.toml"); },
+                      {"job.toml:4:", "unknown section [trainig]", "training"});
+}
+
+TEST(TrainConfig, WrongTypeNamesKeyAndLine) {
+  expect_config_error([] { parse_train_config("[training]\n\nsteps = \"20\"\n", "job.toml"); },
+                      {"job.toml:3:", "training.steps", "expected an integer, got a string"});
+  expect_config_error([] { parse_train_config("[optimizer]\nlr = true\n", "job.toml"); },
+                      {"job.toml:2:", "optimizer.lr", "expected a number"});
+  expect_config_error([] { parse_train_config("training = 5\n", "job.toml"); }, {"job.toml:1:", "must be a table"});
+}
+
+TEST(TrainConfig, IntegerAcceptedWhereAFloatIsExpected) {
+  EXPECT_DOUBLE_EQ(parse_train_config("[optimizer]\nlr = 1\n", "x.toml").optimizer.lr, 1.0);
+}
+
+TEST(TrainConfig, BadEnumValueListsChoices) {
+  expect_config_error([] { parse_train_config("[optimizer]\nname = \"Adam\"\n", "job.toml"); },
+                      {"job.toml:2:", "optimizer.name", "'Adam' is not one of AdamW, SGD"});
+  expect_config_error([] { parse_train_config("[model]\nflavor = \"huge\"\n", "job.toml"); },
+                      {"job.toml:2:", "model.flavor", "debugmodel", "llama3-8b"});
+  expect_config_error(
+      [] { parse_train_config("[parallelism]\nfsdp_reshard_after_forward = \"sometimes\"\n", "job.toml"); },
+      {"job.toml:2:", "parallelism.fsdp_reshard_after_forward", "default, always, never"});
+}
+
+TEST(TrainConfig, OutOfRangeValueNamesKey) {
+  expect_config_error([] { parse_train_config("[training]\nsteps = 0\n", "job.toml"); },
+                      {"job.toml:2:", "training.steps", "must be positive"});
+  expect_config_error([] { parse_train_config("[lr_scheduler]\ndecay_ratio = 1.5\n", "job.toml"); },
+                      {"job.toml:2:", "lr_scheduler.decay_ratio", "[0, 1]"});
+}
+
+TEST(TrainConfig, ActivationCheckpointModesRejectedClearly) {
+  expect_config_error([] { parse_train_config("[activation_checkpoint]\nmode = \"selective\"\n", "job.toml"); },
+                      {"job.toml:2:", "activation_checkpoint.mode", "'selective'", "not support", "none"});
+  expect_config_error([] { parse_train_config("[activation_checkpoint]\nmode = \"fancy\"\n", "job.toml"); },
+                      {"activation_checkpoint.mode", "'fancy' is not a mode"});
+}
+
+TEST(TrainConfig, MalformedTomlNamesLineAndColumn) {
+  expect_config_error([] { parse_train_config("[training]\nsteps = = 3\n", "job.toml"); }, {"job.toml:2:"});
+}
+
+TEST(TrainConfig, MissingFileNamesPath) {
+  expect_config_error([] { load_train_config_file("/nonexistent/job.toml"); }, {"/nonexistent/job.toml"});
+}
+
+TEST(TrainConfig, OverridesInBothFormsAfterTheFile) {
+  const CommandLine cl = command_line({"--config", FSDP_DEBUG_MODEL_CONFIG, "--training.steps", "7",
+                                       "--optimizer.lr=0.01", "--parallelism.fsdp_reshard_after_forward", "never",
+                                       "--checkpoint.enable_checkpoint", "--training.dataset=synthetic",
+                                       "--model.n_layers", "2", "--training.global_batch_size", "-1"});
+  ASSERT_TRUE(cl.config_file.has_value());
+  EXPECT_FALSE(cl.help);
+  TrainConfig c = load_train_config(cl);
+  EXPECT_EQ(c.training.steps, 7);
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.01);
+  EXPECT_EQ(c.parallelism.fsdp_reshard_after_forward.mode, ReshardAfterForward::Mode::kNever);
+  EXPECT_TRUE(c.checkpoint.enable_checkpoint);
+  EXPECT_EQ(c.training.dataset, "synthetic");
+  EXPECT_EQ(c.model_spec().dims.layers, 2);
+  EXPECT_EQ(c.training.local_batch_size, 4);  // from the file
+
+  TrainConfig g;
+  apply_override(g, "--parallelism.fsdp_reshard_after_forward", "4");
+  EXPECT_EQ(g.parallelism.fsdp_reshard_after_forward.mode, ReshardAfterForward::Mode::kGroup);
+  EXPECT_EQ(g.parallelism.fsdp_reshard_after_forward.group_size, 4);
+  apply_override(g, "lr_scheduler.decay_ratio", "0.5");
+  EXPECT_EQ(g.lr_scheduler.decay_ratio, 0.5);
+}
+
+TEST(TrainConfig, HelpAndJobConfigFileAlias) {
+  const CommandLine cl = command_line({"--job.config_file=a.toml", "-h"});
+  EXPECT_TRUE(cl.help);
+  EXPECT_EQ(cl.config_file, "a.toml");
+}
+
+TEST(TrainConfig, BadOverrideFlagsNameTheFlag) {
+  expect_config_error([] { command_line({"--training.stepz", "3"}); }, {"unknown option '--training.stepz'"});
+  expect_config_error([] { command_line({"--training.steps"}); }, {"'--training.steps' needs a value"});
+  expect_config_error([] { command_line({"steps=3"}); }, {"unexpected argument 'steps=3'"});
+  expect_config_error([] { load_train_config(command_line({"--training.steps", "many"})); },
+                      {"--training.steps", "expected an integer, got 'many'"});
+  expect_config_error([] { load_train_config(command_line({"--optimizer.lr=1e-3x"})); },
+                      {"--optimizer.lr", "expected a number"});
+  expect_config_error([] { load_train_config(command_line({"--optimizer.name", "Lion"})); },
+                      {"--optimizer.name", "'Lion' is not one of AdamW, SGD"});
+  expect_config_error([] { load_train_config(command_line({"--training.deterministic=maybe"})); },
+                      {"--training.deterministic", "expected true or false"});
+  expect_config_error([] { load_train_config(command_line({"--training.steps=-3"})); },
+                      {"--training.steps", "must be positive"});
+}
+
+TEST(TrainConfig, ValidateResolvesDegreesAndBatch) {
+  TrainConfig c;
+  c.training.local_batch_size = 4;
+  c.parallelism.data_parallel_replicate_degree = 2;
+  c.validate(6);
+  EXPECT_EQ(c.parallelism.data_parallel_shard_degree, 3);
+  EXPECT_EQ(c.parallelism.dp_degree(), 6);
+  EXPECT_EQ(c.training.global_batch_size, 24);
+
+  TrainConfig r;
+  r.parallelism.data_parallel_replicate_degree = -1;
+  r.parallelism.data_parallel_shard_degree = 2;
+  r.validate(8);
+  EXPECT_EQ(r.parallelism.data_parallel_replicate_degree, 4);
+
+  TrainConfig g;
+  g.training.local_batch_size = 2;
+  g.training.global_batch_size = 16;
+  g.validate(4);
+  EXPECT_EQ(g.training.gradient_accumulation_steps, 2);
+  EXPECT_EQ(g.tokens_per_step_per_rank(), 2 * 2048 * 2);
+}
+
+TEST(TrainConfig, ValidateErrorsNameTheKeys) {
+  auto with = [](auto edit) {
+    TrainConfig c;
+    edit(c);
+    return c;
+  };
+  expect_config_error(
+      [&] {
+        with([](TrainConfig& c) {
+          c.parallelism.data_parallel_replicate_degree = 2;
+          c.parallelism.data_parallel_shard_degree = 3;
+        }).validate(4);
+      },
+      {"data_parallel_replicate_degree (2)", "data_parallel_shard_degree (3)", "world size is 4"});
+  expect_config_error(
+      [&] { with([](TrainConfig& c) { c.parallelism.data_parallel_replicate_degree = 3; }).validate(4); },
+      {"world size 4 is not divisible", "data_parallel_replicate_degree = 3"});
+  expect_config_error(
+      [&] {
+        with([](TrainConfig& c) {
+          c.training.local_batch_size = 4;
+          c.training.global_batch_size = 10;
+        }).validate(2);
+      },
+      {"training.global_batch_size = 10", "not a multiple"});
+  expect_config_error(
+      [&] {
+        with([](TrainConfig& c) {
+          c.training.local_batch_size = 1;
+          c.training.global_batch_size = 8;
+          c.training.gradient_accumulation_steps = 2;
+        }).validate(2);
+      },
+      {"training.gradient_accumulation_steps = 2", "implies 4"});
+  expect_config_error(
+      [&] { with([](TrainConfig& c) { apply_override(c, "parallelism.fsdp_reshard_after_forward", "3"); }).validate(4); },
+      {"fsdp_reshard_after_forward = 3", "must divide"});
+  expect_config_error([&] { with([](TrainConfig& c) { c.model.n_heads = 5; }).validate(1); },
+                      {"model.n_heads = 5", "model.dim = 128"});
+  expect_config_error([&] { with([](TrainConfig& c) { c.model.flavor = "mixtral-8x7b"; }).validate(1); },
+                      {"mixture of experts"});
+  expect_config_error([&] { with([](TrainConfig& c) { c.model.vocab_size = 100; }).validate(1); },
+                      {"model.vocab_size must be >= 256"});
+  expect_config_error(
+      [&] {
+        with([](TrainConfig& c) {
+          c.parallelism.data_parallel_replicate_degree = -1;
+          c.parallelism.data_parallel_shard_degree = -1;
+        }).validate(4);
+      },
+      {"both -1"});
+}
+
+TEST(TrainConfig, PresetFlavorsAndOverrides) {
+  TrainConfig c;
+  c.model.flavor = "8B";
+  const sharding::ModelSpec preset = sharding::model_preset("llama3-8b");
+  sharding::ModelSpec m = c.model_spec();
+  EXPECT_EQ(m.name, "llama3-8b");
+  EXPECT_EQ(m.dims.ffn_hidden, preset.dims.ffn_hidden);
+  EXPECT_EQ(m.num_params(), preset.num_params());
+
+  c.model.n_layers = 2;
+  m = c.model_spec();
+  EXPECT_EQ(m.dims.layers, 2);
+  EXPECT_EQ(m.dims.ffn_hidden, preset.dims.ffn_hidden);
+
+  c.model.dim = 1024;
+  expect_config_error([&] { c.model_spec(); }, {"model.dim = 1024", "model.multiple_of"});
+  c.model.multiple_of = 256;
+  EXPECT_EQ(c.model_spec().dims.ffn_hidden, sharding::llama_ffn_hidden(1024, 256, 0));
+}
+
+TEST(TrainConfig, ToTomlParsesBackEqual) {
+  TrainConfig c = load_train_config_file(FSDP_DEBUG_MODEL_CONFIG);
+  apply_override(c, "model.dim", "64");
+  apply_override(c, "parallelism.fsdp_reshard_after_forward", "2");
+  apply_override(c, "job.description", "quote \" and backslash \\");
+  const std::string text = c.to_toml();
+  const TrainConfig back = parse_train_config(text, "resolved.toml");
+  EXPECT_EQ(back.to_toml(), text);
+  EXPECT_EQ(back.model.dim, 64);
+  EXPECT_EQ(back.job.description, "quote \" and backslash \\");
+  EXPECT_EQ(parse_train_config(TrainConfig().to_toml(), "d.toml").to_toml(), TrainConfig().to_toml());
+}
+
+TEST(TrainConfig, UsageListsEveryKeyWithDefault) {
+  const std::string usage = train_config_usage("fsdp-train");
+  for (const auto& k : train_config_keys()) {
+    EXPECT_NE(usage.find(k.section + "." + k.key), std::string::npos) << k.key;
+  }
+  EXPECT_NE(usage.find("training.steps int  [10000]"), std::string::npos);
+  EXPECT_NE(usage.find("optimizer.name AdamW|SGD  [\"AdamW\"]"), std::string::npos);
+  EXPECT_NE(usage.find("--config FILE"), std::string::npos);
+  EXPECT_GE(train_config_keys().size(), 45u);
+}
+
+TEST(TrainConfig, LrScheduleCarriesTheSchedulerKeys) {
+  TrainConfig c = load_train_config_file(FSDP_DEBUG_MODEL_CONFIG);
+  runtime::LrSchedule s = c.lr_schedule();
+  EXPECT_DOUBLE_EQ(s.lr, 8e-4);
+  EXPECT_EQ(s.total_steps, 20);
+  EXPECT_EQ(s.warmup_steps, 2);
+  EXPECT_LT(s.decay_ratio, 0);  // unset: every step after warm-up decays
+  EXPECT_EQ(s.decay, runtime::DecayType::kLinear);
+  EXPECT_LT(s.at(1), s.at(2));
+  EXPECT_GT(s.at(3), s.at(20));
+
+  // TorchTitan's decay_ratio is a fraction of all steps: 0.5 of 20 = 10 decay steps out of the 18 left.
+  apply_override(c, "lr_scheduler.decay_ratio", "0.5");
+  apply_override(c, "lr_scheduler.decay_type", "cosine");
+  s = c.lr_schedule();
+  EXPECT_EQ(std::llround(s.decay_ratio * 18), 10);
+  EXPECT_EQ(s.decay, runtime::DecayType::kCosine);
+  EXPECT_DOUBLE_EQ(s.at(10), 8e-4);  // still flat
+  EXPECT_LT(s.at(11), 8e-4);         // decaying
+  apply_override(c, "lr_scheduler.decay_ratio", "1.0");
+  EXPECT_DOUBLE_EQ(c.lr_schedule().decay_ratio, 1.0);  // cut to what warm-up leaves
+}
+
+TEST(ReshardAfterForward, DefaultKeepsTheLastUnit) {
+  const ReshardAfterForward d;
+  EXPECT_TRUE(d.reshards(0, 3));
+  EXPECT_FALSE(d.reshards(2, 3));
+  EXPECT_FALSE(ReshardAfterForward{ReshardAfterForward::Mode::kNever}.reshards(0, 3));
+}
+
+}  // namespace
+}  // namespace fsdp::train

@@ -1,0 +1,179 @@
+#include "train/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "tests/train/json_check.h"
+
+namespace fsdp::train {
+namespace {
+
+// A fresh folder for one test, removed when the test ends.
+struct TempDir {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("fsdp_train_metrics_" + std::to_string(::getpid()) + "_" +
+                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  TempDir() { std::filesystem::remove_all(dir); }
+  ~TempDir() { std::filesystem::remove_all(dir); }
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+};
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+StepRecord record(int64_t step, double loss) {
+  StepRecord r;
+  r.step = step;
+  r.loss = loss;
+  r.grad_norm = 1.2345;
+  r.lr = 8e-4;
+  r.tokens = 12345;
+  r.step_seconds = 1.0;
+  r.memory_bytes = static_cast<int64_t>(0.05 * 1024 * 1024 * 1024);
+  return r;
+}
+
+MetricsOptions options(std::ostream& out, const std::string& file = "") {
+  MetricsOptions o;
+  o.out = &out;
+  o.file = file;
+  o.flops_per_token = 1e12 * 0.01 / 12345;  // 0.01 TFLOP/s at 12,345 tokens/s
+  o.peak_flops = 1e12 * 0.01 / 0.0012;      // so mfu is 0.12%
+  o.memory_capacity_bytes = 0.05 * 1024 * 1024 * 1024 / 0.003;  // 0.30%
+  return o;
+}
+
+TEST(MetricsLogger, LineHasTorchTitansOrderAndFormat) {
+  std::ostringstream out;
+  const MetricsLogger logger(options(out));
+  EXPECT_EQ(logger.format_line(record(12, 5.4321)),
+            "step: 12  loss: 5.4321  grad_norm: 1.2345  memory: 0.05GiB(0.30%)  tps: 12,345  tflops: 0.01  "
+            "mfu: 0.12%");
+  StepRecord skipped = record(13, std::numeric_limits<double>::quiet_NaN());
+  skipped.skipped = true;
+  EXPECT_NE(logger.format_line(skipped).find("loss: nan"), std::string::npos);
+  EXPECT_NE(logger.format_line(skipped).find("(skipped: non-finite)"), std::string::npos);
+}
+
+TEST(MetricsLogger, PrintsOnLogStepsAndTheFirst) {
+  std::ostringstream out;
+  MetricsOptions o = options(out);
+  o.log_freq = 5;
+  MetricsLogger logger(o);
+  for (int64_t s = 1; s <= 10; ++s) logger.log(record(s, 3.0));
+  std::istringstream in(out.str());
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_TRUE(lines[0].starts_with("step: 1 "));
+  EXPECT_TRUE(lines[1].starts_with("step: 5 "));
+  EXPECT_TRUE(lines[2].starts_with("step: 10 "));
+}
+
+TEST(MetricsLogger, JsonlRecordsParseBack) {
+  std::ostringstream out;
+  const TempDir tmp;
+  const std::string path = tmp.path("sub/metrics.jsonl");
+  {
+    MetricsLogger logger(options(out, path));
+    logger.log(record(1, 5.5));
+    StepRecord bad = record(2, std::numeric_limits<double>::infinity());
+    bad.skipped = true;
+    logger.log(bad);
+  }
+  const auto lines = read_lines(path);
+  ASSERT_EQ(lines.size(), 2u);
+  const auto a = testing::parse_json(lines[0]);
+  EXPECT_EQ(a["step"].number, 1);
+  EXPECT_DOUBLE_EQ(a["loss"].number, 5.5);
+  EXPECT_DOUBLE_EQ(a["grad_norm"].number, 1.2345);
+  EXPECT_DOUBLE_EQ(a["lr"].number, 8e-4);
+  EXPECT_EQ(a["tokens"].number, 12345);
+  EXPECT_DOUBLE_EQ(a["tps"].number, 12345);
+  EXPECT_NEAR(a["tflops"].number, 0.01, 1e-12);
+  EXPECT_NEAR(a["mfu_pct"].number, 0.12, 1e-9);
+  EXPECT_NEAR(a["memory_pct"].number, 0.30, 1e-6);
+  EXPECT_FALSE(a["skipped"].boolean);
+  EXPECT_EQ(a["rank"].number, 0);
+  for (const char* key : {"step_time_s", "memory_bytes", "elapsed_s"}) EXPECT_TRUE(a.has(key)) << key;
+  const auto b = testing::parse_json(lines[1]);
+  EXPECT_EQ(b["loss"].type, testing::Json::Type::kNull);  // Inf has no JSON literal
+  EXPECT_TRUE(b["skipped"].boolean);
+}
+
+TEST(MetricsLogger, CsvHasHeaderAndOneRowPerStep) {
+  std::ostringstream out;
+  const TempDir tmp;
+  const std::string path = tmp.path("metrics.csv");
+  {
+    MetricsLogger logger(options(out, path));
+    logger.log(record(1, 5.5));
+    logger.log(record(2, 5.0));
+  }
+  const auto lines = read_lines(path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], MetricsLogger::csv_header());
+  EXPECT_TRUE(lines[2].starts_with("2,5,1.2345,0.0008,12345,1,12345,"));
+  const auto columns = [](const std::string& l) { return std::count(l.begin(), l.end(), ','); };
+  EXPECT_EQ(columns(lines[1]), columns(lines[0]));
+}
+
+TEST(MetricsLogger, SummaryLeavesOutTheWarmupStep) {
+  std::ostringstream out;
+  MetricsLogger logger(options(out));
+  StepRecord first = record(1, 6.0);
+  first.step_seconds = 10.0;  // compile/warm-up
+  logger.log(first);
+  StepRecord second = record(2, 4.0);
+  second.memory_bytes *= 2;
+  logger.log(second);
+  StepRecord third = record(3, std::numeric_limits<double>::quiet_NaN());
+  third.skipped = true;
+  logger.log(third);
+  const MetricsSummary s = logger.summary();
+  EXPECT_EQ(s.steps, 3);
+  EXPECT_EQ(s.skipped_steps, 1);
+  EXPECT_DOUBLE_EQ(s.mean_tps, 12345);
+  EXPECT_EQ(s.peak_memory_bytes, second.memory_bytes);
+  EXPECT_DOUBLE_EQ(s.final_loss, 4.0);
+  const std::string text = logger.format_summary();
+  EXPECT_TRUE(text.starts_with("summary: steps: 3 (skipped 1)  mean tps: 12,345  peak memory: 0.10GiB(0.60%)  "
+                               "final loss: 4.0000  elapsed: "))
+      << text;
+}
+
+TEST(MetricsLogger, UnwritableFileNamesThePath) {
+  std::ostringstream out;
+  try {
+    MetricsLogger logger(options(out, "/proc/no/such/metrics.jsonl"));
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/proc/no/such/metrics.jsonl"), std::string::npos);
+  }
+}
+
+TEST(Metrics, Helpers) {
+  EXPECT_EQ(with_thousands(0), "0");
+  EXPECT_EQ(with_thousands(999), "999");
+  EXPECT_EQ(with_thousands(1000), "1,000");
+  EXPECT_EQ(with_thousands(1234567), "1,234,567");
+  EXPECT_EQ(with_thousands(-12345), "-12,345");
+  EXPECT_EQ(metrics_file_for_rank("out/m.jsonl", 0), "out/m.jsonl");
+  EXPECT_EQ(metrics_file_for_rank("out/m.jsonl", 3), "out/m.rank3.jsonl");
+}
+
+}  // namespace
+}  // namespace fsdp::train

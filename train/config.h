@@ -1,0 +1,205 @@
+// The fsdp-train job configuration: a TorchTitan-style TOML file, then `--section.key value` command-line
+// overrides, then validate(world_size). Section and key names are TorchTitan's wherever the meaning is
+// the same; every key, its type, default and origin is declared once in config.cc and listed by
+// train_config_usage() and docs/training.md.
+//
+//   TrainConfig cfg = load_train_config(parse_command_line(argc, argv));  // defaults <- file <- flags
+//   cfg.validate(world_size);   // resolves -1 degrees and the global batch, checks cross-key rules
+//   sharding::ModelSpec model = cfg.model_spec();
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "collectives/types/dtype.h"
+#include "runtime/lr_schedule.h"
+#include "sharding/model_spec.h"
+
+namespace fsdp::train {
+
+// Bad configuration: the message names the key (or flag) and, for files, "file:line".
+class ConfigError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+struct JobConfig {
+  std::string dump_folder = "./outputs";  // relative checkpoint/metrics/trace paths are under it
+  std::string description = "default job";
+};
+
+// The Llama 3 flavor plus optional explicit dimensions that override it (unset: the flavor's value).
+struct ModelConfig {
+  std::string name = "llama3";
+  std::string flavor = "debugmodel";  // "debugmodel", "8B"/"70B"/"405B", or a sharding preset name
+  std::optional<int64_t> dim;
+  std::optional<int64_t> n_layers;
+  std::optional<int64_t> n_heads;
+  std::optional<int64_t> n_kv_heads;
+  std::optional<int64_t> vocab_size;
+  std::optional<int64_t> multiple_of;
+  std::optional<double> ffn_dim_multiplier;
+  double norm_eps = 1e-5;
+  double rope_theta = 500000;
+};
+
+struct TrainingConfig {
+  int64_t local_batch_size = 8;  // sequences per data-parallel rank per micro-step
+  int64_t seq_len = 2048;        // tokens per sequence (a window holds seq_len + 1 tokens)
+  int64_t steps = 10000;
+  double max_norm = 1.0;  // gradient clipping by global L2 norm; 0 disables
+  // -1: local_batch_size * dp degree * gradient_accumulation_steps. Resolved by validate().
+  int64_t global_batch_size = -1;
+  int64_t gradient_accumulation_steps = 1;  // micro-steps per optimizer step; validate() derives it
+  std::string mixed_precision_param = "bfloat16";  // dtype of all-gathered parameters and compute
+  std::string mixed_precision_reduce = "float32";  // dtype gradients are reduce-scattered in
+  int64_t seed = 0;
+  bool deterministic = false;
+  std::string dataset = "tiny_corpus";  // "tiny_corpus" (bundled English text) or "synthetic"
+  bool skip_nonfinite_steps = false;    // ours: skip the optimizer step on NaN/Inf loss instead of stopping
+
+  DataType param_dtype() const;   // kBfloat16 or kFloat32
+  DataType reduce_dtype() const;  // kFloat32 or kBfloat16
+};
+
+struct OptimizerConfig {
+  std::string name = "AdamW";  // "AdamW" or "SGD"
+  double lr = 8e-4;
+  double eps = 1e-8;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double weight_decay = 0.1;
+  double momentum = 0.9;  // ours: SGD only
+};
+
+struct LrSchedulerConfig {
+  int64_t warmup_steps = 200;
+  std::optional<double> decay_ratio;  // unset: decay over every step after warm-up
+  std::string decay_type = "linear";  // "linear", "cosine", "sqrt"
+  double min_lr_factor = 0.0;
+};
+
+// fsdp_reshard_after_forward: TorchTitan's "default"/"always"/"never", or (ours) an integer group size:
+// after forward keep parameters gathered within groups of that many shard ranks (FSDP2's int form).
+struct ReshardAfterForward {
+  enum class Mode { kDefault, kAlways, kNever, kGroup };
+  Mode mode = Mode::kDefault;
+  int64_t group_size = 0;  // kGroup only
+
+  std::string to_string() const;  // "default", "always", "never" or the group size
+  // Whether unit `unit` of `num_units` (in forward order) frees its gathered parameters after forward.
+  // "default" is TorchTitan's: every unit but the last, whose parameters backward needs first.
+  bool reshards(int64_t unit, int64_t num_units) const;
+};
+
+struct ParallelismConfig {
+  int64_t data_parallel_replicate_degree = 1;
+  int64_t data_parallel_shard_degree = -1;  // -1: world_size / replicate degree (resolved by validate)
+  ReshardAfterForward fsdp_reshard_after_forward;
+  int64_t prefetch = 1;  // ours: units all-gathered ahead of the one computing
+
+  int64_t dp_degree() const { return data_parallel_replicate_degree * data_parallel_shard_degree; }
+};
+
+struct CheckpointConfig {
+  bool enable_checkpoint = false;
+  std::string folder = "checkpoint";  // under job.dump_folder
+  int64_t interval = 500;             // steps between saves
+  int64_t keep_latest_k = 10;         // 0 keeps all
+  int64_t load_step = -1;             // -1: the latest one found
+  std::string async_mode = "disabled";  // "disabled" or "async"
+};
+
+struct MetricsConfig {
+  int64_t log_freq = 10;
+  bool save_for_all_ranks = false;
+  std::string file;        // ours: per-step records, JSONL, or CSV when it ends in ".csv"; empty: none
+  std::string trace_file;  // ours: Chrome/Perfetto trace; empty: tracing off
+};
+
+struct ActivationCheckpointConfig {
+  std::string mode = "none";  // only "none": the reference model does not recompute
+};
+
+struct TrainConfig {
+  JobConfig job;
+  ModelConfig model;
+  TrainingConfig training;
+  OptimizerConfig optimizer;
+  LrSchedulerConfig lr_scheduler;
+  ParallelismConfig parallelism;
+  CheckpointConfig checkpoint;
+  MetricsConfig metrics;
+  ActivationCheckpointConfig activation_checkpoint;
+
+  // Resolves data_parallel_shard_degree -1, global_batch_size -1 and gradient_accumulation_steps, and
+  // checks the rules that span keys: replicate * shard == world_size, the global batch divisible by
+  // local_batch_size * dp degree, a reshard group size dividing the shard degree, heads dividing dim,
+  // the byte corpus fitting the vocabulary, checkpoint settings. Throws ConfigError naming the keys.
+  void validate(int64_t world_size);
+
+  // The flavor's Llama 3 dimensions with the explicit [model] keys applied.
+  sharding::LlamaConfig llama_config() const;
+  sharding::ModelSpec model_spec() const;  // sharding::make_llama(llama_config())
+  // optimizer.lr with the [lr_scheduler] keys; decay_ratio keeps TorchTitan's meaning (a fraction of
+  // all training steps, cut to what warm-up leaves).
+  runtime::LrSchedule lr_schedule() const;
+
+  // Path under job.dump_folder unless absolute; empty stays empty.
+  std::string resolve_path(const std::string& path) const;
+  std::string checkpoint_dir() const { return resolve_path(checkpoint.folder); }
+  std::string metrics_path() const { return resolve_path(metrics.file); }
+  std::string trace_path() const { return resolve_path(metrics.trace_file); }
+
+  // Tokens one data-parallel rank consumes per optimizer step.
+  int64_t tokens_per_step_per_rank() const {
+    return training.local_batch_size * training.seq_len * training.gradient_accumulation_steps;
+  }
+
+  // Every key as a TOML document (the resolved configuration to print at start-up); parses back to
+  // an equal configuration.
+  std::string to_toml() const;
+};
+
+// Parses a TOML document over the defaults. `source` names it in errors ("debug_model.toml:12: ...").
+TrainConfig parse_train_config(std::string_view toml_text, std::string_view source);
+TrainConfig load_train_config_file(const std::string& path);
+
+// Applies one `--section.key value` override (flag without the leading "--" or with it). The value is
+// type-checked as the file's would be; errors name the flag.
+void apply_override(TrainConfig& config, std::string_view flag, std::string_view value);
+
+struct CommandLine {
+  std::optional<std::string> config_file;                      // --config FILE (or --job.config_file)
+  std::vector<std::pair<std::string, std::string>> overrides;  // ("training.steps", "20"), in order
+  bool help = false;                                           // --help / -h
+};
+// Accepts `--key value`, `--key=value`, and a bare `--key` for a boolean key (true). Unknown keys and
+// missing values throw ConfigError naming the flag. argv[0] is the program name.
+CommandLine parse_command_line(int argc, const char* const* argv);
+// Defaults, then the file (if any), then the overrides in order.
+TrainConfig load_train_config(const CommandLine& command_line);
+
+// Usage text: the flags, then every key by section with its type, default and meaning.
+std::string train_config_usage(std::string_view program);
+
+// One row per key, for the help text and the reference table.
+struct ConfigKeyInfo {
+  std::string section;
+  std::string key;
+  std::string type;           // "int", "float", "bool", "string", or the choices "a|b|c"
+  std::string default_value;  // TOML literal; empty for an unset optional
+  std::string help;
+  bool torchtitan = false;  // same name and meaning as TorchTitan's JobConfig
+};
+std::vector<ConfigKeyInfo> train_config_keys();
+
+// The "debugmodel" flavor: a Llama 3 small enough to train on two CPU cores (byte-level vocabulary).
+sharding::LlamaConfig debug_model_llama_config();
+
+}  // namespace fsdp::train

@@ -1,0 +1,137 @@
+#include "train/trainer.h"
+
+#include <cmath>
+#include <string>
+
+#include "model/embedding.h"
+#include "model/init.h"
+#include "model/output_head.h"
+#include "model/transformer_block.h"
+
+namespace fsdp::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+Trainer::Trainer(const TrainerOptions& options, Communicator& world, BatchSource batches)
+    : options_(options), world_(world), batches_(std::move(batches)) {
+  dims_ = model::LlamaDims::from_spec(options_.model);
+  dims_.norm_eps = options_.norm_eps;
+  dims_.rope_theta = options_.rope_theta;
+  dims_.validate();
+  if (options_.local_batch < 1 || options_.seq_len < 1 || options_.grad_accum < 1) {
+    throw std::invalid_argument("trainer: local_batch, seq_len and grad_accum must be positive");
+  }
+  fsdp_ = std::make_unique<runtime::FsdpModel>(options_.model, options_.fsdp, world_, tracker_);
+  const uint64_t seed = options_.seed;
+  fsdp_->init_parameters([&](int u, std::span<float* const> params) {
+    model::init_parameters(options_.model.units[static_cast<size_t>(u)], params, seed);
+  });
+  if (options_.optimizer == OptimizerKind::kAdamW) {
+    optimizer_ = std::make_unique<runtime::AdamW>(*fsdp_, options_.adamw, tracker_);
+  } else {
+    optimizer_ = std::make_unique<runtime::SgdMomentum>(*fsdp_, options_.sgd, tracker_);
+  }
+  const int64_t b = options_.local_batch, t = options_.seq_len;
+  embedding_ = std::make_unique<model::Embedding>(dims_, tracker_);
+  for (int64_t i = 0; i < dims_.layers; ++i) {
+    blocks_.push_back(std::make_unique<model::TransformerBlock>(dims_, b, t, tracker_));
+  }
+  head_ = std::make_unique<model::OutputHead>(dims_, b, t, tracker_);
+  inputs_.resize(static_cast<size_t>(b * t));
+  targets_.resize(static_cast<size_t>(b * t));
+  hidden_.reset(tracker_, runtime::MemoryCategory::kActivations, static_cast<size_t>(b * t * dims_.dim));
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::record(std::string_view what, Clock::time_point start) {
+  if (compute_observer_) compute_observer_(what, start, Clock::now());
+}
+
+double Trainer::micro_step(int64_t micro) {
+  const int64_t rows = options_.local_batch * options_.seq_len;
+  batches_(step_, micro, inputs_.data(), targets_.data());
+  runtime::FsdpModel& fsdp = *fsdp_;
+  const int last = fsdp.num_units() - 1;
+  float* x = hidden_.data();
+
+  // Forward: unit 0 embeds, units 1..L are blocks, the last unit is the head.
+  auto w = fsdp.pre_forward(0);
+  auto t0 = Clock::now();
+  embedding_->forward(w, inputs_.data(), rows, x);
+  record("forward tok_embeddings", t0);
+  fsdp.post_forward(0);
+  for (int u = 1; u < last; ++u) {
+    w = fsdp.pre_forward(u);
+    t0 = Clock::now();
+    blocks_[static_cast<size_t>(u - 1)]->forward(w, x, x);
+    record("forward layers", t0);
+    fsdp.post_forward(u);
+  }
+  w = fsdp.pre_forward(last);
+  t0 = Clock::now();
+  const double loss = head_->forward(w, x, targets_.data());
+  record("forward output", t0);
+  fsdp.post_forward(last);
+
+  // Backward, last unit first; x now carries the gradient of the residual stream.
+  w = fsdp.pre_backward(last);
+  t0 = Clock::now();
+  head_->backward(w, fsdp.grads(last), 1.0f / static_cast<float>(options_.grad_accum), x);
+  record("backward output", t0);
+  fsdp.post_backward(last);
+  for (int u = last - 1; u >= 1; --u) {
+    w = fsdp.pre_backward(u);
+    t0 = Clock::now();
+    blocks_[static_cast<size_t>(u - 1)]->backward(w, fsdp.grads(u), x, x);
+    record("backward layers", t0);
+    fsdp.post_backward(u);
+  }
+  fsdp.pre_backward(0);
+  t0 = Clock::now();
+  embedding_->backward(fsdp.grads(0), inputs_.data(), rows, x);
+  record("backward tok_embeddings", t0);
+  fsdp.post_backward(0);
+  fsdp.finalize_backward();
+  return loss;
+}
+
+StepStats Trainer::step() {
+  const auto start = Clock::now();
+  ++step_;
+  StepStats stats;
+  stats.step = step_;
+  double local_loss = 0;
+  for (int64_t m = 0; m < options_.grad_accum; ++m) {
+    // Gradients stay unsharded across micro-batches and are reduced once, on the last (FSDP2's
+    // set_requires_gradient_sync(False) pattern).
+    fsdp_->set_requires_gradient_sync(m == options_.grad_accum - 1);
+    local_loss += micro_step(m) / static_cast<double>(options_.grad_accum);
+  }
+  // Every rank holds the same global mean afterwards, so all take the same decision about it.
+  world_.all_reduce(&local_loss, &stats.loss, 1, DataType::kFloat64, ReduceOp{ReduceKind::kAvg, 1.0}).wait();
+  stats.grad_norm = fsdp_->clip_grad_norm(options_.max_norm);
+  stats.lr = options_.lr.at(step_);
+  if (!std::isfinite(stats.loss) || !std::isfinite(stats.grad_norm)) {
+    if (!options_.skip_nonfinite) {
+      throw NonFiniteLoss("step " + std::to_string(step_) + ": " +
+                          (std::isfinite(stats.loss) ? "gradient norm" : "loss") + " is not finite (loss " +
+                          std::to_string(stats.loss) + ", grad_norm " + std::to_string(stats.grad_norm) +
+                          "); lower the learning rate or set training.skip_nonfinite_steps = true to skip such steps");
+    }
+    stats.skipped = true;
+  } else {
+    const auto t0 = Clock::now();
+    optimizer_->step(*fsdp_, stats.lr);
+    record("optimizer", t0);
+  }
+  fsdp_->zero_grad();
+  stats.tokens = options_.local_batch * options_.seq_len * options_.grad_accum;
+  stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return stats;
+}
+
+}  // namespace fsdp::train

@@ -1,0 +1,116 @@
+// One rank's training loop over the reference Llama model and the FSDP runtime: per optimizer step,
+// grad_accum micro-batches of forward (units in order) and backward (units in reverse) through the
+// FSDP2 hooks, then gradient clipping, the optimizer and the learning-rate schedule.
+//
+//   Trainer trainer(options, world, batches);
+//   for (int64_t s = 1; s <= options.steps; ++s) StepStats st = trainer.step();
+//
+// Every rank must run the same number of steps; batches(step, micro, inputs, targets) must hand each
+// data-parallel rank its own rows of the global batch (train/dataset.h does).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "model/dims.h"
+#include "runtime/fsdp_model.h"
+#include "runtime/lr_schedule.h"
+#include "runtime/memory_tracker.h"
+#include "runtime/optimizer.h"
+#include "sharding/model_spec.h"
+
+namespace fsdp::model {
+class Embedding;
+class TransformerBlock;
+class OutputHead;
+}  // namespace fsdp::model
+
+namespace fsdp::train {
+
+enum class OptimizerKind { kAdamW, kSgd };
+
+struct TrainerOptions {
+  sharding::ModelSpec model;  // a dense Llama spec (sharding::make_llama)
+  float norm_eps = 1e-5f;
+  float rope_theta = 10000.f;
+  int64_t local_batch = 4;  // sequences per rank per micro-batch
+  int64_t seq_len = 128;
+  int64_t grad_accum = 1;  // micro-batches per optimizer step
+  double max_norm = 1.0;   // <= 0: no clipping
+  runtime::FsdpOptions fsdp;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  runtime::AdamWConfig adamw;
+  runtime::SgdConfig sgd;
+  runtime::LrSchedule lr;
+  uint64_t seed = 0;  // parameter initialisation
+  bool skip_nonfinite = false;  // a NaN/Inf loss or gradient norm skips the step instead of stopping
+};
+
+// Fills one micro-batch of this rank: inputs and targets, each local_batch * seq_len tokens.
+using BatchSource = std::function<void(int64_t step, int64_t micro, int32_t* inputs, int32_t* targets)>;
+// Told about every compute span (forward/backward of a unit, the optimizer) for the trace.
+using ComputeObserver = std::function<void(std::string_view what, std::chrono::steady_clock::time_point start,
+                                           std::chrono::steady_clock::time_point end)>;
+
+struct StepStats {
+  int64_t step = 0;
+  double loss = 0;       // mean over the global batch
+  double grad_norm = 0;  // before clipping
+  double lr = 0;
+  double seconds = 0;
+  int64_t tokens = 0;  // this rank's tokens in the step
+  bool skipped = false;
+};
+
+// Thrown when a step's loss or gradient norm is NaN or Inf and skip_nonfinite is off.
+class NonFiniteLoss : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Trainer {
+ public:
+  // Collective over `world`: builds the FSDP state and initialises the parameters (seeded, the same
+  // whatever the world size).
+  Trainer(const TrainerOptions& options, Communicator& world, BatchSource batches);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  StepStats step();
+  int64_t steps_done() const { return step_; }
+  // After a checkpoint load: the next step() is step + 1.
+  void set_steps_done(int64_t step) { step_ = step; }
+
+  runtime::FsdpModel& fsdp() { return *fsdp_; }
+  runtime::ShardedOptimizer& optimizer() { return *optimizer_; }
+  runtime::MemoryTracker& tracker() { return tracker_; }
+  const TrainerOptions& options() const { return options_; }
+  void set_compute_observer(ComputeObserver observer) { compute_observer_ = std::move(observer); }
+
+ private:
+  double micro_step(int64_t micro);  // forward + backward of one micro-batch; returns its local loss
+  void record(std::string_view what, std::chrono::steady_clock::time_point start);
+
+  TrainerOptions options_;
+  Communicator& world_;
+  BatchSource batches_;
+  runtime::MemoryTracker tracker_;
+  model::LlamaDims dims_;
+  std::unique_ptr<runtime::FsdpModel> fsdp_;
+  std::unique_ptr<runtime::ShardedOptimizer> optimizer_;
+  std::unique_ptr<model::Embedding> embedding_;
+  std::vector<std::unique_ptr<model::TransformerBlock>> blocks_;
+  std::unique_ptr<model::OutputHead> head_;
+  std::vector<int32_t> inputs_, targets_;
+  runtime::TrackedBuffer<float> hidden_;  // (B*T, dim): the residual stream between units
+  int64_t step_ = 0;
+  ComputeObserver compute_observer_;
+};
+
+}  // namespace fsdp::train
