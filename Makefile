@@ -17,9 +17,12 @@ $(BUILD)/build.ninja: CMakeLists.txt | deps
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Until the trainer exists, the main job is the collectives demo: 2 local ranks over shared memory.
+# The main job on its embedded defaults: the debug Llama model trained with FSDP over NPROC local
+# ranks joined through shared memory (fsdp-run serves the rendezvous; no MPI or cluster needed).
+NPROC ?= 2
+RUN_ARGS ?= --training.steps 100
 run: build
-	$(BUILD)/bench/fsdp-demo
+	$(BUILD)/launch/fsdp-run --nproc $(NPROC) -- $(BUILD)/train/fsdp-train --config configs/debug_model.toml $(RUN_ARGS)
 
 test: build
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 300

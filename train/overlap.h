@@ -1,0 +1,42 @@
+// How much communication ran while the training thread computed: the figure FSDP's prefetching is for.
+// Compute intervals come from the training thread (disjoint, in order); communication intervals from
+// the collectives' start and finish times on the progress engine.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fsdp::train {
+
+class OverlapMeter {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  void compute(TimePoint start, TimePoint end);
+  // `kind` groups collectives: "all_gather" (forward and backward), "reduce_scatter", "all_reduce".
+  void communication(std::string_view kind, TimePoint start, TimePoint end);
+
+  struct Share {
+    double seconds = 0;         // total time the collectives of this kind were in flight
+    double hidden_seconds = 0;  // of which the training thread was computing
+    double hidden_fraction() const { return seconds > 0 ? hidden_seconds / seconds : 0; }
+  };
+  // Per kind; thread-safe against concurrent recording.
+  std::map<std::string, Share> shares() const;
+  double compute_seconds() const;
+  void clear();
+
+ private:
+  struct Interval {
+    TimePoint start, end;
+  };
+  mutable std::mutex mu_;
+  std::vector<Interval> compute_;
+  std::map<std::string, std::vector<Interval>> comm_;
+};
+
+}  // namespace fsdp::train

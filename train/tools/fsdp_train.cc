@@ -1,0 +1,74 @@
+// fsdp-train: the main job. Reads a TorchTitan-style TOML file plus `--section.key value` overrides,
+// joins the job (torchrun / mpirun / Slurm variables, or the launch flags), and trains the reference
+// Llama model with FSDP on every rank.
+//
+//   fsdp-run --nproc 2 -- fsdp-train --config configs/debug_model.toml --training.steps 20
+//   mpirun -np 144 fsdp-train --config llama.toml
+//
+// Exit status: 0 done, 1 a runtime failure (communication, non-finite loss, checkpoint), 2 bad
+// configuration or usage. Every failure line names this rank.
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "collectives/core/errors.h"
+#include "launch/cli_flags.h"
+#include "launch/world.h"
+#include "train/config.h"
+#include "train/train_job.h"
+
+namespace {
+
+int fail(int rank, const char* kind, const std::exception& e, int code) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "fsdp-train: rank %d: %s: %s\n", rank, kind, e.what());
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace fsdp;
+  int rank = -1;  // unknown until the environment is read
+  try {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    const launch::LaunchFlags flags = launch::take_launch_flags(args);
+    std::vector<const char*> rest{argv[0]};
+    for (const auto& a : args) rest.push_back(a.c_str());
+    const train::CommandLine command_line = train::parse_command_line(static_cast<int>(rest.size()), rest.data());
+    if (command_line.help) {
+      std::cout << train::train_config_usage("fsdp-train") << '\n' << launch::launch_flags_usage();
+      return 0;
+    }
+    const launch::ProcessEnv env = launch::detect_process_env(flags.overrides);
+    rank = env.rank;
+    train::TrainConfig config = train::load_train_config(command_line);
+    config.validate(env.world_size);
+
+    launch::WorldOptions world_options;
+    if (!flags.transport.empty()) world_options.transport = flags.transport;
+    launch::World world = launch::connect_world(env, world_options);
+    if (rank == 0) {
+      std::cout << "fsdp-train: " << config.job.description << ": " << env.world_size << " rank(s) from " << env.source
+                << " on " << world.topology.host_count << " host(s) over " << world.transport_name << ", shard "
+                << config.parallelism.data_parallel_shard_degree << " x replicate "
+                << config.parallelism.data_parallel_replicate_degree << ", " << config.training.steps << " steps\n"
+                << std::flush;
+    }
+    train::JobOptions job;
+    job.log = rank == 0 || config.metrics.save_for_all_ranks ? &std::cout : nullptr;
+    train::run_training_job(config, *world.comm, job);
+    std::cout << std::flush;
+    return 0;
+  } catch (const train::ConfigError& e) {
+    return fail(rank, "configuration", e, 2);
+  } catch (const InvalidArgument& e) {
+    return fail(rank, "invalid argument", e, 2);
+  } catch (const train::NonFiniteLoss& e) {
+    return fail(rank, "non-finite loss", e, 1);
+  } catch (const std::exception& e) {
+    return fail(rank, "error", e, 1);
+  }
+}

@@ -1,0 +1,244 @@
+#include "train/train_job.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <ostream>
+#include <sstream>
+
+#include "runtime/checkpoint/checkpointer.h"
+#include "sharding/chip_profile.h"
+#include "sharding/cost_model.h"
+#include "sharding/planner.h"
+#include "train/dataset.h"
+#include "train/metrics.h"
+#include "train/overlap.h"
+#include "train/trace.h"
+
+namespace fsdp::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double to_us(Clock::time_point t) {
+  return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count()) /
+         1000.0;
+}
+
+sharding::Reshard reshard_of(const ReshardAfterForward& r) {
+  switch (r.mode) {
+    case ReshardAfterForward::Mode::kNever: return sharding::Reshard::parse("false");
+    case ReshardAfterForward::Mode::kGroup: return sharding::Reshard::parse(std::to_string(r.group_size));
+    case ReshardAfterForward::Mode::kDefault:
+    case ReshardAfterForward::Mode::kAlways: break;
+  }
+  return sharding::Reshard::parse("true");
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string encode_state(const DataLoaderState& s) {
+  std::string bytes(sizeof s, '\0');
+  std::memcpy(bytes.data(), &s, sizeof s);
+  return bytes;
+}
+
+DataLoaderState decode_state(const std::string& bytes) {
+  DataLoaderState s;
+  if (bytes.size() != sizeof s) throw std::runtime_error("checkpoint: data_loader state has the wrong size");
+  std::memcpy(&s, bytes.data(), sizeof s);
+  return s;
+}
+
+// The planner's view of this run, for the predicted peak printed beside the measured one.
+int64_t planned_peak(const TrainConfig& config, const TrainerOptions& o, int world) {
+  sharding::Policy policy = o.fsdp.policy;
+  policy.micro_batch = o.local_batch;
+  policy.seq_len = o.seq_len;
+  policy.grad_accum = o.grad_accum;
+  policy.optimizer = o.optimizer == OptimizerKind::kAdamW ? sharding::Optimizer::kAdamW : sharding::Optimizer::kSgdMomentum;
+  const auto mesh = sharding::Mesh::create(sharding::MeshSpec{1, world, config.parallelism.data_parallel_replicate_degree,
+                                                              config.parallelism.data_parallel_shard_degree});
+  return sharding::make_plan(o.model, sharding::chip_preset("cpu"), mesh, policy, 0.0).estimate.memory.peak();
+}
+
+}  // namespace
+
+TrainerOptions trainer_options(const TrainConfig& c) {
+  TrainerOptions o;
+  o.model = c.model_spec();
+  o.norm_eps = static_cast<float>(c.model.norm_eps);
+  o.rope_theta = static_cast<float>(c.model.rope_theta);
+  o.local_batch = c.training.local_batch_size;
+  o.seq_len = c.training.seq_len;
+  o.grad_accum = c.training.gradient_accumulation_steps;
+  o.max_norm = c.training.max_norm;
+  o.fsdp.replicate_degree = c.parallelism.data_parallel_replicate_degree;
+  o.fsdp.shard_degree = c.parallelism.data_parallel_shard_degree;
+  o.fsdp.policy.param_dtype = c.training.param_dtype();
+  o.fsdp.policy.reduce_dtype = c.training.reduce_dtype();
+  o.fsdp.policy.reshard = reshard_of(c.parallelism.fsdp_reshard_after_forward);
+  o.fsdp.policy.prefetch = c.parallelism.prefetch;
+  o.optimizer = c.optimizer.name == "SGD" ? OptimizerKind::kSgd : OptimizerKind::kAdamW;
+  o.adamw = runtime::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2, c.optimizer.eps, c.optimizer.weight_decay};
+  o.sgd = runtime::SgdConfig{c.optimizer.momentum, c.optimizer.weight_decay};
+  o.lr = c.lr_schedule();
+  o.seed = static_cast<uint64_t>(c.training.seed);
+  o.skip_nonfinite = c.training.skip_nonfinite_steps;
+  return o;
+}
+
+std::string model_config_hash(const TrainConfig& config) {
+  const auto spec = config.model_spec();
+  std::ostringstream s;
+  s << "llama dim=" << spec.dims.dim << " layers=" << spec.dims.layers << " heads=" << spec.dims.n_heads
+    << " kv=" << spec.dims.n_kv_heads << " ffn=" << spec.dims.ffn_hidden << " vocab=" << spec.dims.vocab
+    << " eps=" << config.model.norm_eps << " theta=" << config.model.rope_theta;
+  for (const auto& u : spec.units) {
+    for (const auto& p : u.params) {
+      s << ' ' << p.name << '[';
+      for (int64_t d : p.shape) s << d << ',';
+      s << ']';
+    }
+  }
+  std::ostringstream out;
+  out << std::hex << fnv1a(s.str());
+  return out.str();
+}
+
+JobResult run_training_job(const TrainConfig& config, Communicator& world, const JobOptions& job) {
+  const TrainerOptions opts = trainer_options(config);
+  const int rank = world.rank();
+  const int64_t shard = config.parallelism.data_parallel_shard_degree;
+  JobResult result;
+
+  // Data: rank r of the data-parallel world reads rows [r * B, (r + 1) * B) of each global micro-batch.
+  DataLoaderOptions lo;
+  lo.local_batch_size = opts.local_batch;
+  lo.seq_len = opts.seq_len;
+  lo.gradient_accumulation_steps = opts.grad_accum;
+  lo.dp_rank = dp_rank_of(rank / shard, rank % shard, shard);
+  lo.dp_size = world.size();
+  lo.seed = opts.seed;
+  auto source = std::shared_ptr<const TokenSource>(
+      make_token_source(config.training.dataset, opts.model.dims.vocab, opts.seed));
+  DataLoader loader(source, lo);
+  Batch batch;
+  BatchSource batches = [&](int64_t step, int64_t micro, int32_t* inputs, int32_t* targets) {
+    loader.next(batch);
+    if (batch.step != step || batch.micro_step != micro) {
+      throw std::logic_error("data loader at step " + std::to_string(batch.step) + "." +
+                             std::to_string(batch.micro_step) + ", trainer at " + std::to_string(step) + "." +
+                             std::to_string(micro));
+    }
+    std::copy(batch.inputs.begin(), batch.inputs.end(), inputs);
+    std::copy(batch.targets.begin(), batch.targets.end(), targets);
+  };
+
+  Trainer trainer(opts, world, batches);
+
+  // Trace and overlap: compute spans from this thread, collectives from the progress engine.
+  const bool tracing = !config.metrics.trace_file.empty();
+  Trace trace(rank, tracing);
+  OverlapMeter overlap;
+  trainer.set_compute_observer([&](std::string_view what, Clock::time_point start, Clock::time_point end) {
+    overlap.compute(start, end);
+    if (tracing) trace.complete(Track::kCompute, what, to_us(start), to_us(end) - to_us(start));
+  });
+  trainer.fsdp().set_comm_observer(
+      [&](std::string_view what, int unit, Clock::time_point start, Clock::time_point end, int64_t bytes) {
+        overlap.communication(what.starts_with("all_gather") ? "all_gather" : what, start, end);
+        if (tracing) {
+          trace.complete(Track::kCommunication, std::string(what) + " " + trainer.fsdp().unit(unit).name(),
+                         to_us(start), to_us(end) - to_us(start), bytes);
+        }
+      });
+
+  // Checkpoints: resume from the latest (or load_step), then save every interval and at the end.
+  std::unique_ptr<runtime::checkpoint::Checkpointer> ckpt;
+  const std::string hash = model_config_hash(config);
+  if (config.checkpoint.enable_checkpoint) {
+    runtime::checkpoint::CheckpointOptions co;
+    co.folder = config.checkpoint_dir();
+    co.keep_latest_k = config.checkpoint.keep_latest_k;
+    co.async = config.checkpoint.async_mode == "async";
+    ckpt = std::make_unique<runtime::checkpoint::Checkpointer>(trainer.fsdp(), &trainer.optimizer(), world, co,
+                                                               trainer.tracker());
+    const bool explicit_step = config.checkpoint.load_step >= 0;
+    if (explicit_step || runtime::checkpoint::latest_step(co.folder)) {
+      const auto loaded = ckpt->load(hash, config.checkpoint.load_step);
+      const auto it = loaded.training_state.find("data_loader");
+      if (it == loaded.training_state.end()) throw std::runtime_error("checkpoint " + loaded.dir + " has no data_loader state");
+      loader.restore(decode_state(it->second));
+      trainer.set_steps_done(loaded.step);
+      result.start_step = loaded.step;
+      if (job.log) *job.log << "resumed from " << loaded.dir << " (step " << loaded.step << ", saved at shard degree "
+                            << loaded.saved_shard_degree << ")\n";
+    }
+  }
+
+  const sharding::ChipProfile chip = sharding::chip_preset("cpu");
+  MetricsOptions mo;
+  mo.rank = rank;
+  mo.log_freq = config.metrics.log_freq;
+  mo.flops_per_token = sharding::model_flops_per_token(opts.model, opts.seq_len);
+  mo.peak_flops = chip.peak_flops(DataType::kFloat32);
+  mo.memory_capacity_bytes = chip.memory_bytes;
+  if (!config.metrics.file.empty() && (rank == 0 || config.metrics.save_for_all_ranks)) {
+    mo.file = config.metrics.save_for_all_ranks ? metrics_file_for_rank(config.metrics_path(), rank)
+                                                : config.metrics_path();
+  }
+  mo.out = job.log;
+  mo.print = job.log != nullptr && (rank == 0 || config.metrics.save_for_all_ranks);
+  MetricsLogger metrics(mo);
+
+  std::vector<double> step_seconds;
+  for (int64_t s = trainer.steps_done() + 1; s <= config.training.steps; ++s) {
+    if (s == trainer.steps_done() + 2) overlap.clear();  // leave the first (warm-up) step out
+    const StepStats st = trainer.step();
+    result.steps.push_back(st);
+    if (result.steps.size() > 1) step_seconds.push_back(st.seconds);
+    metrics.log(StepRecord{st.step, st.loss, st.grad_norm, st.lr, st.tokens, st.seconds,
+                           trainer.tracker().peak_total(), st.skipped});
+    const bool last = s == config.training.steps;
+    if (ckpt && (s % config.checkpoint.interval == 0 || last)) {
+      ckpt->save(s, hash, {{"data_loader", encode_state(loader.state())}, {"seed", std::to_string(opts.seed)}});
+    }
+    if (job.stop_after_step > 0 && s >= job.stop_after_step) break;
+  }
+  if (ckpt) ckpt->wait();
+
+  result.peak_bytes = trainer.tracker().peak_total();
+  result.planned_peak_bytes = planned_peak(config, opts, world.size());
+  for (const auto& [kind, share] : overlap.shares()) result.hidden_fraction[kind] = share.hidden_fraction();
+  if (!step_seconds.empty()) {
+    std::nth_element(step_seconds.begin(), step_seconds.begin() + step_seconds.size() / 2, step_seconds.end());
+    result.seconds_per_step = step_seconds[step_seconds.size() / 2];
+  }
+  if (job.gather_final_parameters) {
+    for (int u = 0; u < trainer.fsdp().num_units(); ++u) {
+      result.final_parameters.push_back(trainer.fsdp().gather_full_parameters(u));
+    }
+  }
+  if (tracing) trace.write(trace_file_for_rank(config.trace_path(), rank));
+  if (mo.print) {
+    metrics.print_summary();
+    std::ostream& log = *job.log;
+    log << "memory: peak " << result.peak_bytes << " B tracked, planner predicted " << result.planned_peak_bytes
+        << " B (" << (result.planned_peak_bytes > 0
+                          ? 100.0 * static_cast<double>(result.peak_bytes - result.planned_peak_bytes) /
+                                static_cast<double>(result.planned_peak_bytes)
+                          : 0.0)
+        << "%)\n";
+    for (const auto& [kind, f] : result.hidden_fraction) {
+      log << "overlap: " << kind << " " << static_cast<int>(f * 100 + 0.5) << "% hidden behind compute\n";
+    }
+  }
+  return result;
+}
+
+}  // namespace fsdp::train

@@ -1,0 +1,43 @@
+// The fsdp-train job on one rank, from a validated TrainConfig and a connected world: the trainer,
+// the data loader, metrics, the trace, checkpoints (resume, periodic and final saves) and the summary.
+// tools/fsdp_train.cc wraps it with start-up; tests call it on in-process ranks.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "train/config.h"
+#include "train/trainer.h"
+
+namespace fsdp::train {
+
+// The trainer's options for this configuration (model, batch, policy, optimizer, schedule).
+TrainerOptions trainer_options(const TrainConfig& config);
+
+// A fingerprint of what makes checkpoints compatible: the model's dimensions and parameter shapes.
+std::string model_config_hash(const TrainConfig& config);
+
+struct JobResult {
+  std::vector<StepStats> steps;  // the steps this run took (after any resume)
+  int64_t start_step = 0;        // the step a checkpoint resumed from (0: fresh)
+  int64_t peak_bytes = 0;        // runtime-tracked peak on this rank
+  int64_t planned_peak_bytes = 0;
+  std::map<std::string, double> hidden_fraction;  // per collective kind, over steps after the first
+  double seconds_per_step = 0;                     // median over steps after the first
+  std::vector<std::vector<float>> final_parameters;  // per unit, when requested (collective)
+};
+
+struct JobOptions {
+  std::ostream* log = nullptr;  // console lines (rank 0, or every rank with save_for_all_ranks); null: none
+  bool gather_final_parameters = false;
+  int64_t stop_after_step = 0;  // > 0: stop after this step (tests: a run "crashing" after a save)
+};
+
+// Collective over `world`. Throws ConfigError, CommError, NonFiniteLoss, checkpoint errors.
+JobResult run_training_job(const TrainConfig& config, Communicator& world, const JobOptions& options = {});
+
+}  // namespace fsdp::train
