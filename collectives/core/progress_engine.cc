@@ -71,9 +71,10 @@ ProgressEngine::Stream* ProgressEngine::open_stream(Transport& transport) {
 }
 
 void ProgressEngine::close_stream(Stream* stream) {
-  drain_inbox();
+  auto mine = take_inbox_of(stream);
   std::lock_guard lock(mu_);
   abort_locked(*stream, "the communicator was destroyed");
+  for (auto& op : mine) op->finish(std::make_exception_ptr(AbortedError(op->context(), stream->broken)));
   auto it = std::find_if(transports_.begin(), transports_.end(),
                          [&](const auto& t) { return t.first == &stream->transport; });
   if (it != transports_.end() && --it->second == 0) transports_.erase(it);
@@ -89,9 +90,25 @@ void ProgressEngine::submit(Stream* stream, OpPtr op, bool ordered) {
 }
 
 void ProgressEngine::abort(Stream* stream, const std::string& why) {
-  drain_inbox();
+  auto mine = take_inbox_of(stream);
   std::lock_guard lock(mu_);
   abort_locked(*stream, why);
+  for (auto& op : mine) op->finish(std::make_exception_ptr(AbortedError(op->context(), why)));
+}
+
+// Only the engine thread moves other streams' submissions out of the inbox: a caller that took them
+// could be preempted between emptying the inbox and marking the engine busy, and the engine would go
+// to sleep with those operations in nobody's hands (a lost wake-up that hung a job whose other
+// communicator was being destroyed). A caller takes only its own stream's submissions.
+std::vector<OpPtr> ProgressEngine::take_inbox_of(Stream* stream) {
+  std::vector<OpPtr> mine;
+  std::lock_guard lock(inbox_mu_);
+  std::erase_if(inbox_, [&](auto& entry) {
+    if (entry.first != stream) return false;
+    mine.push_back(std::move(entry.second.first));
+    return true;
+  });
+  return mine;
 }
 
 void ProgressEngine::abort_locked(Stream& s, const std::string& why) {
@@ -122,7 +139,8 @@ void ProgressEngine::fail_op(Stream& s, const OpPtr& op, std::exception_ptr erro
   }
 }
 
-// Moves submissions into their streams. Takes the inbox lock, then the engine lock.
+// Moves submissions into their streams (the engine thread, or the destructor once it stopped). Takes
+// the inbox lock, then the engine lock.
 void ProgressEngine::drain_inbox() {
   std::vector<std::pair<Stream*, std::pair<OpPtr, bool>>> batch;
   {

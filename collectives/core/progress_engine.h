@@ -47,6 +47,7 @@ class ProgressEngine {
   void fail_op(Stream& s, const OpPtr& op, std::exception_ptr error);
   void abort_locked(Stream& s, const std::string& why);
   void drain_inbox();
+  std::vector<OpPtr> take_inbox_of(Stream* stream);
 
   std::mutex mu_;  // the streams and everything reachable from them; held by the engine while polling
   std::vector<std::unique_ptr<Stream>> streams_;

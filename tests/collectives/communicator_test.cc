@@ -60,6 +60,29 @@ TEST(Split, NegativeColorGetsNullAndOthersStillWork) {
   });
 }
 
+// Ranks 2 and 3 destroy their sub-communicator while ranks 0 and 1 keep submitting on theirs (all on
+// one engine). Destruction once took other streams' submissions out of the inbox and could lose the
+// engine's wake-up, leaving ranks 0 and 1 waiting for ever; every wait here is bounded.
+TEST(Split, DestroyingOneCommunicatorNeverStrandsAnotherOnTheSameEngine) {
+  InProcJob job(4, quick());
+  job.run([](Communicator& world) {
+    constexpr int kComms = 300;
+    std::vector<std::unique_ptr<Communicator>> pairs;
+    for (int c = 0; c < kComms; ++c) pairs.push_back(world.split(world.rank() / 2, world.rank()));
+    if (world.rank() >= 2) {
+      for (auto& p : pairs) p.reset();  // each destruction races with ranks 0 and 1's submissions
+      return;
+    }
+    for (int k = 0; k < 3 * kComms; ++k) {
+      int32_t v = world.rank() + k;
+      int32_t out[2] = {};
+      Work w = pairs[k % kComms]->all_gather(&v, out, 1, DataType::kInt32);
+      ASSERT_NO_THROW(w.wait(5s)) << "all-gather " << k << " stranded on the engine";
+      ASSERT_EQ(out[1], 1 + k);
+    }
+  });
+}
+
 // Rank 1 never joins: rank 0 must fail within the timeout with an error naming everything.
 TEST(Timeout, RankThatNeverJoinsIsNamed) {
   auto engine = std::make_shared<ProgressEngine>();
