@@ -9,7 +9,10 @@ packages=(
   protobuf-compiler libprotobuf-dev libtomlplusplus-dev  # sharding planner
   libboost-dev                                  # tcp transport (header-only Asio)
   libopenblas-dev                               # reference model matmuls (cblas_sgemm)
-  openmpi-bin                                   # mpirun for the launch tests (no MPI headers needed)
+  openmpi-bin libopenmpi-dev                    # mpirun, the MPI transport and the mpi-native benchmark peer
+  libucx-dev                                    # the UCX transport (ucp)
+  libgloo-dev                                   # the Gloo benchmark peer (fsdp-bench --backend gloo)
+  iproute2                                      # network namespaces for the two-host tests
 )
 
 missing=()
