@@ -328,7 +328,7 @@ const std::vector<Field>& fields() {
     f.push_back(string_field("metrics", "file", FSDP_ACC(std::string, metrics.file), false,
                              "per-step records: JSONL, or CSV when the name ends in .csv; empty = none"));
     f.push_back(string_field("metrics", "trace_file", FSDP_ACC(std::string, metrics.trace_file), false,
-                             "Chrome/Perfetto trace (each rank writes FILE.rank<r>.json); empty = off"));
+                             "Chrome/Perfetto trace of every rank, merged into one file by rank 0 (--trace FILE is short for it); empty = off"));
     // [activation_checkpoint]
     f.push_back(string_field("activation_checkpoint", "mode", FSDP_ACC(std::string, activation_checkpoint.mode), true,
                              "recompute activations in backward: only none is supported (TorchTitan default: "
@@ -814,6 +814,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
       value = name.substr(eq + 1);
       name.resize(eq);
     }
+    if (name == "trace") name = "metrics.trace_file";  // the short form the job's docs use: --trace FILE.json
     const bool is_config = name == "config" || name == "job.config_file";
     const Field* f = is_config ? nullptr : find_field(name);
     if (!is_config && f == nullptr) throw ConfigError("unknown option '--" + name + "' (see --help)");

@@ -47,16 +47,6 @@ std::string events_body(const std::string& text, const std::string& path) {
   throw std::runtime_error("merge_trace_files: '" + path + "': traceEvents array is not closed (truncated file?)");
 }
 
-void write_file(const std::string& path, const std::string& text, std::string_view who) {
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  std::ofstream out(path, std::ios::out | std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) throw std::runtime_error(std::string(who) + ": cannot write '" + path + "'");
-}
-
 }  // namespace
 
 std::string_view name(Track t) { return t == Track::kCompute ? "compute" : "communication"; }
@@ -145,25 +135,33 @@ std::string Trace::to_json() const {
   return out.str();
 }
 
-void Trace::write(const std::string& path) const { write_file(path, to_json(), "Trace::write"); }
+void Trace::write(const std::string& path) const { write_text_file(path, to_json(), "Trace::write"); }
 
 std::string trace_file_for_rank(const std::string& path, int64_t rank) { return rank_file_name(path, rank); }
 
-void merge_trace_files(const std::vector<std::string>& inputs, const std::string& output) {
+std::string merge_trace_json(const std::vector<std::pair<std::string, std::string>>& traces) {
   std::string merged = "{\"traceEvents\":[\n";
   bool any = false;
-  for (const auto& path : inputs) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("merge_trace_files: cannot read '" + path + "'");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    const std::string body = events_body(ss.str(), path);
+  for (const auto& [source, text] : traces) {
+    const std::string body = events_body(text, source);
     if (body.empty()) continue;
     merged += (any ? ",\n" : "") + body;
     any = true;
   }
   merged += "\n],\"displayTimeUnit\":\"ms\"}\n";
-  write_file(output, merged, "merge_trace_files");
+  return merged;
+}
+
+void merge_trace_files(const std::vector<std::string>& inputs, const std::string& output) {
+  std::vector<std::pair<std::string, std::string>> traces;
+  for (const auto& path : inputs) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("merge_trace_files: cannot read '" + path + "'");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    traces.emplace_back(path, ss.str());
+  }
+  write_text_file(output, merge_trace_json(traces), "merge_trace_files");
 }
 
 }  // namespace fsdp::train

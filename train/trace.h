@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,5 +103,7 @@ std::string trace_file_for_rank(const std::string& path, int64_t rank);
 // object form) into one file, so all ranks show as processes of one timeline. Throws
 // std::runtime_error naming the file that is missing or has no traceEvents array.
 void merge_trace_files(const std::vector<std::string>& inputs, const std::string& output);
+// The same over texts in memory: (source name for errors, trace JSON) pairs -> one trace JSON.
+std::string merge_trace_json(const std::vector<std::pair<std::string, std::string>>& traces);
 
 }  // namespace fsdp::train

@@ -12,6 +12,7 @@
 #include "sharding/planner.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
+#include "train/output_util.h"
 #include "train/overlap.h"
 #include "train/trace.h"
 
@@ -64,6 +65,25 @@ int64_t planned_peak(const TrainConfig& config, const TrainerOptions& o, int wor
   const auto mesh = sharding::Mesh::create(sharding::MeshSpec{1, world, config.parallelism.data_parallel_replicate_degree,
                                                               config.parallelism.data_parallel_shard_degree});
   return sharding::make_plan(o.model, sharding::chip_preset("cpu"), mesh, policy, 0.0).estimate.memory.peak();
+}
+
+// Every rank's text, on rank 0 (empty elsewhere): a size, then the bytes, from each rank in turn.
+std::vector<std::string> gather_strings_to_rank0(Communicator& world, const std::string& mine) {
+  if (world.rank() != 0) {
+    const int64_t size = static_cast<int64_t>(mine.size());
+    world.send(&size, 1, DataType::kInt64, 0).wait();
+    world.send(mine.data(), mine.size(), DataType::kUint8, 0).wait();
+    return {};
+  }
+  std::vector<std::string> all{mine};
+  for (int r = 1; r < world.size(); ++r) {
+    int64_t size = 0;
+    world.recv(&size, 1, DataType::kInt64, r).wait();
+    std::string text(static_cast<size_t>(size), '\0');
+    world.recv(text.data(), text.size(), DataType::kUint8, r).wait();
+    all.push_back(std::move(text));
+  }
+  return all;
 }
 
 }  // namespace
@@ -224,7 +244,16 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       result.final_parameters.push_back(trainer.fsdp().gather_full_parameters(u));
     }
   }
-  if (tracing) trace.write(trace_file_for_rank(config.trace_path(), rank));
+  if (tracing) {
+    // Over the communicator rather than through files, so ranks on other hosts land in the same file.
+    const auto traces = gather_strings_to_rank0(world, trace.to_json());
+    if (rank == 0) {
+      std::vector<std::pair<std::string, std::string>> named;
+      for (size_t r = 0; r < traces.size(); ++r) named.emplace_back("rank " + std::to_string(r), traces[r]);
+      write_text_file(config.trace_path(), merge_trace_json(named));
+      if (job.log) *job.log << "trace: " << config.trace_path() << " (" << traces.size() << " ranks)\n";
+    }
+  }
   if (mo.print) {
     metrics.print_summary();
     std::ostream& log = *job.log;

@@ -51,6 +51,10 @@ void Trainer::record(std::string_view what, Clock::time_point start) {
   if (compute_observer_) compute_observer_(what, start, Clock::now());
 }
 
+void Trainer::record(std::string_view phase, int unit, Clock::time_point start) {
+  if (compute_observer_) record(std::string(phase) + " " + fsdp_->unit(unit).name(), start);
+}
+
 double Trainer::micro_step(int64_t micro) {
   const int64_t rows = options_.local_batch * options_.seq_len;
   batches_(step_, micro, inputs_.data(), targets_.data());
@@ -62,38 +66,38 @@ double Trainer::micro_step(int64_t micro) {
   auto w = fsdp.pre_forward(0);
   auto t0 = Clock::now();
   embedding_->forward(w, inputs_.data(), rows, x);
-  record("forward tok_embeddings", t0);
+  record("forward", 0, t0);
   fsdp.post_forward(0);
   for (int u = 1; u < last; ++u) {
     w = fsdp.pre_forward(u);
     t0 = Clock::now();
     blocks_[static_cast<size_t>(u - 1)]->forward(w, x, x);
-    record("forward layers", t0);
+    record("forward", u, t0);
     fsdp.post_forward(u);
   }
   w = fsdp.pre_forward(last);
   t0 = Clock::now();
   const double loss = head_->forward(w, x, targets_.data());
-  record("forward output", t0);
+  record("forward", last, t0);
   fsdp.post_forward(last);
 
   // Backward, last unit first; x now carries the gradient of the residual stream.
   w = fsdp.pre_backward(last);
   t0 = Clock::now();
   head_->backward(w, fsdp.grads(last), 1.0f / static_cast<float>(options_.grad_accum), x);
-  record("backward output", t0);
+  record("backward", last, t0);
   fsdp.post_backward(last);
   for (int u = last - 1; u >= 1; --u) {
     w = fsdp.pre_backward(u);
     t0 = Clock::now();
     blocks_[static_cast<size_t>(u - 1)]->backward(w, fsdp.grads(u), x, x);
-    record("backward layers", t0);
+    record("backward", u, t0);
     fsdp.post_backward(u);
   }
   fsdp.pre_backward(0);
   t0 = Clock::now();
   embedding_->backward(fsdp.grads(0), inputs_.data(), rows, x);
-  record("backward tok_embeddings", t0);
+  record("backward", 0, t0);
   fsdp.post_backward(0);
   fsdp.finalize_backward();
   return loss;

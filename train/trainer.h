@@ -96,6 +96,8 @@ class Trainer {
  private:
   double micro_step(int64_t micro);  // forward + backward of one micro-batch; returns its local loss
   void record(std::string_view what, std::chrono::steady_clock::time_point start);
+  // "forward layers.2": the phase and the unit's name.
+  void record(std::string_view phase, int unit, std::chrono::steady_clock::time_point start);
 
   TrainerOptions options_;
   Communicator& world_;
