@@ -318,6 +318,9 @@ const std::vector<Field>& fields() {
                           "checkpoints kept; 0 keeps all", non_negative));
     f.push_back(int_field("checkpoint", "load_step", FSDP_ACC(int64_t, checkpoint.load_step), true,
                           "step to resume from; -1 = the latest found", minus_one_or_non_negative));
+    f.push_back(string_field("checkpoint", "initial_load_path", FSDP_ACC(std::string, checkpoint.initial_load_path),
+                             true, "another run's checkpoint folder to start from when `folder` has none (resharded "
+                             "to this run's layout; load_step picks the step)"));
     f.push_back(choice_field("checkpoint", "async_mode", FSDP_ACC(std::string, checkpoint.async_mode),
                              {"disabled", "async"}, true, "write checkpoints on a background thread"));
     // [metrics]

@@ -112,6 +112,7 @@ struct CheckpointConfig {
   int64_t interval = 500;             // steps between saves
   int64_t keep_latest_k = 10;         // 0 keeps all
   int64_t load_step = -1;             // -1: the latest one found
+  std::string initial_load_path;      // another run's checkpoint folder, used when `folder` has none
   std::string async_mode = "disabled";  // "disabled" or "async"
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -53,6 +54,40 @@ DataLoaderState decode_state(const std::string& bytes) {
   if (bytes.size() != sizeof s) throw std::runtime_error("checkpoint: data_loader state has the wrong size");
   std::memcpy(&s, bytes.data(), sizeof s);
   return s;
+}
+
+constexpr const char* kDataLoaderKey = "data_loader";
+constexpr const char* kLrSchedulerKey = "lr_scheduler";
+
+// The LR schedule as text: a resumed run must continue the same curve (it is a function of the step).
+std::string describe_schedule(const runtime::LrSchedule& lr) {
+  std::ostringstream s;
+  s.precision(17);
+  s << "lr=" << lr.lr << " warmup_steps=" << lr.warmup_steps << " total_steps=" << lr.total_steps
+    << " decay_ratio=" << lr.decay_ratio << " decay=" << static_cast<int>(lr.decay) << " min_lr_factor=" << lr.min_lr_factor;
+  return s.str();
+}
+
+// What a resume needs beyond the shards: where the data loader is, the schedule and the RNG. The data is
+// a pure function of (seed, step, micro-step, rank) and initialisation happens once, so the RNG state is
+// the seed and the loader's position.
+runtime::checkpoint::TrainingState training_state(const DataLoaderState& loader, const TrainerOptions& o, int64_t step) {
+  return {{kDataLoaderKey, encode_state(loader)},
+          {kLrSchedulerKey, describe_schedule(o.lr)},
+          {"lr_scheduler_step", std::to_string(step)},
+          {"rng", "counter-based data order: seed=" + std::to_string(o.seed) + " step=" + std::to_string(loader.step) +
+                      " micro_step=" + std::to_string(loader.micro_step)},
+          {"seed", std::to_string(o.seed)}};
+}
+
+// A changed schedule (more steps, another peak) is allowed, as in TorchTitan, but it bends every later
+// step's learning rate: say so. Empty when unchanged.
+std::string lr_schedule_warning(const runtime::checkpoint::TrainingState& state, const runtime::LrSchedule& lr,
+                                const std::string& dir) {
+  const auto it = state.find(kLrSchedulerKey);
+  if (it == state.end() || it->second == describe_schedule(lr)) return {};
+  return "warning: checkpoint " + dir + " was saved with LR schedule '" + it->second + "', this run uses '" +
+         describe_schedule(lr) + "': later learning rates differ from the saved run's";
 }
 
 // The planner's view of this run, for the predicted peak printed beside the measured one.
@@ -188,16 +223,37 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     co.async = config.checkpoint.async_mode == "async";
     ckpt = std::make_unique<runtime::checkpoint::Checkpointer>(trainer.fsdp(), &trainer.optimizer(), world, co,
                                                                trainer.tracker());
-    const bool explicit_step = config.checkpoint.load_step >= 0;
-    if (explicit_step || runtime::checkpoint::latest_step(co.folder)) {
-      const auto loaded = ckpt->load(hash, config.checkpoint.load_step);
-      const auto it = loaded.training_state.find("data_loader");
-      if (it == loaded.training_state.end()) throw std::runtime_error("checkpoint " + loaded.dir + " has no data_loader state");
+    // Our own folder first (a restarted job), else another run's (initial_load_path), else a fresh start.
+    const auto own_latest = runtime::checkpoint::latest_step(co.folder);
+    const std::string& initial = config.checkpoint.initial_load_path;
+    std::optional<runtime::checkpoint::LoadResult> loaded;
+    if (own_latest || (initial.empty() && config.checkpoint.load_step >= 0)) {
+      loaded = ckpt->load(hash, config.checkpoint.load_step);
+    } else if (!initial.empty()) {
+      loaded = ckpt->load_from(initial, hash, config.checkpoint.load_step);
+    }
+    if (loaded) {
+      const auto it = loaded->training_state.find(kDataLoaderKey);
+      if (it == loaded->training_state.end()) {
+        throw runtime::checkpoint::CheckpointError("checkpoint " + loaded->dir + " has no " + kDataLoaderKey + " state");
+      }
       loader.restore(decode_state(it->second));
-      trainer.set_steps_done(loaded.step);
-      result.start_step = loaded.step;
-      if (job.log) *job.log << "resumed from " << loaded.dir << " (step " << loaded.step << ", saved at shard degree "
-                            << loaded.saved_shard_degree << ")\n";
+      const std::string warning = lr_schedule_warning(loaded->training_state, opts.lr, loaded->dir);
+      if (job.log && !warning.empty()) *job.log << warning << "\n";
+      trainer.set_steps_done(loaded->step);
+      result.start_step = loaded->step;
+      if (job.log) *job.log << "resumed from " << loaded->dir << " (step " << loaded->step << ", saved at shard degree "
+                            << loaded->saved_shard_degree << " x replicate " << loaded->saved_replicate_degree << ")\n";
+    }
+    // A committed checkpoint is never overwritten: refuse before training rather than at the save.
+    for (int64_t s : runtime::checkpoint::committed_steps(co.folder)) {
+      if (s > result.start_step && s <= config.training.steps) {
+        throw runtime::checkpoint::CheckpointError(
+            "checkpoint folder '" + co.folder + "' already holds " + runtime::checkpoint::step_dir_name(s) +
+            ", after the step this run starts from (" + std::to_string(result.start_step) +
+            "); continuing would overwrite it. Use a new checkpoint.folder with checkpoint.initial_load_path = '" +
+            co.folder + "' and checkpoint.load_step = " + std::to_string(result.start_step));
+      }
     }
   }
 
@@ -226,7 +282,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
                            trainer.tracker().peak_total(), st.skipped});
     const bool last = s == config.training.steps;
     if (ckpt && (s % config.checkpoint.interval == 0 || last)) {
-      ckpt->save(s, hash, {{"data_loader", encode_state(loader.state())}, {"seed", std::to_string(opts.seed)}});
+      ckpt->save(s, hash, training_state(loader.state(), opts, s));
     }
     if (job.stop_after_step > 0 && s >= job.stop_after_step) break;
   }

@@ -374,14 +374,18 @@ void Checkpointer::run_save(SaveJob& job) {
 }
 
 LoadResult Checkpointer::load(const std::string& model_config_hash, int64_t step) {
+  return load_from(options_.folder, model_config_hash, step);
+}
+
+LoadResult Checkpointer::load_from(const std::string& folder, const std::string& model_config_hash, int64_t step) {
   wait();
-  const std::string& folder = options_.folder;
   int64_t chosen = -1;
   std::string error;
   if (comm_->rank() == 0) {
     try {
       if (!fs::is_directory(folder)) throw CheckpointError("checkpoint folder '" + folder + "' does not exist");
-      remove_partial_saves(folder);
+      // Partial saves are only ours to remove in our own folder: another run may be writing elsewhere.
+      if (folder == options_.folder) remove_partial_saves(folder);
       if (step < 0) {
         const auto latest = latest_step(folder);
         if (!latest) throw CheckpointError("no committed checkpoint in '" + folder + "'");

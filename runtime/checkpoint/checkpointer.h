@@ -81,6 +81,9 @@ class Checkpointer {
   // mismatch) a checkpoint whose model_config_hash, parameter names or shapes, or optimizer kind differ.
   // Sets the optimizer's step count. Throws when no checkpoint exists: check latest_step() first.
   LoadResult load(const std::string& model_config_hash, int64_t step = -1);
+  // The same from another run's checkpoint folder (TorchTitan's initial_load_path): nothing in
+  // `folder` is modified, partial saves included.
+  LoadResult load_from(const std::string& folder, const std::string& model_config_hash, int64_t step = -1);
 
   // The checkpoint communicator (all ranks of world, same order): safetensors export/import use it too.
   Communicator& comm() { return *comm_; }

@@ -1,0 +1,202 @@
+// The whole fsdp-train job on in-process ranks: checkpoint resume at other world sizes (issue: a run
+// saved at N = 4 continues at M = 2, 3, 4 with the uninterrupted run's losses), restart in place,
+// refusal to overwrite a committed step, non-finite losses, and the merged trace and metrics files.
+#include "train/train_job.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "runtime/checkpoint/errors.h"
+#include "tests/collectives/test_support.h"
+
+namespace fsdp::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kGlobalBatch = 12;  // sequences per step, divisible by 1..4
+
+// A tiny Llama on the bundled corpus, 20 steps, a checkpoint every 10; `extra` is appended TOML (new
+// sections only: callers change listed keys with apply_override).
+TrainConfig job_config(const fs::path& dump, int world, const std::string& extra = "") {
+  std::ostringstream toml;
+  toml << "[job]\ndump_folder = '" << dump.string() << "'\n"
+       << "[model]\nflavor = 'debugmodel'\ndim = 32\nn_layers = 2\nn_heads = 4\nn_kv_heads = 2\nvocab_size = 256\n"
+       << "[training]\nseq_len = 16\nsteps = 20\nlocal_batch_size = " << kGlobalBatch / world << "\n"
+       << "global_batch_size = " << kGlobalBatch << "\nseed = 5\nmixed_precision_param = 'float32'\n"
+       << "deterministic = true\n"
+       << "[optimizer]\nlr = 3e-3\n"
+       << "[lr_scheduler]\nwarmup_steps = 2\n"
+       << "[checkpoint]\nenable_checkpoint = true\ninterval = 10\nkeep_latest_k = 0\n"
+       << "[metrics]\nlog_freq = 100\nfile = 'metrics.jsonl'\n"
+       << extra;
+  return parse_train_config(toml.str(), "job_test.toml");
+}
+
+// Rank 0's result (losses are global; parameters, when gathered, are the full model on every rank).
+JobResult run_job(int world, TrainConfig config, JobOptions options = {}) {
+  config.validate(world);
+  JobResult out;
+  std::mutex mu;
+  testing::InProcJob job(world);
+  job.run([&](Communicator& comm) {
+    JobResult r = run_training_job(config, comm, options);
+    if (comm.rank() == 0) {
+      std::lock_guard lock(mu);
+      out = std::move(r);
+    }
+  });
+  return out;
+}
+
+double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, n = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    n += double(b[i]) * b[i];
+  }
+  return std::sqrt(d / std::max(n, 1e-30));
+}
+
+class TrainJobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("fsdp_train_job_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+// Saved at N = 4 at step 10, resumed at M = 2, 3, 4 from that checkpoint (in a folder of their own):
+// steps 11..20 match the uninterrupted run within 1e-5, bitwise at M = N.
+TEST_F(TrainJobTest, ResumeAtAnyWorldSizeMatchesTheUninterruptedRun) {
+  JobOptions gather;
+  gather.gather_final_parameters = true;
+  const JobResult full = run_job(4, job_config(dir_ / "n4", 4), gather);
+  ASSERT_EQ(full.steps.size(), 20u);
+  const std::string saved = (dir_ / "n4" / "checkpoint").string();
+  ASSERT_TRUE(fs::exists(fs::path(saved) / "step-10" / "metadata.pb"));
+
+  for (int m : {2, 3, 4}) {
+    SCOPED_TRACE("M = " + std::to_string(m));
+    TrainConfig c = job_config(dir_ / ("m" + std::to_string(m)), m);
+    apply_override(c, "checkpoint.initial_load_path", saved);
+    apply_override(c, "checkpoint.load_step", "10");
+    const JobResult resumed = run_job(m, c, gather);
+    ASSERT_EQ(resumed.start_step, 10);
+    ASSERT_EQ(resumed.steps.size(), 10u);
+    for (size_t i = 0; i < 10; ++i) {
+      const double want = full.steps[10 + i].loss, got = resumed.steps[i].loss;
+      EXPECT_EQ(resumed.steps[i].step, static_cast<int64_t>(11 + i));
+      if (m == 4) {
+        EXPECT_EQ(got, want) << "step " << 11 + i << " must be bitwise equal at M = N";
+      } else {
+        EXPECT_LT(rel(got, want), 1e-5) << "step " << 11 + i << ": " << got << " vs " << want;
+      }
+    }
+    ASSERT_EQ(resumed.final_parameters.size(), full.final_parameters.size());
+    for (size_t u = 0; u < full.final_parameters.size(); ++u) {
+      if (m == 4) {
+        EXPECT_EQ(resumed.final_parameters[u], full.final_parameters[u]) << "unit " << u;
+      } else {
+        EXPECT_LT(rel_l2(resumed.final_parameters[u], full.final_parameters[u]), 1e-5) << "unit " << u;
+      }
+    }
+  }
+}
+
+// A job stopped after its step-10 save and started again with the same configuration resumes there.
+TEST_F(TrainJobTest, RestartInTheSameFolderResumesFromTheLatestSave) {
+  const JobResult full = run_job(2, job_config(dir_ / "full", 2));
+  JobOptions crash;
+  crash.stop_after_step = 12;  // saved at 10, then "crashed" during step 13
+  const JobResult first = run_job(2, job_config(dir_ / "restart", 2), crash);
+  ASSERT_EQ(first.steps.size(), 12u);
+  const JobResult second = run_job(2, job_config(dir_ / "restart", 2));
+  ASSERT_EQ(second.start_step, 10);
+  ASSERT_EQ(second.steps.size(), 10u);
+  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(second.steps[i].loss, full.steps[10 + i].loss) << i;
+}
+
+// Resuming an older step into a folder that already holds later ones would overwrite committed data:
+// refused before any training, naming the step and the way out.
+TEST_F(TrainJobTest, RefusesToOverwriteALaterCommittedCheckpoint) {
+  run_job(2, job_config(dir_ / "a", 2));
+  TrainConfig c = job_config(dir_ / "a", 2);
+  apply_override(c, "checkpoint.load_step", "10");
+  try {
+    run_job(2, c);
+    FAIL() << "expected CheckpointError";
+  } catch (const runtime::checkpoint::CheckpointError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("step-20"), std::string::npos) << what;
+    EXPECT_NE(what.find("initial_load_path"), std::string::npos) << what;
+  }
+  EXPECT_TRUE(fs::exists(dir_ / "a" / "checkpoint" / "step-20" / "metadata.pb"));
+}
+
+// A learning rate that blows the parameters up: the job stops with a message that names the step and
+// the way out, or (skip_nonfinite_steps) skips those steps and finishes.
+TEST_F(TrainJobTest, NonFiniteLossStopsOrIsSkipped) {
+  TrainConfig c = job_config(dir_ / "nan", 2);
+  apply_override(c, "optimizer.lr", "1e30");
+  apply_override(c, "lr_scheduler.warmup_steps", "0");
+  apply_override(c, "checkpoint.enable_checkpoint", "false");
+  try {
+    run_job(2, c);
+    FAIL() << "expected NonFiniteLoss";
+  } catch (const NonFiniteLoss& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("not finite"), std::string::npos) << what;
+    EXPECT_NE(what.find("skip_nonfinite_steps"), std::string::npos) << what;
+  }
+  apply_override(c, "training.skip_nonfinite_steps", "true");
+  JobOptions gather;
+  gather.gather_final_parameters = true;
+  const JobResult skipped = run_job(2, c, gather);
+  ASSERT_EQ(skipped.steps.size(), 20u);
+  int n_skipped = 0;
+  for (const auto& s : skipped.steps) n_skipped += s.skipped ? 1 : 0;
+  EXPECT_GE(n_skipped, 18);  // the first step may still be finite; every one after the blow-up is skipped
+  EXPECT_FALSE(skipped.steps.back().skipped && std::isfinite(skipped.steps.back().loss));
+}
+
+// One merged trace: every rank a process with a compute and a communication track, compute spans
+// named by unit; rank 0's metrics file has a record per step.
+TEST_F(TrainJobTest, WritesOneMergedTraceAndTheMetricsFile) {
+  TrainConfig c = job_config(dir_ / "trace", 3);
+  apply_override(c, "metrics.trace_file", "trace.json");
+  apply_override(c, "training.steps", "3");
+  apply_override(c, "checkpoint.enable_checkpoint", "false");
+  run_job(3, c);
+  std::ifstream in(dir_ / "trace" / "trace.json");
+  ASSERT_TRUE(in) << "no merged trace";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  for (int r = 0; r < 3; ++r) {
+    for (int tid = 0; tid < 2; ++tid) {
+      const std::string ev = "\"ph\":\"X\",\"pid\":" + std::to_string(r) + ",\"tid\":" + std::to_string(tid);
+      EXPECT_NE(text.find(ev), std::string::npos) << "no events for rank " << r << " track " << tid;
+    }
+  }
+  EXPECT_NE(text.find("\"forward layers.1\""), std::string::npos);
+  EXPECT_NE(text.find("\"all_gather layers.0\""), std::string::npos);
+  std::ifstream metrics(dir_ / "trace" / "metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line);) lines += line.empty() ? 0 : 1;
+  EXPECT_EQ(lines, 3);
+}
+
+}  // namespace
+}  // namespace fsdp::train
