@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -26,9 +27,14 @@ constexpr int64_t kGlobalBatch = 12;  // sequences per step, divisible by 1..4
 // sections only: callers change listed keys with apply_override).
 TrainConfig job_config(const fs::path& dump, int world, const std::string& extra = "") {
   std::ostringstream toml;
+  // FSDP_EQUIVALENCE=full (`make equivalence`): the debug model itself at sequence length 128.
+  const char* mode = std::getenv("FSDP_EQUIVALENCE");
+  const bool full = mode != nullptr && std::string(mode) == "full";
   toml << "[job]\ndump_folder = '" << dump.string() << "'\n"
-       << "[model]\nflavor = 'debugmodel'\ndim = 32\nn_layers = 2\nn_heads = 4\nn_kv_heads = 2\nvocab_size = 256\n"
-       << "[training]\nseq_len = 16\nsteps = 20\nlocal_batch_size = " << kGlobalBatch / world << "\n"
+       << "[model]\nflavor = 'debugmodel'\n"
+       << (full ? "" : "dim = 32\nn_layers = 2\nn_heads = 4\nn_kv_heads = 2\nvocab_size = 256\n")
+       << "[training]\nseq_len = " << (full ? 128 : 16) << "\nsteps = 20\nlocal_batch_size = " << kGlobalBatch / world
+       << "\n"
        << "global_batch_size = " << kGlobalBatch << "\nseed = 5\nmixed_precision_param = 'float32'\n"
        << "deterministic = true\n"
        << "[optimizer]\nlr = 3e-3\n"

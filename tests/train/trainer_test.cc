@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <iostream>
 
 #include "tests/collectives/test_support.h"
+#include "train/config.h"
 
 namespace fsdp::train {
 namespace {
@@ -19,7 +22,15 @@ uint32_t mix(uint64_t a) {
   return static_cast<uint32_t>(a ^ (a >> 31));
 }
 
+// FSDP_EQUIVALENCE=full (`make equivalence`): the debug model (configs/debug_model.toml's shape) for 20
+// steps at sequence length 128 and more layouts. Otherwise (CI) a tiny Llama for 5 steps.
+bool full_equivalence() {
+  const char* v = std::getenv("FSDP_EQUIVALENCE");
+  return v != nullptr && std::string(v) == "full";
+}
+
 sharding::ModelSpec tiny_llama() {
+  if (full_equivalence()) return sharding::make_llama("debugmodel", debug_model_llama_config());
   return sharding::make_llama("tiny", sharding::LlamaConfig{.dim = 32, .layers = 2, .n_heads = 4, .n_kv_heads = 2,
                                                             .vocab = 37, .multiple_of = 16});
 }
@@ -30,8 +41,9 @@ struct TrainRun {
   const char* reshard = "true";
   int64_t prefetch = 1;
   int64_t accum = 1;
-  int64_t global_batch = 12;  // sequences per step over all ranks (divisible by 1..4 and 2 x 2)
-  int64_t steps = 5;
+  // Sequences per step over all ranks: divisible by every world size x accumulation count used.
+  int64_t global_batch = full_equivalence() ? 24 : 12;
+  int64_t steps = full_equivalence() ? 20 : 5;
   DataType param_dtype = DataType::kFloat32;
 };
 
@@ -43,15 +55,20 @@ struct Result {
 TrainerOptions options_for(const TrainRun& r) {
   TrainerOptions o;
   o.model = tiny_llama();
-  o.seq_len = 8;
+  o.seq_len = full_equivalence() ? 128 : 8;
   o.grad_accum = r.accum;
+  if (r.global_batch % (r.world * r.accum) != 0) {
+    throw std::logic_error("global batch " + std::to_string(r.global_batch) + " does not split over " +
+                           std::to_string(r.world) + " ranks x " + std::to_string(r.accum) + " micro-batches");
+  }
   o.local_batch = r.global_batch / (r.world * r.accum);
   o.fsdp.replicate_degree = r.replicate;
   o.fsdp.policy.param_dtype = r.param_dtype;
   o.fsdp.policy.reduce_dtype = DataType::kFloat32;
   o.fsdp.policy.reshard = sharding::Reshard::parse(r.reshard);
   o.fsdp.policy.prefetch = r.prefetch;
-  o.lr = runtime::LrSchedule{.lr = 3e-3, .total_steps = r.steps, .warmup_steps = 2};
+  // Full mode trains as configs/debug_model.toml does (peak 8e-4); CI's tiny model learns faster at 3e-3.
+  o.lr = runtime::LrSchedule{.lr = full_equivalence() ? 8e-4 : 3e-3, .total_steps = r.steps, .warmup_steps = 2};
   o.seed = 7;
   return o;
 }
@@ -91,8 +108,10 @@ Result train(const TrainRun& r) {
 
 void expect_matches(const Result& got, const Result& want, double rel) {
   ASSERT_EQ(got.losses.size(), want.losses.size());
+  double worst_loss = 0, worst_param = 0;
   for (size_t s = 0; s < want.losses.size(); ++s) {
     EXPECT_NEAR(got.losses[s], want.losses[s], rel * std::abs(want.losses[s])) << "step " << s + 1;
+    worst_loss = std::max(worst_loss, std::abs(got.losses[s] - want.losses[s]) / std::abs(want.losses[s]));
   }
   // Parameters: relative L2 difference per unit, ||got - want|| / ||want||. (Element-wise relative
   // error is meaningless for weights whose AdamW updates are driven by gradients at rounding level.)
@@ -104,7 +123,10 @@ void expect_matches(const Result& got, const Result& want, double rel) {
       norm += w * w;
     }
     EXPECT_LE(std::sqrt(diff / norm), rel) << "unit " << u;
+    worst_param = std::max(worst_param, std::sqrt(diff / norm));
   }
+  std::cout << "largest relative difference over " << want.losses.size() << " steps: loss " << worst_loss
+            << ", parameters (L2 per unit) " << worst_param << "\n";
 }
 
 const Result& one_rank() {
@@ -136,9 +158,18 @@ TEST_P(TrainerEquivalence, MatchesOneRankWithin1e5) {
   expect_matches(train(r), one_rank(), 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, TrainerEquivalence,
-                         ::testing::Values(Case{2, 1, "true", 1}, Case{3, 1, "true", 1}, Case{4, 1, "true", 1},
-                                           Case{2, 1, "false", 1}, Case{4, 2, "true", 1}, Case{2, 1, "true", 2}),
+std::vector<Case> equivalence_cases() {
+  std::vector<Case> cases{{2, 1, "true", 1}, {3, 1, "true", 1}, {4, 1, "true", 1},
+                          {2, 1, "false", 1}, {4, 2, "true", 1}, {2, 1, "true", 2}};
+  if (full_equivalence()) {
+    const std::vector<Case> more{{3, 1, "false", 1}, {4, 1, "false", 1}, {4, 1, "2", 1}, {4, 2, "false", 1},
+                                 {4, 2, "true", 2},  {3, 1, "true", 2},  {4, 1, "false", 2}};
+    cases.insert(cases.end(), more.begin(), more.end());
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, TrainerEquivalence, ::testing::ValuesIn(equivalence_cases()),
                          [](const auto& info) {
                            const Case& c = info.param;
                            return "n" + std::to_string(c.world) + "_replicate" + std::to_string(c.replicate) +
