@@ -57,6 +57,10 @@ void FsdpModel::prefetch_after(int u, int direction) {
   }
 }
 
+void FsdpModel::prefetch_next_step(int u) {
+  if (options_.policy.prefetch > 0 && u <= options_.policy.prefetch) unit(u).start_unshard();
+}
+
 std::span<const float* const> FsdpModel::pre_forward(int u) {
   FsdpUnit& unit = this->unit(u);
   unit.start_unshard();  // first unit, or prefetch off

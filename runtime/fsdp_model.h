@@ -78,6 +78,13 @@ class FsdpModel {
 
   void set_comm_observer(CommObserver observer);
 
+  // The next step's forward prefetch, called once unit u's shard holds its new values (after the
+  // optimizer updated it): starts the all-gathers the next pre_forward(0) would wait on first (unit 0
+  // and the `prefetch` units after it), so they overlap the optimizer's remaining work instead of
+  // opening the next forward exposed. Nothing happens with prefetch 0. Anything that rewrites master
+  // shards afterwards (a checkpoint load, an import) must call discard_step() first.
+  void prefetch_next_step(int u);
+
  private:
   void prefetch_after(int u, int direction);
 

@@ -29,6 +29,17 @@ FsdpUnit::FsdpUnit(int index, const sharding::UnitSpec& spec, const sharding::Po
   grad_.reset(tracker_, MemoryCategory::kGradShards, static_cast<size_t>(layout_.chunk_numel()));
 }
 
+FsdpUnit::~FsdpUnit() {
+  for (Work* w : {&gather_work_, &reduce_work_}) {
+    if (!w->valid()) continue;
+    try {
+      w->wait();
+    } catch (const std::exception&) {
+      // The operation failed (a lost peer, an abort): the engine no longer touches the buffers.
+    }
+  }
+}
+
 void FsdpUnit::load_full(const float* params) {
   std::memset(master_.data(), 0, master_.size() * sizeof(float));
   extract_chunk(layout_, shard_rank_, params, master_.data());

@@ -37,6 +37,11 @@ class FsdpUnit {
  public:
   FsdpUnit(int index, const sharding::UnitSpec& spec, const sharding::Policy& policy, ProcessGroups& groups,
            MemoryTracker& tracker);
+  // Waits for collectives still in flight on this unit's buffers (a prefetch the next step never
+  // used, or a step abandoned by an exception) so the engine never writes into freed memory.
+  ~FsdpUnit();
+  FsdpUnit(const FsdpUnit&) = delete;
+  FsdpUnit& operator=(const FsdpUnit&) = delete;
 
   int index() const { return index_; }
   const std::string& name() const { return name_; }

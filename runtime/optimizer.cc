@@ -6,11 +6,12 @@
 
 namespace fsdp::runtime {
 
-void ShardedOptimizer::step(FsdpModel& model, double lr) {
+void ShardedOptimizer::step(FsdpModel& model, double lr, const std::function<void(int unit)>& after_unit) {
   ++step_;
   for (int u = 0; u < model.num_units(); ++u) {
     FsdpUnit& unit = model.unit(u);
     update(u, unit.master_shard(), unit.grad_shard(), lr);
+    if (after_unit) after_unit(u);
   }
 }
 

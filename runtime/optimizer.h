@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -28,8 +29,10 @@ struct SgdConfig {
 class ShardedOptimizer {
  public:
   virtual ~ShardedOptimizer() = default;
-  // One update of every unit's master shard from its grad shard at learning rate lr.
-  void step(FsdpModel& model, double lr);
+  // One update of every unit's master shard from its grad shard at learning rate lr, units in
+  // forward order; after_unit(u), when given, runs as soon as unit u is updated (the trainer starts the
+  // next step's first all-gathers there, so they overlap the remaining updates).
+  void step(FsdpModel& model, double lr, const std::function<void(int unit)>& after_unit = {});
   int64_t steps_taken() const { return step_; }
 
   // The state buffers of unit u (for checkpoints): AdamW exp_avg then exp_avg_sq; SGD momentum.

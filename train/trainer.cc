@@ -129,7 +129,7 @@ StepStats Trainer::step() {
     stats.skipped = true;
   } else {
     const auto t0 = Clock::now();
-    optimizer_->step(*fsdp_, stats.lr);
+    optimizer_->step(*fsdp_, stats.lr, [this](int u) { fsdp_->prefetch_next_step(u); });
     record("optimizer", t0);
   }
   fsdp_->zero_grad();

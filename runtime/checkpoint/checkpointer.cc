@@ -379,6 +379,7 @@ LoadResult Checkpointer::load(const std::string& model_config_hash, int64_t step
 
 LoadResult Checkpointer::load_from(const std::string& folder, const std::string& model_config_hash, int64_t step) {
   wait();
+  model_.discard_step();  // no prefetched all-gather may outlive the shards it was gathered from
   int64_t chosen = -1;
   std::string error;
   if (comm_->rank() == 0) {

@@ -165,6 +165,7 @@ void export_safetensors(FsdpModel& model, Communicator& comm, const std::string&
 }
 
 std::map<std::string, std::string> import_safetensors(FsdpModel& model, Communicator& comm, const std::string& path) {
+  model.discard_step();  // prefetched all-gathers hold the old values
   std::string error;
   SafetensorsHeader header;
   try {

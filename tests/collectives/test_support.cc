@@ -15,6 +15,7 @@
 #include "collectives/transports/inproc.h"
 #include "collectives/core/progress_engine.h"
 #include "collectives/types/reduce_kernels.h"
+#include "launch/fork_ranks.h"
 
 namespace fsdp::testing {
 
@@ -256,42 +257,7 @@ std::string compare(const std::byte* got, const std::byte* want, size_t count, D
 }
 
 std::vector<int> run_processes(int n, std::chrono::seconds deadline, const std::function<int(int)>& body) {
-  std::vector<pid_t> pids;
-  for (int r = 0; r < n; ++r) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int rc = 99;
-      try {
-        rc = body(r);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-      }
-      std::fflush(stderr);
-      ::_exit(rc);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<int> codes(n, -1);
-  const auto end = std::chrono::steady_clock::now() + deadline;
-  int left = n;
-  while (left > 0 && std::chrono::steady_clock::now() < end) {
-    for (int r = 0; r < n; ++r) {
-      if (pids[r] == 0) continue;
-      int status = 0;
-      if (::waitpid(pids[r], &status, WNOHANG) == pids[r]) {
-        codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        pids[r] = 0;
-        --left;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  for (int r = 0; r < n; ++r) {
-    if (pids[r] == 0) continue;
-    ::kill(pids[r], SIGKILL);
-    ::waitpid(pids[r], nullptr, 0);
-  }
-  return codes;
+  return launch::fork_ranks(n, deadline, body);
 }
 
 int killed_peer_scenario(Communicator& comm) {
