@@ -369,7 +369,7 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
   World w;
   w.env = env;
   w.rendezvous_timeout = options.rendezvous_timeout;
-  w.key_prefix = "fsdp/" + env_or("FSDP_RUN_ID", "default") + "/";
+  w.key_prefix = options.key_prefix.empty() ? "fsdp/" + env_or("FSDP_RUN_ID", "default") + "/" : options.key_prefix;
   const int rank = env.rank, n = env.world_size;
   const std::string requested = resolve_transport_request(options.transport);
   const ErrorContext ctx{rank, -1, "rendezvous", 0, 0};

@@ -47,6 +47,9 @@ struct WorldOptions {
   std::chrono::milliseconds rendezvous_timeout = rendezvous_timeout_from_env();  // FSDP_RENDEZVOUS_TIMEOUT_SEC
   // The store runs elsewhere (fsdp-store, fsdp-run): rank 0 does not serve it. FSDP_STORE_EXTERNAL.
   bool external_store = store_external_from_env();
+  // Namespace of this job's store keys; empty: "fsdp/<FSDP_RUN_ID>/". Lets one store serve several jobs
+  // at once (the NCCL API's rendezvous listener names each communicator's keys by its unique id).
+  std::string key_prefix;
 };
 
 struct World {
