@@ -1,0 +1,114 @@
+// Internal: what an ncclComm_t points to, and the plumbing every API call on it goes through.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "launch/world.h"
+#include "nccl/api.h"
+#include "nccl/errors.h"
+
+namespace fsdp::nccl {
+
+// A premul-sum operator made by ncclRedOpCreatePreMulSum; its handle is ncclNumOps + index.
+struct UserOp {
+  bool live = false;
+  DataType type = DataType::kFloat32;
+  bool immediate = true;         // ncclScalarHostImmediate: `scalar` was read at creation
+  double scalar = 1.0;
+  const void* where = nullptr;   // ncclScalarDevice: read again whenever an operation is issued
+};
+
+// Reads one element of type t at p as a double (the premul-sum scalar).
+double read_scalar(const void* p, DataType t);
+
+}  // namespace fsdp::nccl
+
+struct ncclComm {
+  // One reference for the handle the user holds, one per API call in progress and one per operation
+  // queued in a group: ncclCommAbort from another thread never frees it under a blocked call.
+  std::atomic<int> refs{1};
+
+  int rank = 0;
+  int size = 1;
+  std::string name;  // ncclConfig_t::commName, shown in error messages
+
+  // Exactly one owns the communicator: `world` for ncclCommInitRank (rendezvous, store, transport,
+  // orderly shutdown), `owned` for ncclCommInitAll and ncclCommSplit.
+  std::unique_ptr<fsdp::launch::World> world;
+  std::unique_ptr<fsdp::Communicator> owned;
+  fsdp::Communicator* comm = nullptr;  // null once finalized
+
+  std::mutex mu;  // guards everything below
+  ncclResult_t async_error = ncclSuccess;
+  std::string broken_by;   // the error that broke it
+  std::string last_error;
+  bool finalized = false;
+  bool aborted = false;
+  bool handle_released = false;  // ncclCommDestroy or ncclCommAbort dropped the handle's reference
+  std::vector<fsdp::nccl::UserOp> user_ops;
+};
+
+namespace fsdp::nccl {
+
+void pin(ncclComm* c);
+void unpin(ncclComm* c);  // frees it with the last reference
+
+// Holds a reference for the duration of one API call.
+class Pin {
+ public:
+  explicit Pin(ncclComm* c) : c_(c) {
+    if (c_) pin(c_);
+  }
+  ~Pin() {
+    if (c_) unpin(c_);
+  }
+  Pin(const Pin&) = delete;
+  Pin& operator=(const Pin&) = delete;
+
+ private:
+  ncclComm* c_;
+};
+
+// "ncclAllReduce on rank 2 of 4 ('name')": how the C layer's own messages start.
+std::string where(const char* fn, const ncclComm* c);
+
+// Holds a reference until the last copy is gone: what queued actions capture.
+std::shared_ptr<ncclComm> hold(ncclComm* c);
+
+// Throws ApiError unless comm can run operations: not null, not finalized or aborted, not broken by an
+// earlier failure (then its code and the first error). Returns the communicator.
+Communicator& usable(ncclComm* comm);
+
+// Marks comm broken by `c` (a CommError) so later calls and ncclCommGetAsyncError report it.
+void mark_broken(ncclComm* comm, const Classified& c);
+
+// The result code for `error` raised by fn: records its text (for comm too when not null) unless
+// `record` is false, and marks comm broken where the error means that. Never throws.
+ncclResult_t fail(ncclComm* comm, const char* fn, const std::exception_ptr& error, bool record = true) noexcept;
+
+// Runs body() (which returns an ncclResult_t) and turns anything it throws into fail()'s code.
+
+template <class Body>
+ncclResult_t guarded(ncclComm* comm, const char* fn, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    return fail(comm, fn, std::current_exception());
+  }
+}
+
+// Throws ApiError(ncclInvalidArgument, what) unless ok.
+inline void require(bool ok, const std::string& what) {
+  if (!ok) throw ApiError(ncclInvalidArgument, what);
+}
+
+// Converts and checks the C enums. Both throw ApiError(ncclInvalidArgument) naming the call and value.
+DataType data_type(ncclDataType_t t);
+ReduceOp reduce_op(ncclComm* comm, ncclRedOp_t op, DataType t);
+
+}  // namespace fsdp::nccl

@@ -1,0 +1,169 @@
+#include "nccl/unique_id.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+
+#include "collectives/core/errors.h"
+#include "collectives/transports/tcp.h"
+#include "launch/store.h"
+#include "nccl/errors.h"
+
+namespace fsdp::nccl {
+namespace {
+
+constexpr char kMagic[8] = {'f', 's', 'd', 'p', 'N', 'C', 'C', 'L'};
+constexpr uint8_t kLayoutVersion = 1;
+constexpr size_t kModeAt = 9, kPortAt = 10, kJobAt = 12, kHostAt = 32;
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+bool is_loopback(const std::string& host) { return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0; }
+
+// The first interface that is up, not loopback, with an IPv4 address: what other hosts can reach.
+std::string first_interface_address() {
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return "";
+  std::string found;
+  for (ifaddrs* a = all; a && found.empty(); a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    if (!(a->ifa_flags & IFF_UP) || (a->ifa_flags & IFF_LOOPBACK)) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    if (::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text))) found = text;
+  }
+  ::freeifaddrs(all);
+  return found;
+}
+
+std::string random_job_id() {
+  static std::mutex mu;
+  static std::mt19937_64 gen = [] {
+    std::random_device rd;
+    std::seed_seq seq{rd(), rd(), rd(), static_cast<unsigned>(::getpid()),
+                      static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count())};
+    return std::mt19937_64(seq);
+  }();
+  std::lock_guard<std::mutex> lock(mu);
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(gen()));
+  return text;
+}
+
+// This process's rendezvous listener: started by the first ncclGetUniqueId, serving until exit.
+struct Listener {
+  std::mutex mu;
+  std::unique_ptr<launch::StoreServer> server;
+  std::string host;  // what ids announce
+};
+
+Listener& listener() {
+  static Listener l;
+  return l;
+}
+
+void put_string(ncclUniqueId& raw, size_t at, size_t max_chars, const std::string& s, const char* what) {
+  if (s.size() > max_chars) {
+    throw ApiError(ncclInvalidArgument, std::string(what) + " '" + s + "' is longer than the " +
+                                            std::to_string(max_chars) + " characters an ncclUniqueId holds");
+  }
+  std::memcpy(raw.internal + at, s.data(), s.size());
+}
+
+std::string get_string(const ncclUniqueId& raw, size_t at, size_t max_chars) {
+  const char* p = raw.internal + at;
+  const size_t n = ::strnlen(p, max_chars + 1);
+  if (n > max_chars) throw ApiError(ncclInvalidArgument, "corrupt ncclUniqueId: unterminated field");
+  return std::string(p, n);
+}
+
+}  // namespace
+
+ncclUniqueId encode(const UniqueId& id) {
+  ncclUniqueId raw;
+  std::memset(&raw, 0, sizeof(raw));
+  std::memcpy(raw.internal, kMagic, sizeof(kMagic));
+  raw.internal[8] = static_cast<char>(kLayoutVersion);
+  raw.internal[kModeAt] = static_cast<char>(id.mode);
+  raw.internal[kPortAt] = static_cast<char>(id.port & 0xff);
+  raw.internal[kPortAt + 1] = static_cast<char>(id.port >> 8);
+  put_string(raw, kJobAt, kIdMaxJobChars, id.job, "job id");
+  put_string(raw, kHostAt, kIdMaxHostChars, id.host, "host");
+  return raw;
+}
+
+UniqueId decode(const ncclUniqueId& raw) {
+  if (std::memcmp(raw.internal, kMagic, sizeof(kMagic)) != 0) {
+    throw ApiError(ncclInvalidArgument,
+                   "the ncclUniqueId was not made by ncclGetUniqueId of this library (wrong magic: uninitialized, "
+                   "corrupted in transit, or from another NCCL implementation)");
+  }
+  if (static_cast<uint8_t>(raw.internal[8]) != kLayoutVersion) {
+    throw ApiError(ncclInvalidArgument, "the ncclUniqueId has layout version " +
+                                            std::to_string(static_cast<uint8_t>(raw.internal[8])) + ", this library reads " +
+                                            std::to_string(kLayoutVersion) + ": mixed library versions in one job");
+  }
+  UniqueId id;
+  const auto mode = static_cast<uint8_t>(raw.internal[kModeAt]);
+  if (mode != static_cast<uint8_t>(IdMode::kCallerServes) && mode != static_cast<uint8_t>(IdMode::kRankZeroServes)) {
+    throw ApiError(ncclInvalidArgument, "corrupt ncclUniqueId: unknown mode " + std::to_string(mode));
+  }
+  id.mode = static_cast<IdMode>(mode);
+  id.port = static_cast<uint16_t>(static_cast<uint8_t>(raw.internal[kPortAt]) |
+                                  (static_cast<uint8_t>(raw.internal[kPortAt + 1]) << 8));
+  id.job = get_string(raw, kJobAt, kIdMaxJobChars);
+  id.host = get_string(raw, kHostAt, kIdMaxHostChars);
+  if (id.port == 0 || id.host.empty() || id.job.empty()) {
+    throw ApiError(ncclInvalidArgument, "corrupt ncclUniqueId: no store address or job id");
+  }
+  return id;
+}
+
+UniqueId new_unique_id() {
+  UniqueId id;
+  const std::string comm_id = env_or("NCCL_COMM_ID", "");
+  if (!comm_id.empty()) {
+    TcpEndpoint at;
+    try {
+      at = TcpEndpoint::parse(comm_id);
+    } catch (const InvalidArgument& e) {
+      throw ApiError(ncclInvalidArgument, "NCCL_COMM_ID='" + comm_id + "' is not host:port (" + e.what() + ")");
+    }
+    id.mode = IdMode::kRankZeroServes;
+    id.host = at.host;
+    id.port = at.port;
+    // Every rank computes the same id; rank 0's store is fresh for each communicator.
+    id.job = "commid";
+    return id;
+  }
+  Listener& l = listener();
+  std::lock_guard<std::mutex> lock(l.mu);
+  if (!l.server) {
+    std::string host = env_or("FSDP_NCCL_HOST", "");
+    if (host.empty()) host = first_interface_address();
+    if (host.empty()) host = "127.0.0.1";
+    l.server = std::make_unique<launch::StoreServer>(is_loopback(host) ? host : "0.0.0.0", 0);
+    l.host = host;
+    debug_info("rendezvous listener serving on " + l.server->address() + ", announced as " + host + ":" +
+               std::to_string(l.server->port()));
+  }
+  id.mode = IdMode::kCallerServes;
+  id.host = l.host;
+  id.port = l.server->port();
+  id.job = random_job_id();
+  return id;
+}
+
+}  // namespace fsdp::nccl
