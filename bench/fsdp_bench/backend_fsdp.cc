@@ -1,0 +1,128 @@
+// Our collectives: a Communicator over the transport launch::connect_world builds for a name.
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "bench/fsdp_bench/backends.h"
+#include "collectives/core/errors.h"
+
+namespace fsdp::bench {
+namespace {
+
+class FsdpBackend final : public Backend {
+ public:
+  FsdpBackend(std::string name, launch::World world) : name_(std::move(name)), world_(std::move(world)) {}
+
+  std::string name() const override { return name_; }
+  std::string describe() const override {
+    std::string d = "fsdp Communicator over transport " + world_.transport_name;
+    if (world_.transport_name == "shm") {
+      const char* copy = std::getenv("FSDP_SHM_COPY");
+      d += std::string(" (FSDP_SHM_COPY=") + (copy && *copy ? copy : "default") + ")";
+    }
+    return d;
+  }
+  int rank() const override { return world_.comm->rank(); }
+  int size() const override { return world_.comm->size(); }
+
+  std::string unsupported(Collective, DataType, ReduceKind, bool) const override { return {}; }
+
+  void start(const CallArgs& a) override {
+    Communicator& c = *world_.comm;
+    const ReduceOp op{a.op, 1.0};
+    switch (a.collective) {
+      case Collective::kAllGather: works_.push_back(c.all_gather(a.send, a.recv, a.param_count, a.type)); break;
+      case Collective::kReduceScatter:
+        works_.push_back(c.reduce_scatter(a.send, a.recv, a.param_count, a.type, op));
+        break;
+      case Collective::kAllReduce: works_.push_back(c.all_reduce(a.send, a.recv, a.param_count, a.type, op)); break;
+      case Collective::kBroadcast: works_.push_back(c.broadcast(a.send, a.recv, a.param_count, a.type, a.root)); break;
+      case Collective::kReduce: works_.push_back(c.reduce(a.send, a.recv, a.param_count, a.type, op, a.root)); break;
+      case Collective::kSendRecv: {
+        const int n = c.size(), r = c.rank();
+        works_.push_back(c.send(a.send, a.param_count, a.type, (r + 1) % n));
+        works_.push_back(c.recv(a.recv, a.param_count, a.type, (r - 1 + n) % n));
+        break;
+      }
+      case Collective::kAllToAll: {
+        // Point-to-point exchanges start at once, so all 2(n-1) are in flight together.
+        const int n = c.size(), r = c.rank();
+        const size_t block = a.param_count * element_size(a.type);
+        for (int k = 1; k < n; ++k) {
+          const int to = (r + k) % n, from = (r - k + n) % n;
+          works_.push_back(c.send(a.send + to * block, a.param_count, a.type, to));
+          works_.push_back(c.recv(a.recv + from * block, a.param_count, a.type, from));
+        }
+        if (block) std::memcpy(a.recv + r * block, a.send + r * block, block);
+        break;
+      }
+    }
+  }
+
+  void wait_all() override {
+    for (Work& w : works_) w.wait();
+    works_.clear();
+  }
+
+  void barrier() override { world_.comm->barrier().wait(); }
+  launch::World& world() { return world_; }
+  void combine(double* values, int count, Combine how) override {
+    const ReduceKind k = how == Combine::kSum ? ReduceKind::kSum : how == Combine::kMin ? ReduceKind::kMin : ReduceKind::kMax;
+    world_.comm->all_reduce(values, values, count, DataType::kFloat64, ReduceOp{k, 1.0}).wait();
+  }
+
+ private:
+  std::string name_;
+  launch::World world_;
+  std::vector<Work> works_;
+};
+
+}  // namespace
+
+launch::World connect_world_as(const std::string& suffix, const launch::ProcessEnv& env,
+                               const launch::WorldOptions& options) {
+  const char* old = std::getenv("FSDP_RUN_ID");
+  const std::string saved = old ? old : "";
+  const std::string id = (old && *old ? saved : std::string("default")) + "." + suffix;
+  ::setenv("FSDP_RUN_ID", id.c_str(), 1);
+  auto restore = [&] {
+    if (old) {
+      ::setenv("FSDP_RUN_ID", saved.c_str(), 1);
+    } else {
+      ::unsetenv("FSDP_RUN_ID");
+    }
+  };
+  try {
+    launch::World w = launch::connect_world(env, options);
+    restore();
+    return w;
+  } catch (...) {
+    restore();
+    throw;
+  }
+}
+
+std::unique_ptr<Backend> make_control_backend(const launch::ProcessEnv& env, launch::StoreClient** store,
+                                              std::string* store_prefix) {
+  launch::WorldOptions options;
+  options.transport = "auto";
+  auto control = std::make_unique<FsdpBackend>("control", connect_world_as("bench", env, options));
+  *store = control->world().store.get();
+  *store_prefix = control->world().key_prefix;
+  return control;
+}
+
+MadeBackend make_fsdp_backend(const std::string& transport, BackendContext& ctx) {
+  launch::WorldOptions options;
+  options.transport = transport;
+  MadeBackend made;
+  try {
+    made.backend = std::make_unique<FsdpBackend>(transport, connect_world_as("bench-" + transport, ctx.env, options));
+  } catch (const InvalidArgument& e) {
+    // connect_world refuses transports it does not know (yet) the same way on every rank.
+    made.unavailable = e.what();
+  }
+  return made;
+}
+
+}  // namespace fsdp::bench

@@ -1,0 +1,54 @@
+// Constructing the backends fsdp-bench compares. A backend that cannot run here (a transport not
+// built yet, mpi-native outside mpirun) comes back as a reason instead, printed in its table's place.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "bench/fsdp_bench/backend.h"
+#include "launch/bootstrap.h"
+#include "launch/world.h"
+
+namespace fsdp::bench {
+
+struct BackendContext {
+  launch::ProcessEnv env;
+  // The run's own job (transport auto), alive for the whole run: the memcpy bound's barrier and the
+  // agreement on which backends every rank could start.
+  Backend* control = nullptr;
+  // Its rendezvous store (null in a 1-rank job with no master), where Gloo's ranks meet, under
+  // keys starting with store_prefix.
+  launch::StoreClient* store = nullptr;
+  std::string store_prefix;
+};
+
+// The control job: our Communicator over connect_world's automatic transport choice.
+std::unique_ptr<Backend> make_control_backend(const launch::ProcessEnv& env, launch::StoreClient** store,
+                                              std::string* store_prefix);
+
+struct MadeBackend {
+  std::unique_ptr<Backend> backend;
+  std::string unavailable;  // why, when backend is null
+};
+
+// shm, tcp, ucx, mpi: our Communicator over the transport of that name, connected by
+// launch::connect_world (so transports added there are measured without changes here).
+MadeBackend make_fsdp_backend(const std::string& transport, BackendContext& ctx);
+// Open MPI's own collectives (MPI_Allgather, ...); only under mpirun.
+MadeBackend make_mpi_native_backend(BackendContext& ctx);
+// Debian's libgloo: its algorithms over its TCP device on 127.0.0.1.
+MadeBackend make_gloo_backend(BackendContext& ctx);
+
+inline MadeBackend make_backend(const std::string& name, BackendContext& ctx) {
+  if (name == "mpi-native") return make_mpi_native_backend(ctx);
+  if (name == "gloo") return make_gloo_backend(ctx);
+  return make_fsdp_backend(name, ctx);
+}
+
+// Runs `connect` with FSDP_RUN_ID set to "<the job's id>.<suffix>" (restored after): every job this
+// process joins gets its own keys in a shared external store (fsdp-run's), so a second job never
+// reads the first one's job id.
+launch::World connect_world_as(const std::string& suffix, const launch::ProcessEnv& env,
+                               const launch::WorldOptions& options);
+
+}  // namespace fsdp::bench

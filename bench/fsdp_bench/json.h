@@ -1,0 +1,71 @@
+// The little JSON fsdp-bench needs: a streaming writer for --json, and a reader for the report tool
+// (which merges several runs) and the schema test. Numbers are doubles; objects keep key order.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace fsdp::bench::json {
+
+// --- reading ---
+
+class Value {
+ public:
+  enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+  Kind kind = Kind::kNull;
+  bool b = false;
+  double num = 0;
+  std::string str;
+  std::vector<Value> items;                           // arrays
+  std::vector<std::pair<std::string, Value>> fields;  // objects, in document order
+
+  bool is_null() const { return kind == Kind::kNull; }
+  // Member lookup; throws std::runtime_error naming the key when absent or not an object.
+  const Value& at(std::string_view key) const;
+  const Value* find(std::string_view key) const;
+  // Typed access; each throws std::runtime_error naming what was expected.
+  double number() const;
+  const std::string& string() const;
+  bool boolean() const;
+  const std::vector<Value>& array() const;
+};
+
+// Throws std::runtime_error("json: <what> at offset N") on malformed text or trailing characters.
+Value parse(std::string_view text);
+
+// --- writing ---
+
+std::string quote(std::string_view s);  // a JSON string literal, escaped
+std::string number(double v);           // shortest round-trip text; non-finite values become null
+
+// Builds a document in order: begin/end objects and arrays, keys, values; commas are handled.
+class Writer {
+ public:
+  Writer& begin_object();
+  Writer& end_object();
+  Writer& begin_array();
+  Writer& end_array();
+  Writer& key(std::string_view k);
+  Writer& value(std::string_view s);
+  Writer& value(const char* s) { return value(std::string_view(s)); }
+  Writer& value(double v);
+  Writer& value(int64_t v);
+  Writer& value(int v) { return value(static_cast<int64_t>(v)); }
+  Writer& value(size_t v) { return value(static_cast<int64_t>(v)); }
+  Writer& value(bool v);
+  Writer& null();
+  const std::string& text() const { return out_; }
+
+ private:
+  void separate();
+  std::string out_;
+  std::vector<bool> first_;  // per open container: no element written yet
+  bool after_key_ = false;
+};
+
+}  // namespace fsdp::bench::json

@@ -1,0 +1,30 @@
+// --plot: bus bandwidth against message size as a standalone SVG (any browser shows it; no
+// plotting tools needed). Sizes on a log2 axis, GB/s on a linear one; one colour per backend,
+// solid out of place, dashed in place.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/fsdp_bench/report.h"
+
+namespace fsdp::bench {
+
+struct Series {
+  std::string label;
+  bool dashed = false;
+  int colour = 0;  // index into the palette; series of one backend share it
+  std::vector<std::pair<double, double>> points;  // (bytes, busbw GB/s)
+};
+
+// One series per backend (and type/op when the run has several), out of place and in place.
+std::vector<Series> series_of(const Report& r);
+
+std::string plot_svg(const std::string& title, const std::vector<Series>& series);
+inline std::string plot_svg(const Report& r) {
+  return plot_svg("fsdp-bench " + std::string(name(r.options.collective)) + ", " + std::to_string(r.nranks) +
+                      " ranks: busbw (GB/s) against size",
+                  series_of(r));
+}
+
+}  // namespace fsdp::bench
