@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -599,6 +601,39 @@ TEST_P(InitRank, ConfigNameAndOneRank) {
   ASSERT_NCCL(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, c, nullptr));
   EXPECT_EQ(x, 2);
   ASSERT_NCCL(ncclCommDestroy(c));
+}
+
+// Ranks as processes (forked after this process started the listener): a rank killed mid-job makes
+// the survivor's next operation fail with ncclRemoteError naming the lost peer, and breaks the
+// communicator; nothing hangs and nothing aborts the survivor.
+TEST_P(InitRank, KilledPeerIsRemoteError) {
+  ncclUniqueId id;
+  ASSERT_NCCL(ncclGetUniqueId(&id));
+  const auto codes = fsdp::testing::run_processes(2, std::chrono::seconds(60), [&](int rank) -> int {
+    ncclComm_t c = nullptr;
+    if (ncclCommInitRank(&c, 2, id, rank) != ncclSuccess) return 10;
+    float x = 1;
+    if (ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, c, nullptr) != ncclSuccess || x != 2) return 11;
+    if (rank == 1) ::raise(SIGKILL);
+    std::vector<float> big(1 << 18, 1.0f);
+    const ncclResult_t r = ncclAllReduce(big.data(), big.data(), big.size(), ncclFloat, ncclSum, c, nullptr);
+    const std::string text = ncclGetLastError(c);
+    if (r != ncclRemoteError) {
+      std::fprintf(stderr, "got %d: %s\n", static_cast<int>(r), text.c_str());
+      return 12;
+    }
+    for (const char* needle : {"ncclAllReduce on rank 0 of 2", "peer 1", "op all_reduce"}) {
+      if (text.find(needle) == std::string::npos) {
+        std::fprintf(stderr, "'%s' missing from: %s\n", needle, text.c_str());
+        return 13;
+      }
+    }
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(c, &async) != ncclSuccess || async != ncclRemoteError) return 14;
+    return ncclCommAbort(c) == ncclSuccess ? 0 : 15;
+  });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 128 + SIGKILL);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, InitRank, ::testing::Values("auto", "tcp"));
