@@ -1,9 +1,12 @@
-// Receive matching for transports that frame their own messages (shm, tcp): per peer, receives
-// posted before their message arrived and messages that arrived before their receive, each kept in
-// arrival order and matched by tag, so a pair's messages with equal tags match in send order.
+// Receive matching for transports that frame their own messages (shm, tcp, the fabric transports
+// over UCX and MPI): per peer, receives posted before their message arrived and messages that arrived
+// before their receive, each kept in arrival order and matched by tag, so a pair's messages with
+// equal tags match in send order. Also the loopback matching of self-sends and the size-mismatch text.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <list>
 #include <optional>
 #include <string>
@@ -67,6 +70,63 @@ class ReceiveMatcher {
  private:
   std::list<PostedRecv> posted_;
   std::list<Unexpected> unexpected_;
+};
+
+// The error both sides of a size mismatch report, naming both ranks and sizes.
+inline std::string size_mismatch_message(int sender, uint64_t sent, int receiver, uint64_t expected) {
+  return "message size mismatch: rank " + std::to_string(sender) + " sent " + std::to_string(sent) + " bytes, rank " +
+         std::to_string(receiver) + " expected " + std::to_string(expected) + " (do the ranks pass the same count?)";
+}
+
+// Sends and receives a rank posts to itself: matched in memory by tag, in posting order, with one
+// memcpy, so a transport needs no loopback channel of its fabric.
+class LoopbackMatcher {
+ public:
+  explicit LoopbackMatcher(int rank) : rank_(rank) {}
+
+  void send(const Tag& tag, const void* data, size_t bytes, RequestPtr request) {
+    post(sends_, recvs_, Posted{tag, const_cast<void*>(data), bytes, std::move(request)}, true);
+  }
+  void recv(const Tag& tag, void* data, size_t bytes, RequestPtr request) {
+    post(recvs_, sends_, Posted{tag, data, bytes, std::move(request)}, false);
+  }
+  void cancel(const RequestPtr& request) {
+    auto& queue = request->is_send() ? sends_ : recvs_;
+    queue.remove_if([&](const Posted& p) { return p.request == request; });
+  }
+
+ private:
+  struct Posted {
+    Tag tag;
+    void* data;
+    size_t bytes;
+    RequestPtr request;
+  };
+
+  void post(std::list<Posted>& mine, std::list<Posted>& other, Posted posted, bool is_send) {
+    for (auto it = other.begin(); it != other.end(); ++it) {
+      if (!(it->tag == posted.tag)) continue;
+      Posted match = std::move(*it);
+      other.erase(it);
+      const Posted& s = is_send ? posted : match;
+      const Posted& r = is_send ? match : posted;
+      if (s.bytes != r.bytes) {
+        const std::string why = size_mismatch_message(rank_, s.bytes, rank_, r.bytes);
+        s.request->fail(why, false);
+        r.request->fail(why, false);
+        return;
+      }
+      if (s.bytes) std::memcpy(r.data, s.data, s.bytes);
+      s.request->complete();
+      r.request->complete();
+      return;
+    }
+    mine.push_back(std::move(posted));
+  }
+
+  int rank_;
+  std::list<Posted> sends_;
+  std::list<Posted> recvs_;
 };
 
 }  // namespace fsdp
