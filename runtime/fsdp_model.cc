@@ -5,6 +5,7 @@
 
 #include "collectives/types/reduce_kernels.h"
 #include "runtime/flat_copy.h"
+#include "runtime/plan_check.h"
 
 namespace fsdp::runtime {
 namespace {
@@ -31,6 +32,10 @@ FsdpModel::FsdpModel(const sharding::ModelSpec& model, const FsdpOptions& option
     : model_(model), options_(options), tracker_(tracker) {
   options_.shard_degree = resolve_shard_degree(options, world.size());
   sharding::validate(options_.policy, options_.shard_degree);
+  if (options_.plan) {
+    check_plan(*options_.plan, model_, world.size(), options_.shard_degree, options_.replicate_degree,
+               options_.policy);
+  }
   groups_ = ProcessGroups::create(world, options_.shard_degree, options_.replicate_degree,
                                   reshard_group_of(options_.policy, options_.shard_degree));
   for (size_t u = 0; u < model_.units.size(); ++u) {

@@ -27,12 +27,21 @@
 #include "sharding/model_spec.h"
 #include "sharding/policy.h"
 
+namespace fsdp::proto {
+class ShardingPlan;
+}
+
 namespace fsdp::runtime {
 
 struct FsdpOptions {
   int64_t shard_degree = 0;      // 0: world size / replicate_degree
   int64_t replicate_degree = 1;  // HSDP replicas (gradients all-reduced across them)
   sharding::Policy policy;       // param/reduce dtypes, reshard_after_forward, prefetch
+  // A plan from the planner or a file (`fsdp-plan --out`, runtime/plan_check.h). When given, the
+  // constructor refuses it (PlanMismatch naming every difference) unless it describes exactly this
+  // model, mesh and policy. Without one, the layout is the planner's for the options above
+  // (sharding::UnitShardLayout), which is what such a plan would hold.
+  std::shared_ptr<const proto::ShardingPlan> plan;
 };
 
 class FsdpModel {

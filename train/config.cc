@@ -172,7 +172,9 @@ const std::vector<std::pair<std::string, std::string>>& flavor_aliases() {
 std::vector<std::string> flavor_choices() {
   std::vector<std::string> c = {"debugmodel"};
   for (const auto& [alias, preset] : flavor_aliases()) c.push_back(alias);
-  for (const auto& p : sharding::model_preset_names()) c.push_back(p);
+  for (const auto& p : sharding::model_preset_names()) {
+    if (p != "debugmodel") c.push_back(p);  // the planner's preset of the same model
+  }
   return c;
 }
 
@@ -307,6 +309,9 @@ const std::vector<Field>& fields() {
     }
     f.push_back(int_field("parallelism", "prefetch", FSDP_ACC(int64_t, parallelism.prefetch), false,
                           "units all-gathered ahead of the one computing", non_negative));
+    f.push_back(string_field("parallelism", "plan_file", FSDP_ACC(std::string, parallelism.plan_file), false,
+                             "a plan from `fsdp-plan --out FILE` (.txtpb: text); the job refuses it, naming each "
+                             "difference, unless it matches this model, mesh and policy; empty = plan here"));
     // [checkpoint]
     f.push_back(bool_field("checkpoint", "enable_checkpoint", FSDP_ACC(bool, checkpoint.enable_checkpoint), true,
                            "save and resume checkpoints"));
@@ -588,14 +593,7 @@ bool ReshardAfterForward::reshards(int64_t unit, int64_t num_units) const {
   return true;
 }
 
-sharding::LlamaConfig debug_model_llama_config() {
-  // ~0.85 M parameters: 4 blocks of dim 128 (FFN 384), GQA 8 query / 4 key-value heads of 16 dims, and
-  // a 256-token byte vocabulary. A 4 x 128-token micro-batch is ~2.9 GFLOP of matmuls (forward +
-  // backward): ~85 ms on one loaded CPU core with single-threaded OpenBLAS sgemm (~35 GFLOP/s).
-  // n_layers = 2 or seq_len = 64 halves it.
-  return sharding::LlamaConfig{
-      .dim = 128, .layers = 4, .n_heads = 8, .n_kv_heads = 4, .vocab = 256, .multiple_of = 64};
-}
+sharding::LlamaConfig debug_model_llama_config() { return sharding::debug_model_config(); }
 
 sharding::LlamaConfig TrainConfig::llama_config() const {
   sharding::LlamaConfig c;

@@ -102,6 +102,7 @@ struct ParallelismConfig {
   int64_t data_parallel_shard_degree = -1;  // -1: world_size / replicate degree (resolved by validate)
   ReshardAfterForward fsdp_reshard_after_forward;
   int64_t prefetch = 1;  // ours: units all-gathered ahead of the one computing
+  std::string plan_file;  // ours: a plan from `fsdp-plan --out`, checked against the job; empty: none
 
   int64_t dp_degree() const { return data_parallel_replicate_degree * data_parallel_shard_degree; }
 };

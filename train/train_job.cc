@@ -7,7 +7,9 @@
 #include <ostream>
 #include <sstream>
 
+#include "proto/plan.pb.h"
 #include "runtime/checkpoint/checkpointer.h"
+#include "runtime/plan_check.h"
 #include "sharding/chip_profile.h"
 #include "sharding/cost_model.h"
 #include "sharding/planner.h"
@@ -166,7 +168,10 @@ std::string model_config_hash(const TrainConfig& config) {
 }
 
 JobResult run_training_job(const TrainConfig& config, Communicator& world, const JobOptions& job) {
-  const TrainerOptions opts = trainer_options(config);
+  TrainerOptions opts = trainer_options(config);
+  if (!config.parallelism.plan_file.empty()) {
+    opts.fsdp.plan = std::make_shared<const proto::ShardingPlan>(runtime::read_plan_file(config.parallelism.plan_file));
+  }
   const int rank = world.rank();
   const int64_t shard = config.parallelism.data_parallel_shard_degree;
   JobResult result;

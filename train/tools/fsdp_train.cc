@@ -16,6 +16,7 @@
 #include "collectives/core/errors.h"
 #include "launch/cli_flags.h"
 #include "launch/world.h"
+#include "runtime/plan_check.h"
 #include "train/config.h"
 #include "train/train_job.h"
 
@@ -66,6 +67,8 @@ int main(int argc, char** argv) {
     return fail(rank, "configuration", e, 2);
   } catch (const InvalidArgument& e) {
     return fail(rank, "invalid argument", e, 2);
+  } catch (const runtime::PlanMismatch& e) {
+    return fail(rank, "sharding plan", e, 2);
   } catch (const train::NonFiniteLoss& e) {
     return fail(rank, "non-finite loss", e, 1);
   } catch (const std::exception& e) {

@@ -1,0 +1,122 @@
+#include "runtime/plan_check.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "proto/plan.pb.h"
+#include "sharding/chip_profile.h"
+#include "sharding/plan_io.h"
+#include "sharding/planner.h"
+
+namespace fsdp::runtime {
+namespace {
+
+std::string shape_text(const google::protobuf::RepeatedField<int64_t>& shape) {
+  std::string s = "[";
+  for (int i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Collects "<where>: <what> <plan value> in the plan, <value> in this job" lines.
+class Differences {
+ public:
+  template <typename T>
+  void field(const std::string& where, const char* what, const T& in_plan, const T& in_model) {
+    if (in_plan == in_model) return;
+    std::ostringstream s;
+    s << where << ": " << what << " " << in_plan << " in the plan, " << in_model << " in this job";
+    lines_.push_back(s.str());
+  }
+  void line(std::string text) { lines_.push_back(std::move(text)); }
+  std::vector<std::string> take() { return std::move(lines_); }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+void compare_units(const proto::ShardingPlan& got, const proto::ShardingPlan& want, Differences& d) {
+  if (got.units_size() != want.units_size()) {
+    d.field<int>("model", "units:", got.units_size(), want.units_size());
+  }
+  const int units = std::min(got.units_size(), want.units_size());
+  for (int u = 0; u < units; ++u) {
+    const auto& g = got.units(u);
+    const auto& w = want.units(u);
+    const std::string where = "unit " + std::to_string(u) + " (" + w.name() + ")";
+    if (g.name() != w.name()) {
+      d.field(where, "name", g.name(), w.name());
+      continue;  // a different unit: its parameters would all differ too
+    }
+    d.field(where, "chunk elements", g.chunk_numel(), w.chunk_numel());
+    if (g.params_size() != w.params_size()) d.field<int>(where, "parameters:", g.params_size(), w.params_size());
+    const int params = std::min(g.params_size(), w.params_size());
+    for (int p = 0; p < params; ++p) {
+      const auto& gp = g.params(p);
+      const auto& wp = w.params(p);
+      const std::string at = where + ": parameter " + std::to_string(p) + " (" + wp.name() + ")";
+      if (gp.name() != wp.name()) {
+        d.field(at, "name", gp.name(), wp.name());
+        continue;
+      }
+      d.field(at, "shape", shape_text(gp.shape()), shape_text(wp.shape()));
+      d.field(at, "dtype", gp.dtype(), wp.dtype());
+      d.field(at, "rows per rank", gp.rows_per_rank(), wp.rows_per_rank());
+      d.field(at, "offset in chunk", gp.offset_in_chunk(), wp.offset_in_chunk());
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> plan_mismatches(const proto::ShardingPlan& plan, const sharding::ModelSpec& model,
+                                         int64_t world_size, int64_t shard_degree, int64_t replicate_degree,
+                                         const sharding::Policy& policy) {
+  // What the planner itself says for this model, mesh and policy: the plan must be that layout.
+  const auto mesh = sharding::Mesh::create(sharding::MeshSpec{1, world_size, replicate_degree, shard_degree});
+  const proto::ShardingPlan want =
+      sharding::to_proto(sharding::make_plan(model, sharding::chip_preset("cpu"), mesh, policy, 0.0));
+  Differences d;
+  d.field("mesh", "world size", plan.mesh().world_size(), want.mesh().world_size());
+  d.field("mesh", "shard degree", plan.mesh().shard_degree(), want.mesh().shard_degree());
+  d.field("mesh", "replicate degree", plan.mesh().replicate_degree(), want.mesh().replicate_degree());
+  d.field("policy", "param dtype", plan.policy().param_dtype(), want.policy().param_dtype());
+  d.field("policy", "reduce dtype", plan.policy().reduce_dtype(), want.policy().reduce_dtype());
+  d.field("policy", "reshard_after_forward", plan.policy().reshard_after_forward(),
+          want.policy().reshard_after_forward());
+  d.field("policy", "prefetch", plan.policy().prefetch_depth(), want.policy().prefetch_depth());
+  compare_units(plan, want, d);
+  return d.take();
+}
+
+void check_plan(const proto::ShardingPlan& plan, const sharding::ModelSpec& model, int64_t world_size,
+                int64_t shard_degree, int64_t replicate_degree, const sharding::Policy& policy) {
+  const auto diffs = plan_mismatches(plan, model, world_size, shard_degree, replicate_degree, policy);
+  if (diffs.empty()) return;
+  constexpr size_t kShown = 8;
+  std::string what = "the sharding plan (model '" + plan.model() + "') does not match model '" + model.name +
+                     "' in this job: ";
+  for (size_t i = 0; i < diffs.size() && i < kShown; ++i) what += (i ? "; " : "") + diffs[i];
+  if (diffs.size() > kShown) what += "; and " + std::to_string(diffs.size() - kShown) + " more";
+  throw PlanMismatch(what);
+}
+
+proto::ShardingPlan read_plan_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw PlanMismatch("cannot read plan file '" + path + "'");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  const bool text = path.ends_with(".txtpb") || path.ends_with(".pbtxt");
+  proto::ShardingPlan plan;
+  try {
+    if (text) {
+      sharding::parse_text(bytes.str(), &plan);
+    } else {
+      sharding::parse_binary(bytes.str(), &plan);
+    }
+  } catch (const std::exception& e) {
+    throw PlanMismatch("plan file '" + path + "': " + e.what());
+  }
+  return plan;
+}
+
+}  // namespace fsdp::runtime
