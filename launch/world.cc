@@ -20,6 +20,12 @@
 #include "collectives/core/errors.h"
 #include "collectives/transports/shm.h"
 #include "collectives/transports/tcp.h"
+#ifdef FSDP_HAVE_UCX
+#include "collectives/transports/ucx.h"
+#endif
+#ifdef FSDP_HAVE_MPI
+#include "collectives/transports/mpi.h"
+#endif
 
 namespace fsdp::launch {
 namespace {
@@ -248,10 +254,17 @@ std::string resolve_transport_request(const std::string& option) {
     }
   }
   if (t == "auto" || t == "shm" || t == "tcp") return t;
-  if (t == "ucx" || t == "mpi") {
-    throw InvalidArgument(source + "='" + t + "': that transport is not available yet (auto, shm or tcp)");
-  }
-  throw InvalidArgument(source + "='" + t + "' is not a transport (auto, shm or tcp)");
+#ifdef FSDP_HAVE_UCX
+  if (t == "ucx") return t;
+#else
+  if (t == "ucx") throw InvalidArgument(source + "='ucx': this build has no UCX transport (configured with FSDP_WITH_UCX=OFF)");
+#endif
+#ifdef FSDP_HAVE_MPI
+  if (t == "mpi") return t;
+#else
+  if (t == "mpi") throw InvalidArgument(source + "='mpi': this build has no MPI transport (configured with FSDP_WITH_MPI=OFF)");
+#endif
+  throw InvalidArgument(source + "='" + t + "' is not a transport (auto, shm, tcp, ucx or mpi)");
 }
 
 // --- Topology ------------------------------------------------------------------------------------
@@ -282,7 +295,7 @@ Topology make_topology(const std::vector<std::string>& host_ids, int rank) {
 
 std::string choose_transport(const std::string& requested, const Topology& topology,
                              const std::vector<std::string>& host_names) {
-  if (requested == "tcp") return "tcp";
+  if (requested == "tcp" || requested == "ucx" || requested == "mpi") return requested;  // any layout
   if (requested == "auto") return topology.host_count == 1 ? "shm" : "tcp";
   if (requested != "shm") throw InvalidArgument("choose_transport: unknown request '" + requested + "'");
   if (topology.host_count == 1) return "shm";
@@ -353,6 +366,7 @@ void World::shutdown() noexcept {
       for (int r = 0; r < n; ++r) {
         store->erase(rank_key(key_prefix, "host", r));
         store->erase(rank_key(key_prefix, "tcp", r));
+        store->erase(rank_key(key_prefix, "ucx", r));
       }
     } catch (...) {
     }
@@ -474,6 +488,20 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
   // 4. Connect.
   if (w.transport_name == "shm") {
     w.transport = make_shm_transport(w.job_id, rank, n, options.rendezvous_timeout);
+#ifdef FSDP_HAVE_UCX
+  } else if (w.transport_name == "ucx") {
+    // Worker addresses through the store: publish ucx/<rank>, gather everyone's.
+    auto exchange = [&](const std::string& mine) {
+      if (!w.store) return std::vector<std::string>{mine};
+      w.store->set(rank_key(w.key_prefix, "ucx", rank), mine);
+      return gather_all(*w.store, w.key_prefix, "ucx", w);
+    };
+    w.transport = make_ucx_transport(rank, n, exchange, options.rendezvous_timeout);
+#endif
+#ifdef FSDP_HAVE_MPI
+  } else if (w.transport_name == "mpi") {
+    w.transport = make_mpi_transport(rank, n, options.rendezvous_timeout);  // MPI knows where everyone is
+#endif
   } else {
     // Listen on the address this rank reaches the store from: the one its peers can reach it at.
     TcpListener listener = TcpListener::bind(me.address);

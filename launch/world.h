@@ -9,8 +9,10 @@
 //      (FSDP_STORE_EXTERNAL=1, e.g. fsdp-run's or fsdp-store's); under mpirun on one host with no
 //      MASTER_* it is found through a file named after the MPI job; a 1-rank job with no master needs none;
 //   2. every rank publishes its host identity; rank 0 publishes a random job id;
-//   3. rank 0 picks the transport (auto: shm when every rank is on one host, else tcp) and publishes it;
-//   4. the transport connects (tcp: listeners bound first, addresses exchanged, then connect);
+//   3. rank 0 picks the transport (auto: shm when every rank is on one host, else tcp; or what
+//      FSDP_TRANSPORT / WorldOptions::transport names: shm, tcp, ucx, mpi) and publishes it;
+//   4. the transport connects (tcp: listeners bound first, addresses exchanged, then connect; ucx:
+//      worker addresses exchanged through the store; mpi: MPI itself, the job must run under mpirun);
 //   5. the communicator is created over every rank.
 // Shutdown (~World) never hangs: a final barrier, then a store-based count so no rank tears its
 // transport down before all passed the barrier and rank 0's store outlives everyone's last use of it.
@@ -41,8 +43,8 @@ std::chrono::milliseconds rendezvous_timeout_from_env();
 bool store_external_from_env();
 
 struct WorldOptions {
-  std::string transport = "auto";  // auto|shm|tcp (ucx|mpi come later); FSDP_TRANSPORT env wins over the default but
-                                   // not over an explicit non-auto value
+  std::string transport = "auto";  // auto|shm|tcp|ucx|mpi; FSDP_TRANSPORT env wins over the default but not over
+                                   // an explicit non-auto value
   CommOptions comm = CommOptions::from_env();
   std::chrono::milliseconds rendezvous_timeout = rendezvous_timeout_from_env();  // FSDP_RENDEZVOUS_TIMEOUT_SEC
   // The store runs elsewhere (fsdp-store, fsdp-run): rank 0 does not serve it. FSDP_STORE_EXTERNAL.
@@ -87,13 +89,14 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options = {});
 // Groups ranks by identical host identity; hosts are numbered by their lowest rank.
 Topology make_topology(const std::vector<std::string>& host_ids, int rank);
 
-// "auto", "shm" or "tcp" after FSDP_TRANSPORT: the explicit option wins when it is not "auto", then
-// the variable, then auto. Throws InvalidArgument for anything else.
+// "auto", "shm", "tcp", "ucx" or "mpi" after FSDP_TRANSPORT: the explicit option wins when it is not
+// "auto", then the variable, then auto. Throws InvalidArgument for anything else, and for ucx or mpi
+// in a build without them (FSDP_WITH_UCX / FSDP_WITH_MPI off).
 std::string resolve_transport_request(const std::string& option);
 
 // The transport for a job laid out as `topology` when `requested` (a resolved request) was asked for:
-// auto -> shm on one host, tcp across hosts. Throws InvalidArgument for shm across hosts, naming
-// each host (`host_names[h]` describes host h) and its ranks.
+// auto -> shm on one host, tcp across hosts; tcp, ucx and mpi work for any layout. Throws
+// InvalidArgument for shm across hosts, naming each host (`host_names[h]` describes host h) and its ranks.
 std::string choose_transport(const std::string& requested, const Topology& topology,
                              const std::vector<std::string>& host_names);
 

@@ -1,6 +1,7 @@
-// Real multi-process jobs: fsdp-run and mpirun starting fsdp-world-check over shm and tcp, a rank
-// killed with SIGKILL mid-collective, exit codes, output tagging, signal forwarding, rendezvous
-// timeouts and an external fsdp-store. Tests that need mpirun skip when it is not installed.
+// Real multi-process jobs: fsdp-run and mpirun starting fsdp-world-check over shm, tcp, ucx (with
+// UCX_TLS=tcp and with shared memory) and mpi, a rank killed with SIGKILL mid-collective, exit codes,
+// output tagging, signal forwarding, rendezvous timeouts and an external fsdp-store. Tests that need
+// mpirun skip when it is not installed.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -61,6 +62,19 @@ int count(const std::string& text, const std::string& needle) {
 
 bool have_mpirun() { return sh("command -v mpirun").code == 0; }
 
+// A transport parameter: "shm", "tcp", "mpi", or "ucx_<set>" for FSDP_TRANSPORT=ucx with UCX_TLS=tcp
+// ("ucx_tcp") or a shared-memory set ("ucx_sm": sm,self).
+std::string transport_of(const std::string& param) { return param.substr(0, param.find('_')); }
+std::string transport_env(const std::string& param) {
+  if (param == "ucx_tcp") return "FSDP_TRANSPORT=ucx UCX_TLS=tcp ";
+  if (param == "ucx_sm") return "FSDP_TRANSPORT=ucx UCX_TLS=sm,self ";
+  return "FSDP_TRANSPORT=" + param + " ";
+}
+// What mpirun must pass on for it.
+std::string mpirun_exports(const std::string& param) {
+  return transport_of(param) == "ucx" ? " -x FSDP_TRANSPORT -x UCX_TLS" : " -x FSDP_TRANSPORT";
+}
+
 uint16_t free_port() {
   fsdp::launch::StoreServer probe("127.0.0.1", 0);  // bound then released: free a moment ago
   return probe.port();
@@ -110,20 +124,20 @@ struct Background {
 class FsdpRunWorld : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(FsdpRunWorld, EveryCollective) {
-  const auto& [transport, n] = GetParam();
-  const Result r =
-      sh(kClean + "FSDP_TRANSPORT=" + transport + " " + kRun + " --nproc " + std::to_string(n) + " -- " + kCheck);
+  const auto& [param, n] = GetParam();
+  const Result r = sh(kClean + transport_env(param) + kRun + " --nproc " + std::to_string(n) + " -- " + kCheck);
   ASSERT_EQ(r.code, 0) << r.output;
   for (int k = 0; k < n; ++k) {
     const std::string ok = "[rank " + std::to_string(k) + "] fsdp-world-check OK: rank " + std::to_string(k) + "/" +
                            std::to_string(n) + " (from torchrun) host 0/1 local " + std::to_string(k) + "/" +
-                           std::to_string(n) + " transport " + transport;
+                           std::to_string(n) + " transport " + transport_of(param);
     EXPECT_EQ(count(r.output, ok), 1) << ok << "\n" << r.output;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, FsdpRunWorld,
-                         ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::Values(1, 2, 3, 4)),
+                         ::testing::Combine(::testing::Values("shm", "tcp", "ucx_tcp", "ucx_sm"),
+                                            ::testing::Values(1, 2, 3, 4)),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param));
                          });
@@ -139,20 +153,21 @@ class MpirunWorld : public ::testing::TestWithParam<std::tuple<std::string, int>
 // No MASTER_*: the ranks find rank 0's store through a file named after the Open MPI job.
 TEST_P(MpirunWorld, EveryCollective) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun is not installed (apt-get install openmpi-bin)";
-  const auto& [transport, n] = GetParam();
-  const Result r = sh(kClean + "FSDP_TRANSPORT=" + transport + " " + kMpirun + " -x FSDP_TRANSPORT -np " +
-                      std::to_string(n) + " " + kCheck);
+  const auto& [param, n] = GetParam();
+  const Result r = sh(kClean + transport_env(param) + kMpirun + mpirun_exports(param) + " -np " + std::to_string(n) +
+                      " " + kCheck);
   ASSERT_EQ(r.code, 0) << r.output;
   for (int k = 0; k < n; ++k) {
     const std::string ok = "fsdp-world-check OK: rank " + std::to_string(k) + "/" + std::to_string(n) +
                            " (from mpirun) host 0/1 local " + std::to_string(k) + "/" + std::to_string(n) +
-                           " transport " + transport;
+                           " transport " + transport_of(param);
     EXPECT_EQ(count(r.output, ok), 1) << ok << "\n" << r.output;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MpirunWorld,
-                         ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::Values(2, 4)),
+                         ::testing::Combine(::testing::Values("shm", "tcp", "mpi", "ucx_tcp", "ucx_sm"),
+                                            ::testing::Values(2, 4)),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param));
                          });
@@ -184,15 +199,16 @@ void expect_survivors_name_rank1(const std::string& output, const std::string& l
 class KillUnderFsdpRun : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(KillUnderFsdpRun, SurvivorsNameTheLostPeer) {
-  const Result r = sh(kClean + "FSDP_TIMEOUT_SEC=5 FSDP_TRANSPORT=" + GetParam() + " " + kRun + " --nproc 3 -- " +
-                      kCheck + " --die-rank 1 --die-after 3");
+  const Result r = sh(kClean + "FSDP_TIMEOUT_SEC=5 " + transport_env(GetParam()) + kRun + " --nproc 3 -- " + kCheck +
+                      " --die-rank 1 --die-after 3");
   EXPECT_EQ(r.code, 128 + SIGKILL) << r.output;
   EXPECT_NE(r.output.find("fsdp-run: failed: rank 1 was killed by signal 9 (SIGKILL)"), std::string::npos) << r.output;
   expect_survivors_name_rank1(r.output, "[rank %d] ");
   EXPECT_LT(r.seconds, 5 + 5) << r.output;
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, KillUnderFsdpRun, ::testing::Values("shm", "tcp"));
+INSTANTIATE_TEST_SUITE_P(Transports, KillUnderFsdpRun, ::testing::Values("shm", "tcp", "ucx_tcp", "ucx_sm"),
+                         [](const auto& info) { return std::string(info.param); });
 
 class KillUnderMpirun : public ::testing::TestWithParam<std::string> {};
 
@@ -201,8 +217,8 @@ class KillUnderMpirun : public ::testing::TestWithParam<std::string> {};
 // the survivors' own verdicts are observed.
 TEST_P(KillUnderMpirun, SurvivorsNameTheLostPeer) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun is not installed";
-  const Result r = sh(kClean + "FSDP_TIMEOUT_SEC=5 FSDP_TRANSPORT=" + GetParam() + " " + kMpirun +
-                      " -x FSDP_TIMEOUT_SEC -x FSDP_TRANSPORT -np 3 sh -c '" + kCheck +
+  const Result r = sh(kClean + "FSDP_TIMEOUT_SEC=5 " + transport_env(GetParam()) + kMpirun + " -x FSDP_TIMEOUT_SEC" +
+                      mpirun_exports(GetParam()) + " -np 3 sh -c '" + kCheck +
                       " --die-rank 1 --die-after 3; echo \"rank $OMPI_COMM_WORLD_RANK exit $?\"'");
   EXPECT_EQ(count(r.output, "rank 1 exit 137\n"), 1) << r.output;
   EXPECT_EQ(count(r.output, "rank 0 exit 1\n"), 1) << r.output;
@@ -221,7 +237,26 @@ TEST(KillUnderMpirunDefault, JobEndsNonZero) {
   EXPECT_LT(r.seconds, 5 + 5) << r.output;
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, KillUnderMpirun, ::testing::Values("shm", "tcp"));
+INSTANTIATE_TEST_SUITE_P(Transports, KillUnderMpirun, ::testing::Values("shm", "tcp", "ucx_tcp", "ucx_sm"),
+                         [](const auto& info) { return std::string(info.param); });
+
+// Over the mpi transport the dead rank never called MPI_Finalize, and mpirun ends the whole job as
+// soon as it notices, naming that rank; a survivor that noticed first names it too. Either way the
+// job ends non-zero within the timeout plus a few seconds and no survivor passes.
+TEST(KillUnderMpirunMpi, JobEndsNamingTheLostRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun is not installed";
+  const Result r = sh(kClean + "FSDP_TIMEOUT_SEC=5 " + transport_env("mpi") + kMpirun + " -x FSDP_TIMEOUT_SEC" +
+                      mpirun_exports("mpi") + " -np 3 sh -c '" + kCheck +
+                      " --die-rank 1 --die-after 3; echo \"rank $OMPI_COMM_WORLD_RANK exit $?\"'");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "rank 1 exit 137\n"), 1) << r.output;
+  EXPECT_EQ(count(r.output, " exit 0\n"), 0) << r.output;
+  const bool survivor_named = std::regex_search(
+      r.output, std::regex("fsdp-world-check: rank [02] FAILED: PeerLostError: [^\n]*(peer 1,|also lost: rank 1 )"));
+  const bool mpirun_named = r.output.find("process rank 1 with PID") != std::string::npos;
+  EXPECT_TRUE(survivor_named || mpirun_named) << r.output;
+  EXPECT_LT(r.seconds, 5 + 5) << r.output;
+}
 
 // --- fsdp-run's own contract ------------------------------------------------------------------------
 

@@ -49,6 +49,8 @@ TEST(TransportChoice, AutoPicksShmOnOneHostTcpAcross) {
   EXPECT_EQ(choose_transport("auto", make_topology({"a", "b"}, 0), {"a", "b"}), "tcp");
   EXPECT_EQ(choose_transport("tcp", make_topology({"a", "a"}, 0), {"a"}), "tcp");
   EXPECT_EQ(choose_transport("shm", make_topology({"a", "a"}, 0), {"a"}), "shm");
+  EXPECT_EQ(choose_transport("ucx", make_topology({"a", "b"}, 0), {"a", "b"}), "ucx");
+  EXPECT_EQ(choose_transport("mpi", make_topology({"a", "a"}, 0), {"a"}), "mpi");
 }
 
 TEST(TransportChoice, ShmAcrossHostsNamesTheHosts) {
@@ -68,7 +70,12 @@ TEST(TransportChoice, RequestPrecedence) {
   ::setenv("FSDP_TRANSPORT", "tcp", 1);
   EXPECT_EQ(resolve_transport_request("auto"), "tcp");  // the variable beats the default
   EXPECT_EQ(resolve_transport_request("shm"), "shm");   // an explicit choice beats the variable
+#if defined(FSDP_HAVE_UCX) && defined(FSDP_HAVE_MPI)
   ::setenv("FSDP_TRANSPORT", "ucx", 1);
+  EXPECT_EQ(resolve_transport_request("auto"), "ucx");
+  EXPECT_EQ(resolve_transport_request("mpi"), "mpi");
+#endif
+  ::setenv("FSDP_TRANSPORT", "carrier-pigeon", 1);
   EXPECT_THROW(resolve_transport_request("auto"), InvalidArgument);
   ::unsetenv("FSDP_TRANSPORT");
   EXPECT_THROW(resolve_transport_request("carrier-pigeon"), InvalidArgument);
@@ -135,6 +142,13 @@ TEST(ConnectWorld, ThreadsOverShm) {
 TEST(ConnectWorld, ThreadsOverTcp) {
   for (int n : {2, 4}) run_threads(n, "tcp");
 }
+
+#ifdef FSDP_HAVE_UCX
+// Worker addresses go through the store (and leave no keys behind).
+TEST(ConnectWorld, ThreadsOverUcx) {
+  for (int n : {2, 3}) run_threads(n, "ucx");
+}
+#endif
 
 TEST(ConnectWorld, SingleRankNeedsNoStore) {
   ProcessEnv env;  // rank 0 of 1, no master
