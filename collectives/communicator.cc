@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/host_layout.h"
 #include "collectives/core/op.h"
 #include "collectives/core/progress_engine.h"
 #include "collectives/transports/transport.h"
@@ -48,6 +49,13 @@ class AlgorithmChoice {
       }
       forced_[coll] = algo;
     }
+  }
+  // True when the hierarchical algorithm should run: forced, or by default for large messages when the
+  // ranks span hosts (and no other algorithm was forced).
+  bool hierarchical(const std::string& collective, size_t bytes, size_t threshold, bool multi_host) const {
+    auto it = forced_.find(collective);
+    if (it != forced_.end()) return it->second == "hierarchical";
+    return multi_host && bytes >= threshold;
   }
   // True when the latency-optimised algorithm should run.
   bool small(const std::string& collective, size_t bytes, size_t threshold) const {
@@ -104,23 +112,30 @@ struct ReductionPlan {
   }
 };
 
-Task run_all_gather(Op& op, const void* send, std::byte* recv, size_t block_bytes, bool small) {
+// The large-message algorithm the caller picked: the flat ring (layout null) or the hierarchical one.
+Task run_all_gather(Op& op, const void* send, std::byte* recv, size_t block_bytes, bool small,
+                    std::shared_ptr<const HostLayout> layout) {
   std::byte* mine = recv + op.rank() * block_bytes;
   if (send != mine && block_bytes > 0) copy_bytes(mine, send, block_bytes);
-  if (small) {
+  if (layout) {
+    co_await allgather_hierarchical(op, recv, Blocks{block_bytes * op.size(), op.size(), 1}, *layout);
+  } else if (small) {
     co_await allgather_bruck(op, recv, block_bytes);
   } else {
     co_await allgather_ring(op, recv, Blocks{block_bytes * op.size(), op.size(), 1});
   }
 }
 
-Task run_reduce_scatter(Op& op, ReductionPlan plan, const void* send, void* recv, size_t recv_count, bool small) {
+Task run_reduce_scatter(Op& op, ReductionPlan plan, const void* send, void* recv, size_t recv_count, bool small,
+                        std::shared_ptr<const HostLayout> layout) {
   const int n = op.size();
   const size_t total = recv_count * n;
   const std::byte* in = plan.input(op, send, total);
   std::byte* out = plan.output(op, recv, recv_count);
   // A widened or pre-multiplied input lives in scratch, so the user's in-place output no longer aliases it.
-  if (small) {
+  if (layout) {
+    co_await reduce_scatter_hierarchical(op, in, out, Blocks{total, n, plan.red.elem()}, plan.red, *layout);
+  } else if (small) {
     std::byte* full = op.scratch(kScratchFull, total * plan.red.elem());
     co_await allreduce_recursive_doubling(op, in, full, total, plan.red);
     copy_bytes(out, full + op.rank() * recv_count * plan.red.elem(), recv_count * plan.red.elem());
@@ -130,10 +145,13 @@ Task run_reduce_scatter(Op& op, ReductionPlan plan, const void* send, void* recv
   plan.finish(out, recv, recv_count, n);
 }
 
-Task run_all_reduce(Op& op, ReductionPlan plan, const void* send, void* recv, size_t count, bool small) {
+Task run_all_reduce(Op& op, ReductionPlan plan, const void* send, void* recv, size_t count, bool small,
+                    std::shared_ptr<const HostLayout> layout) {
   const std::byte* in = plan.input(op, send, count);
   std::byte* out = plan.output(op, recv, count);
-  if (small) {
+  if (layout) {
+    co_await allreduce_hierarchical(op, in, out, count, plan.red, *layout);
+  } else if (small) {
     co_await allreduce_recursive_doubling(op, in, out, count, plan.red);
   } else {
     co_await allreduce_ring(op, in, out, count, plan.red);
@@ -186,6 +204,15 @@ struct Communicator::Impl {
   uint64_t next_seq = 0;
   std::vector<uint64_t> sends_to;     // per peer, for matching point-to-point in call order
   std::vector<uint64_t> recvs_from;
+  std::shared_ptr<const HostLayout> layout;  // null: every rank on one host (or not told)
+
+  // The layout when the hierarchical algorithm should run this collective, else null (the coroutine
+  // holds a reference, so a later set_host_layout cannot pull it from under an operation in flight).
+  std::shared_ptr<const HostLayout> hierarchy(const char* collective, size_t bytes, const CommOptions& o) const {
+    const bool multi_host = layout && layout->hosts() > 1;
+    if (!algorithms.hierarchical(collective, bytes, o.small_message_bytes, multi_host)) return nullptr;
+    return layout ? layout : std::make_shared<const HostLayout>(std::vector<int>(group.endpoints.size(), 0));
+  }
 
   Impl(std::shared_ptr<Transport> t, std::shared_ptr<ProgressEngine> e, const CommOptions& o)
       : transport(std::move(t)), engine(std::move(e)), algorithms(o.algorithms) {}
@@ -287,7 +314,8 @@ Work Communicator::all_gather(const void* send, void* recv, size_t count, DataTy
   check.in_place_layout(recv, total, send, block, rank() * block, "send is not this rank's block of recv");
   auto op = impl_->new_op(options_, "all_gather", total, false, impl_->next_seq++);
   return impl_->submit(op, run_all_gather(*op, send, static_cast<std::byte*>(recv), block,
-                              impl_->algorithms.small("all_gather", total, options_.small_message_bytes)), true);
+                              impl_->algorithms.small("all_gather", total, options_.small_message_bytes),
+                              impl_->hierarchy("all_gather", total, options_)), true);
 }
 
 Work Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp rop) {
@@ -300,7 +328,8 @@ Work Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
   check.in_place_layout(send, total, recv, block, rank() * block, "recv is not this rank's block of send");
   auto op = impl_->new_op(options_, "reduce_scatter", total, false, impl_->next_seq++);
   return impl_->submit(op, run_reduce_scatter(*op, ReductionPlan(type, rop), send, recv, recv_count,
-                                  impl_->algorithms.small("reduce_scatter", total, options_.small_message_bytes)), true);
+                                  impl_->algorithms.small("reduce_scatter", total, options_.small_message_bytes),
+                                  impl_->hierarchy("reduce_scatter", total, options_)), true);
 }
 
 Work Communicator::all_reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp rop) {
@@ -312,7 +341,8 @@ Work Communicator::all_reduce(const void* send, void* recv, size_t count, DataTy
   check.in_place_layout(recv, bytes, send, bytes, 0, "send != recv (in place means the same pointer)");
   auto op = impl_->new_op(options_, "all_reduce", bytes, false, impl_->next_seq++);
   return impl_->submit(op, run_all_reduce(*op, ReductionPlan(type, rop), send, recv, count,
-                              impl_->algorithms.small("all_reduce", bytes, options_.small_message_bytes)), true);
+                              impl_->algorithms.small("all_reduce", bytes, options_.small_message_bytes),
+                              impl_->hierarchy("all_reduce", bytes, options_)), true);
 }
 
 Work Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
@@ -386,9 +416,38 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
     if (members[i] == rank()) new_rank = static_cast<int>(i);
   }
   const uint64_t context = mix(impl_->group.context ^ mix(seq) ^ mix(static_cast<uint64_t>(color) + 0x1234567ull));
-  return std::unique_ptr<Communicator>(
+  std::unique_ptr<Communicator> child(
       new Communicator(impl_->transport, options_, impl_->engine, context, std::move(endpoints), new_rank));
+  if (impl_->layout) child->impl_->layout = std::make_shared<const HostLayout>(impl_->layout->subset(members));
+  return child;
 }
+
+void Communicator::set_host_layout(const std::vector<int>& host_of_rank) {
+  if (host_of_rank.size() != static_cast<size_t>(size())) {
+    throw InvalidArgument("set_host_layout on rank " + std::to_string(rank()) + ": " +
+                          std::to_string(host_of_rank.size()) + " entries for " + std::to_string(size()) + " ranks");
+  }
+  impl_->layout = std::make_shared<const HostLayout>(host_of_rank);
+}
+
+std::string Communicator::algorithm_for(const std::string& collective, size_t bytes) const {
+  const bool has_hierarchical = collective == "all_gather" || collective == "reduce_scatter" || collective == "all_reduce";
+  if (has_hierarchical && impl_->hierarchy(collective.c_str(), bytes, options_)) return "hierarchical";
+  const bool small = impl_->algorithms.small(collective, bytes, options_.small_message_bytes);
+  for (const auto& info : algorithm_registry()) {
+    if (info.collective == collective && info.small_messages == small && info.name != "hierarchical") {
+      return std::string(info.name);
+    }
+  }
+  throw InvalidArgument("algorithm_for: unknown collective '" + collective + "'");
+}
+
+int Communicator::host_count() const { return impl_->layout ? impl_->layout->hosts() : 1; }
+int Communicator::local_rank() const { return impl_->layout ? impl_->layout->local_index(rank()) : rank(); }
+int Communicator::local_size() const {
+  return impl_->layout ? static_cast<int>(impl_->layout->ranks_on(impl_->layout->host_of(rank())).size()) : size();
+}
+int Communicator::host_of(int r) const { return impl_->layout ? impl_->layout->host_of(r) : 0; }
 
 void Communicator::abort(const std::string& why) { impl_->engine->abort(impl_->stream, why); }
 

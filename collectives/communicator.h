@@ -64,8 +64,22 @@ class Communicator {
   Work recv(void* buf, size_t count, DataType type, int peer);
 
   // Collective: ranks passing the same color form a new communicator, ordered by (key, rank).
-  // A negative color takes part but gets null back.
+  // A negative color takes part but gets null back. The host layout carries over to the members.
   std::unique_ptr<Communicator> split(int color, int key);
+
+  // Which host each rank is on (any label per rank; equal labels share a host), as the launcher
+  // measured it. Every rank must pass the same layout before the collectives that should use it.
+  // With ranks on several hosts, large all-gathers, reduce-scatters and all-reduces run hierarchically
+  // (intra-host phases, then 1/L of the buffer per rank across hosts; FSDP_ALGO=...=ring forces flat).
+  void set_host_layout(const std::vector<int>& host_of_rank);
+  int host_count() const;   // 1 until a layout was set
+  int local_rank() const;   // this rank's index among the ranks of its host
+  int local_size() const;   // ranks on this rank's host
+  int host_of(int r) const;  // host index (hosts numbered by their lowest rank) of rank r
+
+  // The algorithm a collective ("all_gather", "reduce_scatter", ...) of `bytes` in all would run with
+  // now (FSDP_ALGO, message size and host layout considered), e.g. "ring", "bruck", "hierarchical".
+  std::string algorithm_for(const std::string& collective, size_t bytes) const;
 
   // Fails everything in flight with AbortedError and breaks the communicator; safe after errors.
   void abort(const std::string& why = "aborted by the caller");

@@ -32,23 +32,37 @@ enum ScratchSlot : int {
   kScratchWorkIn = 3,
   kScratchWorkOut = 4,
   kScratchFull = 5,  // the whole reduced buffer of the small-message reduce-scatter
+  kScratchHierOwn = 6,       // hierarchical reduce-scatter: this rank's block when the output aliases the input
+  kScratchHierAcc = 7,       // ... a rail's packed partial sums
+  kScratchHierIncoming = 8,  // ... contributions of the host's other ranks
+  kScratchHierRemote = 9,    // ... partials from the other hosts
 };
+
+class HostLayout;
 
 // --- all-gather: `buf` holds every rank's block; this rank's is already in place ---
 // O(n) steps, each rank sends and receives (n-1)/n of the buffer: bandwidth-optimal.
 Task allgather_ring(Op& op, std::byte* buf, Blocks blocks);
 // ceil(log2 n) steps over equal blocks: latency-optimal for small messages.
 Task allgather_bruck(Op& op, std::byte* buf, size_t block_bytes);
+// Ranks on several hosts: intra-host to rails, rails across hosts, rails to their host (host_layout.h).
+Task allgather_hierarchical(Op& op, std::byte* buf, Blocks blocks, const HostLayout& layout);
 
 // --- reduce-scatter: `in` holds the whole input; `out` receives this rank's block (may alias it) ---
 // O(n) steps, (n-1)/n of the buffer sent and reduced per rank.
 Task reduce_scatter_ring(Op& op, const std::byte* in, std::byte* out, Blocks blocks, Reduction red);
+// Ranks on several hosts: rails sum their host's inputs, swap partials across hosts, hand blocks out.
+Task reduce_scatter_hierarchical(Op& op, const std::byte* in, std::byte* out, Blocks blocks, Reduction red,
+                                 const HostLayout& layout);
 
 // --- all-reduce: `out` may equal `in` ---
 // Reduce-scatter then all-gather around the ring: 2(n-1)/n of the buffer per rank.
 Task allreduce_ring(Op& op, const std::byte* in, std::byte* out, size_t count, Reduction red);
 // log2 steps exchanging the whole buffer; every rank combines in the same tree, so results agree bitwise.
 Task allreduce_recursive_doubling(Op& op, const std::byte* in, std::byte* out, size_t count, Reduction red);
+// Hierarchical reduce-scatter then hierarchical all-gather.
+Task allreduce_hierarchical(Op& op, const std::byte* in, std::byte* out, size_t count, Reduction red,
+                            const HostLayout& layout);
 
 // --- broadcast: `buf` is the root's data on the root and the destination elsewhere ---
 // ceil(log2 n) rounds, the whole message each: for small messages.

@@ -168,6 +168,13 @@ TEST_P(CollectiveMatrix, MatchesReference) {
   for (const std::string& algo : algos) {
     SCOPED_TRACE("algorithm " + algo);
     InProcJob job(n, test_options(collective == "send_recv" ? "" : collective + "=" + algo, n));
+    if (algo == "hierarchical") {
+      // Uneven hosts whose ranks are not contiguous: host sizes differ and interleave in rank order.
+      const int hosts = std::max(1, (n + 2) / 3);
+      std::vector<int> host_of(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) host_of[static_cast<size_t>(r)] = (r * r + r / 2) % hosts;
+      for (int r = 0; r < n; ++r) job.comm(r).set_host_layout(host_of);
+    }
     if (collective == "barrier") {
       if (t != DataType::kFloat32) return;  // typeless: once is enough
       for (int i = 0; i < 5; ++i) job.run([](Communicator& c) { c.barrier().wait(); });
