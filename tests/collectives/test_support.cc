@@ -256,6 +256,20 @@ std::string compare(const std::byte* got, const std::byte* want, size_t count, D
   return {};
 }
 
+ShellResult run_shell(const std::string& command) {
+  ShellResult r;
+  const auto start = std::chrono::steady_clock::now();
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
 std::vector<int> run_processes(int n, std::chrono::seconds deadline, const std::function<int(int)>& body) {
   return launch::fork_ranks(n, deadline, body);
 }

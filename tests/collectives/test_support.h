@@ -64,6 +64,18 @@ int killed_peer_scenario(Communicator& comm);
 // A job name no other test process on this host is using (pid and a counter).
 std::string unique_job_name(const std::string& prefix);
 
+// `command` run by sh with stderr joined to stdout: its exit code (128 + signal for a signal), its
+// output and how long it took. For tests that start launchers (fsdp-run, mpirun) as processes.
+struct ShellResult {
+  int code = -1;
+  std::string output;
+  double seconds = 0;
+};
+ShellResult run_shell(const std::string& command);
+// "mpirun" as tests run it: as root (Open MPI refuses without being told) and with more ranks than cores.
+inline constexpr const char* kMpirunForTests =
+    "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --allow-run-as-root --oversubscribe";
+
 std::vector<DataType> all_data_types();
 std::vector<ReduceOp> all_reduce_ops();
 

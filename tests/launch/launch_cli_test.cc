@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "launch/store.h"
+#include "tests/collectives/test_support.h"
 
 extern char** environ;
 
@@ -26,33 +27,15 @@ using Clock = std::chrono::steady_clock;
 const std::string kRun = FSDP_RUN_BIN;
 const std::string kStore = FSDP_STORE_BIN;
 const std::string kCheck = FSDP_WORLD_CHECK_BIN;
-// Open MPI refuses root without these; --oversubscribe lets 4 ranks share 2 cores.
-const std::string kMpirun =
-    "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --allow-run-as-root --oversubscribe";
+// Open MPI refuses root without its variables; --oversubscribe lets 4 ranks share 2 cores.
+const std::string kMpirun = fsdp::testing::kMpirunForTests;
 // Variables a surrounding launcher may have set: each test starts from none of them.
 const std::string kClean =
     "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT "
     "-u FSDP_MASTER_ADDR -u FSDP_MASTER_PORT -u FSDP_STORE_EXTERNAL -u FSDP_TRANSPORT ";
 
-struct Result {
-  int code = -1;  // exit status, 128+signal for a signal
-  std::string output;
-  double seconds = 0;
-};
-
-Result sh(const std::string& command) {
-  Result r;
-  const auto start = Clock::now();
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return r;
-}
+using Result = fsdp::testing::ShellResult;  // exit status (128+signal for a signal), output, seconds
+Result sh(const std::string& command) { return fsdp::testing::run_shell(command); }
 
 int count(const std::string& text, const std::string& needle) {
   int c = 0;
