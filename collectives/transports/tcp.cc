@@ -67,11 +67,6 @@ static_assert(sizeof(FrameHeader) == 48);
 
 std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
 
-std::string mismatch(int sender, uint64_t sent, int receiver, uint64_t expected) {
-  return "message size mismatch: rank " + std::to_string(sender) + " sent " + std::to_string(sent) + " bytes, rank " +
-         std::to_string(receiver) + " expected " + std::to_string(expected) + " (do the ranks pass the same count?)";
-}
-
 std::string hex(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
@@ -145,19 +140,11 @@ struct Peer {
   std::string reason;
 };
 
-// Self-sends: matched in memory like the in-process transport, no socket involved.
-struct SelfPosted {
-  Tag tag;
-  void* data;
-  size_t bytes;
-  RequestPtr request;
-};
-
 class TcpTransport final : public Transport {
  public:
   TcpTransport(int rank, int size, TcpListener listener, const std::vector<TcpEndpoint>& peers,
                std::chrono::milliseconds timeout, TcpOptions options)
-      : rank_(rank), size_(size), options_(options), peers_(size) {
+      : rank_(rank), size_(size), options_(options), peers_(size), self_(rank) {
     for (Peer& p : peers_) p.connections.resize(options_.connections_per_peer);
     connect_all(std::move(listener), peers, timeout);
   }
@@ -192,7 +179,7 @@ class TcpTransport final : public Transport {
     check_rank(peer);
     auto request = std::make_shared<Request>(peer, bytes, true);
     if (peer == rank_) {
-      post_self(self_sends_, self_recvs_, SelfPosted{tag, const_cast<void*>(data), bytes, request}, true);
+      self_.send(tag, data, bytes, request);  // matched in memory, no socket involved
       return request;
     }
     Peer& p = peers_[peer];
@@ -224,7 +211,7 @@ class TcpTransport final : public Transport {
     check_rank(peer);
     auto request = std::make_shared<Request>(peer, bytes, false);
     if (peer == rank_) {
-      post_self(self_recvs_, self_sends_, SelfPosted{tag, data, bytes, request}, false);
+      self_.recv(tag, data, bytes, request);
       return request;
     }
     Peer& p = peers_[peer];
@@ -270,8 +257,7 @@ class TcpTransport final : public Transport {
   void cancel(const RequestPtr& request) override {
     const int peer = request->peer();
     if (peer == rank_) {
-      auto& queue = request->is_send() ? self_sends_ : self_recvs_;
-      queue.remove_if([&](const SelfPosted& s) { return s.request == request; });
+      self_.cancel(request);
       return;
     }
     Peer& p = peers_[peer];
@@ -319,28 +305,6 @@ class TcpTransport final : public Transport {
     return h;
   }
 
-  // Matches a self-send with a self-receive (or queues it), copying like the in-process transport.
-  void post_self(std::list<SelfPosted>& mine, std::list<SelfPosted>& other, SelfPosted posted, bool is_send) {
-    for (auto it = other.begin(); it != other.end(); ++it) {
-      if (!(it->tag == posted.tag)) continue;
-      SelfPosted match = std::move(*it);
-      other.erase(it);
-      const SelfPosted& send = is_send ? posted : match;
-      const SelfPosted& recv = is_send ? match : posted;
-      if (send.bytes != recv.bytes) {
-        const std::string why = mismatch(rank_, send.bytes, rank_, recv.bytes);
-        send.request->fail(why, false);
-        recv.request->fail(why, false);
-        return;
-      }
-      if (send.bytes) std::memcpy(recv.data, send.data, send.bytes);
-      send.request->complete();
-      recv.request->complete();
-      return;
-    }
-    mine.push_back(std::move(posted));
-  }
-
   // Completes a matched receive from an eager payload, or clears a large one to stream in.
   void deliver(int peer, const FrameHeader& h, const std::byte* eager, PostedRecv& recv) {
     Peer& p = peers_[peer];
@@ -351,7 +315,7 @@ class TcpTransport final : public Transport {
         reply.status = 1;
         p.connections[0].out.push_back(OutFrame{reply, {}, nullptr, 0});
       }
-      recv.request->fail(mismatch(peer, h.bytes, rank_, recv.bytes), false);
+      recv.request->fail(size_mismatch_message(peer, h.bytes, rank_, recv.bytes), false);
       return;
     }
     if (!rendezvous) {
@@ -387,7 +351,7 @@ class TcpTransport final : public Transport {
     PendingSend send = it->second;
     p.awaiting_clear.erase(it);
     if (h.status != 0) {
-      send.request->fail(mismatch(rank_, send.bytes, peer, h.bytes), false);
+      send.request->fail(size_mismatch_message(rank_, send.bytes, peer, h.bytes), false);
       return;
     }
     // Striping: one piece per connection (at least kMinStripeBytes each), starting where the last
@@ -888,8 +852,7 @@ class TcpTransport final : public Transport {
   TcpOptions options_;
   asio::io_context io_;  // before peers_: the sockets need it while they close
   std::vector<Peer> peers_;
-  std::list<SelfPosted> self_sends_;
-  std::list<SelfPosted> self_recvs_;
+  LoopbackMatcher self_;
   uint64_t next_send_id_ = 1;
   uint64_t next_transfer_id_ = 1;
   std::vector<pollfd> pollfds_;

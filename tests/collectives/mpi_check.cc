@@ -8,7 +8,6 @@
 // Prints "fsdp-mpi-check OK: rank R/N mode M" and exits 0, or says what failed and exits non-zero.
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -16,54 +15,8 @@
 #include "collectives/transports/mpi.h"
 #include "tests/collectives/test_support.h"
 
-namespace {
-
-using namespace std::chrono_literals;
-
-int expect_in(const std::string& what, const std::string& needle) {
-  if (what.find(needle) != std::string::npos) return 0;
-  std::fprintf(stderr, "expected '%s' in: %s\n", needle.c_str(), what.c_str());
-  return 3;
-}
-
-int mismatch(fsdp::Transport& t) {
-  const int rank = t.rank();
-  auto wait = [&](const fsdp::RequestPtr& r) {
-    const auto end = std::chrono::steady_clock::now() + 10s;
-    while (r->pending() && std::chrono::steady_clock::now() < end) t.progress();
-  };
-  int bad = 0;
-  std::vector<float> a(1000, 1.5f), b(1000, 0.f);
-  auto s = t.isend(rank, fsdp::Tag{9, 1}, a.data(), a.size() * sizeof(float));
-  auto v = t.irecv(rank, fsdp::Tag{9, 1}, b.data(), b.size() * sizeof(float));
-  bad += !(s->done() && v->done() && b[999] == 1.5f);
-  if (t.size() < 2 || rank > 1) return bad;
-  std::vector<std::byte> big(2 << 20);
-  const int other = 1 - rank;
-  auto r = rank == 0 ? t.isend(other, fsdp::Tag{9, 2}, big.data(), 1 << 20)
-                     : t.irecv(other, fsdp::Tag{9, 2}, big.data(), 2 << 20);
-  wait(r);
-  if (!r->failed()) return 2;
-  bad += expect_in(r->error(), "message size mismatch: rank 0 sent 1048576 bytes, rank 1 expected 2097152");
-  auto e = rank == 0 ? t.isend(other, fsdp::Tag{9, 3}, big.data(), 8) : t.irecv(other, fsdp::Tag{9, 3}, big.data(), 16);
-  wait(e);
-  if (rank == 1) bad += e->failed() ? expect_in(e->error(), "rank 0 sent 8 bytes, rank 1 expected 16") : 4;
-  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::byte>(rank == 0 ? i * 7 + 1 : 0);
-  auto ok = rank == 0 ? t.isend(other, fsdp::Tag{9, 4}, big.data(), big.size())
-                      : t.irecv(other, fsdp::Tag{9, 4}, big.data(), big.size());
-  wait(ok);
-  bad += ok->done() ? 0 : 5;
-  if (rank == 1) {
-    for (size_t i = 0; i < big.size(); ++i) {
-      if (big[i] != static_cast<std::byte>(i * 7 + 1)) return 6;
-    }
-  }
-  return bad;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
+  using namespace std::chrono_literals;
   const std::string mode = argc > 1 ? argv[1] : "suite";
   if (mode != "suite" && mode != "mismatch" && mode != "kill") {
     std::fprintf(stderr, "usage: fsdp-mpi-check [suite|mismatch|kill]\n");
@@ -77,7 +30,7 @@ int main(int argc, char** argv) {
     rank = transport->rank();
     n = transport->size();
     if (mode == "mismatch") {
-      rc = mismatch(*transport);
+      rc = transport->size() >= 2 ? fsdp::testing::size_mismatch_scenario(*transport) : 1;
     } else {
       fsdp::CommOptions o;
       o.timeout = 20s;

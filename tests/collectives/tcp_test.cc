@@ -92,42 +92,14 @@ INSTANTIATE_TEST_SUITE_P(Ranks, TcpProcesses,
                                   std::to_string(std::get<1>(info.param));
                          });
 
-// Both sides of a size mismatch fail and name both ranks and sizes; eager and rendezvous alike. A
-// self-send goes through the loopback path.
+// Both sides of a size mismatch fail and name both ranks and sizes (test_support.h has the scenario);
+// a self-send goes through the loopback path.
 TEST(TcpTransport, SizeMismatchAndSelfSend) {
   Job job = bind_job(2);
   auto codes = run_processes(2, 30s, [&](int rank) {
     auto transport = make_tcp_transport(rank, 2, std::move(job.listeners[rank]), job.peers, 10s);
     job.listeners.clear();
-    auto wait = [&](const RequestPtr& r) {
-      const auto end = std::chrono::steady_clock::now() + 10s;
-      while (r->pending() && std::chrono::steady_clock::now() < end) transport->progress();
-    };
-    int bad = 0;
-    // Self: loopback, no socket.
-    std::vector<float> a(1000, 1.5f), b(1000, 0.f);
-    auto s = transport->isend(rank, Tag{9, 1}, a.data(), a.size() * sizeof(float));
-    auto v = transport->irecv(rank, Tag{9, 1}, b.data(), b.size() * sizeof(float));
-    bad += !(s->done() && v->done() && b[999] == 1.5f);
-    // Rendezvous-sized mismatch: 1 MiB sent, 2 MiB expected.
-    std::vector<std::byte> big(2 << 20);
-    const int other = 1 - rank;
-    auto r = rank == 0 ? transport->isend(other, Tag{9, 2}, big.data(), 1 << 20)
-                       : transport->irecv(other, Tag{9, 2}, big.data(), 2 << 20);
-    wait(r);
-    if (!r->failed()) return 2;
-    bad += expect_in(r->error(), "message size mismatch: rank 0 sent 1048576 bytes, rank 1 expected 2097152");
-    // Eager mismatch: the receiver fails (the eager send completed when it was queued).
-    auto e = rank == 0 ? transport->isend(other, Tag{9, 3}, big.data(), 8)
-                       : transport->irecv(other, Tag{9, 3}, big.data(), 16);
-    wait(e);
-    if (rank == 1) bad += e->failed() ? expect_in(e->error(), "rank 0 sent 8 bytes, rank 1 expected 16") : 4;
-    // Still usable for well-formed messages afterwards.
-    auto ok = rank == 0 ? transport->isend(other, Tag{9, 4}, big.data(), big.size())
-                        : transport->irecv(other, Tag{9, 4}, big.data(), big.size());
-    wait(ok);
-    bad += ok->done() ? 0 : 5;
-    return bad;
+    return size_mismatch_scenario(*transport);
   });
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 0);

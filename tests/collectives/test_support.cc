@@ -295,6 +295,44 @@ int killed_peer_scenario(Communicator& comm) {
   }
 }
 
+int size_mismatch_scenario(Transport& t) {
+  const int rank = t.rank();
+  auto wait = [&](const RequestPtr& r) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (r->pending() && std::chrono::steady_clock::now() < end) t.progress();
+  };
+  auto expect_in = [](const std::string& what, const std::string& needle) {
+    if (what.find(needle) != std::string::npos) return 0;
+    std::fprintf(stderr, "expected '%s' in: %s\n", needle.c_str(), what.c_str());
+    return 3;
+  };
+  int bad = 0;
+  std::vector<float> a(1000, 1.5f), b(1000, 0.f);
+  auto s = t.isend(rank, Tag{9, 1}, a.data(), a.size() * sizeof(float));
+  auto v = t.irecv(rank, Tag{9, 1}, b.data(), b.size() * sizeof(float));
+  bad += !(s->done() && v->done() && b[999] == 1.5f);
+  const int other = 1 - rank;
+  std::vector<std::byte> big(2 << 20);
+  auto r = rank == 0 ? t.isend(other, Tag{9, 2}, big.data(), 1 << 20) : t.irecv(other, Tag{9, 2}, big.data(), 2 << 20);
+  wait(r);
+  if (!r->failed()) return 2;
+  bad += expect_in(r->error(), "message size mismatch: rank 0 sent 1048576 bytes, rank 1 expected 2097152");
+  auto e = rank == 0 ? t.isend(other, Tag{9, 3}, big.data(), 8) : t.irecv(other, Tag{9, 3}, big.data(), 16);
+  wait(e);
+  if (rank == 1) bad += e->failed() ? expect_in(e->error(), "rank 0 sent 8 bytes, rank 1 expected 16") : 4;
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::byte>(rank == 0 ? i * 7 + 1 : 0);
+  auto ok = rank == 0 ? t.isend(other, Tag{9, 4}, big.data(), big.size())
+                      : t.irecv(other, Tag{9, 4}, big.data(), big.size());
+  wait(ok);
+  bad += ok->done() ? 0 : 5;
+  if (rank == 1) {
+    for (size_t i = 0; i < big.size(); ++i) {
+      if (big[i] != static_cast<std::byte>(i * 7 + 1)) return 6;
+    }
+  }
+  return bad;
+}
+
 std::string unique_job_name(const std::string& prefix) {
   static std::atomic<int> counter{0};
   return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);

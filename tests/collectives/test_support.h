@@ -61,6 +61,12 @@ std::vector<int> run_processes(int n, std::chrono::seconds deadline, const std::
 // peer 1 and all_gather within 5 s. Returns rank 0's exit code (0 when all of that held).
 int killed_peer_scenario(Communicator& comm);
 
+// The body of every process transport's size-mismatch test, run by ranks 0 and 1 over the bare
+// transport: a self-send, a 1 MiB send into a 2 MiB receive (both sides must fail naming both ranks
+// and sizes), an 8-byte send into a 16-byte receive (the receiver must fail), then a well-formed 2 MiB
+// message that must arrive intact. Returns 0 when all of that held.
+int size_mismatch_scenario(Transport& transport);
+
 // A job name no other test process on this host is using (pid and a counter).
 std::string unique_job_name(const std::string& prefix);
 
