@@ -19,6 +19,7 @@
 
 #include "collectives/core/errors.h"
 #include "collectives/transports/shm.h"
+#include "collectives/transports/hybrid.h"
 #include "collectives/transports/tcp.h"
 #ifdef FSDP_HAVE_UCX
 #include "collectives/transports/ucx.h"
@@ -253,18 +254,20 @@ std::string resolve_transport_request(const std::string& option) {
       source = "FSDP_TRANSPORT";
     }
   }
-  if (t == "auto" || t == "shm" || t == "tcp") return t;
+  if (t == "auto" || t == "shm" || t == "tcp" || t == "shm+tcp") return t;
 #ifdef FSDP_HAVE_UCX
-  if (t == "ucx") return t;
+  if (t == "ucx" || t == "shm+ucx") return t;
 #else
-  if (t == "ucx") throw InvalidArgument(source + "='ucx': this build has no UCX transport (configured with FSDP_WITH_UCX=OFF)");
+  if (t == "ucx" || t == "shm+ucx") {
+    throw InvalidArgument(source + "='" + t + "': this build has no UCX transport (configured with FSDP_WITH_UCX=OFF)");
+  }
 #endif
 #ifdef FSDP_HAVE_MPI
   if (t == "mpi") return t;
 #else
   if (t == "mpi") throw InvalidArgument(source + "='mpi': this build has no MPI transport (configured with FSDP_WITH_MPI=OFF)");
 #endif
-  throw InvalidArgument(source + "='" + t + "' is not a transport (auto, shm, tcp, ucx or mpi)");
+  throw InvalidArgument(source + "='" + t + "' is not a transport (auto, shm, tcp, ucx, mpi, shm+tcp or shm+ucx)");
 }
 
 // --- Topology ------------------------------------------------------------------------------------
@@ -296,7 +299,9 @@ Topology make_topology(const std::vector<std::string>& host_ids, int rank) {
 std::string choose_transport(const std::string& requested, const Topology& topology,
                              const std::vector<std::string>& host_names) {
   if (requested == "tcp" || requested == "ucx" || requested == "mpi") return requested;  // any layout
-  if (requested == "auto") return topology.host_count == 1 ? "shm" : "tcp";
+  // Shared memory inside each host, the network between hosts; on one host that is plain shm.
+  if (requested == "auto" || requested == "shm+tcp") return topology.host_count == 1 ? "shm" : "shm+tcp";
+  if (requested == "shm+ucx") return topology.host_count == 1 ? "shm" : "shm+ucx";
   if (requested != "shm") throw InvalidArgument("choose_transport: unknown request '" + requested + "'");
   if (topology.host_count == 1) return "shm";
   std::string hosts;
@@ -485,24 +490,22 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
     }
   }
 
-  // 4. Connect.
-  if (w.transport_name == "shm") {
-    w.transport = make_shm_transport(w.job_id, rank, n, options.rendezvous_timeout);
+  // 4. Connect: one transport, or shared memory within each host plus the network between them.
+  auto network = [&](const std::string& name) -> std::shared_ptr<Transport> {
 #ifdef FSDP_HAVE_UCX
-  } else if (w.transport_name == "ucx") {
-    // Worker addresses through the store: publish ucx/<rank>, gather everyone's.
-    auto exchange = [&](const std::string& mine) {
-      if (!w.store) return std::vector<std::string>{mine};
-      w.store->set(rank_key(w.key_prefix, "ucx", rank), mine);
-      return gather_all(*w.store, w.key_prefix, "ucx", w);
-    };
-    w.transport = make_ucx_transport(rank, n, exchange, options.rendezvous_timeout);
+    if (name == "ucx") {
+      // Worker addresses through the store: publish ucx/<rank>, gather everyone's.
+      auto exchange = [&](const std::string& mine) {
+        if (!w.store) return std::vector<std::string>{mine};
+        w.store->set(rank_key(w.key_prefix, "ucx", rank), mine);
+        return gather_all(*w.store, w.key_prefix, "ucx", w);
+      };
+      return make_ucx_transport(rank, n, exchange, options.rendezvous_timeout);
+    }
 #endif
 #ifdef FSDP_HAVE_MPI
-  } else if (w.transport_name == "mpi") {
-    w.transport = make_mpi_transport(rank, n, options.rendezvous_timeout);  // MPI knows where everyone is
+    if (name == "mpi") return make_mpi_transport(rank, n, options.rendezvous_timeout);  // MPI knows where everyone is
 #endif
-  } else {
     // Listen on the address this rank reaches the store from: the one its peers can reach it at.
     TcpListener listener = TcpListener::bind(me.address);
     std::vector<TcpEndpoint> peers(n);
@@ -513,11 +516,23 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
     } else {
       peers[0] = listener.endpoint();
     }
-    w.transport = make_tcp_transport(rank, n, std::move(listener), peers, options.rendezvous_timeout);
+    return make_tcp_transport(rank, n, std::move(listener), peers, options.rendezvous_timeout);
+  };
+  if (w.transport_name == "shm") {
+    w.transport = make_shm_transport(w.job_id, rank, n, options.rendezvous_timeout);
+  } else if (w.transport_name.rfind("shm+", 0) == 0) {
+    // One segment per host, named after the job and the host, over the host's ranks alone.
+    const auto& t = w.topology;
+    auto local = make_shm_transport(w.job_id + "-h" + std::to_string(t.host_index), t.local_rank, t.local_size,
+                                    options.rendezvous_timeout);
+    w.transport = make_hybrid_transport(rank, t.host_of_rank, std::move(local), network(w.transport_name.substr(4)));
+  } else {
+    w.transport = network(w.transport_name);
   }
 
-  // 5. The communicator.
+  // 5. The communicator, told the host layout so large collectives go hierarchical across hosts.
   w.comm = Communicator::create(w.transport, options.comm);
+  w.comm->set_host_layout(w.topology.host_of_rank);
   return w;
 }
 

@@ -44,9 +44,11 @@ TEST(Topology, UnevenInterleavedHostsNumberedByLowestRank) {
   EXPECT_THROW(make_topology(ids, 6), InvalidArgument);
 }
 
-TEST(TransportChoice, AutoPicksShmOnOneHostTcpAcross) {
+TEST(TransportChoice, AutoPicksShmOnOneHostShmPlusTcpAcross) {
   EXPECT_EQ(choose_transport("auto", make_topology({"a", "a"}, 0), {"a"}), "shm");
-  EXPECT_EQ(choose_transport("auto", make_topology({"a", "b"}, 0), {"a", "b"}), "tcp");
+  EXPECT_EQ(choose_transport("auto", make_topology({"a", "b"}, 0), {"a", "b"}), "shm+tcp");
+  EXPECT_EQ(choose_transport("shm+tcp", make_topology({"a", "a"}, 0), {"a"}), "shm");
+  EXPECT_EQ(choose_transport("shm+ucx", make_topology({"a", "a", "b"}, 1), {"a", "b"}), "shm+ucx");
   EXPECT_EQ(choose_transport("tcp", make_topology({"a", "a"}, 0), {"a"}), "tcp");
   EXPECT_EQ(choose_transport("shm", make_topology({"a", "a"}, 0), {"a"}), "shm");
   EXPECT_EQ(choose_transport("ucx", make_topology({"a", "b"}, 0), {"a", "b"}), "ucx");

@@ -1,0 +1,61 @@
+#!/bin/sh
+# Two hosts on one machine: network namespaces A and B joined by a veth pair, ranks placed on them by
+# LAYOUT (e.g. AABB, AAAB, ABAB), every rank running fsdp-world-check (every collective against the
+# reference) over FSDP_TRANSPORT=TRANSPORT. Ranks of one namespace share /dev/shm, so they count as
+# one host only by their identity (hostname, boot id and source address differ per namespace).
+#
+#   two_hosts.sh WORLD_CHECK_BIN TRANSPORT LAYOUT [EXPECTED_TRANSPORT]
+#
+# Exit 0 when every rank printed OK with the expected transport and two hosts; 77 (skipped) when
+# this machine cannot create network namespaces; 1 otherwise.
+set -u
+bin=$1 transport=$2 layout=$3 expect=${4:-$2}
+id=$$
+tag=$(printf '%x' $((id % 65536)))
+nsa=fsdp2h_a_$tag nsb=fsdp2h_b_$tag
+va=fa$tag vb=fb$tag
+net=10.$((200 + id % 50)).$((id / 50 % 250)).
+logs=$(mktemp -d)
+cleanup() {
+  ip netns del "$nsa" 2>/dev/null
+  ip netns del "$nsb" 2>/dev/null
+  rm -rf "$logs"
+}
+trap cleanup EXIT INT TERM
+if ! ip netns add "$nsa" 2>"$logs/netns.err"; then
+  echo "SKIP: cannot create network namespaces here: $(cat "$logs/netns.err")"
+  exit 77
+fi
+ip netns add "$nsb" || exit 1
+ip link add "$va" type veth peer name "$vb" || exit 1
+ip link set "$va" netns "$nsa" && ip link set "$vb" netns "$nsb" || exit 1
+ip -n "$nsa" addr add "${net}1/24" dev "$va" && ip -n "$nsb" addr add "${net}2/24" dev "$vb" || exit 1
+for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up || exit 1; done
+ip -n "$nsa" link set "$va" up && ip -n "$nsb" link set "$vb" up || exit 1
+
+n=${#layout}
+port=$((20000 + id % 30000))
+count_a=$(printf '%s' "$layout" | tr -cd A | wc -c)
+count_b=$((n - count_a))
+local_a=0 local_b=0 pids=""
+r=0
+while [ $r -lt $n ]; do
+  host=$(printf '%s' "$layout" | cut -c$((r + 1)))
+  if [ "$host" = A ]; then ns=$nsa lr=$local_a ls=$count_a local_a=$((local_a + 1))
+  else ns=$nsb lr=$local_b ls=$count_b local_b=$((local_b + 1)); fi
+  ip netns exec "$ns" env RANK=$r WORLD_SIZE=$n LOCAL_RANK=$lr LOCAL_WORLD_SIZE=$ls MASTER_ADDR="${net}1" \
+    MASTER_PORT=$port FSDP_TRANSPORT="$transport" FSDP_TIMEOUT_SEC=30 FSDP_RENDEZVOUS_TIMEOUT_SEC=30 \
+    timeout 90 "$bin" >"$logs/rank$r.log" 2>&1 &
+  pids="$pids $!"
+  r=$((r + 1))
+done
+status=0
+for p in $pids; do wait "$p" || status=1; done
+r=0
+while [ $r -lt $n ]; do
+  sed "s/^/[rank $r] /" "$logs/rank$r.log"
+  grep -q "OK: .* host [01]/2 .* transport $expect " "$logs/rank$r.log" || status=1
+  r=$((r + 1))
+done
+[ $status -eq 0 ] && echo "two hosts ($layout) over $expect: every rank OK"
+exit $status
