@@ -35,7 +35,8 @@ equivalence: build
 	FSDP_EQUIVALENCE=full $(BUILD)/tests/train/train_job_test --gtest_filter='*Resume*'
 
 # Sanitizer configurations over the collectives tests, minus the 144-rank cases (too slow there).
-SANITIZE_EXCLUDE = _n144_|_n16_
+# The two-host and fake-host runs repeat, across processes, what the in-process suites already check.
+SANITIZE_EXCLUDE = _n144_|_n16_|TwoHosts|FakeHosts
 test-asan: deps
 	cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFSDP_SANITIZE=address
 	cmake --build $(BUILD)-asan -j $(JOBS)
