@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <string>
 #include <unordered_map>
 
 #include "collectives/core/errors.h"
@@ -167,10 +168,17 @@ class UcxFabric final : public Fabric {
   void init() {
     // Shared memory (posix, sysv) hides its peer-failure support unless asked, and UCX then refuses it
     // for endpoints that need it (UCP_ERR_HANDLING_MODE_PEER): "Destination is unreachable" under
-    // UCX_TLS=sm. Ask, unless the user decided. (These are transport-level settings, which
-    // ucp_config_modify does not reach in UCX 1.13, hence the environment; setenv keeps a user's value.)
-    ::setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
-    ::setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
+    // UCX_TLS=sm. Ask, unless the user decided. These are transport-level settings, which
+    // ucp_config_modify does not reach in UCX 1.13, hence the environment (setenv keeps a user's
+    // value); only for transports UCX_TLS may select, since UCX warns about variables nothing read.
+    const char* tls_env = std::getenv("UCX_TLS");
+    const std::string tls = tls_env ? tls_env : "all";
+    auto may_use = [&](const char* name) {
+      return tls == "all" || tls[0] == '^' || tls.find(name) != std::string::npos ||
+             tls.find("sm") != std::string::npos || tls.find("mm") != std::string::npos;
+    };
+    if (may_use("posix")) ::setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
+    if (may_use("sysv")) ::setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
     ucp_config_t* config = nullptr;
     ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
     if (s != UCS_OK) fail("ucp_config_read", s);
