@@ -51,6 +51,18 @@ const std::byte* at(const void* base, size_t block, int index) {
 }
 std::byte* at(void* base, size_t block, int index) { return static_cast<std::byte*>(base) + block * static_cast<size_t>(index); }
 
+// ncclBroadcast and ncclBcast (in place). The type goes by reference: see raw().
+ncclResult_t broadcast(const char* fn, const void* sendbuff, void* recvbuff, size_t count, const ncclDataType_t& datatype,
+                       int root, ncclComm* comm) noexcept {
+  return issue(comm, fn, [&] {
+    const DataType t = data_type(datatype);
+    check_rank(root, comm, "root");
+    if (comm->rank == root) check_buffer(sendbuff, count, "sendbuff");
+    check_buffer(recvbuff, count, "recvbuff");
+    return std::vector<Pending>{post([=](Communicator& c) { return c.broadcast(sendbuff, recvbuff, count, t, root); })};
+  });
+}
+
 }  // namespace
 }  // namespace fsdp::nccl
 
@@ -98,18 +110,11 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                            ncclComm_t comm, cudaStream_t) {
-  return issue(comm, "ncclBroadcast", [&] {
-    const DataType t = data_type(datatype);
-    check_rank(root, comm, "root");
-    if (comm->rank == root) check_buffer(sendbuff, count, "sendbuff");
-    check_buffer(recvbuff, count, "recvbuff");
-    return std::vector<Pending>{post([=](Communicator& c) { return c.broadcast(sendbuff, recvbuff, count, t, root); })};
-  });
+  return broadcast("ncclBroadcast", sendbuff, recvbuff, count, datatype, root, comm);
 }
 
-ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-                       cudaStream_t stream) {
-  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t) {
+  return broadcast("ncclBcast", buff, buff, count, datatype, root, comm);
 }
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,

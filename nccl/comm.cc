@@ -1,7 +1,5 @@
 #include "nccl/comm.h"
 
-#include <cstring>
-
 #include "collectives/types/float_formats.h"
 
 namespace fsdp::nccl {
@@ -59,8 +57,8 @@ ncclResult_t fail(ncclComm* comm, const char* fn, const std::exception_ptr& erro
   }
 }
 
-DataType data_type(ncclDataType_t t) {
-  const int v = static_cast<int>(t);
+DataType data_type(const ncclDataType_t& t) {
+  const int v = raw(t);
   if (v < 0 || v >= kNumDataTypes) {
     throw ApiError(ncclInvalidArgument, "invalid data type " + std::to_string(v) + " (valid: 0 to " +
                                             std::to_string(kNumDataTypes - 1) + ", ncclInt8 to ncclFloat8e5m2)");
@@ -68,8 +66,8 @@ DataType data_type(ncclDataType_t t) {
   return static_cast<DataType>(v);
 }
 
-ReduceOp reduce_op(ncclComm* comm, ncclRedOp_t op, DataType t) {
-  const int v = static_cast<int>(op);
+ReduceOp reduce_op(ncclComm* comm, const ncclRedOp_t& op, DataType t) {
+  const int v = raw(op);
   if (v >= 0 && v < ncclNumOps) return ReduceOp{static_cast<ReduceKind>(v), 1.0};
   const long index = static_cast<long>(v) - ncclNumOps;
   UserOp u;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,7 +21,7 @@ struct UserOp {
   DataType type = DataType::kFloat32;
   bool immediate = true;         // ncclScalarHostImmediate: `scalar` was read at creation
   double scalar = 1.0;
-  const void* where = nullptr;   // ncclScalarDevice: read again whenever an operation is issued
+  const void* where = nullptr;   // ncclScalarDevice: read again by every call that uses the op
 };
 
 // Reads one element of type t at p as a double (the premul-sum scalar).
@@ -107,8 +108,20 @@ inline void require(bool ok, const std::string& what) {
   if (!ok) throw ApiError(ncclInvalidArgument, what);
 }
 
-// Converts and checks the C enums. Both throw ApiError(ncclInvalidArgument) naming the call and value.
-DataType data_type(ncclDataType_t t);
-ReduceOp reduce_op(ncclComm* comm, ncclRedOp_t op, DataType t);
+// The int a C caller passed as one of the API's enums. A C enum argument may hold any int, but in C++
+// loading a value outside the enumerators' range is undefined, so arguments are only ever read
+// through this (by address, never as the enum type).
+template <class Enum>
+int raw(const Enum& e) {
+  static_assert(sizeof(Enum) == sizeof(int), "the API's enums are int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
+}
+
+// Converts and checks the C enums (passed by reference, see raw()). Both throw
+// ApiError(ncclInvalidArgument) naming the value.
+DataType data_type(const ncclDataType_t& t);
+ReduceOp reduce_op(ncclComm* comm, const ncclRedOp_t& op, DataType t);
 
 }  // namespace fsdp::nccl

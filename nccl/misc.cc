@@ -18,7 +18,7 @@ ncclResult_t ncclGetVersion(int* version) {
 }
 
 const char* ncclGetErrorString(ncclResult_t result) {
-  switch (result) {
+  switch (raw(result)) {
     case ncclSuccess: return "no error";
     case ncclUnhandledCudaError: return "unhandled cuda error (not raised by this CPU implementation)";
     case ncclSystemError: return "unhandled system error (sockets, shared memory, memory or protocol)";

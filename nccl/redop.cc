@@ -14,12 +14,13 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
     require(comm != nullptr, "comm is NULL");
     require(op != nullptr, "op is NULL");
     require(scalar != nullptr, "scalar is NULL");
-    require(residence == ncclScalarDevice || residence == ncclScalarHostImmediate,
-            "invalid scalar residence " + std::to_string(static_cast<int>(residence)));
+    const int where = raw(residence);
+    require(where == ncclScalarDevice || where == ncclScalarHostImmediate,
+            "invalid scalar residence " + std::to_string(where));
     UserOp u;
     u.live = true;
     u.type = data_type(datatype);
-    u.immediate = residence == ncclScalarHostImmediate;
+    u.immediate = where == ncclScalarHostImmediate;
     if (u.immediate) {
       u.scalar = read_scalar(scalar, u.type);
     } else {
@@ -39,11 +40,12 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   return api_call(comm, "ncclRedOpDestroy", [&] {
     require(comm != nullptr, "comm is NULL");
-    const long index = static_cast<long>(op) - ncclNumOps;
-    require(index >= 0, "op " + std::to_string(static_cast<int>(op)) + " is built in and cannot be destroyed");
+    const int v = raw(op);
+    const long index = static_cast<long>(v) - ncclNumOps;
+    require(index >= 0, "op " + std::to_string(v) + " is not a handle from ncclRedOpCreatePreMulSum");
     std::lock_guard<std::mutex> lock(comm->mu);
     require(index < static_cast<long>(comm->user_ops.size()) && comm->user_ops[index].live,
-            "op " + std::to_string(static_cast<int>(op)) + " is not a live operator of this communicator");
+            "op " + std::to_string(v) + " is not a live operator of this communicator");
     comm->user_ops[index].live = false;
     return ncclSuccess;
   });

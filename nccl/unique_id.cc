@@ -67,6 +67,12 @@ struct Listener {
   std::mutex mu;
   std::unique_ptr<launch::StoreServer> server;
   std::string host;  // what ids announce
+  pid_t owner = 0;   // the process that started it
+
+  // A child forked after the listener started has the object but not its thread: it must not join it.
+  ~Listener() {
+    if (server && ::getpid() != owner) (void)server.release();
+  }
 };
 
 Listener& listener() {
@@ -156,6 +162,7 @@ UniqueId new_unique_id() {
     if (host.empty()) host = "127.0.0.1";
     l.server = std::make_unique<launch::StoreServer>(is_loopback(host) ? host : "0.0.0.0", 0);
     l.host = host;
+    l.owner = ::getpid();
     debug_info("rendezvous listener serving on " + l.server->address() + ", announced as " + host + ":" +
                std::to_string(l.server->port()));
   }

@@ -159,7 +159,7 @@ typedef enum {
 } ncclDataType_t;
 
 /* Where ncclRedOpCreatePreMulSum's scalar lives. Both are host memory here: HostImmediate is read
- * once by the call; Device is read again by every operation that uses the op. */
+ * once by ncclRedOpCreatePreMulSum; Device is read again by every call that uses the op. */
 typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarResidence_t;
 
 /* --- Memory and version ----------------------------------------------------------------------- */

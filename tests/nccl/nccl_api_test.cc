@@ -1,17 +1,20 @@
 // The NCCL C API through its public header and shared library only: ncclCommInitAll jobs (ranks of one
 // process driven from one thread inside groups, as NCCL's single-process examples do) checked against the
 // collectives' naive reference; error codes and texts; group semantics; split; abort; async errors; and
-// ncclCommInitRank's unique-id rendezvous with ranks as threads.
+// ncclCommInitRank's unique-id rendezvous with ranks as threads and as processes.
 #include <gtest/gtest.h>
 #include <nccl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -603,15 +606,45 @@ TEST_P(InitRank, ConfigNameAndOneRank) {
   ASSERT_NCCL(ncclCommDestroy(c));
 }
 
-// Ranks as processes (forked after this process started the listener): a rank killed mid-job makes
-// the survivor's next operation fail with ncclRemoteError naming the lost peer, and breaks the
-// communicator; nothing hangs and nothing aborts the survivor.
+#if defined(__SANITIZE_THREAD__)
+// Threads of this process; ThreadSanitizer cannot follow a fork of a multi-threaded process.
+int thread_count() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return 0;
+}
+#endif
+
+// Ranks as processes, NCCL's MPI pattern with shared memory as the side channel: rank 0 makes the id,
+// rank 1 reads it. A rank killed mid-job makes the survivor's next operation fail with ncclRemoteError
+// naming the lost peer and breaks the communicator; nothing hangs and nothing aborts the survivor.
 TEST_P(InitRank, KilledPeerIsRemoteError) {
-  ncclUniqueId id;
-  ASSERT_NCCL(ncclGetUniqueId(&id));
+#if defined(__SANITIZE_THREAD__)
+  if (thread_count() > 1) GTEST_SKIP() << "threads are running: ThreadSanitizer cannot fork (run this case alone)";
+#endif
+  struct Shared {
+    std::atomic<int> ready;
+    ncclUniqueId id;
+  };
+  void* mem = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* shared = new (mem) Shared{};
   const auto codes = fsdp::testing::run_processes(2, std::chrono::seconds(60), [&](int rank) -> int {
+    if (rank == 0) {
+      if (ncclGetUniqueId(&shared->id) != ncclSuccess) return 9;
+      shared->ready.store(1, std::memory_order_release);
+    } else {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (shared->ready.load(std::memory_order_acquire) == 0) {
+        if (std::chrono::steady_clock::now() > deadline) return 8;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
     ncclComm_t c = nullptr;
-    if (ncclCommInitRank(&c, 2, id, rank) != ncclSuccess) return 10;
+    if (ncclCommInitRank(&c, 2, shared->id, rank) != ncclSuccess) return 10;
     float x = 1;
     if (ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, c, nullptr) != ncclSuccess || x != 2) return 11;
     if (rank == 1) ::raise(SIGKILL);
@@ -632,6 +665,7 @@ TEST_P(InitRank, KilledPeerIsRemoteError) {
     if (ncclCommGetAsyncError(c, &async) != ncclSuccess || async != ncclRemoteError) return 14;
     return ncclCommAbort(c) == ncclSuccess ? 0 : 15;
   });
+  ::munmap(mem, sizeof(Shared));
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 128 + SIGKILL);
 }
