@@ -38,6 +38,13 @@ ncclResult_t issue(ncclComm* comm, const char* fn, Make&& make) noexcept {
 
 Pending post(std::function<Work(Communicator&)> f) { return Pending{nullptr, "", std::move(f)}; }
 
+Pending send_op(const void* buf, size_t count, DataType t, int peer) {
+  return post([=](Communicator& c) { return c.send(buf, count, t, peer); });
+}
+Pending recv_op(void* buf, size_t count, DataType t, int peer) {
+  return post([=](Communicator& c) { return c.recv(buf, count, t, peer); });
+}
+
 // A rank's own block of all-to-all, gather or scatter: a local copy, done when it is issued.
 Pending local_copy(void* dst, const void* src, size_t bytes) {
   return post([=](Communicator&) {
@@ -51,6 +58,19 @@ const std::byte* at(const void* base, size_t block, int index) {
 }
 std::byte* at(void* base, size_t block, int index) { return static_cast<std::byte*>(base) + block * static_cast<size_t>(index); }
 
+// ncclAllReduce and ncclReduceScatter: the same arguments, `count` elements received per rank.
+using ReductionCall = Work (Communicator::*)(const void*, void*, size_t, DataType, ReduceOp);
+ncclResult_t reduction(const char* fn, ReductionCall call, const void* sendbuff, void* recvbuff, size_t count,
+                       const ncclDataType_t& datatype, const ncclRedOp_t& op, ncclComm* comm) noexcept {
+  return issue(comm, fn, [&] {
+    const DataType t = data_type(datatype);
+    const ReduceOp o = reduce_op(comm, op, t);
+    check_buffer(sendbuff, count, "sendbuff");
+    check_buffer(recvbuff, count, "recvbuff");
+    return std::vector<Pending>{post([=](Communicator& c) { return (c.*call)(sendbuff, recvbuff, count, t, o); })};
+  });
+}
+
 // ncclBroadcast and ncclBcast (in place). The type goes by reference: see raw().
 ncclResult_t broadcast(const char* fn, const void* sendbuff, void* recvbuff, size_t count, const ncclDataType_t& datatype,
                        int root, ncclComm* comm) noexcept {
@@ -60,6 +80,35 @@ ncclResult_t broadcast(const char* fn, const void* sendbuff, void* recvbuff, siz
     if (comm->rank == root) check_buffer(sendbuff, count, "sendbuff");
     check_buffer(recvbuff, count, "recvbuff");
     return std::vector<Pending>{post([=](Communicator& c) { return c.broadcast(sendbuff, recvbuff, count, t, root); })};
+  });
+}
+
+// ncclGather (gather: every rank's sendbuff to block r of the root's recvbuff) and ncclScatter (block r
+// of the root's sendbuff to rank r's recvbuff): the root exchanges one block with every other rank and
+// copies its own.
+ncclResult_t rooted(const char* fn, const void* sendbuff, void* recvbuff, size_t count, const ncclDataType_t& datatype,
+                    int root, ncclComm* comm, bool gather) noexcept {
+  return issue(comm, fn, [&] {
+    const DataType t = data_type(datatype);
+    check_rank(root, comm, "root");
+    // Every rank has one block (gather's sendbuff, scatter's recvbuff); the root also has all of them.
+    check_buffer(gather ? sendbuff : recvbuff, count, gather ? "sendbuff" : "recvbuff");
+    std::vector<Pending> ops;
+    if (comm->rank != root) {
+      ops.push_back(gather ? send_op(sendbuff, count, t, root) : recv_op(recvbuff, count, t, root));
+      return ops;
+    }
+    check_buffer(gather ? recvbuff : sendbuff, count, gather ? "recvbuff" : "sendbuff");
+    const size_t block = count * fsdp::element_size(t);
+    for (int p = 0; p < comm->size; ++p) {
+      if (p == root) {
+        ops.push_back(gather ? local_copy(at(recvbuff, block, p), sendbuff, block)
+                             : local_copy(recvbuff, at(sendbuff, block, p), block));
+      } else {
+        ops.push_back(gather ? recv_op(at(recvbuff, block, p), count, t, p) : send_op(at(sendbuff, block, p), count, t, p));
+      }
+    }
+    return ops;
   });
 }
 
@@ -87,25 +136,12 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
-  return issue(comm, "ncclReduceScatter", [&] {
-    const DataType t = data_type(datatype);
-    const ReduceOp o = reduce_op(comm, op, t);
-    check_buffer(sendbuff, recvcount, "sendbuff");
-    check_buffer(recvbuff, recvcount, "recvbuff");
-    return std::vector<Pending>{
-        post([=](Communicator& c) { return c.reduce_scatter(sendbuff, recvbuff, recvcount, t, o); })};
-  });
+  return reduction("ncclReduceScatter", &Communicator::reduce_scatter, sendbuff, recvbuff, recvcount, datatype, op, comm);
 }
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
-  return issue(comm, "ncclAllReduce", [&] {
-    const DataType t = data_type(datatype);
-    const ReduceOp o = reduce_op(comm, op, t);
-    check_buffer(sendbuff, count, "sendbuff");
-    check_buffer(recvbuff, count, "recvbuff");
-    return std::vector<Pending>{post([=](Communicator& c) { return c.all_reduce(sendbuff, recvbuff, count, t, o); })};
-  });
+  return reduction("ncclAllReduce", &Communicator::all_reduce, sendbuff, recvbuff, count, datatype, op, comm);
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
@@ -136,7 +172,7 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
     const DataType t = data_type(datatype);
     check_rank(peer, comm, "peer");
     check_buffer(sendbuff, count, "sendbuff");
-    return std::vector<Pending>{post([=](Communicator& c) { return c.send(sendbuff, count, t, peer); })};
+    return std::vector<Pending>{send_op(sendbuff, count, t, peer)};
   });
 }
 
@@ -146,7 +182,7 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
     const DataType t = data_type(datatype);
     check_rank(peer, comm, "peer");
     check_buffer(recvbuff, count, "recvbuff");
-    return std::vector<Pending>{post([=](Communicator& c) { return c.recv(recvbuff, count, t, peer); })};
+    return std::vector<Pending>{recv_op(recvbuff, count, t, peer)};
   });
 }
 
@@ -164,10 +200,8 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, nc
         ops.push_back(local_copy(at(recvbuff, block, p), at(sendbuff, block, p), block));
         continue;
       }
-      const void* out = at(sendbuff, block, p);
-      void* in = at(recvbuff, block, p);
-      ops.push_back(post([=](Communicator& c) { return c.send(out, count, t, p); }));
-      ops.push_back(post([=](Communicator& c) { return c.recv(in, count, t, p); }));
+      ops.push_back(send_op(at(sendbuff, block, p), count, t, p));
+      ops.push_back(recv_op(at(recvbuff, block, p), count, t, p));
     }
     return ops;
   });
@@ -175,52 +209,12 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, nc
 
 ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                         ncclComm_t comm, cudaStream_t) {
-  return issue(comm, "ncclGather", [&] {
-    const DataType t = data_type(datatype);
-    check_rank(root, comm, "root");
-    check_buffer(sendbuff, count, "sendbuff");
-    const size_t block = count * fsdp::element_size(t);
-    std::vector<Pending> ops;
-    if (comm->rank != root) {
-      ops.push_back(post([=](Communicator& c) { return c.send(sendbuff, count, t, root); }));
-      return ops;
-    }
-    check_buffer(recvbuff, count, "recvbuff");
-    for (int p = 0; p < comm->size; ++p) {
-      void* in = at(recvbuff, block, p);
-      if (p == root) {
-        ops.push_back(local_copy(in, sendbuff, block));
-      } else {
-        ops.push_back(post([=](Communicator& c) { return c.recv(in, count, t, p); }));
-      }
-    }
-    return ops;
-  });
+  return rooted("ncclGather", sendbuff, recvbuff, count, datatype, root, comm, true);
 }
 
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                          ncclComm_t comm, cudaStream_t) {
-  return issue(comm, "ncclScatter", [&] {
-    const DataType t = data_type(datatype);
-    check_rank(root, comm, "root");
-    check_buffer(recvbuff, count, "recvbuff");
-    const size_t block = count * fsdp::element_size(t);
-    std::vector<Pending> ops;
-    if (comm->rank != root) {
-      ops.push_back(post([=](Communicator& c) { return c.recv(recvbuff, count, t, root); }));
-      return ops;
-    }
-    check_buffer(sendbuff, count, "sendbuff");
-    for (int p = 0; p < comm->size; ++p) {
-      const void* out = at(sendbuff, block, p);
-      if (p == root) {
-        ops.push_back(local_copy(recvbuff, out, block));
-      } else {
-        ops.push_back(post([=](Communicator& c) { return c.send(out, count, t, p); }));
-      }
-    }
-    return ops;
-  });
+  return rooted("ncclScatter", sendbuff, recvbuff, count, datatype, root, comm, false);
 }
 
 ncclResult_t ncclGroupStart(void) { return group_start(); }
