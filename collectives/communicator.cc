@@ -225,7 +225,7 @@ struct Communicator::Impl {
   Work submit(OpPtr op, Task task, bool ordered) {
     op->set_task(std::move(task));
     engine->submit(stream, op, ordered);
-    return Work(std::move(op));
+    return Work(std::move(op), engine);
   }
 };
 

@@ -1,8 +1,17 @@
 #include "collectives/work.h"
 
+#include <algorithm>
+
 #include "collectives/core/op.h"
+#include "collectives/core/progress_engine.h"
 
 namespace fsdp {
+namespace {
+// How long a waiting thread polls without anything moving before it sleeps and leaves the rest to
+// the engine thread: long enough to cover a peer a little behind, short enough not to burn a core
+// a slow peer may need.
+constexpr auto kDriveIdleBudget = std::chrono::microseconds(100);
+}  // namespace
 
 bool Work::test() const {
   if (!op_) return true;
@@ -25,7 +34,13 @@ void Work::wait() const {
 
 void Work::wait(std::chrono::milliseconds timeout) const {
   if (!op_) return;
-  if (!op_->wait_finished(timeout)) {
+  const auto deadline = Clock::now() + timeout;
+  if (auto engine = engine_.lock(); engine && engine->drive(*op_, kDriveIdleBudget, deadline)) {
+    test();
+    return;
+  }
+  const auto left = std::max(Clock::duration::zero(), deadline - Clock::now());
+  if (!op_->wait_finished(left)) {
     throw TimeoutError(op_->context(), "wait() gave up after " + std::to_string(timeout.count()) +
                                            " ms; the operation is still in flight");
   }

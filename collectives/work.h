@@ -8,17 +8,22 @@
 namespace fsdp {
 
 class Op;
+class ProgressEngine;
 
 class Work {
  public:
   Work() = default;
-  explicit Work(std::shared_ptr<Op> op) : op_(std::move(op)) {}
+  // `engine` runs the operation; wait() drives it from the waiting thread (progress_engine.h).
+  explicit Work(std::shared_ptr<Op> op, std::weak_ptr<ProgressEngine> engine = {})
+      : op_(std::move(op)), engine_(std::move(engine)) {}
 
   bool valid() const { return static_cast<bool>(op_); }
   // True once the operation completed; rethrows its error if it failed. Never blocks.
   bool test() const;
   // Blocks until the operation completes (rethrowing its error). The engine fails any operation that
   // waits on its peers past the communicator's timeout, so this returns within about that long.
+  // The waiting thread makes progress itself while anything moves (no wake-up round trip for small
+  // operations), then sleeps until the engine thread reports completion.
   void wait() const;
   // As wait(), but throws TimeoutError if the operation has not finished within `timeout`; the
   // operation itself goes on (abort the communicator to stop it).
@@ -30,6 +35,7 @@ class Work {
 
  private:
   std::shared_ptr<Op> op_;
+  std::weak_ptr<ProgressEngine> engine_;
 };
 
 }  // namespace fsdp

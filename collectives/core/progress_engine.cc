@@ -2,11 +2,20 @@
 
 #include <algorithm>
 #include <sstream>
+#include <thread>
 
 namespace fsdp {
 
 namespace {
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
+// An idle engine naps this long at a time (a submission that skipped the wake-up waits at most
+// this), for kNapPhase after its last work, then sleeps until woken.
+constexpr auto kNap = std::chrono::microseconds(200);
+constexpr auto kNapPhase = std::chrono::milliseconds(50);
+// Operations this large wake the engine at once: the caller usually computes while they run.
+constexpr size_t kUrgentBytes = 64 * 1024;
+// A driving caller's polls without progress before it starts yielding its core (about 5 us).
+constexpr unsigned kSpinsBeforeYield = 128;
 
 long long to_ms(Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 
@@ -67,6 +76,7 @@ ProgressEngine::Stream* ProgressEngine::open_stream(Transport& transport) {
   } else {
     ++it->second;
   }
+  drivable_.store(transports_.size() == 1);
   return streams_.back().get();
 }
 
@@ -78,15 +88,60 @@ void ProgressEngine::close_stream(Stream* stream) {
   auto it = std::find_if(transports_.begin(), transports_.end(),
                          [&](const auto& t) { return t.first == &stream->transport; });
   if (it != transports_.end() && --it->second == 0) transports_.erase(it);
+  drivable_.store(transports_.size() == 1);
   std::erase_if(streams_, [&](const auto& s) { return s.get() == stream; });
 }
 
 void ProgressEngine::submit(Stream* stream, OpPtr op, bool ordered) {
+  // A futex wake-up costs more than a small operation itself; skip it while the engine only naps
+  // and a waiting caller can drive the operation (see deep_sleep_).
+  const bool urgent = op->context().bytes >= kUrgentBytes || !drivable_.load(std::memory_order_relaxed);
+  bool wake;
   {
     std::lock_guard lock(inbox_mu_);
     inbox_.push_back({stream, {std::move(op), ordered}});
+    wake = urgent || deep_sleep_;
   }
-  inbox_cv_.notify_one();
+  if (wake) inbox_cv_.notify_one();
+}
+
+bool ProgressEngine::drive(const Op& op, Clock::duration idle_budget, Clock::time_point deadline) {
+  if (!drivable_.load(std::memory_order_relaxed)) return false;
+  drivers_.fetch_add(1);
+  auto last_moved = Clock::now();
+  unsigned idle_spins = 0;
+  for (unsigned spins = 1; op.state() == Op::State::kPending; ++spins) {
+    bool moved = false;
+    if (mu_.try_lock()) {
+      drain_inbox_locked();
+      moved = poll(Clock::now());
+      mu_.unlock();
+    }
+    if (moved) {
+      last_moved = Clock::now();
+      idle_spins = 0;
+      continue;
+    }
+    // A peer a few microseconds behind is caught by spinning; one that is descheduled (more ranks
+    // than cores) needs this core: yield once the wait outlasts the spin.
+    if (++idle_spins < kSpinsBeforeYield) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+    if (spins % 64 == 0) {
+      const auto now = Clock::now();
+      if (now - last_moved > idle_budget || now > deadline) break;
+    }
+  }
+  drivers_.fetch_sub(1);
+  if (busy_.load()) {
+    // Work is left (this op still waits on a slow peer, or others are in flight): the engine takes
+    // over. Under the lock, so the wake-up cannot fall between its check of drivers_ and its nap.
+    std::lock_guard lock(inbox_mu_);
+    inbox_cv_.notify_one();
+  }
+  return op.state() != Op::State::kPending;
 }
 
 void ProgressEngine::abort(Stream* stream, const std::string& why) {
@@ -140,15 +195,22 @@ void ProgressEngine::fail_op(Stream& s, const OpPtr& op, std::exception_ptr erro
 }
 
 // Moves submissions into their streams (the engine thread, or the destructor once it stopped). Takes
-// the inbox lock, then the engine lock.
+// the inbox lock, releases it, then takes the engine lock.
 void ProgressEngine::drain_inbox() {
+  {
+    std::lock_guard lock(inbox_mu_);
+    if (inbox_.empty()) return;
+  }
+  std::lock_guard lock(mu_);
+  drain_inbox_locked();
+}
+
+void ProgressEngine::drain_inbox_locked() {
   std::vector<std::pair<Stream*, std::pair<OpPtr, bool>>> batch;
   {
     std::lock_guard lock(inbox_mu_);
     batch.swap(inbox_);
   }
-  if (batch.empty()) return;
-  std::lock_guard lock(mu_);
   for (auto& [stream, entry] : batch) {
     auto& [op, ordered] = entry;
     if (!stream->broken.empty()) {
@@ -167,17 +229,37 @@ void ProgressEngine::drain_inbox() {
 
 void ProgressEngine::run() {
   int idle_rounds = 0;
+  bool idle = false;
+  Clock::time_point idle_since{};
   for (;;) {
     {
       std::unique_lock lock(inbox_mu_);
       if (stop_) return;
-      bool busy;
-      {
-        std::lock_guard engine_lock(mu_);
-        busy = busy_;
+      if (drivers_.load() > 0) {
+        // A waiting caller polls: stand aside. It wakes us if it leaves work behind.
+        inbox_cv_.wait_for(lock, kNap);
+        continue;
       }
-      if (!busy && inbox_.empty()) inbox_cv_.wait(lock, [&] { return stop_ || !inbox_.empty(); });
-      if (stop_) return;
+      if (!busy_.load() && inbox_.empty()) {
+        const auto now = Clock::now();
+        if (!idle) {
+          idle = true;
+          idle_since = now;
+        }
+        // A driving caller may have taken submissions straight from the inbox and left them running
+        // (busy_): it wakes us under this lock, so the predicate sees them.
+        auto work = [&] { return stop_ || !inbox_.empty() || busy_.load(); };
+        if (now - idle_since < kNapPhase) {
+          inbox_cv_.wait_for(lock, kNap, work);
+        } else {
+          deep_sleep_ = true;
+          inbox_cv_.wait(lock, work);
+          deep_sleep_ = false;
+        }
+        if (stop_) return;
+        if (inbox_.empty() && !busy_.load()) continue;
+      }
+      idle = false;
     }
     drain_inbox();
     bool progressed;

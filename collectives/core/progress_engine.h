@@ -6,8 +6,15 @@
 // operations on one CUDA stream; point-to-point operations start at once (so a send and a receive
 // posted back to back cannot deadlock each other); streams run concurrently. Several communicators
 // (and, in tests, all ranks of an in-process job) can share one engine.
+//
+// Caller-driven progress: a thread waiting on an operation (Work::wait) polls the transport and runs
+// the coroutines itself while the engine thread stands aside, so a small operation costs no thread
+// hand-off: no futex wake-up to start it, none to report it done, no context switch on a core the
+// caller shares with the engine. The engine thread keeps everything moving while nobody waits (the
+// overlap FSDP prefetching needs). docs/benchmarks.md has the latency this buys.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -40,6 +47,13 @@ class ProgressEngine {
   // requests; when it returns, the engine touches none of their buffers again.
   void abort(Stream* stream, const std::string& why);
 
+  // The calling thread makes progress (every stream of this engine) until `op` finished, or until
+  // nothing moved for `idle_budget` or `deadline` passed; returns whether `op` finished. Only
+  // engines of one transport are driven this way (a process's own endpoint); with many in-process
+  // ranks on one engine, each rank's thread spinning would steal the cores the others need, so
+  // there it returns false at once and the caller blocks as before.
+  bool drive(const Op& op, Clock::duration idle_budget, Clock::time_point deadline);
+
  private:
   void run();
   bool poll(Clock::time_point now);
@@ -47,17 +61,25 @@ class ProgressEngine {
   void fail_op(Stream& s, const OpPtr& op, std::exception_ptr error);
   void abort_locked(Stream& s, const std::string& why);
   void drain_inbox();
+  void drain_inbox_locked();  // mu_ held
   std::vector<OpPtr> take_inbox_of(Stream* stream);
 
-  std::mutex mu_;  // the streams and everything reachable from them; held by the engine while polling
+  std::mutex mu_;  // the streams and everything reachable from them; held by whoever polls
   std::vector<std::unique_ptr<Stream>> streams_;
   std::vector<std::pair<Transport*, int>> transports_;  // each distinct transport and its stream count
+  std::atomic<bool> drivable_{false};                  // exactly one transport (see drive)
 
+  // Lock order: mu_ before inbox_mu_ (a driving caller drains the inbox while polling).
   std::mutex inbox_mu_;  // submissions, so callers never wait behind a long copy
   std::condition_variable inbox_cv_;
   std::vector<std::pair<Stream*, std::pair<OpPtr, bool>>> inbox_;
   bool stop_ = false;
-  bool busy_ = false;  // under mu_: any op in flight
+  // Under inbox_mu_: the engine sleeps without a timeout (idle for long), so a submission must
+  // wake it. While it only naps (recently active), small submissions skip the wake-up: a waiting
+  // caller drives them, or the engine finds them when the nap ends.
+  bool deep_sleep_ = false;
+  std::atomic<bool> busy_{false};  // any op in flight (written under mu_)
+  std::atomic<int> drivers_{0};    // callers inside drive(): the engine thread stands aside
 
   Clock::time_point next_liveness_check_{};
   std::thread thread_;
