@@ -12,7 +12,9 @@ Task allgather_ring(Op& op, std::byte* buf, Blocks blocks) {
   if (n == 1 || blocks.total_bytes() == 0) co_return;
   const int right = (r + 1) % n;
   const int left = (r - 1 + n) % n;
-  const Chunking chunks(op.chunk_bytes(), blocks.max_bytes(), blocks.elem);
+  // With two ranks nothing is forwarded, so chunks buy no pipelining: each block goes as one message,
+  // which a transport can move in one copy (shm's cross-memory attach pulls it straight into place).
+  const Chunking chunks(n == 2 ? blocks.max_bytes() : op.chunk_bytes(), blocks.max_bytes(), blocks.elem);
   auto block_at = [&](int s) { return ((r - s) % n + n) % n; };  // the block sent at step s
 
   // Posts every receive of step s (distinct memory per step, so all can be posted up front).

@@ -33,7 +33,13 @@ constexpr size_t kRingSlots = 64;
 // through the pair's data ring.
 enum class Kind : uint32_t { kEager = 1, kRendezvous = 2, kAck = 3, kClearToSend = 4 };
 
-enum class CopyMode : int32_t { kStaging = 1, kCrossMemory = 2 };
+// kAuto: cross-memory attach for payloads of at least cma_min_bytes when the kernel allows it
+// (probed per peer on first use), staging for smaller ones and where it does not.
+enum class CopyMode : int32_t { kStaging = 1, kCrossMemory = 2, kAuto = 3 };
+
+// Below this, the staging pipeline beats one process_vm_readv (page pinning costs more than the
+// second, cache-resident copy); above it one pinned copy wins. Measured: docs/transports.md.
+constexpr size_t kDefaultCmaMinBytes = 1 << 20;
 
 constexpr size_t kDataSlots = 4;  // pieces in flight per ordered pair
 
@@ -69,6 +75,7 @@ struct SegmentHeader {
   int32_t size;
   int32_t copy_mode;  // CopyMode, chosen by rank 0 so every rank agrees
   uint64_t slot_bytes;
+  uint64_t cma_min_bytes;  // kAuto's threshold, rank 0's choice
   std::atomic<int32_t> attached;
   std::atomic<int32_t> ready;
 };
@@ -107,9 +114,22 @@ struct Layout {
 
 CopyMode copy_mode_from_env() {
   const char* v = std::getenv("FSDP_SHM_COPY");
-  if (!v || !*v || std::string(v) == "staging") return CopyMode::kStaging;
+  if (!v || !*v || std::string(v) == "auto") return CopyMode::kAuto;
+  if (std::string(v) == "staging") return CopyMode::kStaging;
   if (std::string(v) == "cma") return CopyMode::kCrossMemory;
-  throw InvalidArgument(std::string("FSDP_SHM_COPY='") + v + "' must be staging or cma");
+  throw InvalidArgument(std::string("FSDP_SHM_COPY='") + v + "' must be auto, staging or cma");
+}
+
+size_t cma_min_bytes_from_env() {
+  const char* v = std::getenv("FSDP_SHM_CMA_MIN_BYTES");
+  if (!v || !*v) return kDefaultCmaMinBytes;
+  char* end = nullptr;
+  const unsigned long long bytes = std::strtoull(v, &end, 10);
+  if (*end != '\0' || bytes <= kShmInlineBytes) {
+    throw InvalidArgument(std::string("FSDP_SHM_CMA_MIN_BYTES='") + v + "' must be a byte count above " +
+                          std::to_string(kShmInlineBytes));
+  }
+  return static_cast<size_t>(bytes);
 }
 
 std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
@@ -226,7 +246,9 @@ class ShmTransport final : public Transport {
     size_t bytes;
     size_t done = 0;
   };
+  enum class Cma : uint8_t { kUnknown, kAllowed, kDenied };
   struct Peer {
+    Cma cma = Cma::kUnknown;  // whether this rank may read the peer's memory (kAuto probes once)
     ReceiveMatcher<Message> matcher;
     std::list<PendingSend> sends_in_flight;  // rendezvous sends awaiting an ack or a clear-to-send
     std::deque<Transfer> streaming;          // sends cleared to stream, in clear-to-send order
@@ -361,16 +383,16 @@ class ShmTransport final : public Transport {
               " (do the ranks pass the same count?)";
     } else if (m.kind == Kind::kEager) {
       if (m.bytes) std::memcpy(recv.data, eager, m.bytes);
-    } else if (mode_ == CopyMode::kCrossMemory) {
-      error = pull(peer, recv.data, m.addr, m.bytes, lost);
     }
+    const bool pulled = m.kind == Kind::kRendezvous && error.empty() && pulls(peer, m.bytes);
+    if (pulled) error = pull(peer, recv.data, m.addr, m.bytes, lost);
     if (m.kind == Kind::kRendezvous) {
       Message ack{};
-      ack.kind = mode_ == CopyMode::kCrossMemory ? Kind::kAck : Kind::kClearToSend;
+      ack.kind = pulled ? Kind::kAck : Kind::kClearToSend;
       ack.id = m.id;
       ack.status = error.empty() ? 0 : 1;
       post(peer, ack);
-      if (error.empty() && mode_ == CopyMode::kStaging) {
+      if (error.empty() && !pulled) {
         // Completes in stream_in once the last piece has arrived.
         peers_[peer].incoming.push_back({recv.request, static_cast<std::byte*>(recv.data), recv.bytes});
         return;
@@ -381,6 +403,23 @@ class ShmTransport final : public Transport {
     } else {
       recv.request->fail(error, lost);
     }
+  }
+
+  // Whether a rendezvous payload of `bytes` from `peer` is pulled with cross-memory attach (else
+  // it streams through the staging ring).
+  bool pulls(int peer, size_t bytes) {
+    if (mode_ == CopyMode::kCrossMemory) return true;
+    if (mode_ == CopyMode::kStaging || bytes < cma_min_bytes_) return false;
+    Peer& p = peers_[peer];
+    if (p.cma == Cma::kUnknown) {
+      // One word read proves the kernel lets us; if not (ptrace scope, another user), stage.
+      uint64_t word = 0;
+      bool lost = false;
+      const bool ok = pull(peer, &word, info(peer).probe_addr.load(), sizeof(word), lost).empty() &&
+                      word == g_probe_word;
+      p.cma = ok ? Cma::kAllowed : Cma::kDenied;
+    }
+    return p.cma == Cma::kAllowed;
   }
 
   std::string pull(int peer, void* dst, uint64_t src, size_t bytes, bool& lost) {
@@ -444,6 +483,7 @@ class ShmTransport final : public Transport {
       header().size = size_;
       header().copy_mode = static_cast<int32_t>(copy_mode_from_env());
       header().slot_bytes = layout_.slot_bytes;
+      header().cma_min_bytes = cma_min_bytes_from_env();
       header().magic = kMagic;
       header().ready.store(1, std::memory_order_release);
     }
@@ -470,6 +510,7 @@ class ShmTransport final : public Transport {
     }
     if (rank_ == 0) ::shm_unlink(name.c_str());
     mode_ = static_cast<CopyMode>(header().copy_mode);
+    cma_min_bytes_ = header().cma_min_bytes;
     if (mode_ == CopyMode::kCrossMemory) probe_cross_memory_attach();
   }
 
@@ -494,7 +535,8 @@ class ShmTransport final : public Transport {
   Layout layout_;
   void* base_ = nullptr;
   uint64_t next_send_id_ = 1;
-  CopyMode mode_ = CopyMode::kStaging;
+  CopyMode mode_ = CopyMode::kAuto;
+  size_t cma_min_bytes_ = kDefaultCmaMinBytes;
   std::vector<Peer> peers_;
 };
 

@@ -3,12 +3,14 @@
 // Control messages travel through one single-producer single-consumer ring per ordered pair of
 // ranks in a POSIX shared-memory segment. Payloads up to kShmInlineBytes ride inside the message
 // (eager: the send completes at once). Larger payloads wait until the receiver has matched them
-// (rendezvous), then move one of two ways, chosen by FSDP_SHM_COPY for the whole job:
-//   staging (default): the sender streams them through a ring of 4 shared slots per ordered pair
-//     and the receiver copies them out, pipelined piece by piece: two memcpys, both at memcpy speed;
-//   cma: the receiver pulls them from the sender's buffer with process_vm_readv: one copy, but one
-//     that pins pages and, on the virtual machines measured, runs at a quarter of memcpy speed.
-// docs/transports.md has the reasoning and the numbers.
+// (rendezvous), then move one of two ways:
+//   staging: the sender streams them through a ring of 4 shared slots per ordered pair and the
+//     receiver copies them out, pipelined piece by piece: two memcpys, the second from cache;
+//   cma: the receiver pulls them from the sender's buffer with process_vm_readv straight into the
+//     destination: one copy, after the kernel pinned the source pages.
+// FSDP_SHM_COPY (rank 0's value holds for the job) picks: auto (default) pulls payloads of at least
+// FSDP_SHM_CMA_MIN_BYTES (1 MiB) where the kernel allows it and stages the rest; staging and cma
+// force one way. docs/transports.md has the reasoning and the numbers.
 #pragma once
 
 #include <chrono>

@@ -28,7 +28,7 @@ int suite(int rank, int n, const std::string& job) {
   return run_collectives_suite(*comm, rank, n);
 }
 
-// (ranks, FSDP_SHM_COPY): both ways of moving large payloads.
+// (ranks, FSDP_SHM_COPY): both ways of moving large payloads, and the size-based choice between them.
 class ShmProcesses : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
 
 TEST_P(ShmProcesses, EveryCollectiveMatchesReference) {
@@ -36,13 +36,15 @@ TEST_P(ShmProcesses, EveryCollectiveMatchesReference) {
   const std::string job = unique_job_name("test");
   auto codes = run_processes(n, 60s, [n, mode, &job](int rank) {
     ::setenv("FSDP_SHM_COPY", mode.c_str(), 1);  // rank 0 decides for the job
+    // auto: 64 KiB chunks are pulled with cross-memory attach, shorter pieces staged, in one job.
+    if (mode == "auto") ::setenv("FSDP_SHM_CMA_MIN_BYTES", "65536", 1);
     return suite(rank, n, job);
   });
   for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmProcesses,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values("staging", "cma")),
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values("auto", "staging", "cma")),
                          [](const auto& info) {
                            return "n" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
                          });
