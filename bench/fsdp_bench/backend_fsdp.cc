@@ -1,4 +1,6 @@
 // Our collectives: a Communicator over the transport launch::connect_world builds for a name.
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -18,7 +20,7 @@ class FsdpBackend final : public Backend {
     std::string d = "fsdp Communicator over transport " + world_.transport_name;
     if (world_.transport_name == "shm") {
       const char* copy = std::getenv("FSDP_SHM_COPY");
-      d += std::string(" (FSDP_SHM_COPY=") + (copy && *copy ? copy : "default") + ")";
+      d += std::string(" (FSDP_SHM_COPY=") + (copy && *copy ? copy : "auto") + ")";
     }
     return d;
   }
@@ -112,14 +114,31 @@ std::unique_ptr<Backend> make_control_backend(const launch::ProcessEnv& env, lau
   return control;
 }
 
+// Open MPI's, MPICH's or Slurm's PMI variables: the mpi transport's ranks must come from an MPI launcher.
+bool started_by_mpi_launcher() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(v)) return true;
+  }
+  return false;
+}
+
 MadeBackend make_fsdp_backend(const std::string& transport, BackendContext& ctx) {
+  MadeBackend made;
+  if (transport == "mpi" && ctx.env.world_size > 1 && !started_by_mpi_launcher()) {
+    // Said here rather than by connect_world, whose ranks would fail at different steps of the
+    // rendezvous, one waiting out its timeout for the other.
+    made.unavailable = "the mpi transport needs ranks started by mpirun";
+    return made;
+  }
   launch::WorldOptions options;
   options.transport = transport;
-  MadeBackend made;
+  // A rank that fails to connect leaves the others waiting at most this long.
+  options.rendezvous_timeout = std::min<std::chrono::milliseconds>(options.rendezvous_timeout, std::chrono::seconds(60));
   try {
     made.backend = std::make_unique<FsdpBackend>(transport, connect_world_as("bench-" + transport, ctx.env, options));
-  } catch (const InvalidArgument& e) {
-    // connect_world refuses transports it does not know (yet) the same way on every rank.
+  } catch (const std::exception& e) {
+    // A transport connect_world does not know (yet), or one that cannot start here: the table says
+    // why, and the run goes on with the next backend once every rank agrees (main.cc).
     made.unavailable = e.what();
   }
   return made;

@@ -3,8 +3,8 @@
 //
 // Data movers (all-gather, broadcast, sendrecv, alltoall) carry hash bytes unique to rank and index,
 // compared bytewise, so a block landing one slot off fails at once. Reductions carry small integers
-// (sum/avg 0..3, prod 1..2, max/min 0..15) that every type represents exactly and that sum exactly in
-// any order, so any algorithm (ring, tree, MPI's, Gloo's) must give bitwise the expected result:
+// (sum/avg 0..3, or 0..1 in fp8 e5m2; prod 1..2; max/min 0..15) that sum exactly in every type and
+// order for up to 8 ranks, so any algorithm (ring, tree, MPI's, Gloo's) must give bitwise the result:
 // the exact combination, averaged in the accumulate type (f32 for 16- and 8-bit floats) and rounded
 // once to the type, integers wrapping.
 #pragma once

@@ -6,8 +6,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
 
 #include "bench/fsdp_bench/json.h"
+#include "bench/fsdp_bench/schema.h"
 
 namespace fsdp::bench {
 namespace {
@@ -50,7 +52,80 @@ void write_measurement(json::Writer& w, const Measurement& m) {
   w.end_object();
 }
 
+Measurement read_measurement(const json::Value& v) {
+  Measurement m;
+  m.ran = v.at("ran").boolean();
+  if (!v.at("skipped").is_null()) m.skipped = v.at("skipped").string();
+  m.time_us = v.at("time_us").number();
+  m.algbw = v.at("algbw_gbs").number();
+  m.busbw = v.at("busbw_gbs").number();
+  m.wrong = v.at("wrong").is_null() ? -1 : static_cast<long long>(v.at("wrong").number());
+  m.iter_min_us = v.at("iter_min_us").is_null() ? -1 : v.at("iter_min_us").number();
+  m.iter_max_us = v.at("iter_max_us").is_null() ? -1 : v.at("iter_max_us").number();
+  return m;
+}
+
 }  // namespace
+
+Report report_from_json(const std::string& text) {
+  const json::Value doc = json::parse(text);
+  if (std::string why = schema_violation(doc); !why.empty()) throw std::runtime_error("not an fsdp-bench report: " + why);
+  Report r;
+  r.command = doc.at("command").string();
+  r.nranks = static_cast<int>(doc.at("nranks").number());
+  Options& o = r.options;
+  o.collective = *parse_collective(doc.at("collective").string());
+  const json::Value& opt = doc.at("options");
+  o.min_bytes = static_cast<size_t>(opt.at("min_bytes").number());
+  o.max_bytes = static_cast<size_t>(opt.at("max_bytes").number());
+  o.step_bytes = static_cast<size_t>(opt.at("step_bytes").number());
+  o.step_factor = opt.at("step_factor").number();
+  o.iters = static_cast<int>(opt.at("iters").number());
+  o.warmup_iters = static_cast<int>(opt.at("warmup_iters").number());
+  o.check_iters = static_cast<int>(opt.at("check_iters").number());
+  o.blocking = opt.at("blocking").boolean();
+  o.aggregation = static_cast<Aggregation>(static_cast<int>(opt.at("average").number()));
+  o.root = static_cast<int>(opt.at("root").number());
+  o.huge_pages = opt.at("huge_pages").boolean();
+  o.types.clear();
+  for (const json::Value& t : opt.at("datatypes").array()) {
+    if (auto dt = parse_data_type(t.string())) o.types.push_back(*dt);
+  }
+  o.ops.clear();
+  for (const json::Value& k : opt.at("ops").array()) {
+    for (int i = 0; i < kNumReduceKinds; ++i) {
+      if (name(static_cast<ReduceKind>(i)) == k.string()) o.ops.push_back(static_cast<ReduceKind>(i));
+    }
+  }
+  const json::Value& m = doc.at("machine");
+  r.machine = {m.at("cpu").string(), static_cast<int>(m.at("cpus").number()), m.at("kernel").string(),
+               m.at("hostname").string()};
+  for (const json::Value& k : doc.at("ranks").array()) {
+    r.ranks.push_back({static_cast<int>(k.at("rank").number()), static_cast<int>(k.at("pid").number()),
+                       k.at("host").string(), k.at("cpus").string()});
+  }
+  for (const json::Value& b : doc.at("backends").array()) {
+    r.backends.push_back({b.at("name").string(), b.at("describe").string(),
+                          b.at("unavailable").is_null() ? "" : b.at("unavailable").string()});
+  }
+  for (const json::Value& v : doc.at("rows").array()) {
+    Row row;
+    row.backend = v.at("backend").string();
+    row.collective = o.collective;
+    row.bytes = static_cast<size_t>(v.at("bytes").number());
+    row.count = static_cast<size_t>(v.at("count").number());
+    row.type = *parse_data_type(v.at("type").string());
+    row.has_op = !v.at("redop").is_null();
+    for (int i = 0; row.has_op && i < kNumReduceKinds; ++i) {
+      if (name(static_cast<ReduceKind>(i)) == v.at("redop").string()) row.op = static_cast<ReduceKind>(i);
+    }
+    row.root = static_cast<int>(v.at("root").number());
+    row.out_of_place = read_measurement(v.at("out_of_place"));
+    row.in_place = read_measurement(v.at("in_place"));
+    r.rows.push_back(row);
+  }
+  return r;
+}
 
 Machine this_machine() {
   Machine m;

@@ -48,8 +48,10 @@ std::string cpu_affinity();
 std::string format_preamble(const Report& r);
 // One backend's table with its header and footer, or the line saying why it is unavailable.
 std::string format_backend(const Report& r, const BackendInfo& b);
-// The whole run as JSON.
+// The whole run as JSON, and back (for fsdp-bench-report; throws std::runtime_error on documents
+// that break the schema).
 std::string format_json(const Report& r);
+Report report_from_json(const std::string& text);
 
 // Totals over one backend's rows: nccl-tests' footer.
 struct Summary {
