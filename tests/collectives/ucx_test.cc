@@ -73,19 +73,25 @@ TEST_P(UcxProcesses, EveryCollectiveMatchesReference) {
   const auto& [n, tls] = GetParam();
   WithTls with(tls);
   ExchangeDir dir;
-  auto codes = run_processes(n, 60s, [&, n = n](int rank) {
+  // A generous deadline: four ranks spinning on two cores take a minute under ThreadSanitizer.
+  auto codes = run_processes(n, 100s, [&, n = n](int rank) {
     auto comm = join_comm(dir, rank, n);
     return run_collectives_suite(*comm, rank, n);
   });
   for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, UcxProcesses,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::ValuesIn(kTlsSets)),
-                         [](const auto& info) {
-                           return "n" + std::to_string(std::get<0>(info.param)) + "_" +
-                                  tls_name(std::get<1>(info.param));
-                         });
+// Every size over tcp and over shared memory; posix,cma,self (a subset of sm) at two ranks.
+const auto kProcessCases = ::testing::Values(
+    std::tuple<int, std::string>{1, "tcp"}, std::tuple<int, std::string>{2, "tcp"},
+    std::tuple<int, std::string>{3, "tcp"}, std::tuple<int, std::string>{4, "tcp"},
+    std::tuple<int, std::string>{1, "sm,self"}, std::tuple<int, std::string>{2, "sm,self"},
+    std::tuple<int, std::string>{3, "sm,self"}, std::tuple<int, std::string>{4, "sm,self"},
+    std::tuple<int, std::string>{2, "posix,cma,self"});
+
+INSTANTIATE_TEST_SUITE_P(Ranks, UcxProcesses, kProcessCases, [](const auto& info) {
+  return "n" + std::to_string(std::get<0>(info.param)) + "_" + tls_name(std::get<1>(info.param));
+});
 
 class UcxTransport : public ::testing::TestWithParam<std::string> {};
 
