@@ -5,6 +5,7 @@
 #include <thread>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "collectives/core/errors.h"
@@ -60,6 +61,9 @@ struct Peer {
   std::unordered_map<uint64_t, PendingSend> awaiting_clear;  // large sends, by message id
   std::unordered_map<uint64_t, Transfer> sending;            // eager and data sends, by message id
   std::unordered_map<uint64_t, Transfer> receiving;          // data receives, by data id
+  // Data ids of withdrawn receives: their sender may still send under them, so they are never
+  // handed out again (only matters once ids wrap, as MPI's do after 2^31 - 1).
+  std::unordered_set<uint64_t> retired;
   uint64_t next_data_id = 1;
   bool hello = false;
   bool dead = false;
@@ -160,6 +164,9 @@ class FabricTransport final : public Transport {
       withdraw(p.sending, request, kSendWithdrawWait);
     } else {
       p.matcher.cancel(request);
+      for (const auto& [id, t] : p.receiving) {
+        if (t.request == request) p.retired.insert(id);
+      }
       withdraw(p.receiving, request, kReceiveWithdrawWait);
     }
   }
@@ -323,7 +330,7 @@ class FabricTransport final : public Transport {
     for (;;) {
       const uint64_t id = p.next_data_id;
       p.next_data_id = id >= max ? 1 : id + 1;
-      if (!p.receiving.contains(id)) return id;
+      if (!p.receiving.contains(id) && !p.retired.contains(id)) return id;
     }
   }
 
