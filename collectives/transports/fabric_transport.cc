@@ -120,16 +120,8 @@ class FabricTransport final : public Transport {
       return request;
     }
     Peer& p = peers_[peer];
-    PostedRecv recv{tag, data, bytes, request};
-    if (auto u = p.matcher.take_unexpected(tag)) {
-      deliver(peer, u->header, u->eager.data(), recv);
-      return request;
-    }
-    if (p.dead) {
-      request->fail(p.reason, p.lost);
-      return request;
-    }
-    p.matcher.post(std::move(recv));
+    auto to = [&](const ControlHeader& h, const std::byte* eager, PostedRecv& r) { deliver(peer, h, eager, r); };
+    p.matcher.receive(PostedRecv{tag, data, bytes, request}, p.dead, p.reason, p.lost, to);
     return request;
   }
 
@@ -283,12 +275,8 @@ class FabricTransport final : public Transport {
 
   // An eager message or a request-to-send: match it, or keep it for the receive to come.
   void arrived(int peer, const ControlHeader& h, std::vector<std::byte> eager) {
-    Peer& p = peers_[peer];
-    if (auto recv = p.matcher.take_posted(h)) {
-      deliver(peer, h, eager.data(), *recv);
-      return;
-    }
-    p.matcher.park(h, std::move(eager));
+    auto to = [&](const ControlHeader& m, const std::byte* payload, PostedRecv& r) { deliver(peer, m, payload, r); };
+    peers_[peer].matcher.arrive(h, std::move(eager), to);
   }
 
   // Completes a matched receive from an eager payload, or posts a large one's data receive and clears it.
@@ -357,8 +345,7 @@ class FabricTransport final : public Transport {
 
   // Takes `request`'s transfer out of `transfers` and makes the fabric let go of it. Where the fabric
   // works on the caller's buffer, waits (bounded) until it has, so that the caller may free it.
-  void withdraw(std::unordered_map<uint64_t, Transfer>& transfers, const RequestPtr& request,
-                Clock::duration wait) {
+  void withdraw(std::unordered_map<uint64_t, Transfer>& transfers, const RequestPtr& request, Clock::duration wait) {
     for (auto it = transfers.begin(); it != transfers.end(); ++it) {
       if (it->second.request != request) continue;
       Transfer t = std::move(it->second);

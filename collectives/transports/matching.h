@@ -56,6 +56,31 @@ class ReceiveMatcher {
     return std::nullopt;
   }
 
+  // What irecv does with a receive: the earliest parked message with its tag goes to
+  // deliver(header, eager payload, recv) at once; otherwise the receive fails if the peer is gone
+  // (dead, with why and whether it was lost) or waits for its message.
+  template <typename Deliver>
+  void receive(PostedRecv recv, bool dead, const std::string& why, bool lost, Deliver&& deliver) {
+    if (auto u = take_unexpected(recv.tag)) {
+      deliver(u->header, u->eager.data(), recv);
+    } else if (dead) {
+      recv.request->fail(why, lost);
+    } else {
+      post(std::move(recv));
+    }
+  }
+
+  // What a transport does with a message that arrived: to the earliest receive posted for its tag
+  // (deliver(header, eager payload, recv)), or parked for the receive to come.
+  template <typename Deliver>
+  void arrive(const Header& h, std::vector<std::byte> eager, Deliver&& deliver) {
+    if (auto recv = take_posted(h)) {
+      deliver(h, eager.data(), *recv);
+    } else {
+      park(h, std::move(eager));
+    }
+  }
+
   void post(PostedRecv recv) { posted_.push_back(std::move(recv)); }
   void park(const Header& h, std::vector<std::byte> eager) { unexpected_.push_back(Unexpected{h, std::move(eager)}); }
   void cancel(const RequestPtr& request) {

@@ -279,8 +279,8 @@ class MpiFabric final : public Fabric {
       if (r < 0 || r >= size_ || mpi_of_[r] != -1) {
         throw CommError(ErrorContext{rank_, -1, "mpi_connect", 0, 0},
                         "MPI process " + std::to_string(m) + " claims rank " + std::to_string(r) +
-                            (r >= 0 && r < size_ ? " like MPI process " + std::to_string(mpi_of_[r]) : " of " +
-                                                                                              std::to_string(size_)) +
+                            (r >= 0 && r < size_ ? " like MPI process " + std::to_string(mpi_of_[r])
+                                                 : " of " + std::to_string(size_)) +
                             " (the ranks passed to the transport must be 0 .. size-1, once each)");
       }
       mpi_of_[r] = m;

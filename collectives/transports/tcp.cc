@@ -215,16 +215,8 @@ class TcpTransport final : public Transport {
       return request;
     }
     Peer& p = peers_[peer];
-    PostedRecv recv{tag, data, bytes, request};
-    if (auto u = p.matcher.take_unexpected(tag)) {
-      deliver(peer, u->header, u->eager.data(), recv);
-      return request;
-    }
-    if (p.dead) {
-      request->fail(p.reason, p.lost);
-      return request;
-    }
-    p.matcher.post(std::move(recv));
+    auto to = [&](const FrameHeader& h, const std::byte* eager, PostedRecv& r) { deliver(peer, h, eager, r); };
+    p.matcher.receive(PostedRecv{tag, data, bytes, request}, p.dead, p.reason, p.lost, to);
     return request;
   }
 
@@ -336,12 +328,8 @@ class TcpTransport final : public Transport {
 
   // A complete eager or request-to-send frame: match it, or keep it for the receive to come.
   void arrived(int peer, const FrameHeader& h, std::vector<std::byte> eager) {
-    Peer& p = peers_[peer];
-    if (auto recv = p.matcher.take_posted(h)) {
-      deliver(peer, h, eager.data(), *recv);
-      return;
-    }
-    p.matcher.park(h, std::move(eager));
+    auto to = [&](const FrameHeader& m, const std::byte* payload, PostedRecv& r) { deliver(peer, m, payload, r); };
+    peers_[peer].matcher.arrive(h, std::move(eager), to);
   }
 
   void cleared(int peer, const FrameHeader& h) {

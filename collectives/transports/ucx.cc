@@ -220,9 +220,9 @@ class UcxFabric final : public Fabric {
 
     const std::vector<std::string> all = exchange(hex_encode(blob.data(), blob.size()));
     if (static_cast<int>(all.size()) != size_) {
-      throw CommError(ErrorContext{rank_, -1, "ucx_connect", 0, 0},
-                      "the address exchange returned " + std::to_string(all.size()) + " addresses for " +
-                          std::to_string(size_) + " ranks");
+      throw CommError(ErrorContext{rank_, -1, "ucx_connect", 0, 0}, "the address exchange returned " +
+                                                                        std::to_string(all.size()) + " addresses for " +
+                                                                        std::to_string(size_) + " ranks");
     }
     for (int peer = 0; peer < size_; ++peer) {
       const ErrorContext ctx{rank_, peer, "ucx_connect", 0, 0};
@@ -249,8 +249,8 @@ class UcxFabric final : public Fabric {
       if (peer == rank_) continue;  // self-sends never reach UCX
       ep_args_[peer] = EpArg{this, peer};
       ucp_ep_params_t ep_params{};
-      ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                             UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep_params.field_mask =
+          UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
       ep_params.address = reinterpret_cast<const ucp_address_t*>(theirs.data() + sizeof(peer_info));
       ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
       ep_params.err_handler.cb = &UcxFabric::on_ep_error;
@@ -391,9 +391,9 @@ class UcxFabric final : public Fabric {
       const bool ep_failed = !ep_errors_[op.peer].empty();
       r.peer_lost = ep_failed || op.status == UCS_ERR_CONNECTION_RESET || op.status == UCS_ERR_ENDPOINT_TIMEOUT ||
                     op.status == UCS_ERR_UNREACHABLE;
-      r.error = ep_failed ? ep_errors_[op.peer]
-                          : "UCX operation with rank " + std::to_string(op.peer) + " failed: " +
-                                ucs_status_string(op.status);
+      r.error = ep_failed
+                    ? ep_errors_[op.peer]
+                    : "UCX operation with rank " + std::to_string(op.peer) + " failed: " + ucs_status_string(op.status);
     }
     op.finished = true;
     if (FabricCallback done = std::move(op.done)) done(r);

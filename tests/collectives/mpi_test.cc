@@ -32,8 +32,7 @@ class MpiJobs : public ::testing::TestWithParam<int> {};
 TEST_P(MpiJobs, EveryCollectiveMatchesReference) {
   ASSERT_TRUE(have_mpirun()) << "mpirun not found (apt-get install openmpi-bin)";
   const int n = GetParam();
-  const ShellResult r =
-      run_shell(kClean + kMpirunForTests + " -np " + std::to_string(n) + " " + kCheck + " suite");
+  const ShellResult r = run_shell(kClean + kMpirunForTests + " -np " + std::to_string(n) + " " + kCheck + " suite");
   ASSERT_EQ(r.code, 0) << r.output;
   for (int k = 0; k < n; ++k) {
     const std::string ok = "fsdp-mpi-check OK: rank " + std::to_string(k) + "/" + std::to_string(n) + " mode suite";

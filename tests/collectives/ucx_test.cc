@@ -82,12 +82,12 @@ TEST_P(UcxProcesses, EveryCollectiveMatchesReference) {
 }
 
 // Every size over tcp and over shared memory; posix,cma,self (a subset of sm) at two ranks.
-const auto kProcessCases = ::testing::Values(
-    std::tuple<int, std::string>{1, "tcp"}, std::tuple<int, std::string>{2, "tcp"},
-    std::tuple<int, std::string>{3, "tcp"}, std::tuple<int, std::string>{4, "tcp"},
-    std::tuple<int, std::string>{1, "sm,self"}, std::tuple<int, std::string>{2, "sm,self"},
-    std::tuple<int, std::string>{3, "sm,self"}, std::tuple<int, std::string>{4, "sm,self"},
-    std::tuple<int, std::string>{2, "posix,cma,self"});
+const auto kProcessCases =
+    ::testing::Values(std::tuple<int, std::string>{1, "tcp"}, std::tuple<int, std::string>{2, "tcp"},
+                      std::tuple<int, std::string>{3, "tcp"}, std::tuple<int, std::string>{4, "tcp"},
+                      std::tuple<int, std::string>{1, "sm,self"}, std::tuple<int, std::string>{2, "sm,self"},
+                      std::tuple<int, std::string>{3, "sm,self"}, std::tuple<int, std::string>{4, "sm,self"},
+                      std::tuple<int, std::string>{2, "posix,cma,self"});
 
 INSTANTIATE_TEST_SUITE_P(Ranks, UcxProcesses, kProcessCases, [](const auto& info) {
   return "n" + std::to_string(std::get<0>(info.param)) + "_" + tls_name(std::get<1>(info.param));
