@@ -152,58 +152,60 @@ size_t buffer_bytes(const Options& o, int n) {
   return static_cast<size_t>(std::ceil(static_cast<double>(o.max_bytes) * factor)) + 64;
 }
 
-std::vector<Row> run_backend(const Options& o, Backend& b, Buffers& buf) {
-  std::vector<Row> rows;
-  const int n = b.size();
-  const bool reduces = has_reduction(o.collective);
-  const std::vector<ReduceKind> none{ReduceKind::kSum};
-  for (size_t size : sweep_sizes(o)) {
-    for (DataType t : o.types) {
-      for (ReduceKind op : reduces ? o.ops : none) {
-        const size_t elem = element_size(t);
-        const Geometry g = geometry(o.collective, size, elem, n, b.rank());
-        Row row;
-        row.backend = b.name();
-        row.collective = o.collective;
-        row.count = g.count;
-        row.bytes = g.count * elem;
-        row.type = t;
-        row.has_op = reduces;
-        row.op = op;
-        row.root = has_root(o.collective) ? o.root : -1;
-        const Case c{o.collective, t, op, o.root};
-        row.out_of_place = measure(o, b, buf, c, g, false, row.bytes);
-        row.in_place = measure(o, b, buf, c, g, true, row.bytes);
-        rows.push_back(row);
-      }
-    }
-  }
-  return rows;
+namespace {
+
+Row row_header(const Options& o, const std::string& backend, size_t size, DataType t, ReduceKind op, int n, int rank) {
+  const size_t elem = element_size(t);
+  const Geometry g = geometry(o.collective, size, elem, n, rank);
+  Row row;
+  row.backend = backend;
+  row.collective = o.collective;
+  row.count = g.count;
+  row.bytes = g.count * elem;
+  row.type = t;
+  row.has_op = has_reduction(o.collective) && backend != "memcpy";
+  row.op = op;
+  row.root = has_root(o.collective) ? o.root : -1;
+  return row;
 }
 
-std::vector<Row> run_memcpy_bound(const Options& o, Backend& control, Buffers& buf) {
-  std::vector<Row> rows;
+Row backend_row(const Options& o, Backend& b, Buffers& buf, size_t size, DataType t, ReduceKind op) {
+  Row row = row_header(o, b.name(), size, t, op, b.size(), b.rank());
+  const Geometry g = geometry(o.collective, size, element_size(t), b.size(), b.rank());
+  const Case c{o.collective, t, op, o.root};
+  row.out_of_place = measure(o, b, buf, c, g, false, row.bytes);
+  row.in_place = measure(o, b, buf, c, g, true, row.bytes);
+  return row;
+}
+
+Row memcpy_row(const Options& o, Backend& control, Buffers& buf, size_t size, DataType t) {
   const int n = control.size();
   const double factor = bus_factor(o.collective, n);
+  Row row = row_header(o, "memcpy", size, t, ReduceKind::kSum, n, control.rank());
+  // The bytes a rank must receive: what busbw counts. (A 1-rank job receives nothing: copy the
+  // buffer once so the row still says what a copy costs.)
+  const size_t copy = n > 1 ? static_cast<size_t>(static_cast<double>(row.bytes) * factor) : row.bytes;
+  const double shown_factor = n > 1 ? factor : 1.0;
+  for (Measurement* m : {&row.out_of_place, &row.in_place}) {
+    const Timing timing = time_iterations(o, control, [&] { std::memcpy(buf.recv(), buf.send(), copy); });
+    finish(*m, o, control, timing, row.bytes, shown_factor);
+  }
+  return row;
+}
+
+}  // namespace
+
+std::vector<Row> run_interleaved(const Options& o, const std::vector<Backend*>& backends, Backend* memcpy_control,
+                                 Buffers& buf) {
+  std::vector<Row> rows;
+  const std::vector<ReduceKind> none{ReduceKind::kSum};
+  const auto& ops = has_reduction(o.collective) ? o.ops : none;
   for (size_t size : sweep_sizes(o)) {
     for (DataType t : o.types) {
-      const Geometry g = geometry(o.collective, size, element_size(t), n, control.rank());
-      Row row;
-      row.backend = "memcpy";
-      row.collective = o.collective;
-      row.count = g.count;
-      row.bytes = g.count * element_size(t);
-      row.type = t;
-      row.root = has_root(o.collective) ? o.root : -1;
-      // The bytes a rank must receive: what busbw counts. (A 1-rank job receives nothing: copy the
-      // buffer once so the row still says what a copy costs.)
-      const size_t copy = n > 1 ? static_cast<size_t>(static_cast<double>(row.bytes) * factor) : row.bytes;
-      const double shown_factor = n > 1 ? factor : 1.0;
-      for (Measurement* m : {&row.out_of_place, &row.in_place}) {
-        const Timing timing = time_iterations(o, control, [&] { std::memcpy(buf.recv(), buf.send(), copy); });
-        finish(*m, o, control, timing, row.bytes, shown_factor);
+      for (ReduceKind op : ops) {
+        for (Backend* b : backends) rows.push_back(backend_row(o, *b, buf, size, t, op));
+        if (memcpy_control && op == ops.front()) rows.push_back(memcpy_row(o, *memcpy_control, buf, size, t));
       }
-      rows.push_back(row);
     }
   }
   return rows;

@@ -56,11 +56,12 @@ class Buffers {
 // max_bytes * bus factor).
 size_t buffer_bytes(const Options& o, int nranks);
 
-std::vector<Row> run_backend(const Options& o, Backend& backend, Buffers& buffers);
-
-// The single-copy bound: every rank at once copies size * bus factor bytes with memcpy (what a
-// rank must receive, so busbw here is the copy bandwidth). `control` lines the ranks up and
+// Measures every row of the sweep on each backend in turn, row by row, so that every backend and
+// the memcpy bound see the same moment of a noisy machine. The memcpy bound (when
+// `memcpy_control` is given) has every rank at once copy size * bus factor bytes with memcpy: what
+// a rank must receive, so its busbw is the copy bandwidth; `memcpy_control` lines the ranks up and
 // combines their times like any backend's.
-std::vector<Row> run_memcpy_bound(const Options& o, Backend& control, Buffers& buffers);
+std::vector<Row> run_interleaved(const Options& o, const std::vector<Backend*>& backends, Backend* memcpy_control,
+                                 Buffers& buffers);
 
 }  // namespace fsdp::bench

@@ -11,7 +11,7 @@ constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
 // An idle engine naps this long at a time (a submission that skipped the wake-up waits at most
 // this), for kNapPhase after its last work, then sleeps until woken.
 constexpr auto kNap = std::chrono::microseconds(200);
-constexpr auto kNapPhase = std::chrono::milliseconds(50);
+constexpr auto kNapPhase = std::chrono::milliseconds(2);
 // Operations this large wake the engine at once: the caller usually computes while they run.
 constexpr size_t kUrgentBytes = 64 * 1024;
 // A driving caller's polls without progress before it starts yielding its core (about 5 us).
