@@ -16,6 +16,10 @@ constexpr auto kNapPhase = std::chrono::milliseconds(2);
 constexpr size_t kUrgentBytes = 64 * 1024;
 // A driving caller's polls without progress before it starts yielding its core (about 5 us).
 constexpr unsigned kSpinsBeforeYield = 128;
+// An engine with operations in flight but nothing moving sleeps from kMinIdleSleep, doubling up to
+// kMaxIdleSleep: a peer that slow costs at most that much extra latency.
+constexpr auto kMinIdleSleep = std::chrono::microseconds(20);
+constexpr auto kMaxIdleSleep = std::chrono::microseconds(320);
 
 long long to_ms(Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 
@@ -229,6 +233,7 @@ void ProgressEngine::drain_inbox_locked() {
 
 void ProgressEngine::run() {
   int idle_rounds = 0;
+  auto idle_sleep = kMinIdleSleep;
   bool idle = false;
   Clock::time_point idle_since{};
   for (;;) {
@@ -267,16 +272,20 @@ void ProgressEngine::run() {
       std::lock_guard lock(mu_);
       progressed = poll(Clock::now());
     }
-    // Back off when nothing moves: spin briefly for latency, then yield, then sleep so a rank waiting
-    // on a slow peer does not steal the core that peer needs.
+    // Back off when nothing moves: spin briefly for latency, yield a little, then sleep, longer the
+    // longer nothing moves (up to kMaxIdleSleep), so a rank waiting on a slow peer does not steal the
+    // core that peer (or this rank's own compute) needs. Yielding alone is no back-off when ranks
+    // outnumber cores: every yielding thread still takes its full share of the CPU.
     if (progressed) {
       idle_rounds = 0;
+      idle_sleep = kMinIdleSleep;
     } else if (++idle_rounds < 256) {
       cpu_relax();
-    } else if (idle_rounds < 20000) {
+    } else if (idle_rounds < 1024) {
       std::this_thread::yield();
     } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      std::this_thread::sleep_for(idle_sleep);
+      idle_sleep = std::min(idle_sleep * 2, kMaxIdleSleep);
     }
   }
 }
