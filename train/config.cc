@@ -8,6 +8,7 @@
 #include <sstream>
 #include <variant>
 
+#include "common/json.h"
 #include "sharding/plan_error.h"
 #include "sharding/toml_util.h"
 #include "train/output_util.h"

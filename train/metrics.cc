@@ -8,6 +8,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "common/json.h"
 #include "train/output_util.h"
 
 namespace fsdp::train {

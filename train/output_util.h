@@ -1,17 +1,10 @@
-// What the metrics and trace writers share: the little JSON they emit (escaped strings, numbers with
-// NaN/Inf as null, which JSON lacks a literal for) and per-rank file names.
+// What the metrics and trace writers share beyond JSON (common/json.h): per-rank file names and writing
+// a whole file.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
-
-namespace fsdp::train::json {
-
-std::string quote(std::string_view s);  // "..." with ", \ and control characters escaped
-std::string number(double v);           // shortest round-trip digits; null when not finite
-
-}  // namespace fsdp::train::json
 
 namespace fsdp::train {
 

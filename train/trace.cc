@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/json.h"
 #include "train/output_util.h"
 
 namespace fsdp::train {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "bench/fsdp_bench/json.h"
+#include "common/json.h"
 #include "bench/fsdp_bench/schema.h"
 
 namespace fsdp::bench {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "bench/fsdp_bench/json.h"
+#include "common/json.h"
 
 namespace fsdp::bench {
 

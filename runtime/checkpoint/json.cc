@@ -1,7 +1,6 @@
 #include "runtime/checkpoint/json.h"
 
 #include <charconv>
-#include <cstdio>
 
 #include "runtime/checkpoint/errors.h"
 
@@ -179,27 +178,5 @@ int64_t Value::integer() const {
 }
 
 Value parse(std::string_view text) { return Parser(text).document(); }
-
-std::string quote(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 }  // namespace fsdp::runtime::checkpoint::json

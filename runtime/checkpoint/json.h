@@ -1,4 +1,5 @@
-// The little JSON the safetensors header needs: a parser into a tree of values and a string escaper.
+// The JSON the safetensors header needs: a parser into a tree of values that keeps integers exact (the
+// shared reader in common/json.h holds numbers as doubles), and the shared string escaper.
 // Numbers are kept as double and as int64 when they are integers (data offsets exceed 2^53 only for
 // files over 8 PiB). Throws CheckpointError with the byte offset of the first syntax error.
 #pragma once
@@ -10,6 +11,8 @@
 #include <string_view>
 #include <variant>
 #include <vector>
+
+#include "common/json.h"
 
 namespace fsdp::runtime::checkpoint::json {
 
@@ -33,7 +36,7 @@ struct Value {
 };
 
 Value parse(std::string_view text);
-// "..." with the escapes JSON requires.
-std::string quote(std::string_view s);
+// "..." with the escapes JSON requires (the project's one writer).
+using fsdp::json::quote;
 
 }  // namespace fsdp::runtime::checkpoint::json

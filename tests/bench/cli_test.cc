@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/fsdp_bench/json.h"
+#include "common/json.h"
 #include "bench/fsdp_bench/schema.h"
 #include "tests/collectives/test_support.h"
 

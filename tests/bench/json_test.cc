@@ -1,9 +1,9 @@
-// The JSON writer and reader fsdp-bench and its report tool share, and the schema check.
+// The JSON writer and reader (common/json.h) as fsdp-bench and its report tool use them, and the schema check.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 
-#include "bench/fsdp_bench/json.h"
+#include "common/json.h"
 #include "bench/fsdp_bench/report.h"
 #include "bench/fsdp_bench/schema.h"
 

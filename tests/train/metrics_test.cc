@@ -12,7 +12,7 @@
 
 #include <unistd.h>
 
-#include "tests/train/json_check.h"
+#include "common/json.h"
 
 namespace fsdp::train {
 namespace {
@@ -96,22 +96,22 @@ TEST(MetricsLogger, JsonlRecordsParseBack) {
   }
   const auto lines = read_lines(path);
   ASSERT_EQ(lines.size(), 2u);
-  const auto a = testing::parse_json(lines[0]);
-  EXPECT_EQ(a["step"].number, 1);
-  EXPECT_DOUBLE_EQ(a["loss"].number, 5.5);
-  EXPECT_DOUBLE_EQ(a["grad_norm"].number, 1.2345);
-  EXPECT_DOUBLE_EQ(a["lr"].number, 8e-4);
-  EXPECT_EQ(a["tokens"].number, 12345);
-  EXPECT_DOUBLE_EQ(a["tps"].number, 12345);
-  EXPECT_NEAR(a["tflops"].number, 0.01, 1e-12);
-  EXPECT_NEAR(a["mfu_pct"].number, 0.12, 1e-9);
-  EXPECT_NEAR(a["memory_pct"].number, 0.30, 1e-6);
-  EXPECT_FALSE(a["skipped"].boolean);
-  EXPECT_EQ(a["rank"].number, 0);
-  for (const char* key : {"step_time_s", "memory_bytes", "elapsed_s"}) EXPECT_TRUE(a.has(key)) << key;
-  const auto b = testing::parse_json(lines[1]);
-  EXPECT_EQ(b["loss"].type, testing::Json::Type::kNull);  // Inf has no JSON literal
-  EXPECT_TRUE(b["skipped"].boolean);
+  const auto a = json::parse(lines[0]);
+  EXPECT_EQ(a.at("step").num, 1);
+  EXPECT_DOUBLE_EQ(a.at("loss").num, 5.5);
+  EXPECT_DOUBLE_EQ(a.at("grad_norm").num, 1.2345);
+  EXPECT_DOUBLE_EQ(a.at("lr").num, 8e-4);
+  EXPECT_EQ(a.at("tokens").num, 12345);
+  EXPECT_DOUBLE_EQ(a.at("tps").num, 12345);
+  EXPECT_NEAR(a.at("tflops").num, 0.01, 1e-12);
+  EXPECT_NEAR(a.at("mfu_pct").num, 0.12, 1e-9);
+  EXPECT_NEAR(a.at("memory_pct").num, 0.30, 1e-6);
+  EXPECT_FALSE(a.at("skipped").b);
+  EXPECT_EQ(a.at("rank").num, 0);
+  for (const char* key : {"step_time_s", "memory_bytes", "elapsed_s"}) EXPECT_TRUE(a.find(key) != nullptr) << key;
+  const auto b = json::parse(lines[1]);
+  EXPECT_TRUE(b.at("loss").is_null());  // Inf has no JSON literal
+  EXPECT_TRUE(b.at("skipped").b);
 }
 
 TEST(MetricsLogger, CsvHasHeaderAndOneRowPerStep) {

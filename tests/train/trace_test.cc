@@ -12,12 +12,12 @@
 
 #include <unistd.h>
 
-#include "tests/train/json_check.h"
+#include "common/json.h"
 
 namespace fsdp::train {
 namespace {
 
-using testing::Json;
+using json::Value;
 
 // A fresh folder for one test, removed when the test ends.
 struct TempDir {
@@ -31,10 +31,10 @@ struct TempDir {
   ~TempDir() { std::filesystem::remove_all(path); }
 };
 
-std::vector<Json> events_of(const std::string& json) {
-  const Json doc = testing::parse_json(json);
-  EXPECT_EQ(doc.type, Json::Type::kObject);
-  return doc["traceEvents"].array;
+std::vector<Value> events_of(const std::string& json) {
+  const Value doc = json::parse(json);
+  EXPECT_EQ(doc.kind, Value::Kind::kObject);
+  return doc.at("traceEvents").items;
 }
 
 TEST(Trace, WritesCompleteEventsAndNamedTracks) {
@@ -47,24 +47,24 @@ TEST(Trace, WritesCompleteEventsAndNamedTracks) {
   std::map<std::string, int> metadata;
   int complete = 0;
   for (const auto& e : events) {
-    EXPECT_EQ(e["pid"].number, 3);
-    if (e["ph"].string == "M") {
-      const std::string key = e["name"].string + ":" + std::to_string(static_cast<int>(e["tid"].number));
-      if (e["args"].has("name")) metadata[key + "=" + e["args"]["name"].string]++;
+    EXPECT_EQ(e.at("pid").num, 3);
+    if (e.at("ph").str == "M") {
+      const std::string key = e.at("name").str + ":" + std::to_string(static_cast<int>(e.at("tid").num));
+      if (e.at("args").find("name") != nullptr) metadata[key + "=" + e.at("args").at("name").str]++;
       continue;
     }
-    ASSERT_EQ(e["ph"].string, "X");
+    ASSERT_EQ(e.at("ph").str, "X");
     ++complete;
-    if (e["name"].string == "all_gather") {
-      EXPECT_EQ(e["tid"].number, 1);
-      EXPECT_EQ(e["cat"].string, "communication");
-      EXPECT_DOUBLE_EQ(e["ts"].number, 100.0);
-      EXPECT_DOUBLE_EQ(e["dur"].number, 25.5);
-      EXPECT_EQ(e["args"]["bytes"].number, 4096);
+    if (e.at("name").str == "all_gather") {
+      EXPECT_EQ(e.at("tid").num, 1);
+      EXPECT_EQ(e.at("cat").str, "communication");
+      EXPECT_DOUBLE_EQ(e.at("ts").num, 100.0);
+      EXPECT_DOUBLE_EQ(e.at("dur").num, 25.5);
+      EXPECT_EQ(e.at("args").at("bytes").num, 4096);
     } else {
-      EXPECT_EQ(e["name"].string, "forward \"block\" 0");
-      EXPECT_EQ(e["tid"].number, 0);
-      EXPECT_GE(e["dur"].number, 0);
+      EXPECT_EQ(e.at("name").str, "forward \"block\" 0");
+      EXPECT_EQ(e.at("tid").num, 0);
+      EXPECT_GE(e.at("dur").num, 0);
     }
   }
   EXPECT_EQ(complete, 2);
@@ -125,7 +125,7 @@ TEST(Trace, ConcurrentRecordingFromSeveralThreads) {
   std::string snapshot;
   snapshot = trace.to_json();  // concurrent with recording
   for (auto& th : threads) th.join();
-  EXPECT_NO_THROW(testing::parse_json(snapshot));
+  EXPECT_NO_THROW(json::parse(snapshot));
   EXPECT_EQ(trace.size(), static_cast<size_t>(kThreads * kEach));
   EXPECT_EQ(events_of(trace.to_json()).size(), static_cast<size_t>(kThreads * kEach + 4));
 }
@@ -152,7 +152,7 @@ TEST(Trace, MergesRankFilesIntoOneTimeline) {
   ss << in.rdbuf();
   const auto events = events_of(ss.str());
   std::map<int, int> per_pid;
-  for (const auto& e : events) per_pid[static_cast<int>(e["pid"].number)] += e["ph"].string == "X";
+  for (const auto& e : events) per_pid[static_cast<int>(e.at("pid").num)] += e.at("ph").str == "X";
   EXPECT_EQ(events.size(), 3u * 6 + 4);
   EXPECT_EQ(per_pid[0], 2);
   EXPECT_EQ(per_pid[2], 2);

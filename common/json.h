@@ -1,5 +1,6 @@
-// The little JSON fsdp-bench needs: a streaming writer for --json, and a reader for the report tool
-// (which merges several runs) and the schema test. Numbers are doubles; objects keep key order.
+// The project's little JSON: a streaming writer (fsdp-bench's --json, metrics records, traces) and a
+// reader (the benchmark report and schema check, the tests that parse what the writers emit).
+// Numbers are doubles; objects keep key order.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace fsdp::bench::json {
+namespace fsdp::json {
 
 // --- reading ---
 
@@ -68,4 +69,4 @@ class Writer {
   bool after_key_ = false;
 };
 
-}  // namespace fsdp::bench::json
+}  // namespace fsdp::json

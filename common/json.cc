@@ -1,11 +1,11 @@
-#include "bench/fsdp_bench/json.h"
+#include "common/json.h"
 
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
-namespace fsdp::bench::json {
+namespace fsdp::json {
 namespace {
 
 class Reader {
@@ -194,9 +194,14 @@ std::string quote(std::string_view s) {
 
 std::string number(double v) {
   if (!std::isfinite(v)) return "null";
-  char buf[32];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return ec == std::errc() ? std::string(buf, end) : "null";
+  // Shortest round-trip digits, written plainly ("0.0008", "500000") unless the exponent form is much
+  // shorter ("1e-08").
+  char fixed[400];
+  char sci[64];
+  auto f = std::to_chars(fixed, fixed + sizeof(fixed), v, std::chars_format::fixed);
+  auto e = std::to_chars(sci, sci + sizeof(sci), v, std::chars_format::scientific);
+  if (f.ec == std::errc() && f.ptr - fixed <= (e.ptr - sci) + 3) return std::string(fixed, f.ptr);
+  return e.ec == std::errc() ? std::string(sci, e.ptr) : "null";
 }
 
 void Writer::separate() {
@@ -264,4 +269,4 @@ Writer& Writer::null() {
   return *this;
 }
 
-}  // namespace fsdp::bench::json
+}  // namespace fsdp::json
