@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/splitmix.h"
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/host_layout.h"
 #include "collectives/core/op.h"
@@ -18,12 +19,7 @@ namespace {
 
 constexpr uint64_t kPointToPointBit = 1ull << 63;
 
-uint64_t mix(uint64_t x) {  // splitmix64 finaliser: spreads a child context over 64 bits
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return (x ^ (x >> 31)) & ~kPointToPointBit;
-}
+uint64_t mix(uint64_t x) { return splitmix64(x) & ~kPointToPointBit; }  // spreads a child context over 64 bits
 
 // Which algorithm each collective uses: forced by CommOptions::algorithms, else by message size.
 class AlgorithmChoice {

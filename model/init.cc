@@ -6,15 +6,11 @@
 #include <string>
 #include <string_view>
 
+#include "common/splitmix.h"
+
 namespace fsdp::model {
 namespace {
 
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // FNV-1a: stable across processes and standard libraries, unlike std::hash.
 uint64_t hash_name(std::string_view s) {

@@ -4,16 +4,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/splitmix.h"
+
 namespace fsdp::train {
 namespace {
 
-// SplitMix64: a counter-based generator, so any window's randomness is computed without replaying others.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+// Counter-based, so any window's randomness is computed without replaying others.
+uint64_t mix(uint64_t x) { return splitmix64(x); }
 
 uint64_t window_key(const WindowId& id) {
   uint64_t h = mix(id.seed ^ 0x5eedULL);

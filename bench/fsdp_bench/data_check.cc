@@ -3,17 +3,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/splitmix.h"
 #include "collectives/types/float_formats.h"
 
 namespace fsdp::bench {
 namespace {
 
-uint64_t hash(uint64_t r, uint64_t i) {  // splitmix64 of (rank, index)
-  uint64_t x = (r << 40) ^ i ^ 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+uint64_t hash(uint64_t r, uint64_t i) { return splitmix64((r << 40) ^ i); }
 
 // Element `i` of what rank `r` contributes to a data mover.
 void put_pattern(std::byte* dst, size_t elem, int r, size_t i) {

@@ -3,14 +3,13 @@
 #include <cmath>
 #include <string>
 
+#include "common/splitmix.h"
+
 namespace fsdp::testing {
 namespace {
 
 float hash_value(uint64_t a, uint64_t b) {  // deterministic value in [-1, 1)
-  uint64_t z = a * 0x9E3779B97F4A7C15ull + b + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
+  const uint64_t z = splitmix64(a * 0x9E3779B97F4A7C15ull + b + 0x632BE59BD9B4E019ull);
   return static_cast<float>(static_cast<double>(z >> 11) / 4503599627370496.0 - 1.0);
 }
 

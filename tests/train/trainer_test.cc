@@ -10,17 +10,14 @@
 #include <string>
 #include <iostream>
 
+#include "common/splitmix.h"
 #include "tests/collectives/test_support.h"
 #include "train/config.h"
 
 namespace fsdp::train {
 namespace {
 
-uint32_t mix(uint64_t a) {
-  a = (a ^ (a >> 30)) * 0xBF58476D1CE4E5B9ull;
-  a = (a ^ (a >> 27)) * 0x94D049BB133111EBull;
-  return static_cast<uint32_t>(a ^ (a >> 31));
-}
+uint32_t mix(uint64_t a) { return static_cast<uint32_t>(splitmix64(a)); }
 
 // FSDP_EQUIVALENCE=full (`make equivalence`): the debug model (configs/debug_model.toml's shape) for 20
 // steps at sequence length 128 and more layouts. Otherwise (CI) a tiny Llama for 5 steps.
