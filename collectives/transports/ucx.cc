@@ -265,20 +265,28 @@ class UcxFabric final : public Fabric {
     }
   }
 
+  // Never aborts, never waits long: after a lost peer UCX still holds requests and protocol state for
+  // it, and ucp_worker_destroy asserts (aborting the process) when endpoints with work left are
+  // destroyed. So: withdraw our receives, force-close endpoints whose peer failed or exited (their
+  // sends complete with an error), close the rest gracefully, progress until all of that finished,
+  // and only then destroy the worker. Whatever is still in flight at the deadline stays with the
+  // process's exit rather than taking the process down.
   void teardown() {
     if (!worker_) return;
+    for (const auto& [request, op] : by_request_) ucp_request_cancel(worker_, request);
     std::vector<void*> closing;
     for (int peer = 0; peer < size_; ++peer) {
       if (!eps_[peer]) continue;
+      const bool lost = !ep_errors_[peer].empty() || !processes_[peer].gone(peer).empty();
       ucp_request_param_t param{};
       param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      param.flags = ep_errors_[peer].empty() ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+      param.flags = lost ? UCP_EP_CLOSE_FLAG_FORCE : 0;
       ucs_status_ptr_t r = ucp_ep_close_nbx(eps_[peer], &param);
       if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
       eps_[peer] = nullptr;
     }
     const auto deadline = std::chrono::steady_clock::now() + kCloseWait;
-    while (!closing.empty() && std::chrono::steady_clock::now() < deadline) {
+    while ((!closing.empty() || !by_request_.empty()) && std::chrono::steady_clock::now() < deadline) {
       ucp_worker_progress(worker_);
       std::erase_if(closing, [](void* r) {
         if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
@@ -286,9 +294,11 @@ class UcxFabric final : public Fabric {
         return true;
       });
     }
-    ucp_worker_destroy(worker_);
+    if (closing.empty() && by_request_.empty()) {
+      ucp_worker_destroy(worker_);
+      ucp_cleanup(context_);
+    }
     worker_ = nullptr;
-    ucp_cleanup(context_);
     context_ = nullptr;
   }
 

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,10 +69,13 @@ const char* kind_of(const std::exception& e) {
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   int rank = -1;
+  // Outside the try: the error is printed before the world is torn down, not after.
+  std::optional<fsdp::launch::World> joined;
   try {
     const fsdp::launch::ProcessEnv env = fsdp::launch::detect_process_env();
     rank = env.rank;
-    fsdp::launch::World world = fsdp::launch::connect_world(env);
+    joined.emplace(fsdp::launch::connect_world(env));
+    fsdp::launch::World& world = *joined;
     fsdp::Communicator& comm = *world.comm;
     const int n = comm.size();
 

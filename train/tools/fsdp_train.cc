@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,8 @@ int fail(int rank, const char* kind, const std::exception& e, int code) {
 int main(int argc, char** argv) {
   using namespace fsdp;
   int rank = -1;  // unknown until the environment is read
+  // Outside the try, so a failure is reported before the world is torn down (and never lost to it).
+  std::optional<launch::World> world;
   try {
     std::vector<std::string> args(argv + 1, argv + argc);
     const launch::LaunchFlags flags = launch::take_launch_flags(args);
@@ -50,17 +53,17 @@ int main(int argc, char** argv) {
 
     launch::WorldOptions world_options;
     if (!flags.transport.empty()) world_options.transport = flags.transport;
-    launch::World world = launch::connect_world(env, world_options);
+    world.emplace(launch::connect_world(env, world_options));
     if (rank == 0) {
       std::cout << "fsdp-train: " << config.job.description << ": " << env.world_size << " rank(s) from " << env.source
-                << " on " << world.topology.host_count << " host(s) over " << world.transport_name << ", shard "
+                << " on " << world->topology.host_count << " host(s) over " << world->transport_name << ", shard "
                 << config.parallelism.data_parallel_shard_degree << " x replicate "
                 << config.parallelism.data_parallel_replicate_degree << ", " << config.training.steps << " steps\n"
                 << std::flush;
     }
     train::JobOptions job;
     job.log = rank == 0 || config.metrics.save_for_all_ranks ? &std::cout : nullptr;
-    train::run_training_job(config, *world.comm, job);
+    train::run_training_job(config, *world->comm, job);
     std::cout << std::flush;
     return 0;
   } catch (const train::ConfigError& e) {
