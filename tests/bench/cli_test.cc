@@ -40,8 +40,12 @@ std::string bench() { return FSDP_BENCH_BIN; }
 std::string under_fsdp_run(const std::string& args) {
   return std::string(FSDP_RUN_BIN) + " --nproc 2 --no-tag-output -- " + bench() + " " + args;
 }
+// Open MPI's components leak at MPI_Finalize from modules it has already unloaded (LeakSanitizer sees
+// "<unknown module>", so no suppression can name them): leak checking is off for the ranks of an
+// mpirun job, as in the other mpirun tests; fsdp-run jobs keep it.
 std::string under_mpirun(const std::string& args) {
-  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 mpirun -np 2 " +
+  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
+         "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 mpirun -np 2 " +
          bench() + " " + args;
 }
 
