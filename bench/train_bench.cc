@@ -161,6 +161,7 @@ int main(int argc, char** argv) {
   const std::vector<Scenario> scenarios = {
       {"1 rank", 1, {{"training.local_batch_size", "8"}}},
       {"FSDP 2 ranks, prefetch 1", 2, {{"training.local_batch_size", "4"}}},
+      {"FSDP 2 ranks, prefetch 2", 2, {{"training.local_batch_size", "4"}, {"parallelism.prefetch", "2"}}},
       {"FSDP 2 ranks, prefetch 0", 2, {{"training.local_batch_size", "4"}, {"parallelism.prefetch", "0"}}},
       {"FSDP 2 ranks, checkpoint every 5 steps (sync)",
        2,
