@@ -53,7 +53,7 @@ TEST(EmbeddingTest, BackwardMatchesFiniteDifferences) {
   // Accumulates: a second backward doubles it.
   const auto once = grad;
   emb.backward(g, tokens.data(), n, r.data());
-  for (size_t i = 0; i < grad.size(); ++i) ASSERT_FLOAT_EQ(grad[i], 2 * once[i]);
+  expect_accumulated_twice(grad, once, "tok_embeddings");
 }
 
 TEST(EmbeddingTest, RejectsTokensOutsideTheVocabulary) {

@@ -40,6 +40,19 @@ inline std::vector<float> random_floats(size_t n, std::mt19937& rng, float mean 
 
 inline Vec to_double(const std::vector<float>& v) { return Vec(v.begin(), v.end()); }
 
+// A gradient after two identical backward passes against the one after a single pass. Reductions
+// over tokens accumulate straight into the gradient (GEMM with beta 1, norm and embedding sums), so
+// g + g comes out in another summation order than 2g: equal within rounding, and nowhere near the
+// 1x an overwrite would leave.
+inline void expect_accumulated_twice(const std::vector<float>& twice, const std::vector<float>& once,
+                                     const std::string& what) {
+  ASSERT_EQ(twice.size(), once.size()) << what;
+  for (size_t j = 0; j < once.size(); ++j) {
+    const float want = 2 * once[j];
+    ASSERT_NEAR(twice[j], want, 1e-5f * std::max(1.0f, std::abs(want))) << what << "[" << j << "]";
+  }
+}
+
 // Element counts of a unit's parameters in spec order.
 inline std::vector<int64_t> block_param_sizes(const LlamaDims& d) {
   const int64_t D = d.dim, QD = d.q_dim(), KV = d.kv_dim(), F = d.ffn_hidden;

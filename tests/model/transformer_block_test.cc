@@ -87,9 +87,7 @@ TEST_P(BlockTest, BackwardAddsIntoGradients) {
   const auto dx_once = dx;
   block.forward(p_.weights(), x_.data(), y.data());
   block.backward(p_.weights(), p_.grad_views(), r.data(), dx.data());
-  for (size_t i = 0; i < kBlockParams; ++i) {
-    for (size_t j = 0; j < once[i].size(); ++j) ASSERT_FLOAT_EQ(p_.grads[i][j], 2 * once[i][j]) << kParamNames[i];
-  }
+  for (size_t i = 0; i < kBlockParams; ++i) expect_accumulated_twice(p_.grads[i], once[i], kParamNames[i]);
   EXPECT_EQ(dx, dx_once) << "dx must be written, not accumulated";
 }
 
