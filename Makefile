@@ -44,15 +44,17 @@ equivalence: build
 SANITIZE_EXCLUDE = _n144_|_n16_|TwoHosts|FakeHosts
 # UCX's memory hooks (mmap/malloc interposition) crash under ThreadSanitizer when a thread starts, in
 # any binary that loads libucp: sanitizer runs do without them (UCX only loses its registration cache).
+# The build needs them off too: test discovery runs every test binary (OpenBLAS starts its threads
+# at load, so even the model tests crash there).
 SANITIZE_ENV = UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no
 test-asan: deps
 	cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFSDP_SANITIZE=address
-	cmake --build $(BUILD)-asan -j $(JOBS)
+	$(SANITIZE_ENV) cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && $(SANITIZE_ENV) ctest -j $(JOBS) --output-on-failure --timeout 600 -E '$(SANITIZE_EXCLUDE)'
 
 test-tsan: deps
 	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFSDP_SANITIZE=thread
-	cmake --build $(BUILD)-tsan -j $(JOBS)
+	$(SANITIZE_ENV) cmake --build $(BUILD)-tsan -j $(JOBS)
 	cd $(BUILD)-tsan && $(SANITIZE_ENV) ctest -j $(JOBS) --output-on-failure --timeout 600 -E '$(SANITIZE_EXCLUDE)'
 
 test-sanitize: test-asan test-tsan
