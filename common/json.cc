@@ -80,7 +80,12 @@ class Reader {
       const char* begin = s_.data() + pos_;
       auto [end, ec] = std::from_chars(begin, s_.data() + s_.size(), v.num);
       if (ec != std::errc() || end == begin) fail("bad value");
-      pos_ += static_cast<size_t>(end - begin);
+      const std::string_view token(begin, static_cast<size_t>(end - begin));
+      if (token.find_first_of(".eE") == std::string_view::npos) {
+        auto [iend, iec] = std::from_chars(begin, end, v.integer_value);
+        v.exact_integer = iec == std::errc() && iend == end;
+      }
+      pos_ += token.size();
     }
     return v;
   }
@@ -155,6 +160,10 @@ double Value::number() const {
   if (kind != Kind::kNumber) wrong_kind("a number");
   return num;
 }
+int64_t Value::integer() const {
+  if (kind != Kind::kNumber || !exact_integer) wrong_kind("an integer");
+  return integer_value;
+}
 const std::string& Value::string() const {
   if (kind != Kind::kString) wrong_kind("a string");
   return str;
@@ -166,6 +175,11 @@ bool Value::boolean() const {
 const std::vector<Value>& Value::array() const {
   if (kind != Kind::kArray) wrong_kind("an array");
   return items;
+}
+
+const std::vector<std::pair<std::string, Value>>& Value::object() const {
+  if (kind != Kind::kObject) wrong_kind("an object");
+  return fields;
 }
 
 Value parse(std::string_view text) { return Reader(text).document(); }

@@ -1,6 +1,7 @@
 // The project's little JSON: a streaming writer (fsdp-bench's --json, metrics records, traces) and a
 // reader (the benchmark report and schema check, the tests that parse what the writers emit).
-// Numbers are doubles; objects keep key order.
+// Numbers are doubles, and integers written without fraction or exponent are also kept exactly as
+// int64 (safetensors offsets, counts); objects keep key order.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,8 @@ class Value {
   Kind kind = Kind::kNull;
   bool b = false;
   double num = 0;
+  bool exact_integer = false;  // the number was an integer literal that fits int64: `integer_value`
+  int64_t integer_value = 0;
   std::string str;
   std::vector<Value> items;                           // arrays
   std::vector<std::pair<std::string, Value>> fields;  // objects, in document order
@@ -31,9 +34,11 @@ class Value {
   const Value* find(std::string_view key) const;
   // Typed access; each throws std::runtime_error naming what was expected.
   double number() const;
+  int64_t integer() const;  // only an exact integer literal; 2.5 or 1e3 or 2^63 throw
   const std::string& string() const;
   bool boolean() const;
   const std::vector<Value>& array() const;
+  const std::vector<std::pair<std::string, Value>>& object() const;
 };
 
 // Throws std::runtime_error("json: <what> at offset N") on malformed text or trailing characters.

@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <unordered_map>
 
+#include "common/json.h"
 #include "runtime/checkpoint/errors.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/internal.h"
-#include "runtime/checkpoint/json.h"
 
 namespace fsdp::runtime::checkpoint {
 
@@ -71,30 +71,36 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
   SafetensorsHeader h;
   h.header_bytes = static_cast<int64_t>(len);
   const int64_t data_start = 8 + h.header_bytes;
+  json::Value root;
   try {
-    const json::Value root = json::parse(text);
+    root = json::parse(text);
+  } catch (const std::runtime_error& e) {
+    throw CheckpointError(path + ": header: " + e.what());
+  }
+  try {
     for (const auto& [name, v] : root.object()) {
       if (name == "__metadata__") {
         for (const auto& [k, s] : v.object()) h.metadata[k] = s.string();
         continue;
       }
-      const auto& o = v.object();
       SafetensorsEntry e;
       e.name = name;
-      e.dtype = o.at("dtype").string();
-      for (const auto& d : o.at("shape").array()) e.shape.push_back(d.integer());
-      const auto& off = o.at("data_offsets").array();
-      if (off.size() != 2) throw CheckpointError("data_offsets of '" + name + "' must have two entries");
-      e.begin = data_start + off[0].integer();
-      e.end = data_start + off[1].integer();
+      try {
+        e.dtype = v.at("dtype").string();
+        for (const auto& d : v.at("shape").array()) e.shape.push_back(d.integer());
+        const auto& off = v.at("data_offsets").array();
+        if (off.size() != 2) throw CheckpointError("data_offsets must have two entries");
+        e.begin = data_start + off[0].integer();
+        e.end = data_start + off[1].integer();
+      } catch (const std::runtime_error& err) {
+        throw CheckpointError("tensor '" + name + "': " + err.what());
+      }
       if (e.begin > e.end || e.end > file_size) {
         throw CheckpointError("data_offsets of '" + name + "' lie outside the file of " + std::to_string(file_size) + " bytes");
       }
       h.tensors.push_back(std::move(e));
     }
-  } catch (const std::out_of_range&) {
-    throw CheckpointError(path + ": a tensor entry lacks dtype, shape or data_offsets");
-  } catch (const CheckpointError& e) {
+  } catch (const std::runtime_error& e) {
     throw CheckpointError(path + ": " + e.what());
   }
   std::sort(h.tensors.begin(), h.tensors.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });

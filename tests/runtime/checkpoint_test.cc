@@ -11,10 +11,10 @@
 #include <mutex>
 
 #include "checkpoint_support.h"
+#include "common/json.h"
 #include "runtime/checkpoint/crc32c.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/inspect.h"
-#include "runtime/checkpoint/json.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "tests/collectives/test_support.h"
 
@@ -76,13 +76,56 @@ TEST(CheckpointCrc32c, KnownVectorsAndExtension) {
   }
 }
 
-TEST(CheckpointJson, ParsesAndQuotes) {
-  const auto v = json::parse(R"( {"a": [1, -2, 3.5, true, null], "b": {"c": "x\"y\u0041"}} )");
-  EXPECT_EQ(v.object().at("a").array().at(1).integer(), -2);
-  EXPECT_EQ(v.object().at("b").object().at("c").string(), "x\"yA");
-  EXPECT_EQ(json::parse(json::quote("tab\there \"q\" \\")).string(), "tab\there \"q\" \\");
-  EXPECT_THROW(json::parse("{\"a\": 1,}"), CheckpointError);
-  EXPECT_THROW(json::parse("[1 2]"), CheckpointError);
+// safetensors offsets and shapes are read as exact integers, not through a double.
+TEST(CheckpointJson, IntegersStayExact) {
+  const auto v = fsdp::json::parse(R"( {"a": [1, -2, 9007199254740993, 3.5, 1e3]} )");
+  const auto& a = v.at("a").array();
+  EXPECT_EQ(a.at(1).integer(), -2);
+  EXPECT_EQ(a.at(2).integer(), 9007199254740993);  // 2^53 + 1: a double would round it
+  EXPECT_THROW(a.at(3).integer(), std::runtime_error);
+  EXPECT_THROW(a.at(4).integer(), std::runtime_error);
+  EXPECT_THROW(fsdp::json::parse("[9223372036854775808]").items.at(0).integer(), std::runtime_error);
+}
+
+// A safetensors file whose header is wrong is refused with the file and what is wrong in it.
+TEST(CheckpointSafetensors, BadHeadersAreRefusedNamingFileAndTensor) {
+  ScratchDir dir;
+  auto write = [&](const std::string& name, const std::string& header, size_t data_bytes) {
+    std::string bytes(8, '\0');
+    const uint64_t len = header.size();
+    std::memcpy(bytes.data(), &len, 8);
+    bytes += header + std::string(data_bytes, '\0');
+    std::ofstream(dir / name, std::ios::binary) << bytes;
+    return dir / name;
+  };
+  auto error_of = [](const std::string& file) -> std::string {
+    try {
+      read_safetensors_header(file);
+    } catch (const CheckpointError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const std::string good = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  EXPECT_EQ(read_safetensors_header(write("good.safetensors", good, 8)).tensors.size(), 1u);
+  const struct {
+    std::string header, want;
+    size_t data = 8;
+  } cases[] = {
+      {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})", "header: json: expected '}'"},
+      {R"({"w":{"shape":[2],"data_offsets":[0,8]}})", "tensor 'w': json: missing key 'dtype'"},
+      {R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", "tensor 'w': json: expected an integer"},
+      {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", "tensor 'w': data_offsets must have two entries"},
+      {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,64]}})", "data_offsets of 'w' lie outside the file"},
+      {R"(["w"])", "json: expected an object"},
+  };
+  int k = 0;
+  for (const auto& c : cases) {
+    const std::string file = write("bad" + std::to_string(k++) + ".safetensors", c.header, c.data);
+    const std::string what = error_of(file);
+    EXPECT_NE(what.find(file), std::string::npos) << what;
+    EXPECT_NE(what.find(c.want), std::string::npos) << what;
+  }
 }
 
 // --- resharding ---
@@ -435,14 +478,14 @@ TEST(CheckpointSafetensors, RoundTripAcrossDegreesWithAParsableHeader) {
   uint64_t len = 0;
   std::memcpy(&len, bytes.data(), 8);
   EXPECT_EQ(len % 8, 0u);
-  const auto root = json::parse(std::string_view(bytes).substr(8, len));
-  EXPECT_EQ(root.object().at("__metadata__").object().at("step").string(), "1");
+  const auto root = fsdp::json::parse(std::string_view(bytes).substr(8, len));
+  EXPECT_EQ(root.at("__metadata__").at("step").string(), "1");
   const auto spec = testing::ToyModel{}.spec();
   int64_t expect_begin = 0;
   for (size_t u = 0; u < spec.units.size(); ++u) {
     for (size_t p = 0; p < spec.units[u].params.size(); ++p) {
       const auto& ps = spec.units[u].params[p];
-      const auto& e = root.object().at(ps.name).object();
+      const auto& e = root.at(ps.name);
       EXPECT_EQ(e.at("dtype").string(), "F32");
       std::vector<int64_t> shape;
       for (const auto& d : e.at("shape").array()) shape.push_back(d.integer());
