@@ -95,7 +95,7 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
       } catch (const std::runtime_error& err) {
         throw CheckpointError("tensor '" + name + "': " + err.what());
       }
-      if (e.begin > e.end || e.end > file_size) {
+      if (e.begin < data_start || e.begin > e.end || e.end > file_size) {
         throw CheckpointError("data_offsets of '" + name + "' lie outside the file of " + std::to_string(file_size) + " bytes");
       }
       h.tensors.push_back(std::move(e));

@@ -117,6 +117,7 @@ TEST(CheckpointSafetensors, BadHeadersAreRefusedNamingFileAndTensor) {
       {R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", "tensor 'w': json: expected an integer"},
       {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", "tensor 'w': data_offsets must have two entries"},
       {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,64]}})", "data_offsets of 'w' lie outside the file"},
+      {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", "data_offsets of 'w' lie outside the file"},
       {R"(["w"])", "json: expected an object"},
   };
   int k = 0;
