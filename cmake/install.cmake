@@ -1,7 +1,8 @@
 # Installation (docs/packaging.md): `cmake --install <build> [--prefix P]` puts
 #   lib/        libfsdp_nccl.so (+ libnccl.so -> it), the static C++ libraries (collectives, launch and
 #               what they link), pkgconfig/fsdp-nccl.pc, cmake/FsdpRuntime/ (find_package(FsdpRuntime))
-#   include/    nccl.h; fsdp/collectives/..., fsdp/launch/... (included as "collectives/communicator.h")
+#   include/    nccl.h; fsdp/common/..., fsdp/collectives/..., fsdp/launch/... (included as
+#               "collectives/communicator.h")
 #   bin/        the programs that exist in this build: fsdp-train, fsdp-run, fsdp-store, fsdp-plan,
 #               fsdp-ckpt, fsdp-bench
 # Everything here reads targets defined elsewhere and only adds install-time properties
@@ -33,6 +34,7 @@ set_target_properties(fsdp_nccl PROPERTIES EXPORT_NAME nccl)
 # that links a package not listed here is left out, with a message, rather than breaking the configure.
 set(_fsdp_dep_Threads::Threads "find_dependency(Threads)")
 set(_fsdp_dep_Boost::boost "find_package(Boost 1.74 QUIET)")
+set(_fsdp_dep_tomlplusplus::tomlplusplus "find_package(tomlplusplus QUIET)")
 set(_fsdp_dep_protobuf::libprotobuf "find_package(Protobuf QUIET)")
 set(_fsdp_dep_MPI::MPI_C "find_package(MPI QUIET COMPONENTS C)")
 set(_fsdp_dep_PkgConfig::UCX "find_package(PkgConfig QUIET)\nif(PkgConfig_FOUND)\n  pkg_check_modules(UCX QUIET IMPORTED_TARGET ucx)\nendif()")
@@ -122,7 +124,7 @@ if(_fsdp_cpp_targets)
   target_include_directories(fsdp_collectives INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/fsdp>)
   install(TARGETS ${_fsdp_cpp_targets} EXPORT FsdpRuntimeTargets
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT devel)
-  foreach(dir collectives launch)
+  foreach(dir common collectives launch)
     install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/fsdp/${dir}
       COMPONENT devel FILES_MATCHING PATTERN "*.h")
   endforeach()

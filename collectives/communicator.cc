@@ -9,6 +9,7 @@
 #include "common/splitmix.h"
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/host_layout.h"
+#include "collectives/algorithms/selection.h"
 #include "collectives/core/op.h"
 #include "collectives/core/progress_engine.h"
 #include "collectives/transports/transport.h"
@@ -20,52 +21,6 @@ namespace {
 constexpr uint64_t kPointToPointBit = 1ull << 63;
 
 uint64_t mix(uint64_t x) { return splitmix64(x) & ~kPointToPointBit; }  // spreads a child context over 64 bits
-
-// Which algorithm each collective uses: forced by CommOptions::algorithms, else by message size.
-class AlgorithmChoice {
- public:
-  explicit AlgorithmChoice(const std::string& spec) {
-    std::istringstream in(spec);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-      if (item.empty()) continue;
-      auto eq = item.find('=');
-      if (eq == std::string::npos) throw InvalidArgument("FSDP_ALGO entry '" + item + "' is not collective=algorithm");
-      std::string coll = item.substr(0, eq), algo = item.substr(eq + 1);
-      bool known = false;
-      std::string choices;
-      for (const auto& info : algorithm_registry()) {
-        if (info.collective != coll) continue;
-        choices += " " + std::string(info.name);
-        known |= info.name == algo;
-      }
-      if (!known) {
-        throw InvalidArgument("FSDP_ALGO: no algorithm '" + algo + "' for collective '" + coll +
-                              "'; choices:" + (choices.empty() ? " (unknown collective)" : choices));
-      }
-      forced_[coll] = algo;
-    }
-  }
-  // True when the hierarchical algorithm should run: forced, or by default for large messages when the
-  // ranks span hosts (and no other algorithm was forced).
-  bool hierarchical(const std::string& collective, size_t bytes, size_t threshold, bool multi_host) const {
-    auto it = forced_.find(collective);
-    if (it != forced_.end()) return it->second == "hierarchical";
-    return multi_host && bytes >= threshold;
-  }
-  // True when the latency-optimised algorithm should run.
-  bool small(const std::string& collective, size_t bytes, size_t threshold) const {
-    auto it = forced_.find(collective);
-    if (it == forced_.end()) return bytes < threshold;
-    for (const auto& info : algorithm_registry()) {
-      if (info.collective == collective && info.name == it->second) return info.small_messages;
-    }
-    return bytes < threshold;
-  }
-
- private:
-  std::map<std::string, std::string> forced_;
-};
 
 // How a reduction runs: in which type partials travel, and what happens before and after.
 struct ReductionPlan {
@@ -132,9 +87,7 @@ Task run_reduce_scatter(Op& op, ReductionPlan plan, const void* send, void* recv
   if (layout) {
     co_await reduce_scatter_hierarchical(op, in, out, Blocks{total, n, plan.red.elem()}, plan.red, *layout);
   } else if (small) {
-    std::byte* full = op.scratch(kScratchFull, total * plan.red.elem());
-    co_await allreduce_recursive_doubling(op, in, full, total, plan.red);
-    copy_bytes(out, full + op.rank() * recv_count * plan.red.elem(), recv_count * plan.red.elem());
+    co_await reduce_scatter_recursive_doubling(op, in, out, recv_count, plan.red);
   } else {
     co_await reduce_scatter_ring(op, in, out, Blocks{total, n, plan.red.elem()}, plan.red);
   }
@@ -163,7 +116,7 @@ Task run_reduce(Op& op, ReductionPlan plan, const void* send, void* recv, size_t
   if (small) {
     co_await reduce_binomial(op, in, out, count, plan.red, root);
   } else {
-    co_await reduce_scatter_gather(op, in, out, count, plan.red, root);
+    co_await reduce_ring(op, in, out, count, plan.red, root);
   }
   if (is_root) plan.finish(out, recv, count, op.size());
 }
@@ -429,13 +382,7 @@ void Communicator::set_host_layout(const std::vector<int>& host_of_rank) {
 std::string Communicator::algorithm_for(const std::string& collective, size_t bytes) const {
   const bool has_hierarchical = collective == "all_gather" || collective == "reduce_scatter" || collective == "all_reduce";
   if (has_hierarchical && impl_->hierarchy(collective.c_str(), bytes, options_)) return "hierarchical";
-  const bool small = impl_->algorithms.small(collective, bytes, options_.small_message_bytes);
-  for (const auto& info : algorithm_registry()) {
-    if (info.collective == collective && info.small_messages == small && info.name != "hierarchical") {
-      return std::string(info.name);
-    }
-  }
-  throw InvalidArgument("algorithm_for: unknown collective '" + collective + "'");
+  return impl_->algorithms.flat_name(collective, bytes, options_.small_message_bytes);
 }
 
 int Communicator::host_count() const { return impl_->layout ? impl_->layout->hosts() : 1; }

@@ -19,7 +19,7 @@
 
 #include "collectives/core/errors.h"
 #include "collectives/core/options.h"
-#include "collectives/types/dtype.h"
+#include "common/dtype.h"
 #include "collectives/types/reduce_op.h"
 #include "collectives/work.h"
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "collectives/core/errors.h"
+#include "common/knobs.h"
 
 namespace fsdp::launch {
 namespace {
@@ -74,10 +75,10 @@ ProcessEnv detect_process_env(const BootstrapOverrides& o, const EnvReader& read
   }
 
   if (auto v = env("MASTER_ADDR")) p.master_addr = *v;
-  if (auto v = env("FSDP_MASTER_ADDR")) p.master_addr = *v;
+  if (auto v = env(std::string(knobs::kMasterAddr.env)); v && !v->empty()) p.master_addr = *v;
   if (auto v = env("MASTER_PORT")) p.master_port = static_cast<uint16_t>(parse_int("MASTER_PORT", *v, 1, 65535));
-  if (auto v = env("FSDP_MASTER_PORT")) {
-    p.master_port = static_cast<uint16_t>(parse_int("FSDP_MASTER_PORT", *v, 1, 65535));
+  if (auto v = env(std::string(knobs::kMasterPort.env)); v && !v->empty()) {
+    p.master_port = static_cast<uint16_t>(knobs::kMasterPort.parse(*v));
   }
 
   const bool overridden = o.rank || o.world_size || o.local_rank || o.local_world_size;

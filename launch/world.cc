@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/knobs.h"
 #include "collectives/core/errors.h"
 #include "collectives/transports/shm.h"
 #include "collectives/transports/hybrid.h"
@@ -111,7 +112,7 @@ HostInfo local_host_info(const std::string& store_host, uint16_t store_port) {
   h.hostname = name;
   h.address = store_host.empty() ? "" : source_address_towards(store_host, store_port);
   if (h.address.empty()) h.address = is_loopback(store_host) ? store_host : "127.0.0.1";
-  const std::string override_id = env_or("FSDP_HOST_ID", "");
+  const std::string override_id = knobs::kHostId.get();
   h.id = !override_id.empty() ? override_id
                               : h.hostname + "/" + read_first_line("/proc/sys/kernel/random/boot_id") + "/" + h.address;
   return h;
@@ -133,7 +134,7 @@ std::string launcher_job_key() {
 }
 
 std::string rendezvous_file_path(const std::string& key) {
-  std::string dir = env_or("FSDP_RENDEZVOUS_DIR", env_or("TMPDIR", "/tmp"));
+  std::string dir = knobs::kRendezvousDir.is_set() ? knobs::kRendezvousDir.get() : env_or("TMPDIR", "/tmp");
   return dir + "/fsdp-rendezvous-" + key;
 }
 
@@ -227,29 +228,17 @@ constexpr const char* kErrorMark = "error:";
 // --- Options -------------------------------------------------------------------------------------
 
 milliseconds rendezvous_timeout_from_env() {
-  const char* text = std::getenv("FSDP_RENDEZVOUS_TIMEOUT_SEC");
-  if (!text || !*text) return std::chrono::seconds(120);
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(v > 0)) {
-    throw InvalidArgument(std::string("FSDP_RENDEZVOUS_TIMEOUT_SEC='") + text + "' is not a positive number");
-  }
-  return milliseconds(static_cast<long long>(v * 1000.0));
+  return milliseconds(static_cast<long long>(knobs::kRendezvousTimeoutSec.get() * 1000.0));
 }
 
-bool store_external_from_env() {
-  const std::string v = env_or("FSDP_STORE_EXTERNAL", "0");
-  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
-  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
-  throw InvalidArgument("FSDP_STORE_EXTERNAL='" + v + "' is not a boolean (1/0, true/false, yes/no, on/off)");
-}
+bool store_external_from_env() { return knobs::kStoreExternal.get(); }
 
 std::string resolve_transport_request(const std::string& option) {
   std::string t = option.empty() ? "auto" : option;
   std::string source = "WorldOptions::transport";
   if (t == "auto") {
-    const std::string from_env = env_or("FSDP_TRANSPORT", "");
-    if (!from_env.empty()) {
+    const std::string from_env = knobs::kTransport.get();
+    if (knobs::kTransport.is_set()) {
       t = from_env;
       source = "FSDP_TRANSPORT";
     }
@@ -388,7 +377,7 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
   World w;
   w.env = env;
   w.rendezvous_timeout = options.rendezvous_timeout;
-  w.key_prefix = options.key_prefix.empty() ? "fsdp/" + env_or("FSDP_RUN_ID", "default") + "/" : options.key_prefix;
+  w.key_prefix = options.key_prefix.empty() ? "fsdp/" + knobs::kRunId.get() + "/" : options.key_prefix;
   const int rank = env.rank, n = env.world_size;
   const std::string requested = resolve_transport_request(options.transport);
   const ErrorContext ctx{rank, -1, "rendezvous", 0, 0};

@@ -10,8 +10,6 @@
 namespace fsdp::model {
 namespace {
 
-using runtime::MemoryCategory;
-using runtime::TrackedBuffer;
 
 // Pointers to one (batch, head) slice of q/k/v-shaped tensors; rows are strided by the full width.
 struct HeadSlice {
@@ -38,7 +36,7 @@ void probabilities_from_lse(float* p, int64_t seq, const float* lse, int64_t lse
 }  // namespace
 
 void causal_attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v, float* out,
-                              float* lse, runtime::MemoryTracker& tracker) {
+                              float* lse, MemoryTracker& tracker) {
   const int64_t T = s.seq, hd = s.head_dim, qd = s.q_dim(), kvd = s.kv_dim();
   TrackedBuffer<float> scores(tracker, MemoryCategory::kActivations, static_cast<size_t>(T * T));
   float* p = scores.data();
@@ -64,7 +62,7 @@ void causal_attention_forward(const AttentionShape& s, const float* q, const flo
 
 void causal_attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
                                const float* out, const float* lse, const float* dout, float* dq, float* dk, float* dv,
-                               runtime::MemoryTracker& tracker) {
+                               MemoryTracker& tracker) {
   const int64_t T = s.seq, hd = s.head_dim, qd = s.q_dim(), kvd = s.kv_dim();
   const float scale = softmax_scale(s);
   TrackedBuffer<float> scratch(tracker, MemoryCategory::kActivations, static_cast<size_t>(2 * T * T));

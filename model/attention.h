@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "runtime/memory_tracker.h"
+#include "common/memory_tracker.h"
 
 namespace fsdp::model {
 
@@ -26,12 +26,12 @@ struct AttentionShape {
 // lse: (B*T, n_heads) log-sum-exp of each row of scaled scores, for backward.
 // Scratch (T*T floats) is tracked as kActivations and freed before returning.
 void causal_attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v, float* out,
-                              float* lse, runtime::MemoryTracker& tracker);
+                              float* lse, MemoryTracker& tracker);
 
 // dout: like out. Writes (does not add) dq: like q, dk and dv: like k and v.
 // Scratch (2*T*T floats) is tracked as kActivations and freed before returning.
 void causal_attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
                                const float* out, const float* lse, const float* dout, float* dq, float* dk, float* dv,
-                               runtime::MemoryTracker& tracker);
+                               MemoryTracker& tracker);
 
 }  // namespace fsdp::model

@@ -4,14 +4,14 @@
 #include <cstdint>
 
 #include "model/dims.h"
-#include "runtime/memory_tracker.h"
+#include "common/memory_tracker.h"
 
 namespace fsdp::model {
 
 class Embedding {
  public:
   // Allocates nothing: backward needs only the tokens, which the caller keeps.
-  Embedding(const LlamaDims& dims, runtime::MemoryTracker& tracker);
+  Embedding(const LlamaDims& dims, MemoryTracker& tracker);
 
   // w: [tok_embeddings.weight (vocab, dim)]; tokens: (n_tokens) in [0, vocab), else std::out_of_range;
   // out: (n_tokens, dim).

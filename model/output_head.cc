@@ -15,7 +15,7 @@ enum Param : size_t { kNorm, kOutput };
 
 }  // namespace
 
-OutputHead::OutputHead(const LlamaDims& dims, int64_t batch, int64_t seq, runtime::MemoryTracker& tracker)
+OutputHead::OutputHead(const LlamaDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker)
     : dims_(dims), rows_(batch * seq), tracker_(&tracker) {
   dims_.validate();
   if (batch <= 0 || seq <= 0) {
@@ -39,8 +39,8 @@ float OutputHead::forward(Weights w, const float* x, const int32_t* targets) {
     }
   }
   if (saved_.empty()) {
-    saved_.reset(*tracker_, runtime::MemoryCategory::kActivations, static_cast<size_t>(n * (2 * D + 1 + V)));
-    saved_targets_.reset(*tracker_, runtime::MemoryCategory::kActivations, static_cast<size_t>(n));
+    saved_.reset(*tracker_, MemoryCategory::kActivations, static_cast<size_t>(n * (2 * D + 1 + V)));
+    saved_targets_.reset(*tracker_, MemoryCategory::kActivations, static_cast<size_t>(n));
   }
   float* xs = saved_.data();
   float* xn = xs + n * D;

@@ -5,13 +5,13 @@
 #include <cstdint>
 
 #include "model/dims.h"
-#include "runtime/memory_tracker.h"
+#include "common/memory_tracker.h"
 
 namespace fsdp::model {
 
 class OutputHead {
  public:
-  OutputHead(const LlamaDims& dims, int64_t batch, int64_t seq, runtime::MemoryTracker& tracker);
+  OutputHead(const LlamaDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker);
 
   // w: [norm.weight (dim), output.weight (vocab, dim)]; x: (B*T, dim); targets: (B*T) in [0, vocab)
   // (else std::out_of_range). Returns the mean loss. Saves x, norm(x), its rstd, the softmax
@@ -27,10 +27,10 @@ class OutputHead {
  private:
   LlamaDims dims_;
   int64_t rows_;
-  runtime::MemoryTracker* tracker_;
+  MemoryTracker* tracker_;
   // Views: x (rows, dim), n (rows, dim), rstd (rows), probs (rows, vocab).
-  runtime::TrackedBuffer<float> saved_;
-  runtime::TrackedBuffer<int32_t> saved_targets_;
+  TrackedBuffer<float> saved_;
+  TrackedBuffer<int32_t> saved_targets_;
 };
 
 }  // namespace fsdp::model

@@ -10,8 +10,6 @@
 namespace fsdp::model {
 namespace {
 
-using runtime::MemoryCategory;
-using runtime::TrackedBuffer;
 
 enum Param : size_t { kWq, kWk, kWv, kWo, kW1, kW2, kW3, kAttnNorm, kFfnNorm };
 
@@ -20,7 +18,7 @@ struct RopeTables {
   TrackedBuffer<float> buf;
   const float* cos() const { return buf.data(); }
   const float* sin() const { return buf.data() + buf.size() / 2; }
-  RopeTables(const LlamaDims& d, int64_t seq, runtime::MemoryTracker& tracker)
+  RopeTables(const LlamaDims& d, int64_t seq, MemoryTracker& tracker)
       : buf(tracker, MemoryCategory::kActivations, static_cast<size_t>(seq * d.head_dim())) {
     ops::rope_table(seq, d.head_dim(), d.rope_theta, buf.data(), buf.data() + buf.size() / 2);
   }
@@ -32,7 +30,7 @@ void copy_rows(float* dst, const float* src, int64_t n) {
 
 }  // namespace
 
-TransformerBlock::TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t seq, runtime::MemoryTracker& tracker)
+TransformerBlock::TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker)
     : dims_(dims), batch_(batch), seq_(seq), rows_(batch * seq), tracker_(&tracker) {
   dims_.validate();
   if (batch <= 0 || seq <= 0) {

@@ -6,14 +6,14 @@
 #include <cstdint>
 
 #include "model/dims.h"
-#include "runtime/memory_tracker.h"
+#include "common/memory_tracker.h"
 
 namespace fsdp::model {
 
 class TransformerBlock {
  public:
   // batch * seq rows per call; sequences are contiguous runs of seq rows (RoPE position = row % seq).
-  TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t seq, runtime::MemoryTracker& tracker);
+  TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker);
 
   // w: the unit's 9 parameters in spec order (wq wk wv wo w1 w2 w3 attention_norm ffn_norm).
   // x, y: (B*T, dim). Saves its own copy of x (and everything backward needs), so the caller may reuse
@@ -45,8 +45,8 @@ class TransformerBlock {
 
   LlamaDims dims_;
   int64_t batch_, seq_, rows_;
-  runtime::MemoryTracker* tracker_;
-  runtime::TrackedBuffer<float> saved_;  // one allocation per forward, views carved by views()
+  MemoryTracker* tracker_;
+  TrackedBuffer<float> saved_;  // one allocation per forward, views carved by views()
 };
 
 }  // namespace fsdp::model

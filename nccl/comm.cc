@@ -1,6 +1,6 @@
 #include "nccl/comm.h"
 
-#include "collectives/types/float_formats.h"
+#include "common/float_formats.h"
 
 namespace fsdp::nccl {
 

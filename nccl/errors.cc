@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "collectives/core/errors.h"
+#include "common/knobs.h"
 #include "nccl/comm.h"
 
 namespace fsdp::nccl {
@@ -29,9 +30,9 @@ int parse_level(const char* v) {
 
 int debug_level() {
   static const int level = [] {
-    const int own = parse_level(std::getenv("FSDP_NCCL_DEBUG"));
+    const int own = knobs::kNcclDebug.is_set() ? parse_level(knobs::kNcclDebug.get().c_str()) : -1;
     if (own >= 0) return own;
-    const int theirs = parse_level(std::getenv("NCCL_DEBUG"));
+    const int theirs = knobs::kNcclDebugFallback.is_set() ? parse_level(knobs::kNcclDebugFallback.get().c_str()) : -1;
     return theirs >= 0 ? theirs : 0;
   }();
   return level;

@@ -16,6 +16,7 @@
 
 #include "collectives/core/errors.h"
 #include "collectives/transports/tcp.h"
+#include "common/knobs.h"
 #include "launch/store.h"
 #include "nccl/errors.h"
 
@@ -25,11 +26,6 @@ namespace {
 constexpr char kMagic[8] = {'f', 's', 'd', 'p', 'N', 'C', 'C', 'L'};
 constexpr uint8_t kLayoutVersion = 1;
 constexpr size_t kModeAt = 9, kPortAt = 10, kJobAt = 12, kHostAt = 32;
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
 
 bool is_loopback(const std::string& host) { return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0; }
 
@@ -139,7 +135,7 @@ UniqueId decode(const ncclUniqueId& raw) {
 
 UniqueId new_unique_id() {
   UniqueId id;
-  const std::string comm_id = env_or("NCCL_COMM_ID", "");
+  const std::string comm_id = knobs::kNcclCommId.get();
   if (!comm_id.empty()) {
     TcpEndpoint at;
     try {
@@ -157,7 +153,7 @@ UniqueId new_unique_id() {
   Listener& l = listener();
   std::lock_guard<std::mutex> lock(l.mu);
   if (!l.server) {
-    std::string host = env_or("FSDP_NCCL_HOST", "");
+    std::string host = knobs::kNcclHost.get();
     if (host.empty()) host = first_interface_address();
     if (host.empty()) host = "127.0.0.1";
     l.server = std::make_unique<launch::StoreServer>(is_loopback(host) ? host : "0.0.0.0", 0);

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "collectives/types/dtype.h"
+#include "common/dtype.h"
 #include "sharding/shard_layout.h"
 
 namespace fsdp::runtime {

@@ -10,19 +10,14 @@
 namespace fsdp::runtime {
 namespace {
 
-int64_t reshard_group_of(const sharding::Policy& policy, int64_t shard_degree) {
-  if (policy.reshard.mode != sharding::Reshard::Mode::kGroup) return 0;
-  sharding::validate(policy, shard_degree);
-  return policy.reshard.group;
-}
-
-int64_t resolve_shard_degree(const FsdpOptions& o, int world) {
-  if (o.shard_degree > 0) return o.shard_degree;
-  if (o.replicate_degree < 1 || world % o.replicate_degree != 0) {
-    throw InvalidArgument("fsdp: replicate degree " + std::to_string(o.replicate_degree) +
-                          " does not divide the world size " + std::to_string(world));
+sharding::Mesh mesh_of(const FsdpOptions& o, const Communicator& world) {
+  const sharding::Mesh mesh = o.mesh ? *o.mesh : sharding::Mesh::for_world(world.size(), 1);
+  if (mesh.world_size() != world.size()) {
+    throw InvalidArgument("fsdp: the mesh (replicate " + std::to_string(mesh.replicate_degree()) + " x shard " +
+                          std::to_string(mesh.shard_degree()) + ") does not tile the world of " +
+                          std::to_string(world.size()) + " ranks");
   }
-  return world / o.replicate_degree;
+  return mesh;
 }
 
 }  // namespace
@@ -30,14 +25,11 @@ int64_t resolve_shard_degree(const FsdpOptions& o, int world) {
 FsdpModel::FsdpModel(const sharding::ModelSpec& model, const FsdpOptions& options, Communicator& world,
                      MemoryTracker& tracker)
     : model_(model), options_(options), tracker_(tracker) {
-  options_.shard_degree = resolve_shard_degree(options, world.size());
-  sharding::validate(options_.policy, options_.shard_degree);
-  if (options_.plan) {
-    check_plan(*options_.plan, model_, world.size(), options_.shard_degree, options_.replicate_degree,
-               options_.policy);
-  }
-  groups_ = ProcessGroups::create(world, options_.shard_degree, options_.replicate_degree,
-                                  reshard_group_of(options_.policy, options_.shard_degree));
+  const sharding::Mesh mesh = mesh_of(options_, world);
+  sharding::validate(options_.policy, mesh.shard_degree());
+  if (options_.plan) check_plan(*options_.plan, model_, mesh, options_.policy);
+  const bool grouped = options_.policy.reshard.mode == sharding::Reshard::Mode::kGroup;
+  groups_ = ProcessGroups::create(world, mesh, grouped ? options_.policy.reshard.group : 0);
   for (size_t u = 0; u < model_.units.size(); ++u) {
     units_.push_back(std::make_unique<FsdpUnit>(static_cast<int>(u), model_.units[u], options_.policy, groups_, tracker_));
   }
@@ -75,13 +67,9 @@ std::span<const float* const> FsdpModel::pre_forward(int u) {
 }
 
 void FsdpModel::post_forward(int u) {
-  // The last unit runs backward right after forward: FSDP2 (and TorchTitan) keep it unsharded.
-  if (u == num_units() - 1) return;
-  switch (options_.policy.reshard.mode) {
-    case sharding::Reshard::Mode::kFull: unit(u).reshard(false); break;
-    case sharding::Reshard::Mode::kGroup: unit(u).reshard(true); break;
-    case sharding::Reshard::Mode::kNone: break;
-  }
+  // The last unit runs backward right after forward: but for "always", it stays unsharded.
+  if (!options_.policy.reshard.reshards(u, num_units())) return;
+  unit(u).reshard(/*keep_for_backward=*/options_.policy.reshard.mode == sharding::Reshard::Mode::kGroup);
 }
 
 std::span<const float* const> FsdpModel::pre_backward(int u) {

@@ -17,13 +17,15 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "collectives/communicator.h"
 #include "runtime/fsdp_unit.h"
-#include "runtime/memory_tracker.h"
+#include "common/memory_tracker.h"
 #include "runtime/process_groups.h"
+#include "sharding/mesh.h"
 #include "sharding/model_spec.h"
 #include "sharding/policy.h"
 
@@ -34,9 +36,10 @@ class ShardingPlan;
 namespace fsdp::runtime {
 
 struct FsdpOptions {
-  int64_t shard_degree = 0;      // 0: world size / replicate_degree
-  int64_t replicate_degree = 1;  // HSDP replicas (gradients all-reduced across them)
-  sharding::Policy policy;       // param/reduce dtypes, reshard_after_forward, prefetch
+  // replicate x shard over the world (HSDP: gradients all-reduced across replicas); unset: one shard
+  // group of the whole world. Its world size must be the communicator's (sharding::Mesh::for_world).
+  std::optional<sharding::Mesh> mesh;
+  sharding::Policy policy;  // param/reduce dtypes, reshard_after_forward, prefetch
   // A plan from the planner or a file (`fsdp-plan --out`, runtime/plan_check.h). When given, the
   // constructor refuses it (PlanMismatch naming every difference) unless it describes exactly this
   // model, mesh and policy. Without one, the layout is the planner's for the options above
@@ -54,6 +57,7 @@ class FsdpModel {
   int num_units() const { return static_cast<int>(units_.size()); }
   FsdpUnit& unit(int u) { return *units_.at(static_cast<size_t>(u)); }
   const ProcessGroups& groups() const { return groups_; }
+  const sharding::Mesh& mesh() const { return groups_.mesh; }
   const sharding::Policy& policy() const { return options_.policy; }
   const sharding::ModelSpec& model() const { return model_; }
 

@@ -22,7 +22,7 @@ FsdpUnit::FsdpUnit(int index, const sharding::UnitSpec& spec, const sharding::Po
       policy_(policy),
       groups_(groups),
       tracker_(tracker),
-      layout_(spec, groups.shard_degree),
+      layout_(spec, groups.shard_degree()),
       shard_rank_(groups.shard_rank()) {
   for (const auto& p : spec.params) param_names_.push_back(p.name);
   master_.reset(tracker_, MemoryCategory::kParamShards, static_cast<size_t>(layout_.chunk_numel()));

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "collectives/work.h"
-#include "runtime/memory_tracker.h"
+#include "common/memory_tracker.h"
 #include "runtime/process_groups.h"
 #include "sharding/model_spec.h"
 #include "sharding/policy.h"

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "runtime/memory_tracker.h"
+#include "common/memory_tracker.h"
 
 namespace fsdp::runtime {
 

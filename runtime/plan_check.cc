@@ -5,6 +5,7 @@
 
 #include "proto/plan.pb.h"
 #include "sharding/chip_profile.h"
+#include "sharding/plan_error.h"
 #include "sharding/plan_io.h"
 #include "sharding/planner.h"
 
@@ -27,7 +28,6 @@ class Differences {
     s << where << ": " << what << " " << in_plan << " in the plan, " << in_model << " in this job";
     lines_.push_back(s.str());
   }
-  void line(std::string text) { lines_.push_back(std::move(text)); }
   std::vector<std::string> take() { return std::move(lines_); }
 
  private:
@@ -66,13 +66,20 @@ void compare_units(const proto::ShardingPlan& got, const proto::ShardingPlan& wa
   }
 }
 
+// A plan's reshard_after_forward as this build names it; unreadable text stays as it is (and differs).
+std::string canonical_reshard(const std::string& text) {
+  try {
+    return sharding::Reshard::parse(text).to_string();
+  } catch (const sharding::PlanError&) {
+    return text;
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> plan_mismatches(const proto::ShardingPlan& plan, const sharding::ModelSpec& model,
-                                         int64_t world_size, int64_t shard_degree, int64_t replicate_degree,
-                                         const sharding::Policy& policy) {
+                                         const sharding::Mesh& mesh, const sharding::Policy& policy) {
   // What the planner itself says for this model, mesh and policy: the plan must be that layout.
-  const auto mesh = sharding::Mesh::create(sharding::MeshSpec{1, world_size, replicate_degree, shard_degree});
   const proto::ShardingPlan want =
       sharding::to_proto(sharding::make_plan(model, sharding::chip_preset("cpu"), mesh, policy, 0.0));
   Differences d;
@@ -81,16 +88,17 @@ std::vector<std::string> plan_mismatches(const proto::ShardingPlan& plan, const 
   d.field("mesh", "replicate degree", plan.mesh().replicate_degree(), want.mesh().replicate_degree());
   d.field("policy", "param dtype", plan.policy().param_dtype(), want.policy().param_dtype());
   d.field("policy", "reduce dtype", plan.policy().reduce_dtype(), want.policy().reduce_dtype());
-  d.field("policy", "reshard_after_forward", plan.policy().reshard_after_forward(),
+  // Compared as policies, so a plan written with FSDP2's "true"/"false" matches "default"/"never".
+  d.field("policy", "reshard_after_forward", canonical_reshard(plan.policy().reshard_after_forward()),
           want.policy().reshard_after_forward());
   d.field("policy", "prefetch", plan.policy().prefetch_depth(), want.policy().prefetch_depth());
   compare_units(plan, want, d);
   return d.take();
 }
 
-void check_plan(const proto::ShardingPlan& plan, const sharding::ModelSpec& model, int64_t world_size,
-                int64_t shard_degree, int64_t replicate_degree, const sharding::Policy& policy) {
-  const auto diffs = plan_mismatches(plan, model, world_size, shard_degree, replicate_degree, policy);
+void check_plan(const proto::ShardingPlan& plan, const sharding::ModelSpec& model, const sharding::Mesh& mesh,
+                const sharding::Policy& policy) {
+  const auto diffs = plan_mismatches(plan, model, mesh, policy);
   if (diffs.empty()) return;
   constexpr size_t kShown = 8;
   std::string what = "the sharding plan (model '" + plan.model() + "') does not match model '" + model.name +

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sharding/mesh.h"
 #include "sharding/model_spec.h"
 #include "sharding/policy.h"
 
@@ -23,17 +24,15 @@ class PlanMismatch : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// Every way `plan` differs from the layout of `model` over `world_size` ranks as `replicate_degree` x
-// `shard_degree` with `policy` (dtypes, reshard_after_forward, prefetch), one line each, e.g.
+// Every way `plan` differs from the layout of `model` over `mesh` with `policy` (dtypes, reshard_after_forward, prefetch), one line each, e.g.
 // "unit 2 (layers.1): parameter 0 (layers.1.attention.wq.weight): shape [64, 64] in the plan, [128, 128] in
 // this job". Empty when they agree.
 std::vector<std::string> plan_mismatches(const proto::ShardingPlan& plan, const sharding::ModelSpec& model,
-                                         int64_t world_size, int64_t shard_degree, int64_t replicate_degree,
-                                         const sharding::Policy& policy);
+                                         const sharding::Mesh& mesh, const sharding::Policy& policy);
 
 // Throws PlanMismatch listing plan_mismatches() (the first few, and how many more) when there are any.
-void check_plan(const proto::ShardingPlan& plan, const sharding::ModelSpec& model, int64_t world_size,
-                int64_t shard_degree, int64_t replicate_degree, const sharding::Policy& policy);
+void check_plan(const proto::ShardingPlan& plan, const sharding::ModelSpec& model, const sharding::Mesh& mesh,
+                const sharding::Policy& policy);
 
 // Reads a plan written by `fsdp-plan --out`: text format when the name ends in .txtpb or .pbtxt, else
 // binary. Throws PlanMismatch naming the file when it cannot be read or parsed.

@@ -4,29 +4,28 @@
 
 namespace fsdp::runtime {
 
-ProcessGroups ProcessGroups::create(Communicator& world, int64_t shard_degree, int64_t replicate_degree,
-                                    int64_t reshard_group) {
-  const int64_t n = world.size();
-  if (shard_degree < 1 || replicate_degree < 1 || shard_degree * replicate_degree != n) {
-    throw InvalidArgument("process groups: shard degree " + std::to_string(shard_degree) + " x replicate degree " +
-                          std::to_string(replicate_degree) + " must equal the world size " + std::to_string(n));
+ProcessGroups ProcessGroups::create(Communicator& world, const sharding::Mesh& mesh, int64_t reshard_group) {
+  const int64_t shard_degree = mesh.shard_degree();
+  if (mesh.world_size() != world.size()) {
+    throw InvalidArgument("process groups: the mesh (replicate " + std::to_string(mesh.replicate_degree()) +
+                          " x shard " + std::to_string(shard_degree) + ") is not of the world size " +
+                          std::to_string(world.size()));
   }
   if (reshard_group < 0 || (reshard_group > 0 && shard_degree % reshard_group != 0)) {
     throw InvalidArgument("process groups: reshard_after_forward group " + std::to_string(reshard_group) +
                           " must divide the shard degree " + std::to_string(shard_degree));
   }
   const int rank = world.rank();
-  const int replica = static_cast<int>(rank / shard_degree);
-  const int shard_rank = static_cast<int>(rank % shard_degree);
+  const int replica = static_cast<int>(mesh.replica_index(rank));
+  const int shard_rank = static_cast<int>(mesh.shard_rank(rank));
   ProcessGroups g;
-  g.shard_degree = shard_degree;
-  g.replicate_degree = replicate_degree;
+  g.mesh = mesh;
   g.reshard_group = reshard_group;
   g.shard_gather = world.split(replica, shard_rank);
   g.shard_reduce = world.split(replica, shard_rank);
   // Every rank takes part in every split (split is collective); those outside a group pass -1.
-  auto replicate = world.split(replicate_degree > 1 ? shard_rank : -1, replica);
-  if (replicate_degree > 1) g.replicate = std::move(replicate);
+  auto replicate = world.split(mesh.replicate_degree() > 1 ? shard_rank : -1, replica);
+  if (mesh.replicate_degree() > 1) g.replicate = std::move(replicate);
   const bool grouped = reshard_group > 0 && reshard_group < shard_degree;
   auto reshard =
       world.split(grouped ? static_cast<int>(replica * shard_degree + shard_rank / reshard_group) : -1, shard_rank);

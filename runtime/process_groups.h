@@ -10,25 +10,26 @@
 #include <memory>
 
 #include "collectives/communicator.h"
+#include "sharding/mesh.h"
 
 namespace fsdp::runtime {
 
 struct ProcessGroups {
-  int64_t shard_degree = 1;
-  int64_t replicate_degree = 1;
+  sharding::Mesh mesh;        // replicate x shard over the world
   int64_t reshard_group = 0;  // reshard_after_forward = k: groups of k consecutive shard ranks; 0 = none
   std::unique_ptr<Communicator> shard_gather;  // all-gathers over the shard group
   std::unique_ptr<Communicator> shard_reduce;  // reduce-scatters (and norms) over the shard group
   std::unique_ptr<Communicator> replicate;     // HSDP all-reduce; null when replicate_degree == 1
   std::unique_ptr<Communicator> reshard;       // backward all-gathers of reshard_after_forward = k; or null
 
+  int64_t shard_degree() const { return mesh.shard_degree(); }
+  int64_t replicate_degree() const { return mesh.replicate_degree(); }
   int64_t shard_rank() const { return shard_gather->rank(); }
   int64_t replica_index() const { return replicate ? replicate->rank() : 0; }
 
-  // Collective over `world`. Throws InvalidArgument when the degrees do not multiply to the world size
-  // or reshard_group does not divide shard_degree.
-  static ProcessGroups create(Communicator& world, int64_t shard_degree, int64_t replicate_degree,
-                              int64_t reshard_group = 0);
+  // Collective over `world`. Throws InvalidArgument when the mesh is not of the world's size or
+  // reshard_group does not divide the shard degree.
+  static ProcessGroups create(Communicator& world, const sharding::Mesh& mesh, int64_t reshard_group = 0);
 };
 
 }  // namespace fsdp::runtime

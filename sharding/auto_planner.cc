@@ -30,9 +30,9 @@ std::vector<int64_t> divisors(int64_t n) {
 // true, false, and secondary groups worth trying: the server size (backward gathers stay on the fast
 // links) and 8 (a common hpZ choice), when they properly divide the shard degree.
 std::vector<Reshard> reshard_choices(int64_t shard, int64_t chips_per_node) {
-  std::vector<Reshard> r = {Reshard{Reshard::Mode::kFull, 0}};
+  std::vector<Reshard> r = {Reshard{Reshard::Mode::kDefault, 0}};
   if (shard == 1) return r;
-  r.push_back(Reshard{Reshard::Mode::kNone, 0});
+  r.push_back(Reshard{Reshard::Mode::kNever, 0});
   for (int64_t k : {chips_per_node, int64_t{8}}) {
     if (k > 1 && k < shard && shard % k == 0 && (r.size() < 3 || r[2].group != k)) {
       r.push_back(Reshard{Reshard::Mode::kGroup, k});
@@ -42,7 +42,7 @@ std::vector<Reshard> reshard_choices(int64_t shard, int64_t chips_per_node) {
 }
 
 int reshard_rank(const Reshard& r) {
-  return r.mode == Reshard::Mode::kFull ? 0 : r.mode == Reshard::Mode::kGroup ? 1 : 2;
+  return r.mode == Reshard::Mode::kDefault ? 0 : r.mode == Reshard::Mode::kGroup ? 1 : 2;
 }
 
 // Total order so the result never depends on evaluation order: fitting first, then faster, then

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "sharding/plan_error.h"
-#include "sharding/toml_util.h"
+#include "common/toml_util.h"
 
 namespace fsdp::sharding {
 namespace {
@@ -137,7 +137,9 @@ ChipProfile chip_preset(std::string_view name) {
                   "; or give a profile file with --chip-file)");
 }
 
-ChipProfile parse_chip_profile(std::string_view text, std::string_view src, std::string_view default_base) {
+namespace {
+
+ChipProfile parse_chip_profile_document(std::string_view text, std::string_view src, std::string_view default_base) {
   using namespace toml_util;
   const toml::table doc = parse(text, src);
   check_keys(src, doc, "the top level", {"chip"});
@@ -195,8 +197,14 @@ ChipProfile parse_chip_profile(std::string_view text, std::string_view src, std:
   return c;
 }
 
+}  // namespace
+
+ChipProfile parse_chip_profile(std::string_view text, std::string_view src, std::string_view default_base) {
+  return as_plan_error([&] { return parse_chip_profile_document(text, src, default_base); });
+}
+
 ChipProfile load_chip_profile_file(const std::string& path, std::string_view default_base) {
-  return parse_chip_profile(toml_util::read_file(path), path, default_base);
+  return parse_chip_profile(as_plan_error([&] { return toml_util::read_file(path); }), path, default_base);
 }
 
 }  // namespace fsdp::sharding

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "collectives/types/dtype.h"
+#include "common/dtype.h"
 #include "sharding/mesh.h"
 
 namespace fsdp::sharding {

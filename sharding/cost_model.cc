@@ -99,15 +99,6 @@ std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<Un
   return out;
 }
 
-int64_t activation_bytes(const ModelSpec& model, const std::vector<UnitMemory>& units, const Policy& policy,
-                         bool fp32_compute) {
-  if (!model.dims.known()) return 0;
-  int64_t total = policy.seq_len * policy.micro_batch * model.dims.dim *
-                  activation_element_bytes(policy.param_dtype, fp32_compute);  // residual stream
-  for (const auto& u : units) total += u.activations;
-  return total;
-}
-
 MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t base, const Policy& policy,
                                int64_t shard_degree, bool fp32_compute) {
   const int64_t pb = static_cast<int64_t>(element_size(policy.param_dtype));
@@ -172,7 +163,7 @@ MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t bas
       copy_out(i);
       act += units[i].activations;
       mark();
-      if (i + 1 < n && mode != Reshard::Mode::kNone) release_params(i);
+      if (policy.reshard.reshards(i, n)) release_params(i);
     }
     for (int i = n - 1; i >= 0; --i) {
       issue(i);

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "collectives/types/dtype.h"
+#include "common/dtype.h"
 #include "sharding/model_spec.h"
 #include "sharding/policy.h"
 #include "sharding/shard_layout.h"
@@ -58,9 +58,6 @@ struct UnitMemory {
 // checkpointing, the recomputed tensors. All zero when the model's dims are unknown.
 std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<UnitShardLayout>& units,
                                     const Policy& policy, bool fp32_compute);
-// Activations live at the end of forward: every unit's saved tensors plus the residual stream.
-int64_t activation_bytes(const ModelSpec& model, const std::vector<UnitMemory>& units, const Policy& policy,
-                         bool fp32_compute);
 
 struct MemoryTimeline {
   int64_t peak = 0;  // the most bytes live at any moment (base included)

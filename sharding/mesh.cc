@@ -53,6 +53,13 @@ Mesh Mesh::create(const MeshSpec& s) {
   return m;
 }
 
+Mesh Mesh::for_world(int64_t world_size, int64_t replicate, int64_t shard) {
+  if (world_size < 1) throw PlanError("mesh: world size " + std::to_string(world_size) + " must be >= 1");
+  int64_t per_node = std::min(world_size, kMaxChipsPerNode);
+  while (world_size % per_node != 0) --per_node;
+  return create(MeshSpec{world_size / per_node, per_node, replicate, shard});
+}
+
 int64_t Mesh::nodes_spanned_by_block(int64_t size) const {
   if (size <= 0 || world_size() % size != 0) throw PlanError("mesh: block size must divide the world size");
   // Block j covers ranks [j * size, (j + 1) * size); the pattern repeats every chips_per_node / gcd blocks.

@@ -28,6 +28,10 @@ class Mesh {
   // Throws PlanError for non-positive sizes, more than kMaxChipsPerNode per node, or degrees whose
   // product is not the world size.
   static Mesh create(const MeshSpec& spec);
+  // The mesh of a job of `world_size` ranks: replicate x shard, 0 taking the rest of the world. Servers
+  // are as large as the planner allows (the largest divisor of the world up to kMaxChipsPerNode), which
+  // matters only for the link-level predictions of a plan. Throws PlanError like create().
+  static Mesh for_world(int64_t world_size, int64_t replicate, int64_t shard = 0);
 
   int64_t nodes() const { return nodes_; }
   int64_t chips_per_node() const { return chips_per_node_; }
@@ -38,6 +42,10 @@ class Mesh {
   int64_t shard_rank(int64_t rank) const { return rank % shard_; }
   int64_t replica_index(int64_t rank) const { return rank / shard_; }
   int64_t node_of(int64_t rank) const { return rank / chips_per_node_; }
+  // The rank's place among the data-parallel ranks, which read distinct batches: replicas and shard
+  // ranks alike (the shard dimension is innermost, so it is the rank itself in a pure DP mesh).
+  int64_t data_parallel_rank(int64_t rank) const { return replica_index(rank) * shard_ + shard_rank(rank); }
+  int64_t data_parallel_size() const { return replicate_ * shard_; }
 
   // Most servers any group of `size` consecutive ranks (aligned to multiples of size) spans.
   int64_t nodes_spanned_by_block(int64_t size) const;

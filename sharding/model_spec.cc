@@ -66,14 +66,6 @@ double ModelSpec::active_matmul_params() const {
   return n;
 }
 
-const UnitSpec& ModelSpec::largest_unit() const {
-  const UnitSpec* best = &units.at(0);
-  for (const auto& u : units) {
-    if (u.numel() > best->numel()) best = &u;
-  }
-  return *best;
-}
-
 void validate(const ModelSpec& model) {
   const std::string where = "model '" + model.name + "': ";
   if (model.name.empty()) throw PlanError("model has no name");

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "collectives/types/dtype.h"
+#include "common/dtype.h"
 
 namespace fsdp::sharding {
 
@@ -64,7 +64,6 @@ struct ModelSpec {
   // Parameters a token's matmuls touch: dense ones, plus experts scaled by experts_per_token/num_experts;
   // embeddings excluded. 6 * this is the matmul FLOPs per token of a training step.
   double active_matmul_params() const;
-  const UnitSpec& largest_unit() const;
 };
 
 // Throws PlanError on empty names, no units, zero or negative dims, unsupported dtypes, duplicate names.

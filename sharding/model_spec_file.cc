@@ -1,7 +1,8 @@
 // TOML model specs: a [model] table (name and optional transformer dims) and [[units]], each with a
 // name, an optional `layer = true` and its params (name, shape, dtype, kind). Format in docs/planner.md.
 #include "sharding/model_spec.h"
-#include "sharding/toml_util.h"
+#include "common/toml_util.h"
+#include "sharding/plan_error.h"
 
 namespace fsdp::sharding {
 namespace {
@@ -47,7 +48,9 @@ ParamSpec parse_param(std::string_view src, const toml::node& node) {
 
 }  // namespace
 
-ModelSpec parse_model_spec(std::string_view text, std::string_view src) {
+namespace {
+
+ModelSpec parse_model_spec_document(std::string_view text, std::string_view src) {
   const toml::table doc = parse(text, src);
   check_keys(src, doc, "the top level", {"model", "units"});
   ModelSpec m;
@@ -105,6 +108,14 @@ ModelSpec parse_model_spec(std::string_view text, std::string_view src) {
   return m;
 }
 
-ModelSpec load_model_spec_file(const std::string& path) { return parse_model_spec(read_file(path), path); }
+}  // namespace
+
+ModelSpec parse_model_spec(std::string_view text, std::string_view src) {
+  return as_plan_error([&] { return parse_model_spec_document(text, src); });
+}
+
+ModelSpec load_model_spec_file(const std::string& path) {
+  return parse_model_spec(as_plan_error([&] { return read_file(path); }), path);
+}
 
 }  // namespace fsdp::sharding

@@ -36,37 +36,44 @@ ActivationCheckpointing parse_activation_checkpointing(std::string_view s) {
 }
 
 Reshard Reshard::parse(std::string_view s) {
-  if (s == "true") return Reshard{Mode::kFull, 0};
-  if (s == "false") return Reshard{Mode::kNone, 0};
+  if (s == "default" || s == "true") return Reshard{Mode::kDefault, 0};
+  if (s == "always") return Reshard{Mode::kAlways, 0};
+  if (s == "never" || s == "false") return Reshard{Mode::kNever, 0};
   int64_t k = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), k);
   if (ec != std::errc() || end != s.data() + s.size() || k <= 0) {
-    throw PlanError("reshard after forward must be true, false or a positive group size (got '" + std::string(s) +
-                    "')");
+    throw PlanError("reshard after forward must be default (true), always, never (false) or a positive group size "
+                    "(got '" + std::string(s) + "')");
   }
   return Reshard{Mode::kGroup, k};
 }
 
 std::string Reshard::to_string() const {
   switch (mode) {
-    case Mode::kFull:
-      return "true";
-    case Mode::kNone:
-      return "false";
-    case Mode::kGroup:
-      return std::to_string(group);
+    case Mode::kDefault: return "default";
+    case Mode::kAlways: return "always";
+    case Mode::kNever: return "never";
+    case Mode::kGroup: return std::to_string(group);
   }
   return "?";
 }
 
+bool Reshard::reshards(int64_t unit, int64_t num_units) const {
+  switch (mode) {
+    case Mode::kAlways: return true;
+    case Mode::kNever: return false;
+    case Mode::kDefault:
+    case Mode::kGroup: return unit + 1 < num_units;
+  }
+  return true;
+}
+
 int64_t Reshard::backward_group(int64_t shard_degree) const {
   switch (mode) {
-    case Mode::kFull:
-      return shard_degree;
-    case Mode::kNone:
-      return 1;
-    case Mode::kGroup:
-      return group;
+    case Mode::kDefault:
+    case Mode::kAlways: return shard_degree;
+    case Mode::kNever: return 1;
+    case Mode::kGroup: return group;
   }
   return shard_degree;
 }

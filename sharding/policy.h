@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "collectives/types/dtype.h"
+#include "common/dtype.h"
 
 namespace fsdp::sharding {
 
@@ -20,16 +20,25 @@ enum class ActivationCheckpointing { kNone, kSelective, kFull };
 std::string_view name(ActivationCheckpointing ac);
 ActivationCheckpointing parse_activation_checkpointing(std::string_view s);  // none, selective, full
 
-// FSDP2 reshard_after_forward: true frees the full params after forward (all-gather again in backward);
-// false keeps them to backward; an integer k keeps a 1/k slice sharded over a secondary group of k
-// consecutive ranks (ZeRO++ hpZ) so backward all-gathers inside that group only.
+// FSDP2's reshard_after_forward, by TorchTitan's policy names (fsdp_reshard_after_forward):
+//   default (FSDP2's true): every unit but the last frees its full parameters after forward and
+//     all-gathers them again in backward; the last unit, whose backward runs right after its forward,
+//     keeps them (TorchTitan's default, and what FSDP2 does for the root);
+//   always: every unit frees them, the last one too (one more all-gather per step, a lower peak);
+//   never (FSDP2's false): every unit keeps them until its backward;
+//   an integer k: after forward keep a 1/k slice sharded over a secondary group of k consecutive ranks
+//     (ZeRO++ hpZ), so backward all-gathers inside that group only (the last unit keeps everything).
 struct Reshard {
-  enum class Mode { kFull, kNone, kGroup };
-  Mode mode = Mode::kFull;
+  enum class Mode { kDefault, kAlways, kNever, kGroup };
+  Mode mode = Mode::kDefault;
   int64_t group = 0;  // kGroup only
 
-  static Reshard parse(std::string_view s);  // "true", "false" or a positive integer
-  std::string to_string() const;
+  // "default" (or "true"), "always", "never" (or "false"), or a positive integer.
+  static Reshard parse(std::string_view s);
+  std::string to_string() const;  // "default", "always", "never" or the group size
+  // Whether unit `unit` of `num_units` (forward order) gives up its full parameters after forward
+  // (to a kept 1/k slice for kGroup).
+  bool reshards(int64_t unit, int64_t num_units) const;
   // Size of the group the backward all-gather runs over (1 for kNone: nothing to gather).
   int64_t backward_group(int64_t shard_degree) const;
   bool operator==(const Reshard&) const = default;

@@ -16,9 +16,11 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/types/dtype.h"
+#include "common/dtype.h"
 #include "runtime/lr_schedule.h"
+#include "sharding/mesh.h"
 #include "sharding/model_spec.h"
+#include "sharding/policy.h"
 
 namespace fsdp::train {
 
@@ -84,23 +86,12 @@ struct LrSchedulerConfig {
   double min_lr_factor = 0.0;
 };
 
-// fsdp_reshard_after_forward: TorchTitan's "default"/"always"/"never", or (ours) an integer group size:
-// after forward keep parameters gathered within groups of that many shard ranks (FSDP2's int form).
-struct ReshardAfterForward {
-  enum class Mode { kDefault, kAlways, kNever, kGroup };
-  Mode mode = Mode::kDefault;
-  int64_t group_size = 0;  // kGroup only
-
-  std::string to_string() const;  // "default", "always", "never" or the group size
-  // Whether unit `unit` of `num_units` (in forward order) frees its gathered parameters after forward.
-  // "default" is TorchTitan's: every unit but the last, whose parameters backward needs first.
-  bool reshards(int64_t unit, int64_t num_units) const;
-};
-
 struct ParallelismConfig {
   int64_t data_parallel_replicate_degree = 1;
   int64_t data_parallel_shard_degree = -1;  // -1: world_size / replicate degree (resolved by validate)
-  ReshardAfterForward fsdp_reshard_after_forward;
+  // TorchTitan's "default"/"always"/"never", or (ours) an integer group size: after forward keep
+  // parameters gathered within groups of that many shard ranks (FSDP2's int form).
+  sharding::Reshard fsdp_reshard_after_forward;
   int64_t prefetch = 1;  // ours: units all-gathered ahead of the one computing
   std::string plan_file;  // ours: a plan from `fsdp-plan --out`, checked against the job; empty: none
 
@@ -138,12 +129,16 @@ struct TrainConfig {
   CheckpointConfig checkpoint;
   MetricsConfig metrics;
   ActivationCheckpointConfig activation_checkpoint;
+  std::optional<sharding::Mesh> resolved_mesh;  // set by validate()
 
   // Resolves data_parallel_shard_degree -1, global_batch_size -1 and gradient_accumulation_steps, and
   // checks the rules that span keys: replicate * shard == world_size, the global batch divisible by
   // local_batch_size * dp degree, a reshard group size dividing the shard degree, heads dividing dim,
   // the byte corpus fitting the vocabulary, checkpoint settings. Throws ConfigError naming the keys.
   void validate(int64_t world_size);
+  // The data-parallel mesh validate() resolved (replicate x shard over its world size): the one the
+  // process groups, the data loader and the plan check use. Throws ConfigError before validate().
+  const sharding::Mesh& mesh() const;
 
   // The flavor's Llama 3 dimensions with the explicit [model] keys applied.
   sharding::LlamaConfig llama_config() const;
@@ -180,6 +175,7 @@ struct CommandLine {
   std::optional<std::string> config_file;                      // --config FILE (or --job.config_file)
   std::vector<std::pair<std::string, std::string>> overrides;  // ("training.steps", "20"), in order
   bool help = false;                                           // --help / -h
+  bool print_config = false;  // --print-config: the resolved keys and environment knobs, then exit
 };
 // Accepts `--key value`, `--key=value`, and a bare `--key` for a boolean key (true). Unknown keys and
 // missing values throw ConfigError naming the flag. argv[0] is the program name.

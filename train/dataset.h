@@ -66,17 +66,11 @@ class SyntheticSource final : public TokenSource {
 // "tiny_corpus" or "synthetic" (training.dataset). vocab_size is the model's; the corpus needs >= 256.
 std::unique_ptr<TokenSource> make_token_source(std::string_view dataset, int64_t vocab_size, uint64_t seed);
 
-// HSDP rank layout (sharding/mesh.h): the shard dimension is innermost, so the data-parallel rank of
-// (replica, shard rank) is replica * shard_degree + shard_rank; with pure FSDP it is the global rank.
-inline int64_t dp_rank_of(int64_t replica_index, int64_t shard_rank, int64_t shard_degree) {
-  return replica_index * shard_degree + shard_rank;
-}
-
 struct DataLoaderOptions {
   int64_t local_batch_size = 1;  // B: rows this rank gets per micro-step
   int64_t seq_len = 1;           // T
   int64_t gradient_accumulation_steps = 1;
-  int64_t dp_rank = 0;
+  int64_t dp_rank = 0;  // sharding::Mesh::data_parallel_rank
   int64_t dp_size = 1;
   uint64_t seed = 0;
 };

@@ -35,13 +35,6 @@ std::map<std::string, OverlapMeter::Share> OverlapMeter::shares() const {
   return out;
 }
 
-double OverlapMeter::compute_seconds() const {
-  std::lock_guard lock(mu_);
-  double total = 0;
-  for (const Interval& c : compute_) total += std::chrono::duration<double>(c.end - c.start).count();
-  return total;
-}
-
 void OverlapMeter::clear() {
   std::lock_guard lock(mu_);
   compute_.clear();

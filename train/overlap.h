@@ -27,7 +27,6 @@ class OverlapMeter {
   };
   // Per kind; thread-safe against concurrent recording.
   std::map<std::string, Share> shares() const;
-  double compute_seconds() const;
   void clear();
 
  private:

@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "common/json.h"
-#include "train/output_util.h"
+#include "train/output_files.h"
 
 namespace fsdp::train {
 namespace {

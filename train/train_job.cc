@@ -15,7 +15,7 @@
 #include "sharding/planner.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
-#include "train/output_util.h"
+#include "train/output_files.h"
 #include "train/overlap.h"
 #include "train/trace.h"
 
@@ -27,16 +27,6 @@ using Clock = std::chrono::steady_clock;
 double to_us(Clock::time_point t) {
   return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count()) /
          1000.0;
-}
-
-sharding::Reshard reshard_of(const ReshardAfterForward& r) {
-  switch (r.mode) {
-    case ReshardAfterForward::Mode::kNever: return sharding::Reshard::parse("false");
-    case ReshardAfterForward::Mode::kGroup: return sharding::Reshard::parse(std::to_string(r.group_size));
-    case ReshardAfterForward::Mode::kDefault:
-    case ReshardAfterForward::Mode::kAlways: break;
-  }
-  return sharding::Reshard::parse("true");
 }
 
 uint64_t fnv1a(const std::string& s) {
@@ -73,13 +63,13 @@ std::string describe_schedule(const runtime::LrSchedule& lr) {
 // What a resume needs beyond the shards: where the data loader is, the schedule and the RNG. The data is
 // a pure function of (seed, step, micro-step, rank) and initialisation happens once, so the RNG state is
 // the seed and the loader's position.
-runtime::checkpoint::TrainingState training_state(const DataLoaderState& loader, const TrainerOptions& o, int64_t step) {
+runtime::checkpoint::TrainingState training_state(const DataLoaderState& loader, const TrainerOptions& trainer, int64_t step) {
   return {{kDataLoaderKey, encode_state(loader)},
-          {kLrSchedulerKey, describe_schedule(o.lr)},
+          {kLrSchedulerKey, describe_schedule(trainer.lr)},
           {"lr_scheduler_step", std::to_string(step)},
-          {"rng", "counter-based data order: seed=" + std::to_string(o.seed) + " step=" + std::to_string(loader.step) +
+          {"rng", "counter-based data order: seed=" + std::to_string(trainer.seed) + " step=" + std::to_string(loader.step) +
                       " micro_step=" + std::to_string(loader.micro_step)},
-          {"seed", std::to_string(o.seed)}};
+          {"seed", std::to_string(trainer.seed)}};
 }
 
 // A changed schedule (more steps, another peak) is allowed, as in TorchTitan, but it bends every later
@@ -93,15 +83,13 @@ std::string lr_schedule_warning(const runtime::checkpoint::TrainingState& state,
 }
 
 // The planner's view of this run, for the predicted peak printed beside the measured one.
-int64_t planned_peak(const TrainConfig& config, const TrainerOptions& o, int world) {
-  sharding::Policy policy = o.fsdp.policy;
-  policy.micro_batch = o.local_batch;
-  policy.seq_len = o.seq_len;
-  policy.grad_accum = o.grad_accum;
-  policy.optimizer = o.optimizer == OptimizerKind::kAdamW ? sharding::Optimizer::kAdamW : sharding::Optimizer::kSgdMomentum;
-  const auto mesh = sharding::Mesh::create(sharding::MeshSpec{1, world, config.parallelism.data_parallel_replicate_degree,
-                                                              config.parallelism.data_parallel_shard_degree});
-  return sharding::make_plan(o.model, sharding::chip_preset("cpu"), mesh, policy, 0.0).estimate.memory.peak();
+int64_t planned_peak(const TrainConfig& config, const TrainerOptions& trainer) {
+  sharding::Policy policy = trainer.fsdp.policy;
+  policy.micro_batch = trainer.local_batch;
+  policy.seq_len = trainer.seq_len;
+  policy.grad_accum = trainer.grad_accum;
+  policy.optimizer = trainer.optimizer == OptimizerKind::kAdamW ? sharding::Optimizer::kAdamW : sharding::Optimizer::kSgdMomentum;
+  return sharding::make_plan(trainer.model, sharding::chip_preset("cpu"), config.mesh(), policy, 0.0).estimate.memory.peak();
 }
 
 // Every rank's text, on rank 0 (empty elsewhere): a size, then the bytes, from each rank in turn.
@@ -126,27 +114,26 @@ std::vector<std::string> gather_strings_to_rank0(Communicator& world, const std:
 }  // namespace
 
 TrainerOptions trainer_options(const TrainConfig& c) {
-  TrainerOptions o;
-  o.model = c.model_spec();
-  o.norm_eps = static_cast<float>(c.model.norm_eps);
-  o.rope_theta = static_cast<float>(c.model.rope_theta);
-  o.local_batch = c.training.local_batch_size;
-  o.seq_len = c.training.seq_len;
-  o.grad_accum = c.training.gradient_accumulation_steps;
-  o.max_norm = c.training.max_norm;
-  o.fsdp.replicate_degree = c.parallelism.data_parallel_replicate_degree;
-  o.fsdp.shard_degree = c.parallelism.data_parallel_shard_degree;
-  o.fsdp.policy.param_dtype = c.training.param_dtype();
-  o.fsdp.policy.reduce_dtype = c.training.reduce_dtype();
-  o.fsdp.policy.reshard = reshard_of(c.parallelism.fsdp_reshard_after_forward);
-  o.fsdp.policy.prefetch = c.parallelism.prefetch;
-  o.optimizer = c.optimizer.name == "SGD" ? OptimizerKind::kSgd : OptimizerKind::kAdamW;
-  o.adamw = runtime::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2, c.optimizer.eps, c.optimizer.weight_decay};
-  o.sgd = runtime::SgdConfig{c.optimizer.momentum, c.optimizer.weight_decay};
-  o.lr = c.lr_schedule();
-  o.seed = static_cast<uint64_t>(c.training.seed);
-  o.skip_nonfinite = c.training.skip_nonfinite_steps;
-  return o;
+  TrainerOptions trainer;
+  trainer.model = c.model_spec();
+  trainer.norm_eps = static_cast<float>(c.model.norm_eps);
+  trainer.rope_theta = static_cast<float>(c.model.rope_theta);
+  trainer.local_batch = c.training.local_batch_size;
+  trainer.seq_len = c.training.seq_len;
+  trainer.grad_accum = c.training.gradient_accumulation_steps;
+  trainer.max_norm = c.training.max_norm;
+  trainer.fsdp.mesh = c.mesh();
+  trainer.fsdp.policy.param_dtype = c.training.param_dtype();
+  trainer.fsdp.policy.reduce_dtype = c.training.reduce_dtype();
+  trainer.fsdp.policy.reshard = c.parallelism.fsdp_reshard_after_forward;
+  trainer.fsdp.policy.prefetch = c.parallelism.prefetch;
+  trainer.optimizer = c.optimizer.name == "SGD" ? OptimizerKind::kSgd : OptimizerKind::kAdamW;
+  trainer.adamw = runtime::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2, c.optimizer.eps, c.optimizer.weight_decay};
+  trainer.sgd = runtime::SgdConfig{c.optimizer.momentum, c.optimizer.weight_decay};
+  trainer.lr = c.lr_schedule();
+  trainer.seed = static_cast<uint64_t>(c.training.seed);
+  trainer.skip_nonfinite = c.training.skip_nonfinite_steps;
+  return trainer;
 }
 
 std::string model_config_hash(const TrainConfig& config) {
@@ -173,20 +160,19 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     opts.fsdp.plan = std::make_shared<const proto::ShardingPlan>(runtime::read_plan_file(config.parallelism.plan_file));
   }
   const int rank = world.rank();
-  const int64_t shard = config.parallelism.data_parallel_shard_degree;
   JobResult result;
 
   // Data: rank r of the data-parallel world reads rows [r * B, (r + 1) * B) of each global micro-batch.
-  DataLoaderOptions lo;
-  lo.local_batch_size = opts.local_batch;
-  lo.seq_len = opts.seq_len;
-  lo.gradient_accumulation_steps = opts.grad_accum;
-  lo.dp_rank = dp_rank_of(rank / shard, rank % shard, shard);
-  lo.dp_size = world.size();
-  lo.seed = opts.seed;
+  DataLoaderOptions loader_options;
+  loader_options.local_batch_size = opts.local_batch;
+  loader_options.seq_len = opts.seq_len;
+  loader_options.gradient_accumulation_steps = opts.grad_accum;
+  loader_options.dp_rank = config.mesh().data_parallel_rank(rank);
+  loader_options.dp_size = config.mesh().data_parallel_size();
+  loader_options.seed = opts.seed;
   auto source = std::shared_ptr<const TokenSource>(
       make_token_source(config.training.dataset, opts.model.dims.vocab, opts.seed));
-  DataLoader loader(source, lo);
+  DataLoader loader(source, loader_options);
   Batch batch;
   BatchSource batches = [&](int64_t step, int64_t micro, int32_t* inputs, int32_t* targets) {
     loader.next(batch);
@@ -222,14 +208,14 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   std::unique_ptr<runtime::checkpoint::Checkpointer> ckpt;
   const std::string hash = model_config_hash(config);
   if (config.checkpoint.enable_checkpoint) {
-    runtime::checkpoint::CheckpointOptions co;
-    co.folder = config.checkpoint_dir();
-    co.keep_latest_k = config.checkpoint.keep_latest_k;
-    co.async = config.checkpoint.async_mode == "async";
-    ckpt = std::make_unique<runtime::checkpoint::Checkpointer>(trainer.fsdp(), &trainer.optimizer(), world, co,
+    runtime::checkpoint::CheckpointOptions checkpoint_options;
+    checkpoint_options.folder = config.checkpoint_dir();
+    checkpoint_options.keep_latest_k = config.checkpoint.keep_latest_k;
+    checkpoint_options.async = config.checkpoint.async_mode == "async";
+    ckpt = std::make_unique<runtime::checkpoint::Checkpointer>(trainer.fsdp(), &trainer.optimizer(), world, checkpoint_options,
                                                                trainer.tracker());
     // Our own folder first (a restarted job), else another run's (initial_load_path), else a fresh start.
-    const auto own_latest = runtime::checkpoint::latest_step(co.folder);
+    const auto own_latest = runtime::checkpoint::latest_step(checkpoint_options.folder);
     const std::string& initial = config.checkpoint.initial_load_path;
     std::optional<runtime::checkpoint::LoadResult> loaded;
     if (own_latest || (initial.empty() && config.checkpoint.load_step >= 0)) {
@@ -251,31 +237,31 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
                             << loaded->saved_shard_degree << " x replicate " << loaded->saved_replicate_degree << ")\n";
     }
     // A committed checkpoint is never overwritten: refuse before training rather than at the save.
-    for (int64_t s : runtime::checkpoint::committed_steps(co.folder)) {
+    for (int64_t s : runtime::checkpoint::committed_steps(checkpoint_options.folder)) {
       if (s > result.start_step && s <= config.training.steps) {
         throw runtime::checkpoint::CheckpointError(
-            "checkpoint folder '" + co.folder + "' already holds " + runtime::checkpoint::step_dir_name(s) +
+            "checkpoint folder '" + checkpoint_options.folder + "' already holds " + runtime::checkpoint::step_dir_name(s) +
             ", after the step this run starts from (" + std::to_string(result.start_step) +
             "); continuing would overwrite it. Use a new checkpoint.folder with checkpoint.initial_load_path = '" +
-            co.folder + "' and checkpoint.load_step = " + std::to_string(result.start_step));
+            checkpoint_options.folder + "' and checkpoint.load_step = " + std::to_string(result.start_step));
       }
     }
   }
 
   const sharding::ChipProfile chip = sharding::chip_preset("cpu");
-  MetricsOptions mo;
-  mo.rank = rank;
-  mo.log_freq = config.metrics.log_freq;
-  mo.flops_per_token = sharding::model_flops_per_token(opts.model, opts.seq_len);
-  mo.peak_flops = chip.peak_flops(DataType::kFloat32);
-  mo.memory_capacity_bytes = chip.memory_bytes;
+  MetricsOptions metrics_options;
+  metrics_options.rank = rank;
+  metrics_options.log_freq = config.metrics.log_freq;
+  metrics_options.flops_per_token = sharding::model_flops_per_token(opts.model, opts.seq_len);
+  metrics_options.peak_flops = chip.peak_flops(DataType::kFloat32);
+  metrics_options.memory_capacity_bytes = chip.memory_bytes;
   if (!config.metrics.file.empty() && (rank == 0 || config.metrics.save_for_all_ranks)) {
-    mo.file = config.metrics.save_for_all_ranks ? metrics_file_for_rank(config.metrics_path(), rank)
+    metrics_options.file = config.metrics.save_for_all_ranks ? metrics_file_for_rank(config.metrics_path(), rank)
                                                 : config.metrics_path();
   }
-  mo.out = job.log;
-  mo.print = job.log != nullptr && (rank == 0 || config.metrics.save_for_all_ranks);
-  MetricsLogger metrics(mo);
+  metrics_options.out = job.log;
+  metrics_options.print = job.log != nullptr && (rank == 0 || config.metrics.save_for_all_ranks);
+  MetricsLogger metrics(metrics_options);
 
   std::vector<double> step_seconds;
   for (int64_t s = trainer.steps_done() + 1; s <= config.training.steps; ++s) {
@@ -294,7 +280,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   if (ckpt) ckpt->wait();
 
   result.peak_bytes = trainer.tracker().peak_total();
-  result.planned_peak_bytes = planned_peak(config, opts, world.size());
+  result.planned_peak_bytes = planned_peak(config, opts);
   for (const auto& [kind, share] : overlap.shares()) result.hidden_fraction[kind] = share.hidden_fraction();
   if (!step_seconds.empty()) {
     std::nth_element(step_seconds.begin(), step_seconds.begin() + step_seconds.size() / 2, step_seconds.end());
@@ -315,7 +301,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       if (job.log) *job.log << "trace: " << config.trace_path() << " (" << traces.size() << " ranks)\n";
     }
   }
-  if (mo.print) {
+  if (metrics_options.print) {
     metrics.print_summary();
     std::ostream& log = *job.log;
     log << "memory: peak " << result.peak_bytes << " B tracked, planner predicted " << result.planned_peak_bytes

@@ -42,7 +42,7 @@ Trainer::Trainer(const TrainerOptions& options, Communicator& world, BatchSource
   head_ = std::make_unique<model::OutputHead>(dims_, b, t, tracker_);
   inputs_.resize(static_cast<size_t>(b * t));
   targets_.resize(static_cast<size_t>(b * t));
-  hidden_.reset(tracker_, runtime::MemoryCategory::kActivations, static_cast<size_t>(b * t * dims_.dim));
+  hidden_.reset(tracker_, MemoryCategory::kActivations, static_cast<size_t>(b * t * dims_.dim));
 }
 
 Trainer::~Trainer() = default;

@@ -20,7 +20,7 @@
 #include "model/dims.h"
 #include "runtime/fsdp_model.h"
 #include "runtime/lr_schedule.h"
-#include "runtime/memory_tracker.h"
+#include "common/memory_tracker.h"
 #include "runtime/optimizer.h"
 #include "sharding/model_spec.h"
 
@@ -89,7 +89,7 @@ class Trainer {
 
   runtime::FsdpModel& fsdp() { return *fsdp_; }
   runtime::ShardedOptimizer& optimizer() { return *optimizer_; }
-  runtime::MemoryTracker& tracker() { return tracker_; }
+  MemoryTracker& tracker() { return tracker_; }
   const TrainerOptions& options() const { return options_; }
   void set_compute_observer(ComputeObserver observer) { compute_observer_ = std::move(observer); }
 
@@ -102,7 +102,7 @@ class Trainer {
   TrainerOptions options_;
   Communicator& world_;
   BatchSource batches_;
-  runtime::MemoryTracker tracker_;
+  MemoryTracker tracker_;
   model::LlamaDims dims_;
   std::unique_ptr<runtime::FsdpModel> fsdp_;
   std::unique_ptr<runtime::ShardedOptimizer> optimizer_;
@@ -110,7 +110,7 @@ class Trainer {
   std::vector<std::unique_ptr<model::TransformerBlock>> blocks_;
   std::unique_ptr<model::OutputHead> head_;
   std::vector<int32_t> inputs_, targets_;
-  runtime::TrackedBuffer<float> hidden_;  // (B*T, dim): the residual stream between units
+  TrackedBuffer<float> hidden_;  // (B*T, dim): the residual stream between units
   int64_t step_ = 0;
   ComputeObserver compute_observer_;
 };

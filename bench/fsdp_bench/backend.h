@@ -8,7 +8,7 @@
 #include <string>
 
 #include "bench/fsdp_bench/collective.h"
-#include "collectives/types/dtype.h"
+#include "common/dtype.h"
 #include "collectives/types/reduce_op.h"
 
 namespace fsdp::bench {

@@ -7,6 +7,7 @@
 
 #include "bench/fsdp_bench/backends.h"
 #include "collectives/core/errors.h"
+#include "common/knobs.h"
 
 namespace fsdp::bench {
 namespace {
@@ -19,8 +20,7 @@ class FsdpBackend final : public Backend {
   std::string describe() const override {
     std::string d = "fsdp Communicator over transport " + world_.transport_name;
     if (world_.transport_name == "shm") {
-      const char* copy = std::getenv("FSDP_SHM_COPY");
-      d += std::string(" (FSDP_SHM_COPY=") + (copy && *copy ? copy : "auto") + ")";
+      d += " (FSDP_SHM_COPY=" + knobs::kShmCopy.get() + ")";
     }
     return d;
   }

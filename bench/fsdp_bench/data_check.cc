@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "common/splitmix.h"
-#include "collectives/types/float_formats.h"
+#include "common/float_formats.h"
 
 namespace fsdp::bench {
 namespace {

@@ -12,7 +12,7 @@
 #include <cstddef>
 
 #include "bench/fsdp_bench/collective.h"
-#include "collectives/types/dtype.h"
+#include "common/dtype.h"
 #include "collectives/types/reduce_op.h"
 
 namespace fsdp::bench {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "bench/fsdp_bench/collective.h"
-#include "collectives/types/dtype.h"
+#include "common/dtype.h"
 #include "collectives/types/reduce_op.h"
 #include "launch/cli_flags.h"
 

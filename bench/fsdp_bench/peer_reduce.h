@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "collectives/types/dtype.h"
+#include "common/dtype.h"
 #include "collectives/types/reduce_op.h"
 
 namespace fsdp::bench {

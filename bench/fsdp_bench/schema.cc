@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "bench/fsdp_bench/collective.h"
-#include "collectives/types/dtype.h"
+#include "common/dtype.h"
 
 namespace fsdp::bench {
 namespace {

@@ -13,7 +13,7 @@
 #include "collectives/algorithms/blocks.h"
 #include "collectives/core/op.h"
 #include "collectives/core/task.h"
-#include "collectives/types/dtype.h"
+#include "common/dtype.h"
 #include "collectives/types/reduce_op.h"
 
 namespace fsdp {
@@ -51,6 +51,10 @@ Task allgather_hierarchical(Op& op, std::byte* buf, Blocks blocks, const HostLay
 // --- reduce-scatter: `in` holds the whole input; `out` receives this rank's block (may alias it) ---
 // O(n) steps, (n-1)/n of the buffer sent and reduced per rank.
 Task reduce_scatter_ring(Op& op, const std::byte* in, std::byte* out, Blocks blocks, Reduction red);
+// Small messages: a recursive-doubling all-reduce of the whole buffer (log2 n steps), keeping this
+// rank's block of `recv_count` elements.
+Task reduce_scatter_recursive_doubling(Op& op, const std::byte* in, std::byte* out, size_t recv_count,
+                                       Reduction red);
 // Ranks on several hosts: rails sum their host's inputs, swap partials across hosts, hand blocks out.
 Task reduce_scatter_hierarchical(Op& op, const std::byte* in, std::byte* out, Blocks blocks, Reduction red,
                                  const HostLayout& layout);
@@ -74,7 +78,7 @@ Task broadcast_scatter_allgather(Op& op, std::byte* buf, size_t bytes, int root)
 // Binomial tree, ceil(log2 n) rounds of the whole message: for small messages.
 Task reduce_binomial(Op& op, const std::byte* in, std::byte* out, size_t count, Reduction red, int root);
 // Ring reduce-scatter, then every rank sends its reduced block to the root.
-Task reduce_scatter_gather(Op& op, const std::byte* in, std::byte* out, size_t count, Reduction red, int root);
+Task reduce_ring(Op& op, const std::byte* in, std::byte* out, size_t count, Reduction red, int root);
 
 // --- barrier: ceil(log2 n) rounds of empty messages ---
 Task barrier_dissemination(Op& op);

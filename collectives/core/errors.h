@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/errors.h"
+
 namespace fsdp {
 
 // What failed, where. -1 marks a field that does not apply (e.g. no single peer).
@@ -52,12 +54,6 @@ class PeerLostError : public CommError {
 class AbortedError : public CommError {
  public:
   using CommError::CommError;
-};
-
-// Bad arguments, caught before anything was sent.
-class InvalidArgument : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
 };
 
 // A failure as plain data. The engine thread records it, and each waiting thread throws its own

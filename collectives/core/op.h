@@ -1,6 +1,6 @@
 // One communication operation in flight, and the context its algorithm runs in.
 //
-// The algorithm (a Task coroutine) posts sends and receives through OpContext and `co_await`s them;
+// The algorithm (a Task coroutine) posts sends and receives through the Op and `co_await`s them;
 // while it waits, the Op records what it waits for and where to resume, and the progress engine
 // resumes it once those requests completed, failed, or the deadline passed.
 #pragma once

@@ -21,6 +21,7 @@
 
 #include "collectives/core/errors.h"
 #include "collectives/transports/matching.h"
+#include "common/knobs.h"
 
 namespace fsdp {
 namespace {
@@ -36,10 +37,6 @@ enum class Kind : uint32_t { kEager = 1, kRendezvous = 2, kAck = 3, kClearToSend
 // kAuto: cross-memory attach for payloads of at least cma_min_bytes when the kernel allows it
 // (probed per peer on first use), staging for smaller ones and where it does not.
 enum class CopyMode : int32_t { kStaging = 1, kCrossMemory = 2, kAuto = 3 };
-
-// Below this, the staging pipeline beats one process_vm_readv (page pinning costs more than the
-// second, cache-resident copy); above it one pinned copy wins. Measured: docs/transports.md.
-constexpr size_t kDefaultCmaMinBytes = 1 << 20;
 
 constexpr size_t kDataSlots = 4;  // pieces in flight per ordered pair
 
@@ -113,20 +110,14 @@ struct Layout {
 };
 
 CopyMode copy_mode_from_env() {
-  const char* v = std::getenv("FSDP_SHM_COPY");
-  if (!v || !*v || std::string(v) == "auto") return CopyMode::kAuto;
-  if (std::string(v) == "staging") return CopyMode::kStaging;
-  if (std::string(v) == "cma") return CopyMode::kCrossMemory;
-  throw InvalidArgument(std::string("FSDP_SHM_COPY='") + v + "' must be auto, staging or cma");
+  const std::string v = knobs::kShmCopy.get();
+  return v == "staging" ? CopyMode::kStaging : v == "cma" ? CopyMode::kCrossMemory : CopyMode::kAuto;
 }
 
 size_t cma_min_bytes_from_env() {
-  const char* v = std::getenv("FSDP_SHM_CMA_MIN_BYTES");
-  if (!v || !*v) return kDefaultCmaMinBytes;
-  char* end = nullptr;
-  const unsigned long long bytes = std::strtoull(v, &end, 10);
-  if (*end != '\0' || bytes <= kShmInlineBytes) {
-    throw InvalidArgument(std::string("FSDP_SHM_CMA_MIN_BYTES='") + v + "' must be a byte count above " +
+  const int64_t bytes = knobs::kShmCmaMinBytes.get();
+  if (bytes <= static_cast<int64_t>(kShmInlineBytes)) {  // inline payloads never take the CMA path
+    throw InvalidArgument("FSDP_SHM_CMA_MIN_BYTES='" + std::to_string(bytes) + "' must be a byte count above " +
                           std::to_string(kShmInlineBytes));
   }
   return static_cast<size_t>(bytes);
@@ -536,7 +527,7 @@ class ShmTransport final : public Transport {
   void* base_ = nullptr;
   uint64_t next_send_id_ = 1;
   CopyMode mode_ = CopyMode::kAuto;
-  size_t cma_min_bytes_ = kDefaultCmaMinBytes;
+  size_t cma_min_bytes_ = static_cast<size_t>(knobs::kShmCmaMinBytes.fallback);
   std::vector<Peer> peers_;
 };
 

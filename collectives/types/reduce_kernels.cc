@@ -8,7 +8,7 @@
 #include <string>
 #include <type_traits>
 
-#include "collectives/types/float_formats.h"
+#include "common/float_formats.h"
 
 // The f32/f64 loops get an AVX2 clone picked at load time: the default x86-64 target only has SSE2, and
 // these loops are the reduce-scatter hot path. ifunc-based clones need x86 ELF; elsewhere build one version.

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "common/knobs.h"
 #include "launch/store.h"
 
 extern char** environ;
@@ -105,18 +106,6 @@ Args parse(int argc, char** argv) {
   if (a.nproc < 1) usage("--nproc N is required");
   if (a.command.empty()) usage("no program given (fsdp-run --nproc N -- PROGRAM ARGS...)");
   return a;
-}
-
-double seconds_from_env(const char* var, double fallback) {
-  const char* text = std::getenv(var);
-  if (!text || !*text) return fallback;
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || v < 0) {
-    std::fprintf(stderr, "fsdp-run: %s='%s' is not a non-negative number of seconds\n", var, text);
-    std::exit(2);
-  }
-  return v;
 }
 
 // The program's path, searched in PATH now: between fork() and exec only async-signal-safe calls are
@@ -248,36 +237,37 @@ struct Child {
   int status = 0;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const Args a = parse(argc, argv);
-  const double grace_sec = seconds_from_env("FSDP_RUN_GRACE_SEC", 5.0);
-  const double term_delay_sec = seconds_from_env("FSDP_RUN_TERM_DELAY_SEC", 1.0);
-  const std::string program = resolve_program(a.command[0]);
-
+// The rendezvous store fsdp-run serves (unless --no-store) and the port the ranks are told.
+struct Rendezvous {
   std::unique_ptr<fsdp::launch::StoreServer> store;
-  uint16_t port = static_cast<uint16_t>(a.master_port);
+  uint16_t port = 0;
+};
+
+Rendezvous open_rendezvous(const Args& a) {
+  Rendezvous r;
+  r.port = static_cast<uint16_t>(a.master_port);
   if (a.serve_store) {
     const bool loopback = a.master_addr.rfind("127.", 0) == 0 || a.master_addr == "localhost";
     try {
-      store = std::make_unique<fsdp::launch::StoreServer>(loopback ? a.master_addr : "0.0.0.0", port);
+      r.store = std::make_unique<fsdp::launch::StoreServer>(loopback ? a.master_addr : "0.0.0.0", r.port);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "fsdp-run: cannot serve the rendezvous store: %s\n", e.what());
-      return 1;
+      std::exit(1);
     }
-    port = store->port();
-  } else if (port == 0) {
-    port = pick_free_port(a.master_addr);
+    r.port = r.store->port();
+  } else if (r.port == 0) {
+    r.port = pick_free_port(a.master_addr);
   }
+  return r;
+}
 
-  // Environments, built before forking. Our variables replace inherited ones, and variables of other
-  // launchers go, so detect_process_env never mixes two launchers' views.
-  // FSDP_STORE_EXTERNAL is ours only when we serve the store: with --no-store it may point rank 0 at
-  // an fsdp-store.
+// Every rank's environment, built before forking. Our variables replace inherited ones, and variables
+// of other launchers go, so detect_process_env never mixes two launchers' views. FSDP_STORE_EXTERNAL
+// is ours only when we serve the store: with --no-store it may point rank 0 at an fsdp-store.
+std::vector<std::vector<std::string>> rank_environments(const Args& a, const Rendezvous& rv) {
   std::vector<std::string> ours = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",       "LOCAL_WORLD_SIZE",
                                    "MASTER_ADDR", "MASTER_PORT", "FSDP_MASTER_ADDR", "FSDP_MASTER_PORT"};
-  if (store) ours.push_back("FSDP_STORE_EXTERNAL");
+  if (rv.store) ours.push_back("FSDP_STORE_EXTERNAL");
   std::vector<std::string> base;
   for (char** e = environ; *e; ++e) {
     const std::string kv = *e;
@@ -295,31 +285,71 @@ int main(int argc, char** argv) {
     e.push_back("LOCAL_RANK=" + std::to_string(r));
     e.push_back("LOCAL_WORLD_SIZE=" + std::to_string(a.nproc));
     e.push_back("MASTER_ADDR=" + a.master_addr);
-    e.push_back("MASTER_PORT=" + std::to_string(port));
-    if (store) e.push_back("FSDP_STORE_EXTERNAL=1");
+    e.push_back("MASTER_PORT=" + std::to_string(rv.port));
+    if (rv.store) e.push_back("FSDP_STORE_EXTERNAL=1");
   }
-  auto c_array = [](std::vector<std::string>& v) {
-    std::vector<char*> p;
-    for (auto& s : v) p.push_back(s.data());
-    p.push_back(nullptr);
-    return p;
-  };
-  std::vector<std::string> argv_strings = a.command;
+  return envs;
+}
+
+std::vector<char*> c_array(std::vector<std::string>& v) {
+  std::vector<char*> p;
+  for (auto& s : v) p.push_back(s.data());
+  p.push_back(nullptr);
+  return p;
+}
+
+// The ranks of one job: started together, their output tagged, the first failure ending the rest.
+class Job {
+ public:
+  Job(const Args& a, double grace_sec, double term_delay_sec)
+      : a_(a), grace_sec_(grace_sec), term_delay_sec_(term_delay_sec), children_(a.nproc) {}
+
+  // Forks every rank; false when a pipe could not be made (nothing more is started then).
+  bool start(const std::string& program, std::vector<std::vector<std::string>>& envs);
+  // Relays output, forwards signals and reaps ranks until all ended; returns fsdp-run's exit status.
+  int supervise();
+
+ private:
+  int alive() const {
+    int n = 0;
+    for (const Child& c : children_) n += c.running;
+    return n;
+  }
+  void signal_all(int sig) const {
+    for (const Child& c : children_) {
+      if (c.running) ::kill(c.pid, sig);
+    }
+  }
+  static Clock::duration seconds(double s) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  }
+  bool relay_output();  // false once every stream closed and no rank runs (or the drain gave up)
+  void forward_signals();
+  void reap();
+  void escalate();
+  int exit_status() const;
+
+  const Args& a_;
+  const double grace_sec_;
+  const double term_delay_sec_;
+  std::vector<Child> children_;
+  std::vector<Stream> streams_;
+  int first_failed_ = -1;      // rank whose failure ends the job
+  int signal_received_ = 0;    // a signal fsdp-run got and forwarded
+  bool sigterm_sent_ = false;  // after it, deaths are our doing, not failures
+  // Deadlines; kNever when not armed (std::optional here trips g++ 12's -Wmaybe-uninitialized).
+  static constexpr Clock::time_point kNever = Clock::time_point::max();
+  Clock::time_point term_at_ = kNever, kill_at_ = kNever, drain_until_ = kNever;
+};
+
+bool Job::start(const std::string& program, std::vector<std::vector<std::string>>& envs) {
+  std::vector<std::string> argv_strings = a_.command;
   std::vector<char*> child_argv = c_array(argv_strings);
-
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : kForwarded) ::sigaction(sig, &sa, nullptr);  // no SA_RESTART: poll() wakes up
-  ::signal(SIGPIPE, SIG_IGN);
-
-  std::vector<Child> children(a.nproc);
-  std::vector<Stream> streams;
-  for (int r = 0; r < a.nproc; ++r) {
+  for (int r = 0; r < a_.nproc; ++r) {
     int out[2] = {-1, -1}, err[2] = {-1, -1};
-    if (a.tag_output && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) {
+    if (a_.tag_output && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) {
       std::fprintf(stderr, "fsdp-run: pipe: %s\n", std::strerror(errno));
-      return 1;
+      return false;
     }
     std::vector<char*> child_env = c_array(envs[r]);
     const pid_t parent = ::getpid();
@@ -337,7 +367,7 @@ int main(int argc, char** argv) {
       // Dies with fsdp-run, even if fsdp-run is SIGKILLed.
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(1);
-      if (a.tag_output) {
+      if (a_.tag_output) {
         ::dup2(out[1], 1);
         ::dup2(err[1], 2);
       }
@@ -346,115 +376,146 @@ int main(int argc, char** argv) {
       (void)!::write(2, msg, sizeof(msg) - 1);
       ::_exit(127);
     }
-    children[r] = {pid, true, 0};
-    if (a.tag_output) {
+    children_[r] = {pid, true, 0};
+    if (a_.tag_output) {
       ::close(out[1]);
       ::close(err[1]);
       const std::string prefix = "[rank " + std::to_string(r) + "] ";
       for (auto [fd, to] : {std::pair{out[0], 1}, std::pair{err[0], 2}}) {
         ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-        streams.push_back(Stream{fd, to, prefix, {}});
+        streams_.push_back(Stream{fd, to, prefix, {}});
       }
     }
   }
+  return true;
+}
 
-  int first_failed = -1;      // rank whose failure ends the job
-  int signal_received = 0;    // a signal fsdp-run got and forwarded
-  bool sigterm_sent = false;  // after it, deaths are our doing, not failures
-  // Deadlines; kNever when not armed (std::optional here trips g++ 12's -Wmaybe-uninitialized).
-  constexpr Clock::time_point kNever = Clock::time_point::max();
-  Clock::time_point term_at = kNever, kill_at = kNever, drain_until = kNever;
-  auto alive = [&] {
-    int n = 0;
-    for (const Child& c : children) n += c.running;
-    return n;
-  };
-  auto signal_all = [&](int sig) {
-    for (const Child& c : children) {
-      if (c.running) ::kill(c.pid, sig);
+bool Job::relay_output() {
+  std::vector<pollfd> fds;
+  std::vector<Stream*> owners;
+  for (Stream& s : streams_) {
+    if (s.fd >= 0) {
+      fds.push_back({s.fd, POLLIN, 0});
+      owners.push_back(&s);
     }
-  };
-  auto seconds = [](double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); };
+  }
+  if (fds.empty() && alive() == 0) return false;
+  if (alive() == 0 && drain_until_ == kNever) drain_until_ = Clock::now() + std::chrono::seconds(1);
+  if (Clock::now() > drain_until_) return false;  // a grandchild holds a pipe open: stop waiting
+  const int ready = ::poll(fds.data(), fds.size(), 20);
+  if (ready > 0) {
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents) pump(*owners[i]);
+    }
+  } else if (fds.empty()) {
+    ::usleep(20000);
+  }
+  return true;
+}
 
+void Job::forward_signals() {
+  const int sig = g_signal;
+  if (sig == 0) return;
+  g_signal = 0;
+  signal_received_ = sig;
+  std::fprintf(stderr, "fsdp-run: got signal %d (SIG%s), forwarding it to %d running rank(s)\n", sig, sigabbrev_np(sig),
+               alive());
+  signal_all(sig);
+  if (kill_at_ == kNever) kill_at_ = Clock::now() + seconds(grace_sec_);
+}
+
+// Until the others get SIGTERM, a rank killed by a signal replaces a rank that merely exited with an
+// error as the culprit: a SIGKILLed process can take longer to become reapable than a survivor takes
+// to notice the lost peer, report it and exit.
+void Job::reap() {
   for (;;) {
-    // Output.
-    std::vector<pollfd> fds;
-    std::vector<Stream*> owners;
-    for (Stream& s : streams) {
-      if (s.fd >= 0) {
-        fds.push_back({s.fd, POLLIN, 0});
-        owners.push_back(&s);
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (int r = 0; r < a_.nproc; ++r) {
+      if (children_[r].pid != pid || !children_[r].running) continue;
+      children_[r].running = false;
+      children_[r].status = status;
+      if (!failed(status) || signal_received_ || sigterm_sent_) continue;
+      if (first_failed_ < 0) {
+        first_failed_ = r;
+        term_at_ = Clock::now() + seconds(term_delay_sec_);
+        kill_at_ = term_at_ + seconds(grace_sec_);
+        std::fprintf(stderr,
+                     "fsdp-run: rank %d (pid %d) %s; stopping the other %d running rank(s) (SIGTERM in %.1f s, "
+                     "SIGKILL %.1f s later)\n",
+                     r, pid, describe_status(status).c_str(), alive(), term_delay_sec_, grace_sec_);
+      } else {
+        std::fprintf(stderr, "fsdp-run: rank %d (pid %d) %s\n", r, pid, describe_status(status).c_str());
+        if (WIFSIGNALED(status) && !WIFSIGNALED(children_[first_failed_].status)) first_failed_ = r;
       }
-    }
-    if (fds.empty() && alive() == 0) break;
-    if (alive() == 0 && drain_until == kNever) drain_until = Clock::now() + std::chrono::seconds(1);
-    if (Clock::now() > drain_until) break;  // a grandchild holds a pipe open: stop waiting
-    const int ready = ::poll(fds.data(), fds.size(), 20);
-    if (ready > 0) {
-      for (size_t i = 0; i < fds.size(); ++i) {
-        if (fds[i].revents) pump(*owners[i]);
-      }
-    } else if (fds.empty()) {
-      ::usleep(20000);
-    }
-
-    // Signals to forward.
-    if (const int sig = g_signal) {
-      g_signal = 0;
-      signal_received = sig;
-      std::fprintf(stderr, "fsdp-run: got signal %d (SIG%s), forwarding it to %d running rank(s)\n", sig,
-                   sigabbrev_np(sig), alive());
-      signal_all(sig);
-      if (kill_at == kNever) kill_at = Clock::now() + seconds(grace_sec);
-    }
-
-    // Children that ended. Until the others get SIGTERM, a rank killed by a signal replaces a rank
-    // that merely exited with an error as the culprit: a SIGKILLed process can take longer to become
-    // reapable than a survivor takes to notice the lost peer, report it and exit.
-    for (;;) {
-      int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-      if (pid <= 0) break;
-      for (int r = 0; r < a.nproc; ++r) {
-        if (children[r].pid != pid || !children[r].running) continue;
-        children[r].running = false;
-        children[r].status = status;
-        if (!failed(status) || signal_received || sigterm_sent) continue;
-        if (first_failed < 0) {
-          first_failed = r;
-          term_at = Clock::now() + seconds(term_delay_sec);
-          kill_at = term_at + seconds(grace_sec);
-          std::fprintf(stderr,
-                       "fsdp-run: rank %d (pid %d) %s; stopping the other %d running rank(s) (SIGTERM in %.1f s, "
-                       "SIGKILL %.1f s later)\n",
-                       r, pid, describe_status(status).c_str(), alive(), term_delay_sec, grace_sec);
-        } else {
-          std::fprintf(stderr, "fsdp-run: rank %d (pid %d) %s\n", r, pid, describe_status(status).c_str());
-          if (WIFSIGNALED(status) && !WIFSIGNALED(children[first_failed].status)) first_failed = r;
-        }
-      }
-    }
-    const auto now = Clock::now();
-    if (now >= term_at) {
-      signal_all(SIGTERM);
-      sigterm_sent = true;
-      term_at = kNever;
-    }
-    if (now >= kill_at && alive() > 0) {
-      std::fprintf(stderr, "fsdp-run: %d rank(s) still running after the grace period: SIGKILL\n", alive());
-      signal_all(SIGKILL);
-      kill_at = kNever;
     }
   }
-  for (Stream& s : streams) {
-    if (s.fd >= 0) emit(s, true);
-  }
+}
 
-  if (first_failed >= 0) {
-    const int status = children[first_failed].status;
-    std::fprintf(stderr, "fsdp-run: failed: rank %d %s\n", first_failed, describe_status(status).c_str());
+void Job::escalate() {
+  const auto now = Clock::now();
+  if (now >= term_at_) {
+    signal_all(SIGTERM);
+    sigterm_sent_ = true;
+    term_at_ = kNever;
+  }
+  if (now >= kill_at_ && alive() > 0) {
+    std::fprintf(stderr, "fsdp-run: %d rank(s) still running after the grace period: SIGKILL\n", alive());
+    signal_all(SIGKILL);
+    kill_at_ = kNever;
+  }
+}
+
+int Job::exit_status() const {
+  if (first_failed_ >= 0) {
+    const int status = children_[first_failed_].status;
+    std::fprintf(stderr, "fsdp-run: failed: rank %d %s\n", first_failed_, describe_status(status).c_str());
     return exit_code_of(status);
   }
-  if (signal_received) return 128 + signal_received;
+  if (signal_received_) return 128 + signal_received_;
   return 0;
+}
+
+int Job::supervise() {
+  while (relay_output()) {
+    forward_signals();
+    reap();
+    escalate();
+  }
+  for (Stream& s : streams_) {
+    if (s.fd >= 0) emit(s, true);
+  }
+  return exit_status();
+}
+
+template <class T>
+T knob_or_exit(const fsdp::knobs::Knob<T>& knob) {
+  try {
+    return knob.get();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fsdp-run: %s\n", e.what());
+    std::exit(2);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  const double grace_sec = knob_or_exit(fsdp::knobs::kRunGraceSec);
+  const double term_delay_sec = knob_or_exit(fsdp::knobs::kRunTermDelaySec);
+  const std::string program = resolve_program(a.command[0]);
+  const Rendezvous rendezvous = open_rendezvous(a);
+  auto envs = rank_environments(a, rendezvous);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : kForwarded) ::sigaction(sig, &sa, nullptr);  // no SA_RESTART: poll() wakes up
+  ::signal(SIGPIPE, SIG_IGN);
+
+  Job job(a, grace_sec, term_delay_sec);
+  if (!job.start(program, envs)) return 1;
+  return job.supervise();
 }

@@ -15,7 +15,8 @@
 #include "proto/checkpoint.pb.h"
 #include "runtime/checkpoint/crc32c.h"
 #include "runtime/checkpoint/file_io.h"
-#include "runtime/checkpoint/internal.h"
+#include "runtime/checkpoint/reader.h"
+#include "runtime/checkpoint/state_tensors.h"
 
 namespace fsdp::runtime::checkpoint {
 
@@ -217,7 +218,7 @@ void Checkpointer::save(int64_t step, const std::string& model_config_hash, cons
   const ProcessGroups& groups = model_.groups();
   if (groups.replica_index() == 0) {
     const int64_t shard_rank = groups.shard_rank();
-    job->file = shard_file_name(shard_rank, groups.shard_degree);
+    job->file = shard_file_name(shard_rank, groups.shard_degree());
     const auto refs = detail::tensor_refs(model_, optimizer_kind(optimizer_).second);
     for (int t = 0; t < static_cast<int>(refs.size()); ++t) {
       const auto& pl = model_.unit(refs[t].unit).layout().params().at(static_cast<size_t>(refs[t].param));
@@ -314,8 +315,8 @@ void Checkpointer::run_save(SaveJob& job) {
         CheckpointMetadata meta;
         meta.set_format_version(detail::kFormatVersion);
         meta.set_step(job.step);
-        meta.set_shard_degree(groups.shard_degree);
-        meta.set_replicate_degree(groups.replicate_degree);
+        meta.set_shard_degree(groups.shard_degree());
+        meta.set_replicate_degree(groups.replicate_degree());
         meta.set_model_name(model_.model().name);
         meta.set_model_config_hash(job.config_hash);
         meta.set_optimizer(opt_name);
@@ -384,21 +385,9 @@ LoadResult Checkpointer::load_from(const std::string& folder, const std::string&
   std::string error;
   if (comm_->rank() == 0) {
     try {
-      if (!fs::is_directory(folder)) throw CheckpointError("checkpoint folder '" + folder + "' does not exist");
       // Partial saves are only ours to remove in our own folder: another run may be writing elsewhere.
-      if (folder == options_.folder) remove_partial_saves(folder);
-      if (step < 0) {
-        const auto latest = latest_step(folder);
-        if (!latest) throw CheckpointError("no committed checkpoint in '" + folder + "'");
-        chosen = *latest;
-      } else if (fs::exists(join(join(folder, step_dir_name(step)), detail::kMetadataFile))) {
-        chosen = step;
-      } else {
-        std::string have;
-        for (int64_t s : committed_steps(folder)) have += (have.empty() ? "" : ", ") + std::to_string(s);
-        throw CheckpointError("no committed checkpoint " + step_dir_name(step) + " in '" + folder + "' (committed: " +
-                              (have.empty() ? "none" : have) + ")");
-      }
+      if (folder == options_.folder && fs::is_directory(folder)) remove_partial_saves(folder);
+      chosen = detail::choose_step(folder, step);
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -412,15 +401,8 @@ LoadResult Checkpointer::load_from(const std::string& folder, const std::string&
   result.dir = join(folder, step_dir_name(chosen));
   try {
     const std::string& dir = result.dir;
-    CheckpointMetadata meta;
-    {
-      const std::string bytes = read_file(join(dir, detail::kMetadataFile));
-      if (!meta.ParseFromString(bytes)) throw CheckpointError(join(dir, detail::kMetadataFile) + " is not valid metadata");
-    }
-    if (meta.format_version() != detail::kFormatVersion) {
-      throw CheckpointError(dir + " has format version " + std::to_string(meta.format_version()) + "; this build reads " +
-                            std::to_string(detail::kFormatVersion));
-    }
+    const CheckpointMetadata meta = read_metadata(dir);
+    detail::check_metadata_format(meta, dir);
     if (meta.model_config_hash() != model_config_hash) {
       throw CheckpointError(dir + " was saved for model config hash '" + meta.model_config_hash() +
                             "' but this run's is '" + model_config_hash + "'");
@@ -430,121 +412,9 @@ LoadResult Checkpointer::load_from(const std::string& folder, const std::string&
       throw CheckpointError(dir + " holds optimizer state of '" + (meta.optimizer().empty() ? "none" : meta.optimizer()) +
                             "' but this run uses '" + opt_name + "'");
     }
-    const int64_t block = meta.checksum_block_bytes();
-    if (block <= 0) throw CheckpointError(dir + ": metadata has checksum_block_bytes " + std::to_string(block));
-
-    // Names and shapes: the same parameters, whatever the units.
-    std::unordered_map<std::string, int> by_key;  // role + "/" + name -> tensor index
-    for (int i = 0; i < meta.tensors_size(); ++i) by_key[meta.tensors(i).role() + "/" + meta.tensors(i).name()] = i;
     const auto refs = detail::tensor_refs(model_, state_names);
-    {
-      std::vector<std::string> problems;
-      std::unordered_map<std::string, bool> model_params;
-      for (const auto& r : refs) {
-        if (r.role != 0) continue;
-        model_params[r.name] = true;
-        auto it = by_key.find("param/" + r.name);
-        if (it == by_key.end()) {
-          problems.push_back("parameter '" + r.name + "' is missing from the checkpoint");
-          continue;
-        }
-        const Tensor& t = meta.tensors(it->second);
-        std::vector<int64_t> saved(t.shape().begin(), t.shape().end());
-        if (saved != r.shape) {
-          auto fmt = [](const std::vector<int64_t>& s) {
-            std::string o = "[";
-            for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
-            return o + "]";
-          };
-          problems.push_back("parameter '" + r.name + "' has shape " + fmt(saved) + " in the checkpoint but " + fmt(r.shape) +
-                             " in the model");
-        }
-        if (t.dtype() != "F32") problems.push_back("parameter '" + r.name + "' has unsupported dtype " + t.dtype());
-      }
-      for (const auto& t : meta.tensors()) {
-        if (t.role() == "param" && !model_params.count(t.name())) {
-          problems.push_back("checkpoint parameter '" + t.name() + "' is not in the model");
-        }
-      }
-      if (!problems.empty()) {
-        std::string msg = dir + " does not match the model:";
-        for (size_t i = 0; i < problems.size() && i < 8; ++i) msg += "\n  " + problems[i];
-        if (problems.size() > 8) msg += "\n  ... and " + std::to_string(problems.size() - 8) + " more";
-        throw CheckpointError(msg);
-      }
-    }
-
-    std::unordered_map<std::string, int64_t> expected_size;
-    for (const auto& f : meta.files()) expected_size[f.name()] = f.bytes();
-    std::unordered_map<std::string, File> open_files;
-    auto file_for = [&](const std::string& name, const std::string& what) -> File& {
-      auto it = open_files.find(name);
-      if (it != open_files.end()) return it->second;
-      File f = File::open_read(join(dir, name));
-      const auto want = expected_size.find(name);
-      if (want == expected_size.end()) throw CheckpointError(join(dir, name) + " is not listed in the metadata");
-      if (f.size() != want->second) {
-        throw CheckpointError("shard file " + join(dir, name) + " has " + std::to_string(f.size()) + " bytes, metadata records " +
-                              std::to_string(want->second) + (f.size() < want->second ? " (truncated)" : "") +
-                              "; reading " + what);
-      }
-      return open_files.emplace(name, std::move(f)).first->second;
-    };
-
-    const int64_t shard_rank = model_.groups().shard_rank();
-    std::vector<char> buf;
-    for (const auto& r : refs) {
-      if (r.role != 0 && optimizer_ == nullptr) continue;
-      const auto it = by_key.find(r.role_name + "/" + r.name);
-      if (it == by_key.end()) throw CheckpointError(dir + " has no " + r.role_name + " for parameter '" + r.name + "'");
-      const Tensor& t = meta.tensors(it->second);
-      const std::string what = "parameter '" + r.name + "' (" + r.role_name + ")";
-      const auto& pl = model_.unit(r.unit).layout().params().at(static_cast<size_t>(r.param));
-      std::span<float> dst = detail::shard_of(model_, optimizer_, r);
-      std::fill(dst.begin(), dst.end(), 0.f);  // padding rows stay zero
-      const sharding::RowRange want = pl.rows_of(shard_rank);
-      const int64_t row_bytes = pl.row_numel * detail::kF32Bytes;
-      int64_t covered = 0;
-      for (const Chunk& c : t.chunks()) {
-        const int64_t lo = std::max(want.begin, c.row_begin());
-        const int64_t hi = std::min(want.end, c.row_end());
-        if (lo >= hi) continue;
-        // The bytes we need inside the chunk, widened to whole checksum blocks so each can be verified.
-        const int64_t need_lo = (lo - c.row_begin()) * row_bytes;
-        const int64_t need_hi = (hi - c.row_begin()) * row_bytes;
-        const int64_t read_lo = need_lo / block * block;
-        const int64_t read_hi = std::min(c.length(), (need_hi + block - 1) / block * block);
-        const int64_t first_block = read_lo / block;
-        const int64_t last_block = (read_hi - 1) / block;
-        if (c.length() != (c.row_end() - c.row_begin()) * row_bytes || c.block_crc32c_size() != (c.length() + block - 1) / block) {
-          throw CheckpointError(dir + ": metadata of " + what + " in " + c.file() + " is inconsistent");
-        }
-        File& f = file_for(c.file(), what);
-        buf.resize(static_cast<size_t>(read_hi - read_lo));
-        const size_t got = f.pread_some(buf.data(), buf.size(), c.offset() + read_lo);
-        if (got != buf.size()) {
-          throw CheckpointError("shard file " + f.path() + " is truncated: " + what + " needs bytes [" +
-                                std::to_string(c.offset() + read_lo) + ", " + std::to_string(c.offset() + read_hi) + ")");
-        }
-        for (int64_t b = first_block; b <= last_block; ++b) {
-          const int64_t b_lo = b * block - read_lo;
-          const int64_t b_len = std::min(block, c.length() - b * block);
-          const uint32_t crc = crc32c(buf.data() + b_lo, static_cast<size_t>(b_len));
-          if (crc != c.block_crc32c(static_cast<int>(b))) {
-            throw CheckpointError("checksum mismatch in shard file " + f.path() + ", " + what + ", bytes [" +
-                                  std::to_string(c.offset() + b * block) + ", " + std::to_string(c.offset() + b * block + b_len) +
-                                  "): crc32c " + hex(crc, 8) + ", metadata records " + hex(c.block_crc32c(static_cast<int>(b)), 8));
-          }
-        }
-        std::memcpy(dst.data() + (lo - want.begin) * pl.row_numel, buf.data() + (need_lo - read_lo),
-                    static_cast<size_t>(need_hi - need_lo));
-        covered += hi - lo;
-      }
-      if (covered != want.size()) {
-        throw CheckpointError(dir + ": the chunks of " + what + " cover " + std::to_string(covered) + " of rows [" +
-                              std::to_string(want.begin) + ", " + std::to_string(want.end) + ")");
-      }
-    }
+    detail::check_tensors_match(meta, refs, dir);
+    read_shards(meta, refs, dir);
     result.saved_shard_degree = meta.shard_degree();
     result.saved_replicate_degree = meta.replicate_degree();
     result.optimizer_steps = meta.optimizer_steps();
@@ -556,6 +426,24 @@ LoadResult Checkpointer::load_from(const std::string& folder, const std::string&
   if (!error.empty()) throw CheckpointError("checkpoint load: " + error);
   if (optimizer_ != nullptr) optimizer_->set_steps_taken(result.optimizer_steps);
   return result;
+}
+
+void Checkpointer::read_shards(const CheckpointMetadata& meta, const std::vector<detail::TensorRef>& refs,
+                               const std::string& dir) {
+  std::unordered_map<std::string, int> by_key;  // role + "/" + name -> tensor index
+  for (int i = 0; i < meta.tensors_size(); ++i) by_key[meta.tensors(i).role() + "/" + meta.tensors(i).name()] = i;
+  detail::ShardReader reader(dir, meta);
+  const int64_t shard_rank = model_.groups().shard_rank();
+  for (const auto& r : refs) {
+    if (r.role != 0 && optimizer_ == nullptr) continue;
+    const auto it = by_key.find(r.role_name + "/" + r.name);
+    if (it == by_key.end()) throw CheckpointError(dir + " has no " + r.role_name + " for parameter '" + r.name + "'");
+    const auto& pl = model_.unit(r.unit).layout().params().at(static_cast<size_t>(r.param));
+    std::span<float> dst = detail::shard_of(model_, optimizer_, r);
+    std::fill(dst.begin(), dst.end(), 0.f);  // padding rows stay zero
+    reader.read_rows(meta.tensors(it->second), pl.rows_of(shard_rank), pl.row_numel, dst,
+                     "parameter '" + r.name + "' (" + r.role_name + ")");
+  }
 }
 
 }  // namespace fsdp::runtime::checkpoint

@@ -28,8 +28,15 @@
 #include "collectives/communicator.h"
 #include "runtime/checkpoint/errors.h"
 #include "runtime/fsdp_model.h"
-#include "runtime/memory_tracker.h"
+#include "common/memory_tracker.h"
 #include "runtime/optimizer.h"
+
+namespace fsdp::proto::checkpoint {
+class CheckpointMetadata;
+}
+namespace fsdp::runtime::checkpoint::detail {
+struct TensorRef;
+}
 
 namespace fsdp::runtime::checkpoint {
 
@@ -92,6 +99,9 @@ class Checkpointer {
  private:
   struct SaveJob;
   void run_save(SaveJob& job);  // write, gather checksums, commit; collective over comm_
+  // Every rank's rows of every tensor it holds, in the current layout, from a checked step directory.
+  void read_shards(const proto::checkpoint::CheckpointMetadata& meta, const std::vector<detail::TensorRef>& refs,
+                   const std::string& dir);
 
   FsdpModel& model_;
   ShardedOptimizer* optimizer_;
@@ -115,9 +125,5 @@ int remove_partial_saves(const std::string& folder);
 // The optimizer's name and state tensor names as checkpoints record them: ("adamw", {"exp_avg",
 // "exp_avg_sq"}), ("sgd_momentum", {"momentum"}), ("", {}) for null.
 std::pair<std::string, std::vector<std::string>> optimizer_kind(ShardedOptimizer* optimizer);
-
-// Test hook: FSDP_CKPT_TEST_KILL_AFTER_FILES=k makes a process SIGKILL itself right after it has
-// written k files (shard files, metadata) within one save. Never set it outside tests.
-inline constexpr const char* kKillAfterFilesEnv = "FSDP_CKPT_TEST_KILL_AFTER_FILES";
 
 }  // namespace fsdp::runtime::checkpoint

@@ -9,7 +9,8 @@
 #include "runtime/checkpoint/crc32c.h"
 #include "runtime/checkpoint/errors.h"
 #include "runtime/checkpoint/file_io.h"
-#include "runtime/checkpoint/internal.h"
+#include "runtime/checkpoint/reader.h"
+#include "runtime/checkpoint/state_tensors.h"
 
 namespace fsdp::runtime::checkpoint {
 
@@ -21,13 +22,6 @@ std::string resolve_step_dir(const std::string& path) {
   const auto step = latest_step(path);
   if (!step) throw CheckpointError("'" + path + "' is neither a checkpoint step directory nor a folder holding one");
   return (fs::path(path) / step_dir_name(*step)).string();
-}
-
-CheckpointMetadata read_metadata(const std::string& step_dir) {
-  const std::string file = (fs::path(step_dir) / detail::kMetadataFile).string();
-  CheckpointMetadata meta;
-  if (!meta.ParseFromString(read_file(file))) throw CheckpointError(file + " is not valid checkpoint metadata");
-  return meta;
 }
 
 std::string describe(const CheckpointMetadata& meta, const std::string& step_dir) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "proto/checkpoint.pb.h"
+#include "runtime/checkpoint/reader.h"  // read_metadata
 
 namespace fsdp::runtime::checkpoint {
 
@@ -14,7 +15,6 @@ using CheckpointMetadata = proto::checkpoint::CheckpointMetadata;
 // `path` is a step directory (holds metadata.pb) or a checkpoint folder, which resolves to its latest
 // committed step. Throws CheckpointError when neither.
 std::string resolve_step_dir(const std::string& path);
-CheckpointMetadata read_metadata(const std::string& step_dir);
 
 // Human-readable summary: step, degrees, optimizer, parameters with shapes, files with sizes,
 // training-state keys with their sizes.

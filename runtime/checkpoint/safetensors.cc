@@ -9,7 +9,7 @@
 #include "common/json.h"
 #include "runtime/checkpoint/errors.h"
 #include "runtime/checkpoint/file_io.h"
-#include "runtime/checkpoint/internal.h"
+#include "runtime/checkpoint/state_tensors.h"
 
 namespace fsdp::runtime::checkpoint {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "collectives/communicator.h"
-#include "collectives/types/dtype.h"
+#include "common/dtype.h"
 #include "collectives/types/reduce_op.h"
 
 namespace fsdp::testing {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/types/dtype.h"
-#include "collectives/types/float_formats.h"
+#include "common/dtype.h"
+#include "common/float_formats.h"
 #include "collectives/types/reduce_kernels.h"
 #include "collectives/types/reduce_op.h"
 

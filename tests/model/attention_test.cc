@@ -8,7 +8,6 @@
 namespace fsdp::model::testing {
 namespace {
 
-using runtime::MemoryCategory;
 
 struct Case {
   AttentionShape shape;
@@ -25,7 +24,7 @@ TEST_P(AttentionTest, ForwardMatchesExplicitSoftmax) {
   const auto k = random_floats(static_cast<size_t>(s.rows() * s.kv_dim()), rng);
   const auto v = random_floats(static_cast<size_t>(s.rows() * s.kv_dim()), rng);
   std::vector<float> out(q.size()), lse(static_cast<size_t>(s.rows() * s.n_heads));
-  runtime::MemoryTracker tracker;
+  MemoryTracker tracker;
   causal_attention_forward(s, q.data(), k.data(), v.data(), out.data(), lse.data(), tracker);
   const Vec want = ref_attention(to_double(q), to_double(k), to_double(v), s.batch, s.seq, s.n_heads, s.n_kv_heads,
                                  s.head_dim);
@@ -43,7 +42,7 @@ TEST_P(AttentionTest, BackwardMatchesFiniteDifferences) {
   const auto r = random_floats(q.size(), rng);  // loss = sum(out * r), so dout = r
   std::vector<float> out(q.size()), lse(static_cast<size_t>(s.rows() * s.n_heads));
   std::vector<float> dq(q.size(), 7.f), dk(k.size(), 7.f), dv(v.size(), 7.f);  // written, not added
-  runtime::MemoryTracker tracker;
+  MemoryTracker tracker;
   causal_attention_forward(s, q.data(), k.data(), v.data(), out.data(), lse.data(), tracker);
   causal_attention_backward(s, q.data(), k.data(), v.data(), out.data(), lse.data(), r.data(), dq.data(), dk.data(),
                             dv.data(), tracker);

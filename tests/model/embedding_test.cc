@@ -14,7 +14,7 @@ TEST(EmbeddingTest, ForwardCopiesTheTokensRows) {
   const auto table = random_floats(static_cast<size_t>(d.vocab * d.dim), rng);
   const std::vector<const float*> w = {table.data()};
   const std::vector<int32_t> tokens = {3, 0, 10, 3};
-  runtime::MemoryTracker tracker;
+  MemoryTracker tracker;
   Embedding emb(d, tracker);
   std::vector<float> out(tokens.size() * static_cast<size_t>(d.dim));
   emb.forward(w, tokens.data(), static_cast<int64_t>(tokens.size()), out.data());
@@ -36,7 +36,7 @@ TEST(EmbeddingTest, BackwardMatchesFiniteDifferences) {
   const std::vector<int32_t> tokens = {1, 4, 4, 9, 0, 4, 2, 10, 1, 5};  // 4 and 1 repeat; 3, 6, 7, 8 unused
   const int64_t n = static_cast<int64_t>(tokens.size());
   const auto r = random_floats(static_cast<size_t>(n * d.dim), rng);  // loss = sum(out * r)
-  runtime::MemoryTracker tracker;
+  MemoryTracker tracker;
   Embedding emb(d, tracker);
   std::vector<float> out(r.size());
   emb.forward(w, tokens.data(), n, out.data());
@@ -60,7 +60,7 @@ TEST(EmbeddingTest, RejectsTokensOutsideTheVocabulary) {
   const LlamaDims d = tiny_dims(1);
   std::vector<float> table(static_cast<size_t>(d.vocab * d.dim)), out(static_cast<size_t>(d.dim));
   const std::vector<const float*> w = {table.data()};
-  runtime::MemoryTracker tracker;
+  MemoryTracker tracker;
   Embedding emb(d, tracker);
   const int32_t bad[] = {static_cast<int32_t>(d.vocab)};
   const int32_t negative[] = {-1};

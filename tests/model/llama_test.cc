@@ -65,7 +65,7 @@ TEST(LlamaDimsTest, SpecShapesMatchTheModulesLayout) {
 struct Chain {
   sharding::ModelSpec spec = tiny_spec();
   LlamaDims dims = LlamaDims::from_spec(spec);
-  runtime::MemoryTracker tracker;
+  MemoryTracker tracker;
   std::mt19937 rng{40};
   std::vector<ParamSet> units;
   std::vector<int32_t> tokens, targets;

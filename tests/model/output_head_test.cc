@@ -22,7 +22,7 @@ class OutputHeadTest : public ::testing::Test {
     for (auto& v : t) v = pick(rng_);
     return t;
   }();
-  runtime::MemoryTracker tracker_;
+  MemoryTracker tracker_;
 };
 
 TEST_F(OutputHeadTest, LossMatchesReference) {

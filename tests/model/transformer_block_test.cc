@@ -12,7 +12,6 @@
 namespace fsdp::model::testing {
 namespace {
 
-using runtime::MemoryCategory;
 
 const char* const kParamNames[] = {"wq", "wk", "wv", "wo", "w1", "w2", "w3", "attention_norm", "ffn_norm"};
 
@@ -23,7 +22,7 @@ class BlockTest : public ::testing::TestWithParam<int64_t> {  // parameter: n_kv
   std::mt19937 rng_{static_cast<unsigned>(10 + GetParam())};
   ParamSet p_ = block_params(dims_, rng_);
   std::vector<float> x_ = random_floats(static_cast<size_t>(n_ * dims_.dim), rng_);
-  runtime::MemoryTracker tracker_;
+  MemoryTracker tracker_;
 };
 
 TEST_P(BlockTest, ForwardMatchesReference) {

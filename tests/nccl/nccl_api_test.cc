@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/types/dtype.h"
-#include "collectives/types/float_formats.h"
+#include "common/dtype.h"
+#include "common/float_formats.h"
 #include "tests/collectives/test_support.h"
 
 extern "C" int nccl_c99_header_check(void);  // header_c99_check.c

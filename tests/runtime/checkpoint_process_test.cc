@@ -10,6 +10,7 @@
 
 #include "checkpoint_support.h"
 #include "collectives/transports/shm.h"
+#include "common/knobs.h"
 #include "runtime/checkpoint/checkpointer.h"
 #include "tests/collectives/test_support.h"
 
@@ -34,7 +35,7 @@ TEST(CheckpointProcesses, KillDuringSaveLeavesPreviousStepLoadable) {
     ckpt.save(1, "toy", {{"step", "1"}});
     t.step(1);
     // Rank 1 dies right after its shard file of step 2 is on disk, before the commit.
-    if (rank == 1) ::setenv(kKillAfterFilesEnv, "1", 1);
+    if (rank == 1) ::setenv(std::string(knobs::kFaultKillAfterCheckpointFiles.env).c_str(), "1", 1);
     try {
       ckpt.save(2, "toy", {{"step", "2"}});
     } catch (const std::exception& e) {

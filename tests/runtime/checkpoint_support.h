@@ -28,7 +28,7 @@ struct ToyJob {
 
   Communicator& world;
   ToyModel toy;
-  runtime::MemoryTracker tracker;
+  MemoryTracker tracker;
   std::unique_ptr<runtime::FsdpModel> fsdp;
   std::unique_ptr<runtime::ShardedOptimizer> opt;
 };

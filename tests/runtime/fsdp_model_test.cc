@@ -165,7 +165,7 @@ class FsdpEquivalence : public ::testing::TestWithParam<Layout> {};
 TEST_P(FsdpEquivalence, MatchesOneRank) {
   const Layout l = GetParam();
   RunConfig cfg = fp32_config();
-  cfg.fsdp.replicate_degree = l.replicate;
+  cfg.fsdp.mesh = sharding::Mesh::for_world(l.n, l.replicate);
   cfg.fsdp.policy.reshard = sharding::Reshard::parse(l.reshard);
   cfg.fsdp.policy.prefetch = l.prefetch;
   expect_same_training(run(l.n, cfg), reference());
@@ -204,6 +204,17 @@ TEST(FsdpModel, Bf16ParamsAndReduceStayCloseToFp32) {
   EXPECT_EQ(r.leftover_transient, 0);
 }
 
+TEST(FsdpModel, ReshardAlwaysGathersTheLastUnitAgainInBackward) {
+  // TorchTitan's "default" keeps the last unit gathered from its forward into its backward; "always"
+  // frees it too and gathers it again: exactly one more all-gather per step, the same training.
+  RunConfig cfg = fp32_config();
+  const RunResult by_default = run(2, cfg);
+  cfg.fsdp.policy.reshard = sharding::Reshard::parse("always");
+  const RunResult always = run(2, cfg);
+  EXPECT_EQ(always.events_gather - by_default.events_gather, cfg.steps);
+  expect_same_training(always, reference());
+}
+
 TEST(FsdpModel, AllGatherBuffersBoundedByPrefetch) {
   // At most the computing unit plus `prefetch` in flight (each freed once copied out).
   int64_t largest = 0;
@@ -223,9 +234,9 @@ TEST(FsdpModel, RejectsDegreesThatDoNotTileTheWorld) {
     ToyModel toy;
     MemoryTracker tracker;
     FsdpOptions o;
-    o.replicate_degree = 3;
+    o.mesh = sharding::Mesh::for_world(6, 3);  // 3 replicas x 2 need 6 ranks, not 4
     EXPECT_THROW(FsdpModel(toy.spec(), o, c, tracker), InvalidArgument);
-    o.replicate_degree = 1;
+    o.mesh.reset();
     o.policy.reshard = sharding::Reshard::parse("3");
     EXPECT_ANY_THROW(FsdpModel(toy.spec(), o, c, tracker));
   });

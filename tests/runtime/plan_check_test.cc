@@ -20,10 +20,11 @@ sharding::ModelSpec llama(int64_t dim, int64_t layers) {
                                                          .vocab = 96, .multiple_of = 16});
 }
 
+sharding::Mesh mesh(int64_t world, int64_t replicate) { return sharding::Mesh::for_world(world, replicate); }
+
 proto::ShardingPlan plan_for(const sharding::ModelSpec& model, int64_t world, int64_t replicate,
                              const sharding::Policy& policy) {
-  const auto mesh = sharding::Mesh::create(sharding::MeshSpec{1, world, replicate, world / replicate});
-  return sharding::to_proto(sharding::make_plan(model, sharding::chip_preset("cpu"), mesh, policy));
+  return sharding::to_proto(sharding::make_plan(model, sharding::chip_preset("cpu"), mesh(world, replicate), policy));
 }
 
 sharding::Policy fp32_policy() {
@@ -42,13 +43,13 @@ bool mentions(const std::vector<std::string>& lines, const std::string& text) {
 TEST(PlanCheck, ThePlannersOwnPlanMatches) {
   const auto model = llama(32, 2);
   for (int64_t world : {1, 3, 4}) {
-    EXPECT_TRUE(plan_mismatches(plan_for(model, world, 1, fp32_policy()), model, world, world, 1, fp32_policy()).empty());
+    EXPECT_TRUE(plan_mismatches(plan_for(model, world, 1, fp32_policy()), model, mesh(world, 1), fp32_policy()).empty());
   }
-  EXPECT_TRUE(plan_mismatches(plan_for(model, 4, 2, fp32_policy()), model, 4, 2, 2, fp32_policy()).empty());
+  EXPECT_TRUE(plan_mismatches(plan_for(model, 4, 2, fp32_policy()), model, mesh(4, 2), fp32_policy()).empty());
 }
 
 TEST(PlanCheck, AnotherModelIsNamedByUnitParameterAndShape) {
-  const auto diffs = plan_mismatches(plan_for(llama(32, 3), 2, 1, fp32_policy()), llama(48, 2), 2, 2, 1, fp32_policy());
+  const auto diffs = plan_mismatches(plan_for(llama(32, 3), 2, 1, fp32_policy()), llama(48, 2), mesh(2, 1), fp32_policy());
   EXPECT_TRUE(mentions(diffs, "units: 5 in the plan, 4 in this job")) << ::testing::PrintToString(diffs);
   EXPECT_TRUE(mentions(diffs, "unit 0 (tok_embeddings): parameter 0 (tok_embeddings.weight): shape [96, 32] in the "
                               "plan, [96, 48] in this job"))
@@ -57,21 +58,21 @@ TEST(PlanCheck, AnotherModelIsNamedByUnitParameterAndShape) {
 
 TEST(PlanCheck, AnotherMeshOrPolicyIsNamed) {
   const auto model = llama(32, 2);
-  const auto diffs = plan_mismatches(plan_for(model, 4, 1, fp32_policy()), model, 2, 2, 1, sharding::Policy{});
+  const auto diffs = plan_mismatches(plan_for(model, 4, 1, fp32_policy()), model, mesh(2, 1), sharding::Policy{});
   EXPECT_TRUE(mentions(diffs, "mesh: world size 4 in the plan, 2 in this job"));
   EXPECT_TRUE(mentions(diffs, "mesh: shard degree 4 in the plan, 2 in this job"));
   EXPECT_TRUE(mentions(diffs, "policy: param dtype"));
   EXPECT_TRUE(mentions(diffs, "rows per rank"));  // the layout itself differs at another shard degree
-  const auto hsdp = plan_mismatches(plan_for(model, 4, 2, fp32_policy()), model, 4, 4, 1, fp32_policy());
+  const auto hsdp = plan_mismatches(plan_for(model, 4, 2, fp32_policy()), model, mesh(4, 1), fp32_policy());
   EXPECT_TRUE(mentions(hsdp, "mesh: replicate degree 2 in the plan, 1 in this job"));
 }
 
 TEST(PlanCheck, CheckThrowsWithTheDifferencesAndFilesRoundTrip) {
   const auto model = llama(32, 2);
   const auto plan = plan_for(model, 2, 1, fp32_policy());
-  EXPECT_NO_THROW(check_plan(plan, model, 2, 2, 1, fp32_policy()));
+  EXPECT_NO_THROW(check_plan(plan, model, mesh(2, 1), fp32_policy()));
   try {
-    check_plan(plan, llama(64, 2), 2, 2, 1, fp32_policy());
+    check_plan(plan, llama(64, 2), mesh(2, 1), fp32_policy());
     FAIL() << "expected PlanMismatch";
   } catch (const PlanMismatch& e) {
     EXPECT_NE(std::string(e.what()).find("does not match"), std::string::npos) << e.what();
@@ -81,8 +82,8 @@ TEST(PlanCheck, CheckThrowsWithTheDifferencesAndFilesRoundTrip) {
   const auto bin = (dir / "fsdp_plan_check.pb").string(), text = (dir / "fsdp_plan_check.txtpb").string();
   std::ofstream(bin, std::ios::binary) << sharding::to_binary(plan);
   std::ofstream(text) << sharding::to_text(plan);
-  EXPECT_TRUE(plan_mismatches(read_plan_file(bin), model, 2, 2, 1, fp32_policy()).empty());
-  EXPECT_TRUE(plan_mismatches(read_plan_file(text), model, 2, 2, 1, fp32_policy()).empty());
+  EXPECT_TRUE(plan_mismatches(read_plan_file(bin), model, mesh(2, 1), fp32_policy()).empty());
+  EXPECT_TRUE(plan_mismatches(read_plan_file(text), model, mesh(2, 1), fp32_policy()).empty());
   std::ofstream(bin, std::ios::binary) << "not a plan";
   EXPECT_THROW(read_plan_file(bin), PlanMismatch);
   EXPECT_THROW(read_plan_file((dir / "no_such_plan.pb").string()), PlanMismatch);

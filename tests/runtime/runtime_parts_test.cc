@@ -3,10 +3,10 @@
 
 #include <cmath>
 
-#include "collectives/types/float_formats.h"
+#include "common/float_formats.h"
 #include "runtime/flat_copy.h"
 #include "runtime/lr_schedule.h"
-#include "runtime/memory_tracker.h"
+#include "common/memory_tracker.h"
 
 namespace fsdp::runtime {
 namespace {

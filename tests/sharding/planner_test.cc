@@ -96,6 +96,17 @@ TEST(PlannerTest, AccumulationWithoutSyncHoldsEveryUnitsGradients) {
   EXPECT_LT(plan_for("llama3-debug", "cpu", MeshSpec{1, 2}, p).estimate.memory.peak(), plan.estimate.memory.peak());
 }
 
+TEST(ReshardAfterForward, DefaultKeepsTheLastUnit) {
+  const Reshard d;
+  EXPECT_TRUE(d.reshards(0, 3));
+  EXPECT_FALSE(d.reshards(2, 3));
+  EXPECT_FALSE(Reshard{Reshard::Mode::kNever}.reshards(0, 3));
+  // "always" gives up the last unit too (TorchTitan's policy names; FSDP2's true/false read as default/never).
+  EXPECT_TRUE(Reshard::parse("always").reshards(2, 3));
+  EXPECT_EQ(Reshard::parse("true"), Reshard::parse("default"));
+  EXPECT_EQ(Reshard::parse("false"), Reshard::parse("never"));
+}
+
 TEST(PlannerTest, ReshardGroupMustDivideShardDegree) {
   Policy p;
   p.reshard = Reshard::parse("7");

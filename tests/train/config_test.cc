@@ -39,7 +39,7 @@ TEST(TrainConfig, ParsesDebugModelConfig) {
   EXPECT_DOUBLE_EQ(c.training.max_norm, 1.0);
   EXPECT_EQ(c.training.param_dtype(), DataType::kFloat32);
   EXPECT_EQ(c.training.reduce_dtype(), DataType::kFloat32);
-  EXPECT_EQ(c.parallelism.fsdp_reshard_after_forward.mode, ReshardAfterForward::Mode::kDefault);
+  EXPECT_EQ(c.parallelism.fsdp_reshard_after_forward.mode, sharding::Reshard::Mode::kDefault);
 
   c.validate(2);
   EXPECT_EQ(c.parallelism.data_parallel_shard_degree, 2);
@@ -132,7 +132,7 @@ TEST(TrainConfig, OverridesInBothFormsAfterTheFile) {
   TrainConfig c = load_train_config(cl);
   EXPECT_EQ(c.training.steps, 7);
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.01);
-  EXPECT_EQ(c.parallelism.fsdp_reshard_after_forward.mode, ReshardAfterForward::Mode::kNever);
+  EXPECT_EQ(c.parallelism.fsdp_reshard_after_forward.mode, sharding::Reshard::Mode::kNever);
   EXPECT_TRUE(c.checkpoint.enable_checkpoint);
   EXPECT_EQ(c.training.dataset, "synthetic");
   EXPECT_EQ(c.model_spec().dims.layers, 2);
@@ -140,8 +140,8 @@ TEST(TrainConfig, OverridesInBothFormsAfterTheFile) {
 
   TrainConfig g;
   apply_override(g, "--parallelism.fsdp_reshard_after_forward", "4");
-  EXPECT_EQ(g.parallelism.fsdp_reshard_after_forward.mode, ReshardAfterForward::Mode::kGroup);
-  EXPECT_EQ(g.parallelism.fsdp_reshard_after_forward.group_size, 4);
+  EXPECT_EQ(g.parallelism.fsdp_reshard_after_forward.mode, sharding::Reshard::Mode::kGroup);
+  EXPECT_EQ(g.parallelism.fsdp_reshard_after_forward.group, 4);
   apply_override(g, "lr_scheduler.decay_ratio", "0.5");
   EXPECT_EQ(g.lr_scheduler.decay_ratio, 0.5);
 }
@@ -309,13 +309,6 @@ TEST(TrainConfig, LrScheduleCarriesTheSchedulerKeys) {
   EXPECT_LT(s.at(11), 8e-4);         // decaying
   apply_override(c, "lr_scheduler.decay_ratio", "1.0");
   EXPECT_DOUBLE_EQ(c.lr_schedule().decay_ratio, 1.0);  // cut to what warm-up leaves
-}
-
-TEST(ReshardAfterForward, DefaultKeepsTheLastUnit) {
-  const ReshardAfterForward d;
-  EXPECT_TRUE(d.reshards(0, 3));
-  EXPECT_FALSE(d.reshards(2, 3));
-  EXPECT_FALSE(ReshardAfterForward{ReshardAfterForward::Mode::kNever}.reshards(0, 3));
 }
 
 }  // namespace

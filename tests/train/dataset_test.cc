@@ -1,5 +1,7 @@
 #include "train/dataset.h"
 
+#include "sharding/mesh.h"
+
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -75,11 +77,10 @@ TEST(DataLoader, UnionOverRanksEqualsTheGlobalBatch) {
     for (const auto& l : layouts) {
       const int64_t dp = l.replicate * l.shard;
       DataLoader global(src, opts(local * dp, seq, accum, 0, 1));
+      const auto mesh = sharding::Mesh::for_world(dp, l.replicate, l.shard);
       std::vector<DataLoader> ranks;
-      for (int64_t rep = 0; rep < l.replicate; ++rep) {
-        for (int64_t sh = 0; sh < l.shard; ++sh) {
-          ranks.emplace_back(src, opts(local, seq, accum, dp_rank_of(rep, sh, l.shard), dp));
-        }
+      for (int64_t rank = 0; rank < dp; ++rank) {
+        ranks.emplace_back(src, opts(local, seq, accum, mesh.data_parallel_rank(rank), mesh.data_parallel_size()));
       }
       for (int micro = 0; micro < 2 * accum; ++micro) {
         const Batch g = global.next();

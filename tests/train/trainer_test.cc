@@ -59,7 +59,7 @@ TrainerOptions options_for(const TrainRun& r) {
                            std::to_string(r.world) + " ranks x " + std::to_string(r.accum) + " micro-batches");
   }
   o.local_batch = r.global_batch / (r.world * r.accum);
-  o.fsdp.replicate_degree = r.replicate;
+  o.fsdp.mesh = sharding::Mesh::for_world(r.world, r.replicate);
   o.fsdp.policy.param_dtype = r.param_dtype;
   o.fsdp.policy.reduce_dtype = DataType::kFloat32;
   o.fsdp.policy.reshard = sharding::Reshard::parse(r.reshard);
@@ -210,10 +210,9 @@ MemoryComparison compare_memory(const TrainRun& r, const sharding::ModelSpec& mo
     out.predicted = m.peak();
     const auto& t = trainer.tracker();
     out.measured = t.peak_total();
-    using runtime::MemoryCategory;
     for (int c = 0; c < static_cast<int>(MemoryCategory::kCount); ++c) {
       const auto cat = static_cast<MemoryCategory>(c);
-      out.breakdown += std::string(runtime::name(cat)) + " peak " + std::to_string(t.peak(cat)) + "\n";
+      out.breakdown += std::string(fsdp::name(cat)) + " peak " + std::to_string(t.peak(cat)) + "\n";
     }
     out.breakdown += "planner: shards " + std::to_string(m.param_shards) + " grads " + std::to_string(m.grad_shards) +
                      " optimizer " + std::to_string(m.optimizer_state) + " all_gather " +

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "collectives/core/errors.h"
+#include "common/knobs.h"
 #include "launch/cli_flags.h"
 #include "launch/world.h"
 #include "runtime/plan_check.h"
@@ -50,6 +51,12 @@ int main(int argc, char** argv) {
     rank = env.rank;
     train::TrainConfig config = train::load_train_config(command_line);
     config.validate(env.world_size);
+    if (command_line.print_config) {
+      std::cout << "# fsdp-train configuration, resolved for " << env.world_size << " rank(s)\n"
+                << config.to_toml() << "\n# environment knobs (docs/config.md)\n"
+                << knobs::describe_knobs("# ");
+      return 0;
+    }
 
     launch::WorldOptions world_options;
     if (!flags.transport.empty()) world_options.transport = flags.transport;

@@ -1,6 +1,7 @@
-#include "runtime/checkpoint/internal.h"
+#include "runtime/checkpoint/state_tensors.h"
 
 #include "runtime/checkpoint/checkpointer.h"
+#include "common/knobs.h"
 
 #include <signal.h>
 
@@ -58,8 +59,8 @@ std::span<float> shard_of(FsdpModel& model, ShardedOptimizer* optimizer, const T
 
 void count_file_written(int& written_this_save) {
   ++written_this_save;
-  const char* hook = std::getenv(kKillAfterFilesEnv);
-  if (hook != nullptr && *hook != '\0' && written_this_save >= std::atoi(hook)) ::raise(SIGKILL);
+  const int64_t kill_after = knobs::kFaultKillAfterCheckpointFiles.get();  // fault injection, 0: off
+  if (kill_after > 0 && written_this_save >= kill_after) ::raise(SIGKILL);
 }
 
 }  // namespace fsdp::runtime::checkpoint::detail

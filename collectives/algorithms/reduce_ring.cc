@@ -5,7 +5,7 @@
 
 namespace fsdp {
 
-Task reduce_scatter_gather(Op& op, const std::byte* in, std::byte* out, size_t count, Reduction red, int root) {
+Task reduce_ring(Op& op, const std::byte* in, std::byte* out, size_t count, Reduction red, int root) {
   const int n = op.size();
   const int r = op.rank();
   const Blocks blocks{count, n, red.elem()};

@@ -1,4 +1,6 @@
-// Pieces shared by the checkpoint, safetensors and inspection code; not part of the public API.
+// What the checkpoint, safetensors and inspection code share: the format constants, the model state
+// as named tensors (TensorRef) and the rank's shard of each, and the collective agreement on errors.
+// Not part of the public API.
 #pragma once
 
 #include <cstdint>

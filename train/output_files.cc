@@ -1,4 +1,4 @@
-#include "train/output_util.h"
+#include "train/output_files.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,0 +1,279 @@
+#include "common/knobs.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <variant>
+
+#include "common/errors.h"
+
+namespace fsdp::knobs {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// ---- the declarations: one line each; docs/config.md lists them (tests/common checks it) ----
+
+const Knob<double> kTimeoutSec{
+    "FSDP_TIMEOUT_SEC", 300.0, "seconds one collective may wait on its peers before TimeoutError", 0, kInf, true};
+const Knob<int64_t> kSmallMsgBytes{"FSDP_SMALL_MSG_BYTES", 64 * 1024,
+                                   "below this many bytes the latency algorithms run (0: never)", 0};
+const Knob<int64_t> kChunkBytes{
+    "FSDP_CHUNK_BYTES", 512 * 1024, "pipelining unit of the ring algorithms, bytes", 0, kInf, true};
+const Knob<std::string> kAlgo{"FSDP_ALGO", "", "force algorithms by collective, e.g. all_reduce=ring,all_gather=bruck"};
+
+const Knob<std::string> kShmCopy{"FSDP_SHM_COPY",
+                                 "auto",
+                                 "how shm moves large payloads: auto (process_vm_readv from FSDP_SHM_CMA_MIN_BYTES "
+                                 "where the kernel allows, else staging), staging, cma; rank 0's value holds",
+                                 -kInf,
+                                 kInf,
+                                 false,
+                                 "auto|staging|cma"};
+// Below 1 MiB the staging pipeline beats one process_vm_readv (page pinning costs more than the second,
+// cache-resident copy); above it one pinned copy wins. Measured: docs/transports.md.
+const Knob<int64_t> kShmCmaMinBytes{"FSDP_SHM_CMA_MIN_BYTES",
+                                    1 << 20,
+                                    "with FSDP_SHM_COPY=auto, payloads of at least this many bytes use one "
+                                    "process_vm_readv",
+                                    0,
+                                    kInf,
+                                    true};
+
+const Knob<std::string> kTransport{"FSDP_TRANSPORT", "auto",
+                                   "what connect_world builds: auto (shm on one host, shm+tcp across), shm, tcp, ucx, "
+                                   "mpi, shm+tcp, shm+ucx (checked against what this build has)"};
+const Knob<double> kRendezvousTimeoutSec{"FSDP_RENDEZVOUS_TIMEOUT_SEC",
+                                         120.0,
+                                         "seconds start-up waits for every rank to join the rendezvous",
+                                         0,
+                                         kInf,
+                                         true};
+const Knob<bool> kStoreExternal{"FSDP_STORE_EXTERNAL", false,
+                                "the store at MASTER_ADDR:MASTER_PORT is served by someone else (fsdp-store); rank 0 "
+                                "does not start one"};
+const Knob<std::string> kRunId{"FSDP_RUN_ID", "default",
+                               "namespace of the job's store keys and shared-memory names (fsdp-run sets a fresh one)"};
+const Knob<std::string> kRendezvousDir{"FSDP_RENDEZVOUS_DIR", "",
+                                       "folder of the file rendezvous of mpirun/srun jobs without a store (unset: "
+                                       "TMPDIR, else /tmp)"};
+const Knob<std::string> kHostId{"FSDP_HOST_ID", "",
+                                "overrides the host identity (boot id + hostname) ranks compare to find who shares "
+                                "memory"};
+const Knob<std::string> kMasterAddr{"FSDP_MASTER_ADDR", "", "rendezvous store host; wins over MASTER_ADDR"};
+const Knob<int64_t> kMasterPort{"FSDP_MASTER_PORT", 0, "rendezvous store port; wins over MASTER_PORT (0: unset)", 1,
+                                65535};
+const Knob<double> kRunGraceSec{"FSDP_RUN_GRACE_SEC", 5.0,
+                                "fsdp-run: seconds between SIGTERM and SIGKILL of the ranks left after a failure", 0};
+const Knob<double> kRunTermDelaySec{"FSDP_RUN_TERM_DELAY_SEC", 1.0,
+                                    "fsdp-run: seconds the other ranks get to report their own error after the first "
+                                    "failure, before SIGTERM",
+                                    0};
+
+const Knob<std::string> kNcclHost{"FSDP_NCCL_HOST", "",
+                                  "the address ncclGetUniqueId announces (unset: the first non-loopback IPv4 "
+                                  "address)"};
+const Knob<std::string> kNcclCommId{"NCCL_COMM_ID", "",
+                                    "NCCL's host:port where rank 0 serves the rendezvous; ids then need no broadcast"};
+const Knob<std::string> kNcclDebug{"FSDP_NCCL_DEBUG", "",
+                                   "WARN prints every C API error, INFO also a line per rank joining; overrides "
+                                   "NCCL_DEBUG"};
+const Knob<std::string> kNcclDebugFallback{"NCCL_DEBUG", "", "NCCL's variable, read when FSDP_NCCL_DEBUG is unset"};
+
+const Knob<int64_t> kFaultKillAfterCheckpointFiles{
+    "FSDP_FAULT_KILL_AFTER_CHECKPOINT_FILES", 0,
+    "fault injection for tests: a rank SIGKILLs itself after writing this many files of one checkpoint (0: off)", 0};
+
+namespace {
+
+using Parsed = std::variant<bool, int64_t, double, std::string>;
+
+struct Cached {
+  std::string text;
+  Parsed value;
+};
+
+std::mutex& cache_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string_view, Cached>& cache() {
+  static std::map<std::string_view, Cached> c;
+  return c;
+}
+
+std::optional<std::string> env_text(std::string_view env) {
+  const char* v = std::getenv(std::string(env).c_str());
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+[[noreturn]] void refuse(std::string_view env, const std::string& text, const std::string& accepts) {
+  throw InvalidArgument(std::string(env) + "='" + text + "' is not " + accepts);
+}
+
+std::string range_text(double lo, double hi, bool lo_open) {
+  std::string s;
+  if (std::isfinite(lo)) {
+    std::ostringstream o;
+    o << lo;
+    s = (lo_open ? "> " : ">= ") + o.str();
+  }
+  if (std::isfinite(hi)) {
+    std::ostringstream o;
+    o << hi;
+    s += (s.empty() ? "<= " : " and <= ") + o.str();
+  }
+  return s;
+}
+
+template <class T>
+void check_range(const Knob<T>& k, double v, const std::string& text, const std::string& what) {
+  if ((k.lo_open ? v > k.lo : v >= k.lo) && v <= k.hi) return;
+  refuse(k.env, text, what + " " + range_text(k.lo, k.hi, k.lo_open));
+}
+
+Parsed parse_text(const Knob<bool>& k, const std::string& t) {
+  if (t == "1" || t == "true" || t == "yes" || t == "on") return true;
+  if (t == "0" || t == "false" || t == "no" || t == "off") return false;
+  refuse(k.env, t, "a boolean (1/0, true/false, yes/no, on/off)");
+}
+
+Parsed parse_text(const Knob<int64_t>& k, const std::string& t) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc() || end != t.data() + t.size())
+    refuse(k.env, t, "an integer " + range_text(k.lo, k.hi, k.lo_open));
+  check_range(k, static_cast<double>(v), t, "an integer");
+  return v;
+}
+
+Parsed parse_text(const Knob<double>& k, const std::string& t) {
+  char* end = nullptr;
+  const double v = std::strtod(t.c_str(), &end);
+  if (end == t.c_str() || *end != '\0' || !std::isfinite(v))
+    refuse(k.env, t, "a number " + range_text(k.lo, k.hi, k.lo_open));
+  check_range(k, v, t, "a number");
+  return v;
+}
+
+Parsed parse_text(const Knob<std::string>& k, const std::string& t) {
+  if (k.choices.empty()) return t;
+  std::string_view rest = k.choices;
+  while (!rest.empty()) {
+    const size_t bar = rest.find('|');
+    if (rest.substr(0, bar) == t) return t;
+    rest = bar == std::string_view::npos ? std::string_view() : rest.substr(bar + 1);
+  }
+  std::string list(k.choices);
+  for (char& c : list) {
+    if (c == '|') c = ',';
+  }
+  refuse(k.env, t, "one of " + list);
+}
+
+template <class T>
+std::string text_of(const T& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v ? "1" : "0";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return v;
+  } else {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+  }
+}
+
+template <class T>
+std::string type_of(const Knob<T>& k) {
+  if constexpr (std::is_same_v<T, bool>) return "bool";
+  if constexpr (std::is_same_v<T, std::string>) return k.choices.empty() ? "string" : std::string(k.choices);
+  const std::string_view env = k.env;
+  if (env.ends_with("_SEC")) return "seconds";
+  if (env.ends_with("_BYTES")) return "bytes";
+  return std::is_same_v<T, double> ? "number" : "int";
+}
+
+template <class T>
+KnobInfo info_of(const Knob<T>& k) {
+  KnobInfo i;
+  i.env = std::string(k.env);
+  i.type = type_of(k);
+  i.default_value = text_of(k.fallback);
+  i.set = k.is_set();
+  i.doc = std::string(k.doc);
+  try {
+    i.value = text_of(k.get());
+  } catch (const std::exception& e) {
+    i.value = std::string("invalid: ") + e.what();
+  }
+  return i;
+}
+
+}  // namespace
+
+template <class T>
+T Knob<T>::get() const {
+  const auto text = env_text(env);
+  if (!text) return fallback;
+  std::lock_guard<std::mutex> lock(cache_mutex());
+  auto it = cache().find(env);
+  if (it == cache().end() || it->second.text != *text) {
+    Parsed value = parse_text(*this, *text);  // throws before anything is cached
+    it = cache().insert_or_assign(env, Cached{*text, std::move(value)}).first;
+  }
+  return std::get<T>(it->second.value);
+}
+
+template <class T>
+T Knob<T>::parse(const std::string& text) const {
+  return std::get<T>(parse_text(*this, text));
+}
+
+template <class T>
+bool Knob<T>::is_set() const {
+  return env_text(env).has_value();
+}
+
+template struct Knob<bool>;
+template struct Knob<int64_t>;
+template struct Knob<double>;
+template struct Knob<std::string>;
+
+std::vector<KnobInfo> all_knobs() {
+  return {info_of(kTimeoutSec),
+          info_of(kSmallMsgBytes),
+          info_of(kChunkBytes),
+          info_of(kAlgo),
+          info_of(kShmCopy),
+          info_of(kShmCmaMinBytes),
+          info_of(kTransport),
+          info_of(kRendezvousTimeoutSec),
+          info_of(kStoreExternal),
+          info_of(kRunId),
+          info_of(kRendezvousDir),
+          info_of(kHostId),
+          info_of(kMasterAddr),
+          info_of(kMasterPort),
+          info_of(kRunGraceSec),
+          info_of(kRunTermDelaySec),
+          info_of(kNcclHost),
+          info_of(kNcclCommId),
+          info_of(kNcclDebug),
+          info_of(kNcclDebugFallback),
+          info_of(kFaultKillAfterCheckpointFiles)};
+}
+
+std::string describe_knobs(std::string_view line_prefix) {
+  std::string out;
+  for (const auto& k : all_knobs()) {
+    out += std::string(line_prefix) + k.env + "=" + k.value + (k.set ? "" : " (default)") + "\n";
+  }
+  return out;
+}
+
+}  // namespace fsdp::knobs

@@ -1,0 +1,453 @@
+#include "train/config_fields.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "common/json.h"
+#include "sharding/model_spec.h"
+
+namespace fsdp::train {
+namespace config_table {
+namespace {
+
+std::string float_literal(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::string s = json::number(v);                            // reads back exactly
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";  // TOML needs a float to look like one
+  return s;
+}
+
+// TOML basic strings take JSON's escapes.
+std::string string_literal(std::string_view v) { return json::quote(v); }
+
+// ---- field builders: an accessor lambda per key keeps the table one line of intent per key ----
+
+using Check = std::function<std::string(const Value&)>;
+template <class T>
+using Accessor = T& (*)(TrainConfig&);
+
+template <class T>
+T& access(Accessor<T> acc, const TrainConfig& c) {
+  return acc(const_cast<TrainConfig&>(c));  // read-only use of the const config
+}
+
+Field int_field(std::string section, std::string key, Accessor<int64_t> acc, bool tt, std::string help,
+                Check check = {}) {
+  return Field{std::move(section),
+               std::move(key),
+               Kind::kInt,
+               {},
+               tt,
+               std::move(help),
+               [acc](TrainConfig& c, const Value& v) { acc(c) = std::get<int64_t>(v); },
+               [acc](const TrainConfig& c) { return std::to_string(access(acc, c)); },
+               std::move(check)};
+}
+
+Field opt_int_field(std::string section, std::string key, Accessor<std::optional<int64_t>> acc, bool tt,
+                    std::string help, Check check = {}) {
+  return Field{std::move(section),
+               std::move(key),
+               Kind::kInt,
+               {},
+               tt,
+               std::move(help),
+               [acc](TrainConfig& c, const Value& v) { acc(c) = std::get<int64_t>(v); },
+               [acc](const TrainConfig& c) {
+                 const auto& v = access(acc, c);
+                 return v ? std::to_string(*v) : std::string();
+               },
+               std::move(check)};
+}
+
+Field float_field(std::string section, std::string key, Accessor<double> acc, bool tt, std::string help,
+                  Check check = {}) {
+  return Field{std::move(section),
+               std::move(key),
+               Kind::kFloat,
+               {},
+               tt,
+               std::move(help),
+               [acc](TrainConfig& c, const Value& v) { acc(c) = std::get<double>(v); },
+               [acc](const TrainConfig& c) { return float_literal(access(acc, c)); },
+               std::move(check)};
+}
+
+Field opt_float_field(std::string section, std::string key, Accessor<std::optional<double>> acc, bool tt,
+                      std::string help, Check check = {}) {
+  return Field{std::move(section),
+               std::move(key),
+               Kind::kFloat,
+               {},
+               tt,
+               std::move(help),
+               [acc](TrainConfig& c, const Value& v) { acc(c) = std::get<double>(v); },
+               [acc](const TrainConfig& c) {
+                 const auto& v = access(acc, c);
+                 return v ? float_literal(*v) : std::string();
+               },
+               std::move(check)};
+}
+
+Field bool_field(std::string section, std::string key, Accessor<bool> acc, bool tt, std::string help) {
+  return Field{std::move(section),
+               std::move(key),
+               Kind::kBool,
+               {},
+               tt,
+               std::move(help),
+               [acc](TrainConfig& c, const Value& v) { acc(c) = std::get<bool>(v); },
+               [acc](const TrainConfig& c) { return std::string(access(acc, c) ? "true" : "false"); },
+               {}};
+}
+
+Field string_field(std::string section, std::string key, Accessor<std::string> acc, bool tt, std::string help,
+                   Check check = {}) {
+  return Field{std::move(section),
+               std::move(key),
+               Kind::kString,
+               {},
+               tt,
+               std::move(help),
+               [acc](TrainConfig& c, const Value& v) { acc(c) = std::get<std::string>(v); },
+               [acc](const TrainConfig& c) { return string_literal(access(acc, c)); },
+               std::move(check)};
+}
+
+Field choice_field(std::string section, std::string key, Accessor<std::string> acc, std::vector<std::string> choices,
+                   bool tt, std::string help) {
+  Field f = string_field(std::move(section), std::move(key), acc, tt, std::move(help));
+  f.kind = Kind::kChoice;
+  f.choices = std::move(choices);
+  return f;
+}
+
+std::string positive(const Value& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return *i > 0 ? "" : "must be positive";
+  return std::get<double>(v) > 0 ? "" : "must be positive";
+}
+std::string non_negative(const Value& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return *i >= 0 ? "" : "must be >= 0";
+  const double d = std::get<double>(v);
+  return d >= 0 && std::isfinite(d) ? "" : "must be a finite number >= 0";
+}
+std::string unit_interval(const Value& v) {
+  const double d = std::get<double>(v);
+  return d >= 0 && d <= 1 ? "" : "must be in [0, 1]";
+}
+std::string beta(const Value& v) {
+  const double d = std::get<double>(v);
+  return d >= 0 && d < 1 ? "" : "must be in [0, 1)";
+}
+std::string degree(const Value& v) {
+  const int64_t i = std::get<int64_t>(v);
+  return i == -1 || i >= 1 ? "" : "must be -1 (the rest of the world) or >= 1";
+}
+std::string minus_one_or_non_negative(const Value& v) { return std::get<int64_t>(v) >= -1 ? "" : "must be -1 or >= 0"; }
+std::string global_batch(const Value& v) {
+  const int64_t i = std::get<int64_t>(v);
+  return i == -1 || i >= 1 ? "" : "must be -1 (local_batch_size x dp degree) or >= 1";
+}
+std::string activation_mode(const Value& v) {
+  const auto& s = std::get<std::string>(v);
+  if (s == "none") return "";
+  if (s == "selective" || s == "full") {
+    return "'" + s +
+           "' is a TorchTitan mode the reference model does not support (it keeps every activation); "
+           "use \"none\"";
+  }
+  return "'" + s + "' is not a mode (TorchTitan's are none, selective, full; only none is supported here)";
+}
+
+std::vector<std::string> flavor_choices() {
+  std::vector<std::string> c = {"debugmodel"};
+  for (const auto& [alias, preset] : flavor_aliases()) c.push_back(alias);
+  for (const auto& p : sharding::model_preset_names()) {
+    if (p != "debugmodel") c.push_back(p);  // the planner's preset of the same model
+  }
+  return c;
+}
+
+}  // namespace
+
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : std::string(sep)) + i;
+  return s;
+}
+
+// TorchTitan's llama3 flavor names mapped to the planner's presets.
+const std::vector<std::pair<std::string, std::string>>& flavor_aliases() {
+  static const std::vector<std::pair<std::string, std::string>> kAliases = {
+      {"8B", "llama3-8b"}, {"70B", "llama3-70b"}, {"405B", "llama3-405b"}};
+  return kAliases;
+}
+
+#define FSDP_ACC(type, member) [](TrainConfig& c) -> type& { return c.member; }
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> kFields = [] {
+    std::vector<Field> f;
+    // [job]
+    f.push_back(string_field("job", "dump_folder", FSDP_ACC(std::string, job.dump_folder), true,
+                             "folder for checkpoints, metrics and traces (relative paths are under it)"));
+    f.push_back(string_field("job", "description", FSDP_ACC(std::string, job.description), true,
+                             "free text printed at start-up"));
+    // [model]
+    f.push_back(
+        choice_field("model", "name", FSDP_ACC(std::string, model.name), {"llama3"}, true, "model architecture"));
+    f.push_back(choice_field("model", "flavor", FSDP_ACC(std::string, model.flavor), flavor_choices(), true,
+                             "size preset: debugmodel (ours: byte vocab, trains on 2 CPU cores), TorchTitan's "
+                             "8B/70B/405B, or a planner preset"));
+    f.push_back(opt_int_field("model", "dim", FSDP_ACC(std::optional<int64_t>, model.dim), false,
+                              "hidden size (overrides the flavor)", positive));
+    f.push_back(opt_int_field("model", "n_layers", FSDP_ACC(std::optional<int64_t>, model.n_layers), false,
+                              "transformer blocks (overrides the flavor)", positive));
+    f.push_back(opt_int_field("model", "n_heads", FSDP_ACC(std::optional<int64_t>, model.n_heads), false,
+                              "attention heads (overrides the flavor)", positive));
+    f.push_back(opt_int_field("model", "n_kv_heads", FSDP_ACC(std::optional<int64_t>, model.n_kv_heads), false,
+                              "key/value heads, GQA (overrides the flavor)", positive));
+    f.push_back(opt_int_field("model", "vocab_size", FSDP_ACC(std::optional<int64_t>, model.vocab_size), false,
+                              "vocabulary size (overrides the flavor)", positive));
+    f.push_back(opt_int_field("model", "multiple_of", FSDP_ACC(std::optional<int64_t>, model.multiple_of), false,
+                              "FFN width rounds up to a multiple of this (overrides the flavor)", positive));
+    f.push_back(opt_float_field("model", "ffn_dim_multiplier",
+                                FSDP_ACC(std::optional<double>, model.ffn_dim_multiplier), false,
+                                "FFN width multiplier (overrides the flavor)", positive));
+    f.push_back(float_field("model", "norm_eps", FSDP_ACC(double, model.norm_eps), false, "RMSNorm epsilon", positive));
+    f.push_back(float_field("model", "rope_theta", FSDP_ACC(double, model.rope_theta), false, "rotary embedding base",
+                            positive));
+    // [training]
+    f.push_back(int_field("training", "local_batch_size", FSDP_ACC(int64_t, training.local_batch_size), true,
+                          "sequences per data-parallel rank per micro-step", positive));
+    f.push_back(
+        int_field("training", "seq_len", FSDP_ACC(int64_t, training.seq_len), true, "tokens per sequence", positive));
+    f.push_back(
+        int_field("training", "steps", FSDP_ACC(int64_t, training.steps), true, "optimizer steps to run", positive));
+    f.push_back(float_field("training", "max_norm", FSDP_ACC(double, training.max_norm), true,
+                            "clip gradients to this global L2 norm; 0 disables", non_negative));
+    f.push_back(int_field("training", "global_batch_size", FSDP_ACC(int64_t, training.global_batch_size), true,
+                          "sequences per optimizer step over all ranks; -1 = local_batch_size x dp degree x "
+                          "gradient_accumulation_steps",
+                          global_batch));
+    f.push_back(int_field("training", "gradient_accumulation_steps",
+                          FSDP_ACC(int64_t, training.gradient_accumulation_steps), false,
+                          "micro-steps per optimizer step (TorchTitan derives it from global_batch_size, "
+                          "which wins when both are given and must agree)",
+                          positive));
+    f.push_back(choice_field("training", "mixed_precision_param", FSDP_ACC(std::string, training.mixed_precision_param),
+                             {"bfloat16", "float32"}, true, "dtype parameters are all-gathered and computed in"));
+    f.push_back(choice_field("training", "mixed_precision_reduce",
+                             FSDP_ACC(std::string, training.mixed_precision_reduce), {"float32", "bfloat16"}, true,
+                             "dtype gradients are reduce-scattered in"));
+    f.push_back(int_field("training", "seed", FSDP_ACC(int64_t, training.seed), true,
+                          "seed of initialisation and data order (TorchTitan: unset = random; here 0)", non_negative));
+    f.push_back(bool_field("training", "deterministic", FSDP_ACC(bool, training.deterministic), true,
+                           "bitwise-reproducible kernels and reduction order"));
+    f.push_back(choice_field("training", "dataset", FSDP_ACC(std::string, training.dataset),
+                             {"tiny_corpus", "synthetic"}, true,
+                             "tiny_corpus (bundled English text, byte tokens) or synthetic (seeded Markov chain)"));
+    f.push_back(bool_field("training", "skip_nonfinite_steps", FSDP_ACC(bool, training.skip_nonfinite_steps), false,
+                           "skip the optimizer step on a NaN/Inf loss or grad norm instead of stopping"));
+    // [optimizer]
+    f.push_back(
+        choice_field("optimizer", "name", FSDP_ACC(std::string, optimizer.name), {"AdamW", "SGD"}, true, "optimizer"));
+    f.push_back(
+        float_field("optimizer", "lr", FSDP_ACC(double, optimizer.lr), true, "peak learning rate", non_negative));
+    f.push_back(float_field("optimizer", "eps", FSDP_ACC(double, optimizer.eps), true, "AdamW epsilon", positive));
+    f.push_back(float_field("optimizer", "beta1", FSDP_ACC(double, optimizer.beta1), true, "AdamW beta1", beta));
+    f.push_back(float_field("optimizer", "beta2", FSDP_ACC(double, optimizer.beta2), true, "AdamW beta2", beta));
+    f.push_back(float_field("optimizer", "weight_decay", FSDP_ACC(double, optimizer.weight_decay), true,
+                            "decoupled weight decay (AdamW) or L2 (SGD)", non_negative));
+    f.push_back(
+        float_field("optimizer", "momentum", FSDP_ACC(double, optimizer.momentum), false, "SGD momentum", beta));
+    // [lr_scheduler]
+    f.push_back(int_field("lr_scheduler", "warmup_steps", FSDP_ACC(int64_t, lr_scheduler.warmup_steps), true,
+                          "linear warm-up steps", non_negative));
+    f.push_back(
+        opt_float_field("lr_scheduler", "decay_ratio", FSDP_ACC(std::optional<double>, lr_scheduler.decay_ratio), true,
+                        "fraction of steps spent decaying at the end; unset = all after warm-up", unit_interval));
+    f.push_back(choice_field("lr_scheduler", "decay_type", FSDP_ACC(std::string, lr_scheduler.decay_type),
+                             {"linear", "cosine", "sqrt"}, true, "decay shape"));
+    f.push_back(float_field("lr_scheduler", "min_lr_factor", FSDP_ACC(double, lr_scheduler.min_lr_factor), true,
+                            "decay floor as a fraction of lr", unit_interval));
+    // [parallelism]
+    f.push_back(int_field(
+        "parallelism", "data_parallel_replicate_degree", FSDP_ACC(int64_t, parallelism.data_parallel_replicate_degree),
+        true, "HSDP replica groups (parameters replicated across them); -1 = the rest of the world", degree));
+    f.push_back(int_field("parallelism", "data_parallel_shard_degree",
+                          FSDP_ACC(int64_t, parallelism.data_parallel_shard_degree), true,
+                          "ranks one FSDP shard group spans; -1 = the rest of the world", degree));
+    {
+      Field r{"parallelism",
+              "fsdp_reshard_after_forward",
+              Kind::kIntOrChoice,
+              {"default", "always", "never"},
+              true,
+              "free gathered parameters after forward: default (all units but the last), always, never, or "
+              "(ours) an integer group size to keep them gathered within",
+              [](TrainConfig& c, const Value& v) {
+                const auto* i = std::get_if<int64_t>(&v);
+                c.parallelism.fsdp_reshard_after_forward =
+                    i ? sharding::Reshard{sharding::Reshard::Mode::kGroup, *i}
+                      : sharding::Reshard::parse(std::get<std::string>(v));  // a checked choice
+              },
+              [](const TrainConfig& c) {
+                const auto& m = c.parallelism.fsdp_reshard_after_forward;
+                return m.mode == sharding::Reshard::Mode::kGroup ? m.to_string() : string_literal(m.to_string());
+              },
+              [](const Value& v) {
+                const auto* i = std::get_if<int64_t>(&v);
+                return i == nullptr || *i >= 1 ? std::string() : std::string("a group size must be >= 1");
+              }};
+      f.push_back(std::move(r));
+    }
+    f.push_back(int_field("parallelism", "prefetch", FSDP_ACC(int64_t, parallelism.prefetch), false,
+                          "units all-gathered ahead of the one computing", non_negative));
+    f.push_back(string_field("parallelism", "plan_file", FSDP_ACC(std::string, parallelism.plan_file), false,
+                             "a plan from `fsdp-plan --out FILE` (.txtpb: text); the job refuses it, naming each "
+                             "difference, unless it matches this model, mesh and policy; empty = plan here"));
+    // [checkpoint]
+    f.push_back(bool_field("checkpoint", "enable_checkpoint", FSDP_ACC(bool, checkpoint.enable_checkpoint), true,
+                           "save and resume checkpoints"));
+    f.push_back(string_field("checkpoint", "folder", FSDP_ACC(std::string, checkpoint.folder), true,
+                             "checkpoint folder under job.dump_folder"));
+    f.push_back(int_field("checkpoint", "interval", FSDP_ACC(int64_t, checkpoint.interval), true,
+                          "steps between checkpoints", positive));
+    f.push_back(int_field("checkpoint", "keep_latest_k", FSDP_ACC(int64_t, checkpoint.keep_latest_k), true,
+                          "checkpoints kept; 0 keeps all", non_negative));
+    f.push_back(int_field("checkpoint", "load_step", FSDP_ACC(int64_t, checkpoint.load_step), true,
+                          "step to resume from; -1 = the latest found", minus_one_or_non_negative));
+    f.push_back(string_field("checkpoint", "initial_load_path", FSDP_ACC(std::string, checkpoint.initial_load_path),
+                             true,
+                             "another run's checkpoint folder to start from when `folder` has none (resharded "
+                             "to this run's layout; load_step picks the step)"));
+    f.push_back(choice_field("checkpoint", "async_mode", FSDP_ACC(std::string, checkpoint.async_mode),
+                             {"disabled", "async"}, true, "write checkpoints on a background thread"));
+    // [metrics]
+    f.push_back(int_field("metrics", "log_freq", FSDP_ACC(int64_t, metrics.log_freq), true,
+                          "print a metrics line every this many steps (and at step 1)", positive));
+    f.push_back(bool_field("metrics", "save_for_all_ranks", FSDP_ACC(bool, metrics.save_for_all_ranks), true,
+                           "every rank writes its own metrics file (FILE.rank<r>.EXT), not only rank 0"));
+    f.push_back(string_field("metrics", "file", FSDP_ACC(std::string, metrics.file), false,
+                             "per-step records: JSONL, or CSV when the name ends in .csv; empty = none"));
+    f.push_back(string_field("metrics", "trace_file", FSDP_ACC(std::string, metrics.trace_file), false,
+                             "Chrome/Perfetto trace of every rank, merged into one file by rank 0 (--trace FILE is "
+                             "short for it); empty = off"));
+    // [activation_checkpoint]
+    f.push_back(string_field("activation_checkpoint", "mode", FSDP_ACC(std::string, activation_checkpoint.mode), true,
+                             "recompute activations in backward: only none is supported (TorchTitan default: "
+                             "selective)",
+                             activation_mode));
+    f.back().kind = Kind::kChoice;
+    f.back().choices = {"none"};
+    return f;
+  }();
+  return kFields;
+}
+
+#undef FSDP_ACC
+
+const Field* find_field(std::string_view section, std::string_view key) {
+  for (const auto& f : fields()) {
+    if (f.section == section && f.key == key) return &f;
+  }
+  return nullptr;
+}
+
+const Field* find_field(std::string_view dotted) {
+  const auto dot = dotted.find('.');
+  if (dot == std::string_view::npos) return nullptr;
+  return find_field(dotted.substr(0, dot), dotted.substr(dot + 1));
+}
+
+std::vector<std::string> section_names() {
+  std::vector<std::string> s;
+  for (const auto& f : fields()) {
+    if (std::find(s.begin(), s.end(), f.section) == s.end()) s.push_back(f.section);
+  }
+  return s;
+}
+
+std::vector<std::string> keys_of(std::string_view section) {
+  std::vector<std::string> k;
+  for (const auto& f : fields()) {
+    if (f.section == section) k.push_back(f.key);
+  }
+  return k;
+}
+
+std::string type_name(const Field& f) {
+  switch (f.kind) {
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "string";
+    case Kind::kChoice:
+      return join(f.choices, "|");
+    case Kind::kIntOrChoice:
+      return join(f.choices, "|") + "|int";
+  }
+  return "?";
+}
+
+}  // namespace config_table
+
+using namespace config_table;
+
+std::string TrainConfig::to_toml() const {
+  std::ostringstream out;
+  std::string section;
+  for (const auto& f : fields()) {
+    if (f.section != section) {
+      out << (section.empty() ? "" : "\n") << "[" << f.section << "]\n";
+      section = f.section;
+    }
+    const std::string v = f.get(*this);
+    if (v.empty()) {
+      out << "# " << f.key << " = (unset)\n";
+    } else {
+      out << f.key << " = " << v << "\n";
+    }
+  }
+  return out.str();
+}
+
+std::vector<ConfigKeyInfo> train_config_keys() {
+  const TrainConfig defaults;
+  std::vector<ConfigKeyInfo> rows;
+  for (const auto& f : fields()) {
+    rows.push_back({f.section, f.key, type_name(f), f.get(defaults), f.help, f.torchtitan});
+  }
+  return rows;
+}
+
+std::string train_config_usage(std::string_view program) {
+  std::ostringstream out;
+  out << "usage: " << program << " [--config FILE.toml] [--section.key VALUE | --section.key=VALUE]...\n\n"
+      << "  --config FILE          TorchTitan-style TOML job file (also --job.config_file)\n"
+      << "  --help, -h             this text\n"
+      << "  --print-config         print every key and FSDP_* knob as resolved here, then exit\n"
+      << "  --section.key VALUE    override one key after the file; a bare --key sets a bool key to true\n\n"
+      << "keys (default in brackets; * = TorchTitan's name and meaning, otherwise ours):\n";
+  std::string section;
+  for (const auto& row : train_config_keys()) {
+    if (row.section != section) {
+      out << "\n[" << row.section << "]\n";
+      section = row.section;
+    }
+    std::string head = "  " + std::string(row.torchtitan ? "*" : " ") + row.section + "." + row.key;
+    head += " " + row.type;
+    out << head << "  [" << (row.default_value.empty() ? "unset" : row.default_value) << "]\n      " << row.help
+        << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace fsdp::train

@@ -1,0 +1,190 @@
+// What a configuration means once read: the model it builds, its learning-rate schedule and paths,
+// and validate(world_size), which resolves the -1 degrees and the global batch into one mesh and
+// checks the rules that span keys.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "sharding/plan_error.h"
+#include "train/config.h"
+#include "train/config_fields.h"
+
+namespace fsdp::train {
+namespace {
+
+bool is_preset_flavor(std::string_view flavor) { return flavor != "debugmodel"; }
+
+std::string preset_name(std::string_view flavor) {
+  for (const auto& [alias, preset] : config_table::flavor_aliases()) {
+    if (alias == flavor) return preset;
+  }
+  return std::string(flavor);
+}
+
+}  // namespace
+
+DataType TrainingConfig::param_dtype() const {
+  return mixed_precision_param == "bfloat16" ? DataType::kBfloat16 : DataType::kFloat32;
+}
+DataType TrainingConfig::reduce_dtype() const {
+  return mixed_precision_reduce == "bfloat16" ? DataType::kBfloat16 : DataType::kFloat32;
+}
+
+sharding::LlamaConfig debug_model_llama_config() { return sharding::debug_model_config(); }
+
+sharding::LlamaConfig TrainConfig::llama_config() const {
+  sharding::LlamaConfig c;
+  if (!is_preset_flavor(model.flavor)) {
+    c = debug_model_llama_config();
+  } else {
+    const sharding::ModelSpec preset = sharding::model_preset(preset_name(model.flavor));
+    const auto& d = preset.dims;
+    c = sharding::LlamaConfig{.dim = d.dim,
+                              .layers = d.layers,
+                              .n_heads = d.n_heads,
+                              .n_kv_heads = d.n_kv_heads,
+                              .vocab = d.vocab,
+                              // The preset's rounding knobs are not exposed by sharding/; rounding up to
+                              // its own FFN width reproduces that width exactly while dim is unchanged.
+                              .multiple_of = d.ffn_hidden,
+                              .ffn_dim_multiplier = 0,
+                              .num_experts = d.num_experts,
+                              .experts_per_token = d.experts_per_token};
+    if (model.dim && *model.dim != d.dim && !model.multiple_of) {
+      throw ConfigError("model.dim = " + std::to_string(*model.dim) + " overrides flavor '" + model.flavor + "' (dim " +
+                        std::to_string(d.dim) +
+                        "): also set model.multiple_of (and model.ffn_dim_multiplier) so the FFN width is defined");
+    }
+    if (model.multiple_of && !model.ffn_dim_multiplier) c.ffn_dim_multiplier = 0;
+  }
+  if (model.dim) c.dim = *model.dim;
+  if (model.n_layers) c.layers = *model.n_layers;
+  if (model.n_heads) c.n_heads = *model.n_heads;
+  if (model.n_kv_heads) c.n_kv_heads = *model.n_kv_heads;
+  if (model.vocab_size) c.vocab = *model.vocab_size;
+  if (model.multiple_of) c.multiple_of = *model.multiple_of;
+  if (model.ffn_dim_multiplier) c.ffn_dim_multiplier = *model.ffn_dim_multiplier;
+  return c;
+}
+
+sharding::ModelSpec TrainConfig::model_spec() const {
+  const std::string name = is_preset_flavor(model.flavor) ? preset_name(model.flavor) : "llama3-" + model.flavor;
+  try {
+    return sharding::make_llama(name, llama_config());
+  } catch (const InputError& e) {
+    throw ConfigError(std::string("[model]: ") + e.what());
+  }
+}
+
+runtime::LrSchedule TrainConfig::lr_schedule() const {
+  runtime::LrSchedule s;
+  s.lr = optimizer.lr;
+  s.total_steps = training.steps;
+  s.warmup_steps = lr_scheduler.warmup_steps;
+  s.decay = runtime::parse_decay_type(lr_scheduler.decay_type);
+  s.min_lr_factor = lr_scheduler.min_lr_factor;
+  if (lr_scheduler.decay_ratio) {
+    // TorchTitan: round(steps * decay_ratio) decay steps, at most what warm-up leaves; the runtime's
+    // ratio is of the post-warm-up steps.
+    const int64_t after = std::max<int64_t>(training.steps - lr_scheduler.warmup_steps, 1);
+    const double decay_steps = std::round(static_cast<double>(training.steps) * *lr_scheduler.decay_ratio);
+    s.decay_ratio = std::min(1.0, decay_steps / static_cast<double>(after));
+  }
+  return s;
+}
+
+std::string TrainConfig::resolve_path(const std::string& path) const {
+  if (path.empty() || std::filesystem::path(path).is_absolute()) return path;
+  return (std::filesystem::path(job.dump_folder) / path).string();
+}
+
+void TrainConfig::validate(int64_t world_size) {
+  if (world_size < 1) throw ConfigError("world size must be >= 1, got " + std::to_string(world_size));
+  auto& p = parallelism;
+  int64_t& rep = p.data_parallel_replicate_degree;
+  int64_t& shard = p.data_parallel_shard_degree;
+  const std::string ws = std::to_string(world_size);
+  if (rep == -1 && shard == -1) {
+    throw ConfigError(
+        "parallelism.data_parallel_replicate_degree and parallelism.data_parallel_shard_degree are both -1: at most "
+        "one may take the rest of the world");
+  }
+  if (shard == -1) {
+    if (world_size % rep != 0) {
+      throw ConfigError("parallelism.data_parallel_shard_degree = -1: world size " + ws +
+                        " is not divisible by parallelism.data_parallel_replicate_degree = " + std::to_string(rep));
+    }
+    shard = world_size / rep;
+  }
+  if (rep == -1) {
+    if (world_size % shard != 0) {
+      throw ConfigError("parallelism.data_parallel_replicate_degree = -1: world size " + ws +
+                        " is not divisible by parallelism.data_parallel_shard_degree = " + std::to_string(shard));
+    }
+    rep = world_size / shard;
+  }
+  if (rep * shard != world_size) {
+    throw ConfigError("parallelism.data_parallel_replicate_degree (" + std::to_string(rep) +
+                      ") x parallelism.data_parallel_shard_degree (" + std::to_string(shard) +
+                      ") = " + std::to_string(rep * shard) + ", but the world size is " + ws +
+                      " (set one of them to -1 to take the rest)");
+  }
+  resolved_mesh = sharding::Mesh::for_world(world_size, rep, shard);  // the degrees were checked above
+  const auto& r = p.fsdp_reshard_after_forward;
+  if (r.mode == sharding::Reshard::Mode::kGroup && (r.group > shard || shard % r.group != 0)) {
+    throw ConfigError("parallelism.fsdp_reshard_after_forward = " + std::to_string(r.group) +
+                      " must divide parallelism.data_parallel_shard_degree = " + std::to_string(shard));
+  }
+
+  auto& t = training;
+  const int64_t micro_global = t.local_batch_size * p.dp_degree();
+  if (t.global_batch_size > 0) {
+    if (t.global_batch_size % micro_global != 0) {
+      throw ConfigError("training.global_batch_size = " + std::to_string(t.global_batch_size) +
+                        " is not a multiple of training.local_batch_size (" + std::to_string(t.local_batch_size) +
+                        ") x dp degree (" + std::to_string(p.dp_degree()) + ") = " + std::to_string(micro_global));
+    }
+    const int64_t derived = t.global_batch_size / micro_global;
+    if (t.gradient_accumulation_steps != 1 && t.gradient_accumulation_steps != derived) {
+      throw ConfigError("training.gradient_accumulation_steps = " + std::to_string(t.gradient_accumulation_steps) +
+                        " disagrees with training.global_batch_size = " + std::to_string(t.global_batch_size) +
+                        ", which implies " + std::to_string(derived) + " (set only one of them)");
+    }
+    t.gradient_accumulation_steps = derived;
+  } else {
+    t.global_batch_size = micro_global * t.gradient_accumulation_steps;
+  }
+
+  const sharding::LlamaConfig m = llama_config();
+  const int64_t kv = m.n_kv_heads > 0 ? m.n_kv_heads : m.n_heads;
+  if (m.num_experts > 0) {
+    throw ConfigError("model.flavor = \"" + model.flavor +
+                      "\" is a mixture of experts; the reference model is a dense Llama 3");
+  }
+  if (m.dim % m.n_heads != 0) {
+    throw ConfigError("model.n_heads = " + std::to_string(m.n_heads) +
+                      " does not divide model.dim = " + std::to_string(m.dim));
+  }
+  if (m.n_heads % kv != 0) {
+    throw ConfigError("model.n_kv_heads = " + std::to_string(kv) +
+                      " does not divide model.n_heads = " + std::to_string(m.n_heads));
+  }
+  if ((m.dim / m.n_heads) % 2 != 0) {
+    throw ConfigError("head dim model.dim / model.n_heads = " + std::to_string(m.dim / m.n_heads) +
+                      " must be even for rotary embeddings");
+  }
+  if (t.dataset == "tiny_corpus" && m.vocab < 256) {
+    throw ConfigError("training.dataset = \"tiny_corpus\" needs byte tokens: model.vocab_size must be >= 256, got " +
+                      std::to_string(m.vocab));
+  }
+  if (t.dataset == "synthetic" && m.vocab < 2) {
+    throw ConfigError("training.dataset = \"synthetic\" needs model.vocab_size >= 2");
+  }
+}
+
+const sharding::Mesh& TrainConfig::mesh() const {
+  if (!resolved_mesh) throw ConfigError("the configuration has no mesh before validate(world_size)");
+  return *resolved_mesh;
+}
+
+}  // namespace fsdp::train
