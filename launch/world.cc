@@ -505,7 +505,7 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
     } else {
       peers[0] = listener.endpoint();
     }
-    return make_tcp_transport(rank, n, std::move(listener), peers, options.rendezvous_timeout);
+    return make_tcp_transport(rank, n, std::move(listener), peers, options.rendezvous_timeout, TcpOptions::from_env());
   };
   if (w.transport_name == "shm") {
     w.transport = make_shm_transport(w.job_id, rank, n, options.rendezvous_timeout);

@@ -16,31 +16,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kMagic = 0x66616231;  // "fab1": catches a stray message that is not ours
-constexpr uint64_t kVersion = 1;
-// No single message is this large; a header claiming more is corrupt.
-constexpr uint64_t kMaxMessageBytes = 1ull << 40;
 // How long cancel() lets the fabric finish an operation that may still touch the caller's buffer.
 // A data receive that already matched cannot be recalled and would write into a freed buffer, so it
 // gets time to land (it is moving: the sender only sends after clear-to-send). A data send only
 // reads, and a send whose receiver gave up never starts moving, so it gets little.
 constexpr auto kReceiveWithdrawWait = std::chrono::seconds(1);
 constexpr auto kSendWithdrawWait = std::chrono::milliseconds(50);
-
-enum class Kind : uint16_t { kHello = 1, kEager = 2, kRequestToSend = 3, kClearToSend = 4 };
-
-// Host byte order: the ranks of one job share an architecture.
-struct ControlHeader {
-  uint32_t magic;
-  uint16_t kind;
-  uint16_t status;  // clear-to-send: 0 ok, 1 size mismatch (bytes then holds the receiver's size)
-  uint64_t tag_context;
-  uint64_t tag_op;
-  uint64_t bytes;  // eager, request-to-send: the message size; clear-to-send: the receiver's; hello: version
-  uint64_t id;     // eager, request-to-send, clear-to-send: the sender's message id; hello: the sender's rank
-  uint64_t aux;    // clear-to-send: the data id the receiver posted; hello: the job size
-};
-static_assert(sizeof(ControlHeader) == kFabricHeaderBytes);
 
 struct PendingSend {
   RequestPtr request;
@@ -57,7 +38,7 @@ struct Transfer {
 };
 
 struct Peer {
-  ReceiveMatcher<ControlHeader> matcher;
+  ReceiveMatcher matcher;
   std::unordered_map<uint64_t, PendingSend> awaiting_clear;  // large sends, by message id
   std::unordered_map<uint64_t, Transfer> sending;            // eager and data sends, by message id
   std::unordered_map<uint64_t, Transfer> receiving;          // data receives, by data id
@@ -98,7 +79,7 @@ class FabricTransport final : public Transport {
     }
     const uint64_t id = next_message_id_++;
     if (bytes <= kFabricEagerBytes) {
-      const ControlHeader h = header(Kind::kEager, tag, bytes, id);
+      const MessageHeader h = make_header(MessageKind::kEager, tag, bytes, id);
       std::vector<std::byte> message(sizeof(h) + bytes);
       std::memcpy(message.data(), &h, sizeof(h));
       if (bytes) std::memcpy(message.data() + sizeof(h), data, bytes);
@@ -107,7 +88,7 @@ class FabricTransport final : public Transport {
       p.sending[id] = Transfer{request, std::move(op), false};
     } else {
       p.awaiting_clear[id] = PendingSend{request, data, bytes};
-      send_control(peer, header(Kind::kRequestToSend, tag, bytes, id));
+      send_control(peer, make_header(MessageKind::kRequestToSend, tag, bytes, id));
     }
     return request;
   }
@@ -120,7 +101,7 @@ class FabricTransport final : public Transport {
       return request;
     }
     Peer& p = peers_[peer];
-    auto to = [&](const ControlHeader& h, const std::byte* eager, PostedRecv& r) { deliver(peer, h, eager, r); };
+    auto to = [&](const MessageHeader& h, const std::byte* eager, PostedRecv& r) { deliver(peer, h, eager, r); };
     p.matcher.receive(PostedRecv{tag, data, bytes, request}, p.dead, p.reason, p.lost, to);
     return request;
   }
@@ -133,8 +114,8 @@ class FabricTransport final : public Transport {
       on_control(from, inbox_);
       moved = true;
     }
-    for (auto& [peer, why] : fabric_->take_failed_peers()) {
-      fail_peer(peer, why, true);
+    for (FabricFailure& f : fabric_->take_failed_peers()) {
+      fail_peer(f.peer, f.why, f.lost);
       moved = true;
     }
     for (auto& [peer, why, lost] : std::exchange(deferred_, {})) {
@@ -183,19 +164,8 @@ class FabricTransport final : public Transport {
     }
   }
 
-  static ControlHeader header(Kind kind, const Tag& tag, uint64_t bytes, uint64_t id) {
-    ControlHeader h{};
-    h.magic = kMagic;
-    h.kind = static_cast<uint16_t>(kind);
-    h.tag_context = tag.context;
-    h.tag_op = tag.op;
-    h.bytes = bytes;
-    h.id = id;
-    return h;
-  }
-
   // A control message no request waits on (request-to-send, clear-to-send, hello).
-  void send_control(int peer, const ControlHeader& h) {
+  void send_control(int peer, const MessageHeader& h) {
     std::vector<std::byte> message(sizeof(h));
     std::memcpy(message.data(), &h, sizeof(h));
     fabric_->send_control(peer, std::move(message), [this, peer](const FabricResult& r) {
@@ -239,54 +209,51 @@ class FabricTransport final : public Transport {
     if (peer < 0 || peer >= size_ || peer == rank_) return;  // the fabric names only real peers
     Peer& p = peers_[peer];
     if (p.dead && !p.lost) return;  // after a protocol error nothing from it is trusted
-    ControlHeader h{};
+    MessageHeader h{};
     if (message.size() < sizeof(h)) {
       return protocol_error(peer, "a control message of " + std::to_string(message.size()) + " bytes (the header is " +
                                       std::to_string(sizeof(h)) + ")");
     }
     std::memcpy(&h, message.data(), sizeof(h));
-    const size_t payload = message.size() - sizeof(h);
-    if (h.magic != kMagic) return protocol_error(peer, "bad magic " + std::to_string(h.magic));
-    switch (static_cast<Kind>(h.kind)) {
-      case Kind::kHello:
-        if (h.bytes != kVersion || h.id != static_cast<uint64_t>(peer) || h.aux != static_cast<uint64_t>(size_)) {
+    const size_t attached = message.size() - sizeof(h);
+    if (std::string why = check_header(h, kFabricEagerBytes); !why.empty()) return protocol_error(peer, why);
+    if (attached != payload_bytes(h)) {
+      return protocol_error(peer, "a frame of kind " + std::to_string(h.kind) + " for " + std::to_string(h.bytes) +
+                                      " bytes with " + std::to_string(attached) + " attached");
+    }
+    switch (static_cast<MessageKind>(h.kind)) {
+      case MessageKind::kHello:
+        if (h.bytes != kProtocolVersion || h.id != static_cast<uint64_t>(peer) ||
+            h.aux != static_cast<uint64_t>(size_)) {
           return protocol_error(peer, "a hello from rank " + std::to_string(h.id) + " of a job of " +
                                           std::to_string(h.aux) + " ranks, protocol version " +
                                           std::to_string(h.bytes) + " (another job, or a mixed installation?)");
         }
         p.hello = true;
         return;
-      case Kind::kEager:
-        if (h.bytes > kFabricEagerBytes || h.bytes != payload) {
-          return protocol_error(peer, "an eager message claiming " + std::to_string(h.bytes) + " bytes with " +
-                                          std::to_string(payload) + " attached");
-        }
-        return arrived(peer, h, std::vector<std::byte>(message.begin() + sizeof(h), message.end()));
-      case Kind::kRequestToSend:
-        if (h.bytes <= kFabricEagerBytes || h.bytes > kMaxMessageBytes || payload != 0) {
-          return protocol_error(peer, "a request-to-send for " + std::to_string(h.bytes) + " bytes");
-        }
-        return arrived(peer, h, {});
-      case Kind::kClearToSend:
+      case MessageKind::kEager:
+      case MessageKind::kRequestToSend: {
+        // Match it, or keep it (and a copy of its payload) for the receive to come.
+        auto to = [&](const MessageHeader& m, const std::byte* eager, PostedRecv& r) { deliver(peer, m, eager, r); };
+        return p.matcher.arrive(h, message.data() + sizeof(h), attached, to);
+      }
+      case MessageKind::kClearToSend:
         return cleared(peer, h);
+      case MessageKind::kData:
+      case MessageKind::kPulled:
+        break;
     }
-    protocol_error(peer, "unknown message kind " + std::to_string(h.kind));
-  }
-
-  // An eager message or a request-to-send: match it, or keep it for the receive to come.
-  void arrived(int peer, const ControlHeader& h, std::vector<std::byte> eager) {
-    auto to = [&](const ControlHeader& m, const std::byte* payload, PostedRecv& r) { deliver(peer, m, payload, r); };
-    peers_[peer].matcher.arrive(h, std::move(eager), to);
+    protocol_error(peer, "a frame of kind " + std::to_string(h.kind) + " where only control messages travel");
   }
 
   // Completes a matched receive from an eager payload, or posts a large one's data receive and clears it.
-  void deliver(int peer, const ControlHeader& h, const std::byte* eager, PostedRecv& recv) {
+  void deliver(int peer, const MessageHeader& h, const std::byte* eager, PostedRecv& recv) {
     Peer& p = peers_[peer];
-    const bool rendezvous = h.kind == static_cast<uint16_t>(Kind::kRequestToSend);
-    const Tag tag{h.tag_context, h.tag_op};
+    const bool rendezvous = h.is(MessageKind::kRequestToSend);
+    const Tag tag = h.tag();
     if (h.bytes != recv.bytes) {
       if (rendezvous && !p.dead) {
-        ControlHeader reply = header(Kind::kClearToSend, tag, recv.bytes, h.id);
+        MessageHeader reply = make_header(MessageKind::kClearToSend, tag, recv.bytes, h.id);
         reply.status = 1;
         send_control(peer, reply);
       }
@@ -306,7 +273,7 @@ class FabricTransport final : public Transport {
     auto op = fabric_->recv_data(peer, data_id, recv.data, recv.bytes,
                                  [this, peer, data_id](const FabricResult& r) { received(peer, data_id, r); });
     p.receiving[data_id] = Transfer{recv.request, std::move(op), true};
-    ControlHeader reply = header(Kind::kClearToSend, tag, recv.bytes, h.id);
+    MessageHeader reply = make_header(MessageKind::kClearToSend, tag, recv.bytes, h.id);
     reply.aux = data_id;
     send_control(peer, reply);
   }
@@ -322,7 +289,7 @@ class FabricTransport final : public Transport {
     }
   }
 
-  void cleared(int peer, const ControlHeader& h) {
+  void cleared(int peer, const MessageHeader& h) {
     Peer& p = peers_[peer];
     auto it = p.awaiting_clear.find(h.id);
     if (it == p.awaiting_clear.end()) return;  // a cancelled send
@@ -386,17 +353,15 @@ class FabricTransport final : public Transport {
     for (auto& [id, t] : sending) {
       if (t.user_buffer) fabric_->cancel(t.op);
     }
+    fabric_->drop_peer(peer);
   }
 
   void protocol_error(int peer, const std::string& what) {
-    fail_peer(peer,
-              "malformed control message from rank " + std::to_string(peer) + " over " + std::string(fabric_->name()) +
-                  ": " + what + " (a corrupted stream, or not an fsdp peer of this version)",
-              false);
+    fail_peer(peer, malformed_frame_message(peer, fabric_->name(), what), false);
   }
 
   void start(std::chrono::milliseconds timeout) {
-    ControlHeader hello = header(Kind::kHello, Tag{}, kVersion, static_cast<uint64_t>(rank_));
+    MessageHeader hello = make_header(MessageKind::kHello, Tag{}, kProtocolVersion, static_cast<uint64_t>(rank_));
     hello.aux = static_cast<uint64_t>(size_);
     for (int peer = 0; peer < size_; ++peer) {
       if (peer != rank_) send_control(peer, hello);

@@ -1,5 +1,5 @@
-// Receive matching for transports that frame their own messages (shm, tcp, the fabric transports
-// over UCX and MPI): per peer, receives posted before their message arrived and messages that arrived
+// Receive matching for transports that frame their own messages (shm, and the fabric transport over
+// tcp, ucx and mpi): per peer, receives posted before their message arrived and messages that arrived
 // before their receive, each kept in arrival order and matched by tag, so a pair's messages with
 // equal tags match in send order. Also the loopback matching of self-sends and the size-mismatch text.
 #pragma once
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/transports/message_header.h"
 #include "collectives/transports/transport.h"
 
 namespace fsdp {
@@ -23,38 +24,12 @@ struct PostedRecv {
   RequestPtr request;
 };
 
-// Header: the transport's frame header, with tag_context and tag_op fields.
-template <typename Header>
 class ReceiveMatcher {
  public:
   struct Unexpected {
-    Header header;
+    MessageHeader header;
     std::vector<std::byte> eager;  // an inline payload copied out of the transport's buffers
   };
-
-  // The earliest message parked with this tag, removed from the queue.
-  std::optional<Unexpected> take_unexpected(const Tag& tag) {
-    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-      if (it->header.tag_context == tag.context && it->header.tag_op == tag.op) {
-        Unexpected u = std::move(*it);
-        unexpected_.erase(it);
-        return u;
-      }
-    }
-    return std::nullopt;
-  }
-
-  // The earliest receive posted for this message's tag, removed from the queue.
-  std::optional<PostedRecv> take_posted(const Header& h) {
-    for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-      if (it->tag.context == h.tag_context && it->tag.op == h.tag_op) {
-        PostedRecv r = std::move(*it);
-        posted_.erase(it);
-        return r;
-      }
-    }
-    return std::nullopt;
-  }
 
   // What irecv does with a receive: the earliest parked message with its tag goes to
   // deliver(header, eager payload, recv) at once; otherwise the receive fails if the peer is gone
@@ -66,23 +41,22 @@ class ReceiveMatcher {
     } else if (dead) {
       recv.request->fail(why, lost);
     } else {
-      post(std::move(recv));
+      posted_.push_back(std::move(recv));
     }
   }
 
-  // What a transport does with a message that arrived: to the earliest receive posted for its tag
-  // (deliver(header, eager payload, recv)), or parked for the receive to come.
+  // What a transport does with a message that arrived (its eager payload, if any, at `eager`, still
+  // in the transport's buffer): to the earliest receive posted for its tag (deliver(header, eager,
+  // recv)), or copied and parked for the receive to come.
   template <typename Deliver>
-  void arrive(const Header& h, std::vector<std::byte> eager, Deliver&& deliver) {
+  void arrive(const MessageHeader& h, const std::byte* eager, size_t eager_bytes, Deliver&& deliver) {
     if (auto recv = take_posted(h)) {
-      deliver(h, eager.data(), *recv);
+      deliver(h, eager, *recv);
     } else {
-      park(h, std::move(eager));
+      unexpected_.push_back(Unexpected{h, std::vector<std::byte>(eager, eager + eager_bytes)});
     }
   }
 
-  void post(PostedRecv recv) { posted_.push_back(std::move(recv)); }
-  void park(const Header& h, std::vector<std::byte> eager) { unexpected_.push_back(Unexpected{h, std::move(eager)}); }
   void cancel(const RequestPtr& request) {
     posted_.remove_if([&](const PostedRecv& r) { return r.request == request; });
   }
@@ -93,6 +67,30 @@ class ReceiveMatcher {
   }
 
  private:
+  // The earliest message parked with this tag, removed from the queue.
+  std::optional<Unexpected> take_unexpected(const Tag& tag) {
+    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+      if (it->header.tag() == tag) {
+        Unexpected u = std::move(*it);
+        unexpected_.erase(it);
+        return u;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // The earliest receive posted for this message's tag, removed from the queue.
+  std::optional<PostedRecv> take_posted(const MessageHeader& h) {
+    for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+      if (it->tag == h.tag()) {
+        PostedRecv r = std::move(*it);
+        posted_.erase(it);
+        return r;
+      }
+    }
+    return std::nullopt;
+  }
+
   std::list<PostedRecv> posted_;
   std::list<Unexpected> unexpected_;
 };

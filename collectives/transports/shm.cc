@@ -29,10 +29,19 @@ namespace {
 constexpr uint64_t kMagic = 0x6673647073686d31ull;  // "fsdpshm1"
 constexpr size_t kRingSlots = 64;
 
-// kRendezvous announces a large payload. With cross-memory attach the receiver pulls it and answers
-// kAck; with staging it answers kClearToSend once matched, and the sender streams the payload
-// through the pair's data ring.
-enum class Kind : uint32_t { kEager = 1, kRendezvous = 2, kAck = 3, kClearToSend = 4 };
+// The control path speaks the protocol every framed transport shares (message_header.h): eager
+// messages, and a request-to-send for a large payload, answered once matched by clear-to-send (the
+// sender then streams the payload through the pair's data ring) or, with cross-memory attach, by
+// kPulled once the receiver has copied it out of the sender's memory itself.
+//
+// Why shared memory is not a Fabric under fabric_transport.h: its control messages are fixed
+// 256-byte ring slots written in place with a 200-byte inline payload, where a fabric's are heap
+// vectors of up to 32 KiB handed over with a callback per message (an allocation and an indirect
+// call on every sub-microsecond small message); its cross-memory attach path is a pull by the
+// receiver from an address carried in the request-to-send, answered by kPulled, which the fabric's
+// clear-to-send-then-send exchange cannot express; and it needs no start-up hello (the segment
+// itself checks the job). What it shares is the header, the kinds, receive matching, the
+// size-mismatch verdict and loopback.
 
 // kAuto: cross-memory attach for payloads of at least cma_min_bytes when the kernel allows it
 // (probed per peer on first use), staging for smaller ones and where it does not.
@@ -47,17 +56,13 @@ struct DataRing {
   uint32_t piece_bytes[kDataSlots];
 };
 
-// One control message: 56 bytes of header and an inline payload, 256 bytes in all.
+// One control message, a slot of a pair's ring: the shared header and an inline payload, 256 bytes
+// in all. A request-to-send carries the payload's address in the sender (header.aux) for a pull;
+// clear-to-send and kPulled carry the receiver's size (header.bytes) for a size-mismatch verdict.
 struct Message {
-  Kind kind;
-  uint32_t status;  // acks: 0 ok, 1 size mismatch or failed copy at the receiver
-  uint64_t tag_context;
-  uint64_t tag_op;
-  uint64_t addr;  // rendezvous: the payload in the sender's address space
-  uint64_t bytes;
-  uint64_t id;  // rendezvous and ack: the sender's request id
-  uint64_t reserved;
+  MessageHeader header;
   std::byte payload[kShmInlineBytes];
+  std::byte unused[256 - sizeof(MessageHeader) - kShmInlineBytes];
 };
 static_assert(sizeof(Message) == 256);
 
@@ -138,7 +143,7 @@ bool process_dead(pid_t pid) {
 class ShmTransport final : public Transport {
  public:
   ShmTransport(const std::string& job, int rank, int size, std::chrono::milliseconds timeout)
-      : rank_(rank), size_(size), layout_(size), peers_(size) {
+      : rank_(rank), size_(size), layout_(size), peers_(size), self_(rank) {
     attach(job, timeout);
   }
   ~ShmTransport() override {
@@ -151,20 +156,20 @@ class ShmTransport final : public Transport {
 
   RequestPtr isend(int peer, const Tag& tag, const void* data, size_t bytes) override {
     auto request = std::make_shared<Request>(peer, bytes, true);
+    if (peer == rank_) {
+      self_.send(tag, data, bytes, request);  // matched in memory, no ring involved
+      return request;
+    }
     Message m{};
-    m.tag_context = tag.context;
-    m.tag_op = tag.op;
-    m.bytes = bytes;
     if (bytes <= kShmInlineBytes) {
-      m.kind = Kind::kEager;
+      m.header = make_header(MessageKind::kEager, tag, bytes, 0);
       if (bytes) std::memcpy(m.payload, data, bytes);
       post(peer, m);
       request->complete();  // the payload is already in the ring or the outbox
     } else {
-      m.kind = Kind::kRendezvous;
-      m.addr = reinterpret_cast<uint64_t>(data);
-      m.id = next_send_id_++;
-      peers_[peer].sends_in_flight.push_back({m.id, request, static_cast<const std::byte*>(data), bytes});
+      m.header = make_header(MessageKind::kRequestToSend, tag, bytes, next_send_id_++);
+      m.header.aux = reinterpret_cast<uint64_t>(data);
+      peers_[peer].sends_in_flight.push_back({m.header.id, request, static_cast<const std::byte*>(data), bytes});
       post(peer, m);
     }
     return request;
@@ -172,19 +177,20 @@ class ShmTransport final : public Transport {
 
   RequestPtr irecv(int peer, const Tag& tag, void* data, size_t bytes) override {
     auto request = std::make_shared<Request>(peer, bytes, false);
-    PostedRecv recv{tag, data, bytes, request};
-    Peer& p = peers_[peer];
-    if (auto u = p.matcher.take_unexpected(tag)) {
-      deliver(peer, u->header, u->eager.data(), recv);
+    if (peer == rank_) {
+      self_.recv(tag, data, bytes, request);
       return request;
     }
-    p.matcher.post(std::move(recv));
+    auto to = [&](const MessageHeader& h, const std::byte* eager, PostedRecv& r) { deliver(peer, h, eager, r); };
+    // A peer's loss is seen by the engine's process check (check_peer), not here.
+    peers_[peer].matcher.receive(PostedRecv{tag, data, bytes, request}, false, {}, false, to);
     return request;
   }
 
   bool progress() override {
     bool moved = false;
-    for (int peer = 0; peer < size_; ++peer) {  // self included: a rank may send to itself
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer == rank_) continue;
       moved |= flush_outbox(peer);
       Ring& in = ring(peer, rank_);
       uint64_t tail = in.tail.load(std::memory_order_relaxed);
@@ -201,6 +207,10 @@ class ShmTransport final : public Transport {
   }
 
   void cancel(const RequestPtr& request) override {
+    if (request->peer() == rank_) {
+      self_.cancel(request);
+      return;
+    }
     Peer& p = peers_[request->peer()];
     // A payload already streaming keeps its place in the data ring (the peer expects its bytes), but
     // its buffer is never touched again.
@@ -240,7 +250,7 @@ class ShmTransport final : public Transport {
   enum class Cma : uint8_t { kUnknown, kAllowed, kDenied };
   struct Peer {
     Cma cma = Cma::kUnknown;  // whether this rank may read the peer's memory (kAuto probes once)
-    ReceiveMatcher<Message> matcher;
+    ReceiveMatcher matcher;
     std::list<PendingSend> sends_in_flight;  // rendezvous sends awaiting an ack or a clear-to-send
     std::deque<Transfer> streaming;          // sends cleared to stream, in clear-to-send order
     std::deque<Transfer> incoming;           // receives whose payload streams in, in the same order
@@ -315,7 +325,7 @@ class ShmTransport final : public Transport {
     Ring& out = ring(rank_, peer);
     const uint64_t head = out.head.load(std::memory_order_relaxed);
     if (head - out.tail.load(std::memory_order_acquire) >= kRingSlots) return false;
-    const size_t used = offsetof(Message, payload) + (m.kind == Kind::kEager ? m.bytes : 0);
+    const size_t used = offsetof(Message, payload) + payload_bytes(m.header);
     std::memcpy(static_cast<void*>(&out.slots[head % kRingSlots]), &m, used);
     out.head.store(head + 1, std::memory_order_release);
     return true;
@@ -339,13 +349,15 @@ class ShmTransport final : public Transport {
 
   void handle(int peer, const Message& m) {
     Peer& p = peers_[peer];
-    if (m.kind == Kind::kAck || m.kind == Kind::kClearToSend) {
+    const MessageHeader& h = m.header;
+    if (h.is(MessageKind::kPulled) || h.is(MessageKind::kClearToSend)) {
       for (auto it = p.sends_in_flight.begin(); it != p.sends_in_flight.end(); ++it) {
-        if (it->id != m.id) continue;
-        if (m.status != 0) {
-          it->request->fail("rank " + std::to_string(peer) + " rejected the message (size mismatch or failed copy)",
+        if (it->id != h.id) continue;
+        if (h.status != 0) {
+          it->request->fail(h.bytes != it->bytes ? size_mismatch_message(rank_, it->bytes, peer, h.bytes)
+                                                 : "rank " + std::to_string(peer) + " could not copy the message",
                             false);
-        } else if (m.kind == Kind::kAck) {
+        } else if (h.is(MessageKind::kPulled)) {
           it->request->complete();
         } else {
           p.streaming.push_back({it->request, const_cast<std::byte*>(it->data), it->bytes});
@@ -355,34 +367,28 @@ class ShmTransport final : public Transport {
       }
       return;  // a cancelled send
     }
-    if (auto recv = p.matcher.take_posted(m)) {
-      deliver(peer, m, m.payload, *recv);
-      return;
-    }
-    std::vector<std::byte> eager;
-    if (m.kind == Kind::kEager) eager.assign(m.payload, m.payload + m.bytes);
-    p.matcher.park(m, std::move(eager));
+    // Eager or request-to-send: to its receive, or parked (the payload copied out of the slot).
+    auto to = [&](const MessageHeader& mh, const std::byte* eager, PostedRecv& r) { deliver(peer, mh, eager, r); };
+    p.matcher.arrive(h, m.payload, payload_bytes(h), to);
   }
 
   // Completes a matched receive: from the inline payload, or by pulling from the sender's memory.
-  void deliver(int peer, const Message& m, const std::byte* eager, PostedRecv& recv) {
+  void deliver(int peer, const MessageHeader& h, const std::byte* eager, PostedRecv& recv) {
     std::string error;
     bool lost = false;
-    if (m.bytes != recv.bytes) {
-      error = "message size mismatch: rank " + std::to_string(peer) + " sent " + std::to_string(m.bytes) +
-              " bytes, rank " + std::to_string(rank_) + " expected " + std::to_string(recv.bytes) +
-              " (do the ranks pass the same count?)";
-    } else if (m.kind == Kind::kEager) {
-      if (m.bytes) std::memcpy(recv.data, eager, m.bytes);
+    const bool rendezvous = h.is(MessageKind::kRequestToSend);
+    if (h.bytes != recv.bytes) {
+      error = size_mismatch_message(peer, h.bytes, rank_, recv.bytes);
+    } else if (!rendezvous) {
+      if (h.bytes) std::memcpy(recv.data, eager, h.bytes);
     }
-    const bool pulled = m.kind == Kind::kRendezvous && error.empty() && pulls(peer, m.bytes);
-    if (pulled) error = pull(peer, recv.data, m.addr, m.bytes, lost);
-    if (m.kind == Kind::kRendezvous) {
-      Message ack{};
-      ack.kind = pulled ? Kind::kAck : Kind::kClearToSend;
-      ack.id = m.id;
-      ack.status = error.empty() ? 0 : 1;
-      post(peer, ack);
+    const bool pulled = rendezvous && error.empty() && pulls(peer, h.bytes);
+    if (pulled) error = pull(peer, recv.data, h.aux, h.bytes, lost);
+    if (rendezvous) {
+      Message reply{};
+      reply.header = make_header(pulled ? MessageKind::kPulled : MessageKind::kClearToSend, h.tag(), recv.bytes, h.id);
+      reply.header.status = error.empty() ? 0 : 1;
+      post(peer, reply);
       if (error.empty() && !pulled) {
         // Completes in stream_in once the last piece has arrived.
         peers_[peer].incoming.push_back({recv.request, static_cast<std::byte*>(recv.data), recv.bytes});
@@ -529,6 +535,7 @@ class ShmTransport final : public Transport {
   CopyMode mode_ = CopyMode::kAuto;
   size_t cma_min_bytes_ = static_cast<size_t>(knobs::kShmCmaMinBytes.fallback);
   std::vector<Peer> peers_;
+  LoopbackMatcher self_;
 };
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <cerrno>
-#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <list>
@@ -19,15 +19,22 @@
 #include <utility>
 
 #include "collectives/core/errors.h"
-#include "collectives/transports/matching.h"
+#include "collectives/transports/fabric.h"
+#include "collectives/transports/fabric_transport.h"
 
+// TCP is a Fabric (fabric.h): what is here is only what is TCP. Sockets, the connection set-up and
+// its handshake, framing of a byte stream, striping of data over a pair's connections and
+// poll()-driven non-blocking progress. The message protocol (eager / request-to-send /
+// clear-to-send, Tag matching, size checks, loopback, the start-up hello) is fabric_transport.cc's,
+// shared with UCX and MPI.
+//
 // Why raw non-blocking sockets polled with ::poll and not Asio's completion handlers driven by
 // io_context::poll(): the progress engine calls progress() in a tight loop, and one poll(2) with a
 // zero timeout over every connection is the cheapest possible "anything to do?" (a single syscall,
-// no handler allocation, no reactor queue). Reads then land straight in the posted receive buffer
-// at the offset the frame names, which a handler-per-read design would make awkward. Asio still does
-// what it is good at: resolving names, opening, binding, listening, accepting, connecting and setting
-// socket options; the data path uses the native handles.
+// no handler allocation, no reactor queue). Data pieces then land straight in the posted receive
+// buffer at the offset their header names, which a handler-per-read design would make awkward. Asio
+// still does what it is good at: resolving names, opening, binding, listening, accepting, connecting
+// and setting socket options; the data path uses the native handles.
 
 namespace fsdp {
 namespace {
@@ -36,42 +43,13 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kFrameMagic = 0x66726d31;  // "frm1": catches a stream that lost its framing
-// No single message is this large; a header claiming more is corrupt, not a request to allocate it.
-constexpr uint64_t kMaxMessageBytes = 1ull << 40;
 // Large payloads are striped across a pair's connections in pieces of at least this many bytes, so
 // that a medium message does not pay a frame header and a syscall per few kilobytes.
 constexpr size_t kMinStripeBytes = 256 * 1024;
-
-// Small payloads go eager (with their header; the send completes at once; the receiver stages them
-// if no receive is posted yet, at most kTcpEagerBytes each). Large ones use a receiver-driven
-// rendezvous: kRequestToSend announces them, the receiver answers kClearToSend once a receive has
-// matched (naming its transfer id), and only then does the sender stream kData pieces, which the
-// receiver reads straight into the posted buffer. So the receiver never buffers a large payload, and
-// a sender never streams into a receiver that has nowhere to put the bytes. The price is one round
-// trip per large message, small beside its transfer time.
-enum class Kind : uint16_t { kEager = 1, kRequestToSend = 2, kClearToSend = 3, kData = 4 };
-
-// 48 bytes, host byte order (the ranks of one job share an architecture).
-struct FrameHeader {
-  uint32_t magic;
-  uint16_t kind;
-  uint16_t status;  // clear-to-send: 0 ok, 1 size mismatch (bytes then holds the receiver's size)
-  uint64_t tag_context;
-  uint64_t tag_op;
-  uint64_t bytes;  // eager, request-to-send: the message size; data: this piece's size
-  uint64_t id;     // eager, request-to-send, clear-to-send: the sender's message id; data: the receiver's transfer id
-  uint64_t aux;    // clear-to-send: the receiver's transfer id; data: the piece's offset in the message
-};
-static_assert(sizeof(FrameHeader) == 48);
+// Data ids are 64-bit on the wire; the protocol never gets near this.
+constexpr uint64_t kMaxDataId = 1ull << 63;
 
 std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
-
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 tcp::endpoint resolve(asio::io_context& io, const TcpEndpoint& e, const ErrorContext& ctx) {
   tcp::resolver resolver(io);
@@ -85,26 +63,35 @@ tcp::endpoint resolve(asio::io_context& io, const TcpEndpoint& e, const ErrorCon
 
 std::string endpoint_text(const tcp::endpoint& e) { return TcpEndpoint{e.address().to_string(), e.port()}.to_string(); }
 
-// A payload piece on its way out; shared by the pieces of one striped send. data is null once cancelled.
-struct OutTransfer {
-  RequestPtr request;
-  const std::byte* data;
-  size_t pieces_left;
+// A posted operation. Data sends and receives work on the caller's buffer (`data`, null once
+// withdrawn: a send's pieces are then finished with zeros, a receive's read and dropped, so the
+// streams keep their framing).
+struct TcpOp final : FabricOp {
+  int peer = -1;
+  bool settled = false;  // its outcome is queued for progress() to report
+  FabricResult result;
+  std::byte* data = nullptr;
+  size_t bytes = 0;
+  size_t pieces_left = 0;  // data sends: pieces not yet in the kernel
+  size_t received = 0;     // data receives: bytes arrived so far
 };
+using TcpOpPtr = std::shared_ptr<TcpOp>;
 
+// One frame on its way out: a control message as the protocol built it (header and eager payload),
+// or a piece of a data send (its own header, then send->data + header.aux).
 struct OutFrame {
-  FrameHeader header;
-  std::vector<std::byte> owned;           // an eager payload, copied so the send completes at once
-  std::shared_ptr<OutTransfer> transfer;  // a data piece: the payload is transfer->data + header.aux
-  size_t sent = 0;                        // header and payload bytes written so far
+  std::vector<std::byte> control;
+  MessageHeader header{};
+  TcpOpPtr send;
+  size_t sent = 0;  // bytes of the frame written so far
 };
 
 // The frame being read from one connection.
 struct Reader {
-  FrameHeader header;
+  MessageHeader header{};
   size_t header_got = 0;
   size_t payload_got = 0;
-  std::vector<std::byte> staging;  // an eager payload
+  std::vector<std::byte> control;  // a control message: its header, then its eager payload
 };
 
 struct Connection {
@@ -114,48 +101,31 @@ struct Connection {
   int fd() const { return socket->native_handle(); }
 };
 
-struct PendingSend {
-  RequestPtr request;
-  const std::byte* data;
-  size_t bytes;
-};
-
-// A matched large receive whose payload streams in; data is null once cancelled (pieces still
-// arriving are then read and dropped, so the stream keeps its framing).
-struct Incoming {
-  RequestPtr request;
-  std::byte* data;
-  size_t bytes;
-  size_t received = 0;
-};
-
 struct Peer {
   std::vector<Connection> connections;
-  ReceiveMatcher<FrameHeader> matcher;
-  std::unordered_map<uint64_t, PendingSend> awaiting_clear;  // by our message id
-  std::unordered_map<uint64_t, Incoming> incoming;           // by our transfer id
-  size_t next_connection = 0;                                // where the next striped send starts
+  std::unordered_map<uint64_t, TcpOpPtr> receiving;  // data receives, by data id
+  size_t next_connection = 0;                        // where the next striped send starts
   bool dead = false;
-  bool lost = false;  // the connection closed (vs. a protocol error)
+  bool lost = false;  // a connection closed or failed (vs. a malformed frame)
   std::string reason;
 };
 
-class TcpTransport final : public Transport {
+class TcpFabric final : public Fabric {
  public:
-  TcpTransport(int rank, int size, TcpListener listener, const std::vector<TcpEndpoint>& peers,
-               std::chrono::milliseconds timeout, TcpOptions options)
-      : rank_(rank), size_(size), options_(options), peers_(size), self_(rank) {
+  TcpFabric(int rank, int size, TcpListener listener, const std::vector<TcpEndpoint>& peers,
+            std::chrono::milliseconds timeout, TcpOptions options)
+      : rank_(rank), size_(size), options_(options), peers_(size) {
     for (Peer& p : peers_) p.connections.resize(options_.connections_per_peer);
     connect_all(std::move(listener), peers, timeout);
   }
 
-  ~TcpTransport() override {
-    // Eager sends completed when they were queued; give what still waits in user space a moment to
-    // reach the kernel, which delivers it even after close. Data pieces belong to abandoned sends.
+  ~TcpFabric() override {
+    // Eager sends completed when the fabric took them; give what still waits in user space a moment
+    // to reach the kernel, which delivers it even after close. Data pieces belong to abandoned sends.
     const auto deadline = Clock::now() + std::chrono::seconds(1);
-    for (int peer = 0; peer < size_; ++peer) {
-      for (Connection& c : peers_[peer].connections) {
-        std::erase_if(c.out, [](const OutFrame& f) { return f.transfer && f.sent == 0; });
+    for (Peer& p : peers_) {
+      for (Connection& c : p.connections) {
+        std::erase_if(c.out, [](const OutFrame& f) { return f.send && f.sent == 0; });
       }
     }
     for (bool pending = true; pending && Clock::now() < deadline;) {
@@ -174,50 +144,65 @@ class TcpTransport final : public Transport {
   std::string_view name() const override { return "tcp"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  uint64_t max_data_id() const override { return kMaxDataId; }
 
-  RequestPtr isend(int peer, const Tag& tag, const void* data, size_t bytes) override {
-    check_rank(peer);
-    auto request = std::make_shared<Request>(peer, bytes, true);
-    if (peer == rank_) {
-      self_.send(tag, data, bytes, request);  // matched in memory, no socket involved
-      return request;
-    }
+  // Control messages of a pair all travel on connection 0, so they arrive in send order. The message
+  // is the fabric's from here on: the send is reported done at once, as its bytes need nothing more
+  // from the caller.
+  FabricOpPtr send_control(int peer, std::vector<std::byte> message, FabricCallback done) override {
+    auto op = make_op(peer, std::move(done));
     Peer& p = peers_[peer];
-    if (p.dead) {
-      request->fail(p.reason, p.lost);
-      return request;
-    }
-    OutFrame f{};
-    f.header = header(Kind::kEager, tag, bytes, next_send_id_++);
-    if (bytes <= kTcpEagerBytes) {
-      const auto* src = static_cast<const std::byte*>(data);
-      f.owned.assign(src, src + bytes);
-      Connection& conn = p.connections[0];
-      const bool idle = conn.out.empty();
-      conn.out.push_back(std::move(f));
-      request->complete();  // the payload is in our outbox; the transport delivers it
-      // Hand it to the kernel now where the socket takes it: a rank that completes its last send and
-      // exits (or dies) at once must not leave the message behind in user space.
-      if (idle) write(peer, 0);
-    } else {
-      f.header.kind = static_cast<uint16_t>(Kind::kRequestToSend);
-      p.awaiting_clear[f.header.id] = {request, static_cast<const std::byte*>(data), bytes};
-      p.connections[0].out.push_back(std::move(f));
-    }
-    return request;
+    if (p.dead) return settle(op, failure(p));
+    Connection& conn = p.connections[0];
+    const bool idle = conn.out.empty();
+    conn.out.push_back(OutFrame{std::move(message), {}, nullptr, 0});
+    settle(op, FabricResult{});
+    // Hand it to the kernel now where the socket takes it: a rank that completes its last send and
+    // exits (or dies) at once must not leave the message behind in user space.
+    if (idle) write(peer, 0);
+    return op;
   }
 
-  RequestPtr irecv(int peer, const Tag& tag, void* data, size_t bytes) override {
-    check_rank(peer);
-    auto request = std::make_shared<Request>(peer, bytes, false);
-    if (peer == rank_) {
-      self_.recv(tag, data, bytes, request);
-      return request;
-    }
+  bool next_control(int& from, std::vector<std::byte>& message) override {
+    if (inbox_.empty()) return false;
+    from = inbox_.front().first;
+    message = std::move(inbox_.front().second);
+    inbox_.pop_front();
+    return true;
+  }
+
+  // Striping: one piece per connection (at least kMinStripeBytes each), starting where the last
+  // striped send stopped, so that medium messages spread over the connections too.
+  FabricOpPtr send_data(int peer, uint64_t id, const void* data, size_t bytes, FabricCallback done) override {
+    auto op = make_op(peer, std::move(done));
     Peer& p = peers_[peer];
-    auto to = [&](const FrameHeader& h, const std::byte* eager, PostedRecv& r) { deliver(peer, h, eager, r); };
-    p.matcher.receive(PostedRecv{tag, data, bytes, request}, p.dead, p.reason, p.lost, to);
-    return request;
+    if (p.dead) return settle(op, failure(p));
+    op->data = static_cast<std::byte*>(const_cast<void*>(data));
+    op->bytes = bytes;
+    if (bytes == 0) return settle(op, FabricResult{});
+    const size_t n = p.connections.size();
+    size_t piece = (bytes + n - 1) / n;
+    piece = std::max(kMinStripeBytes, (piece + 4095) / 4096 * 4096);
+    op->pieces_left = (bytes + piece - 1) / piece;
+    for (size_t offset = 0; offset < bytes; offset += piece) {
+      MessageHeader h = make_header(MessageKind::kData, Tag{}, std::min(piece, bytes - offset), id);
+      h.aux = offset;
+      p.connections[p.next_connection].out.push_back(OutFrame{{}, h, op, 0});
+      p.next_connection = (p.next_connection + 1) % n;
+    }
+    return op;
+  }
+
+  // The pieces land straight in `data`, in whatever order the connections deliver them.
+  FabricOpPtr recv_data(int peer, uint64_t id, void* data, size_t bytes, FabricCallback done) override {
+    auto op = make_op(peer, std::move(done));
+    Peer& p = peers_[peer];
+    if (p.dead) return settle(op, failure(p));
+    op->data = static_cast<std::byte*>(data);
+    op->bytes = bytes;
+    if (bytes == 0) return settle(op, FabricResult{});
+    p.receiving[id] = op;
+    return op;
   }
 
   bool progress() override {
@@ -233,147 +218,96 @@ class TcpTransport final : public Transport {
         poll_index_.emplace_back(peer, c);
       }
     }
-    if (pollfds_.empty()) return false;
-    if (::poll(pollfds_.data(), pollfds_.size(), 0) <= 0) return false;
     bool moved = false;
-    for (size_t i = 0; i < pollfds_.size(); ++i) {
-      const short revents = pollfds_[i].revents;
-      const auto [peer, c] = poll_index_[i];
-      if (revents == 0 || peers_[peer].dead) continue;
-      if (revents & (POLLIN | POLLERR | POLLHUP)) moved |= read(peer, c);
-      if (!peers_[peer].dead && (revents & POLLOUT)) moved |= write(peer, c);
+    if (!pollfds_.empty() && ::poll(pollfds_.data(), pollfds_.size(), 0) > 0) {
+      for (size_t i = 0; i < pollfds_.size(); ++i) {
+        const short revents = pollfds_[i].revents;
+        const auto [peer, c] = poll_index_[i];
+        if (revents == 0 || peers_[peer].dead) continue;
+        if (revents & (POLLIN | POLLERR | POLLHUP)) moved |= read(peer, c);
+        if (!peers_[peer].dead && (revents & POLLOUT)) moved |= write(peer, c);
+      }
+    }
+    // Outcomes are reported here only, never inside the call that posted the operation.
+    while (!settled_.empty()) {
+      moved = true;
+      for (TcpOpPtr& op : std::exchange(settled_, {})) {
+        op->finished = true;
+        if (FabricCallback done = std::move(op->done)) done(op->result);
+      }
     }
     return moved;
   }
 
-  void cancel(const RequestPtr& request) override {
-    const int peer = request->peer();
-    if (peer == rank_) {
-      self_.cancel(request);
-      return;
+  // A data send is withdrawn at once: pieces not yet started are dropped, a piece half in the kernel
+  // is finished with zeros. A data receive is withdrawn at once too: what still arrives for it is
+  // read and dropped. A control message is already the fabric's and goes out regardless.
+  void cancel(const FabricOpPtr& fop) override {
+    auto op = std::static_pointer_cast<TcpOp>(fop);
+    if (op->settled) return;
+    op->data = nullptr;
+    for (Connection& c : peers_[op->peer].connections) {
+      std::erase_if(c.out, [&](const OutFrame& f) { return f.send == op && f.sent == 0; });
     }
-    Peer& p = peers_[peer];
-    if (request->is_send()) {
-      // A send awaiting clearance is forgotten (a late clear-to-send for it is ignored). Pieces already
-      // queued are dropped unless partly written; that one is finished with zeros so the stream keeps
-      // its framing. Either way the caller's buffer is never read again.
-      std::erase_if(p.awaiting_clear, [&](const auto& e) { return e.second.request == request; });
-      for (Connection& c : p.connections) {
-        for (OutFrame& f : c.out) {
-          if (f.transfer && f.transfer->request == request) f.transfer->data = nullptr;
-        }
-        std::erase_if(c.out, [](const OutFrame& f) { return f.transfer && !f.transfer->data && f.sent == 0; });
-      }
-    } else {
-      p.matcher.cancel(request);
-      for (auto& [id, in] : p.incoming) {
-        if (in.request == request) in.data = nullptr;
-      }
-    }
+    FabricResult r;
+    r.ok = false;
+    r.error = "cancelled";
+    settle(op, std::move(r));
   }
 
   std::string check_peer(int peer) override {
-    if (peer < 0 || peer >= size_ || peer == rank_) return {};
     const Peer& p = peers_[peer];
     return p.dead && p.lost ? p.reason : std::string();
   }
 
+  std::vector<FabricFailure> take_failed_peers() override { return std::exchange(failed_, {}); }
+
+  void drop_peer(int peer) override {
+    fail_peer(peer, "rank " + std::to_string(rank_) + " dropped rank " + std::to_string(peer) + " after an error",
+              false, false);
+  }
+
  private:
-  void check_rank(int peer) const {
-    if (peer < 0 || peer >= size_) {
-      throw InvalidArgument("tcp transport: peer " + std::to_string(peer) + " outside [0, " + std::to_string(size_) +
-                            ")");
+  TcpOpPtr make_op(int peer, FabricCallback done) {
+    if (peer < 0 || peer >= size_ || peer == rank_) {
+      throw InvalidArgument("tcp fabric: peer " + std::to_string(peer) + " outside [0, " + std::to_string(size_) +
+                            ") or this rank");
     }
+    auto op = std::make_shared<TcpOp>();
+    op->peer = peer;
+    op->done = std::move(done);
+    return op;
   }
 
-  static FrameHeader header(Kind kind, const Tag& tag, uint64_t bytes, uint64_t id) {
-    FrameHeader h{};
-    h.magic = kFrameMagic;
-    h.kind = static_cast<uint16_t>(kind);
-    h.tag_context = tag.context;
-    h.tag_op = tag.op;
-    h.bytes = bytes;
-    h.id = id;
-    return h;
+  TcpOpPtr settle(const TcpOpPtr& op, FabricResult r) {
+    if (op->settled) return op;
+    op->settled = true;
+    op->result = std::move(r);
+    settled_.push_back(op);
+    return op;
   }
 
-  // Completes a matched receive from an eager payload, or clears a large one to stream in.
-  void deliver(int peer, const FrameHeader& h, const std::byte* eager, PostedRecv& recv) {
-    Peer& p = peers_[peer];
-    const bool rendezvous = h.kind == static_cast<uint16_t>(Kind::kRequestToSend);
-    if (h.bytes != recv.bytes) {
-      if (rendezvous && !p.dead) {
-        FrameHeader reply = header(Kind::kClearToSend, Tag{h.tag_context, h.tag_op}, recv.bytes, h.id);
-        reply.status = 1;
-        p.connections[0].out.push_back(OutFrame{reply, {}, nullptr, 0});
-      }
-      recv.request->fail(size_mismatch_message(peer, h.bytes, rank_, recv.bytes), false);
-      return;
-    }
-    if (!rendezvous) {
-      if (h.bytes) std::memcpy(recv.data, eager, h.bytes);
-      recv.request->complete();
-      return;
-    }
-    if (p.dead) {
-      recv.request->fail(p.reason, p.lost);
-      return;
-    }
-    const uint64_t id = next_transfer_id_++;
-    p.incoming[id] = Incoming{recv.request, static_cast<std::byte*>(recv.data), recv.bytes};
-    FrameHeader reply = header(Kind::kClearToSend, Tag{h.tag_context, h.tag_op}, recv.bytes, h.id);
-    reply.aux = id;
-    p.connections[0].out.push_back(OutFrame{reply, {}, nullptr, 0});
+  static FabricResult failure(const Peer& p) {
+    FabricResult r;
+    r.ok = false;
+    r.peer_lost = p.lost;
+    r.error = p.reason;
+    return r;
   }
 
-  // A complete eager or request-to-send frame: match it, or keep it for the receive to come.
-  void arrived(int peer, const FrameHeader& h, std::vector<std::byte> eager) {
-    auto to = [&](const FrameHeader& m, const std::byte* payload, PostedRecv& r) { deliver(peer, m, payload, r); };
-    peers_[peer].matcher.arrive(h, std::move(eager), to);
-  }
-
-  void cleared(int peer, const FrameHeader& h) {
-    Peer& p = peers_[peer];
-    auto it = p.awaiting_clear.find(h.id);
-    if (it == p.awaiting_clear.end()) return;  // a cancelled send
-    PendingSend send = it->second;
-    p.awaiting_clear.erase(it);
-    if (h.status != 0) {
-      send.request->fail(size_mismatch_message(rank_, send.bytes, peer, h.bytes), false);
-      return;
-    }
-    // Striping: one piece per connection (at least kMinStripeBytes each), starting where the last
-    // striped send stopped so small large-messages spread over the connections too.
-    const size_t n = p.connections.size();
-    size_t piece = (send.bytes + n - 1) / n;
-    piece = std::max(kMinStripeBytes, (piece + 4095) / 4096 * 4096);
-    const size_t pieces = (send.bytes + piece - 1) / piece;
-    auto transfer = std::make_shared<OutTransfer>(OutTransfer{send.request, send.data, pieces});
-    for (size_t i = 0; i < pieces; ++i) {
-      FrameHeader d = header(Kind::kData, Tag{h.tag_context, h.tag_op}, std::min(piece, send.bytes - i * piece), h.aux);
-      d.aux = i * piece;
-      p.connections[p.next_connection].out.push_back(OutFrame{d, {}, transfer, 0});
-      p.next_connection = (p.next_connection + 1) % n;
-    }
-  }
-
-  // Fails everything pending with `peer` and closes its connections; later requests fail at once.
-  void fail_peer(int peer, const std::string& why, bool lost) {
+  // Fails every operation with `peer` and closes its connections; later ones fail at once. Reported
+  // to the protocol through take_failed_peers() unless the protocol itself dropped the peer.
+  void fail_peer(int peer, const std::string& why, bool lost, bool report = true) {
     Peer& p = peers_[peer];
     if (p.dead) return;
     p.dead = true;
     p.lost = lost;
     p.reason = why;
-    p.matcher.fail_all(why, lost);
-    for (auto& [id, s] : p.awaiting_clear) s.request->fail(why, lost);
-    p.awaiting_clear.clear();
-    for (auto& [id, in] : p.incoming) {
-      if (in.data) in.request->fail(why, lost);
-    }
-    p.incoming.clear();
+    if (report) failed_.push_back(FabricFailure{peer, why, lost});
+    for (auto& [id, op] : std::exchange(p.receiving, {})) settle(op, failure(p));
     for (Connection& c : p.connections) {
       for (OutFrame& f : c.out) {
-        if (f.transfer && f.transfer->data && f.transfer->request->pending()) f.transfer->request->fail(why, lost);
+        if (f.send) settle(f.send, failure(p));
       }
       c.out.clear();
       boost::system::error_code ignored;
@@ -381,98 +315,61 @@ class TcpTransport final : public Transport {
     }
   }
 
-  void protocol_error(int peer, size_t c, const std::string& what) {
+  void lost_connection(int peer, size_t c, const std::string& what) {
     fail_peer(peer,
-              "malformed frame from rank " + std::to_string(peer) + " on connection " + std::to_string(c) + ": " +
-                  what + " (a corrupted stream, or not an fsdp peer of this version)",
-              false);
+              "connection " + std::to_string(c) + " to rank " + std::to_string(peer) + " " + what +
+                  " (the process exited or the network dropped it)",
+              true);
   }
 
-  // Checks a complete header and decides where its payload goes. False after a protocol error.
+  // Checks a complete header before anything is read for it. False after a malformed one: the
+  // stream has lost its framing, so the peer is failed and its connections closed.
   bool begin_frame(int peer, size_t c) {
-    Reader& r = peers_[peer].connections[c].reader;
-    const FrameHeader& h = r.header;
-    if (h.magic != kFrameMagic) {
-      protocol_error(peer, c, "bad magic " + hex(h.magic));
-      return false;
+    Peer& p = peers_[peer];
+    Reader& r = p.connections[c].reader;
+    const MessageHeader& h = r.header;
+    std::string why = check_header(h, kFabricEagerBytes);
+    if (why.empty() && !h.is(MessageKind::kData) && c != 0) {
+      why = "control frame of kind " + std::to_string(h.kind) + " off connection 0";
     }
-    const bool control = h.kind == static_cast<uint16_t>(Kind::kEager) ||
-                         h.kind == static_cast<uint16_t>(Kind::kRequestToSend) ||
-                         h.kind == static_cast<uint16_t>(Kind::kClearToSend);
-    if (control && c != 0) {
-      protocol_error(peer, c, "control frame of kind " + std::to_string(h.kind) + " off connection 0");
-      return false;
-    }
-    switch (static_cast<Kind>(h.kind)) {
-      case Kind::kEager:
-        if (h.bytes > kTcpEagerBytes) {
-          protocol_error(
-              peer, c,
-              "eager frame of " + std::to_string(h.bytes) + " bytes (limit " + std::to_string(kTcpEagerBytes) + ")");
-          return false;
-        }
-        r.staging.resize(h.bytes);
-        return true;
-      case Kind::kRequestToSend:
-      case Kind::kClearToSend:
-        if (h.bytes > kMaxMessageBytes) {
-          protocol_error(peer, c, "message of " + std::to_string(h.bytes) + " bytes");
-          return false;
-        }
-        return true;
-      case Kind::kData: {
-        auto it = peers_[peer].incoming.find(h.id);
-        if (it == peers_[peer].incoming.end()) {
-          protocol_error(peer, c, "data for unknown transfer " + std::to_string(h.id));
-          return false;
-        }
-        if (h.aux > it->second.bytes || h.bytes > it->second.bytes - h.aux) {
-          protocol_error(peer, c,
-                         "data piece [" + std::to_string(h.aux) + ", +" + std::to_string(h.bytes) + ") outside the " +
-                             std::to_string(it->second.bytes) + "-byte message");
-          return false;
-        }
-        return true;
+    if (why.empty() && h.is(MessageKind::kData)) {
+      auto it = p.receiving.find(h.id);
+      if (it == p.receiving.end()) {
+        why = "data for unknown transfer " + std::to_string(h.id);
+      } else if (h.aux > it->second->bytes || h.bytes > it->second->bytes - h.aux) {
+        why = "data piece [" + std::to_string(h.aux) + ", +" + std::to_string(h.bytes) + ") outside the " +
+              std::to_string(it->second->bytes) + "-byte message";
       }
     }
-    protocol_error(peer, c, "unknown frame kind " + std::to_string(h.kind));
-    return false;
-  }
-
-  size_t payload_bytes(const FrameHeader& h) const {
-    const auto kind = static_cast<Kind>(h.kind);
-    return kind == Kind::kEager || kind == Kind::kData ? h.bytes : 0;
+    if (!why.empty()) {
+      fail_peer(peer, malformed_frame_message(peer, "tcp connection " + std::to_string(c), why), false);
+      return false;
+    }
+    if (!h.is(MessageKind::kData)) {
+      r.control.resize(sizeof(MessageHeader) + payload_bytes(h));
+      std::memcpy(r.control.data(), &h, sizeof(MessageHeader));
+    }
+    return true;
   }
 
   // Acts on a frame whose payload (if any) has fully arrived.
   void end_frame(int peer, size_t c) {
     Peer& p = peers_[peer];
     Reader& r = p.connections[c].reader;
-    const FrameHeader h = r.header;
     r.header_got = 0;
     r.payload_got = 0;
-    switch (static_cast<Kind>(h.kind)) {
-      case Kind::kEager:
-        arrived(peer, h, std::move(r.staging));
-        r.staging = {};
-        break;
-      case Kind::kRequestToSend:
-        arrived(peer, h, {});
-        break;
-      case Kind::kClearToSend:
-        cleared(peer, h);
-        break;
-      case Kind::kData: {
-        auto it = p.incoming.find(h.id);
-        Incoming& in = it->second;
-        in.received += h.bytes;
-        if (in.received == in.bytes) {
-          if (in.data) in.request->complete();
-          p.incoming.erase(it);
-        }
-        break;
-      }
+    if (!r.header.is(MessageKind::kData)) {
+      inbox_.emplace_back(peer, std::exchange(r.control, {}));
+      return;
     }
+    auto it = p.receiving.find(r.header.id);
+    TcpOp& op = *it->second;
+    op.received += r.header.bytes;
+    if (op.received < op.bytes) return;
+    FabricResult ok;
+    ok.bytes = op.received;
+    settle(it->second, std::move(ok));  // no-op for a withdrawn receive
+    p.receiving.erase(it);
   }
 
   // Reads what connection c of `peer` has, frame by frame, straight into posted buffers.
@@ -484,46 +381,38 @@ class TcpTransport final : public Transport {
     for (int round = 0; round < 16; ++round) {
       std::byte* dst;
       size_t want;
-      if (r.header_got < sizeof(FrameHeader)) {
+      if (r.header_got < sizeof(MessageHeader)) {
         dst = reinterpret_cast<std::byte*>(&r.header) + r.header_got;
-        want = sizeof(FrameHeader) - r.header_got;
-      } else {
-        want = payload_bytes(r.header) - r.payload_got;
-        if (static_cast<Kind>(r.header.kind) == Kind::kEager) {
-          dst = r.staging.data() + r.payload_got;
+        want = sizeof(MessageHeader) - r.header_got;
+      } else if (r.header.is(MessageKind::kData)) {
+        TcpOp& op = *p.receiving.find(r.header.id)->second;
+        want = r.header.bytes - r.payload_got;
+        if (op.data) {
+          dst = op.data + r.header.aux + r.payload_got;
         } else {
-          Incoming& in = p.incoming.find(r.header.id)->second;
-          if (in.data) {
-            dst = in.data + r.header.aux + r.payload_got;
-          } else {
-            dst = discard_.data();
-            want = std::min(want, discard_.size());
-          }
+          dst = discard_.data();
+          want = std::min(want, discard_.size());
         }
+      } else {
+        dst = r.control.data() + sizeof(MessageHeader) + r.payload_got;
+        want = r.header.bytes - r.payload_got;
       }
       const ssize_t n = ::recv(conn.fd(), dst, want, MSG_DONTWAIT);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       if (n <= 0) {
-        fail_peer(peer,
-                  "connection " + std::to_string(c) + " to rank " + std::to_string(peer) +
-                      (n == 0 ? std::string(" was closed") : " failed: " + errno_text(errno)) +
-                      " (the process exited or the network dropped it)",
-                  true);
+        lost_connection(peer, c, n == 0 ? std::string("was closed") : "failed: " + errno_text(errno));
         return true;
       }
       moved = true;
-      if (r.header_got < sizeof(FrameHeader)) {
+      if (r.header_got < sizeof(MessageHeader)) {
         r.header_got += static_cast<size_t>(n);
-        if (r.header_got < sizeof(FrameHeader)) continue;
+        if (r.header_got < sizeof(MessageHeader)) continue;
         if (!begin_frame(peer, c)) return true;
       } else {
         r.payload_got += static_cast<size_t>(n);
       }
-      if (r.payload_got == payload_bytes(r.header)) {
-        end_frame(peer, c);
-        if (p.dead) return true;
-      }
+      if (r.payload_got == payload_bytes(r.header)) end_frame(peer, c);
     }
     return moved;
   }
@@ -534,21 +423,23 @@ class TcpTransport final : public Transport {
     bool moved = false;
     while (!conn.out.empty()) {
       OutFrame& f = conn.out.front();
-      const FrameHeader& h = f.header;
-      const size_t payload = payload_bytes(h);
       iovec iov[2];
       int count = 0;
-      if (f.sent < sizeof(FrameHeader)) {
-        iov[count++] = {reinterpret_cast<std::byte*>(&f.header) + f.sent, sizeof(FrameHeader) - f.sent};
-      }
-      const size_t done = f.sent > sizeof(FrameHeader) ? f.sent - sizeof(FrameHeader) : 0;
-      if (payload > done) {
-        if (!f.transfer) {
-          iov[count++] = {f.owned.data() + done, payload - done};
-        } else if (f.transfer->data) {
-          iov[count++] = {const_cast<std::byte*>(f.transfer->data) + h.aux + done, payload - done};
+      size_t total;
+      if (!f.send) {
+        total = f.control.size();
+        iov[count++] = {f.control.data() + f.sent, total - f.sent};
+      } else {
+        const size_t payload = f.header.bytes;
+        total = sizeof(MessageHeader) + payload;
+        if (f.sent < sizeof(MessageHeader)) {
+          iov[count++] = {reinterpret_cast<std::byte*>(&f.header) + f.sent, sizeof(MessageHeader) - f.sent};
+        }
+        const size_t done = f.sent > sizeof(MessageHeader) ? f.sent - sizeof(MessageHeader) : 0;
+        if (f.send->data) {
+          iov[count++] = {f.send->data + f.header.aux + done, payload - done};
         } else {
-          // Cancelled mid-piece: the receiver still counts the piece's bytes, so zeros finish it.
+          // Withdrawn mid-piece: the receiver still counts the piece's bytes, so zeros finish it.
           static const std::array<std::byte, 64 * 1024> kZeros{};
           iov[count++] = {const_cast<std::byte*>(kZeros.data()), std::min(payload - done, kZeros.size())};
         }
@@ -560,16 +451,13 @@ class TcpTransport final : public Transport {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       if (n < 0) {
-        fail_peer(peer,
-                  "connection " + std::to_string(c) + " to rank " + std::to_string(peer) +
-                      " failed: " + errno_text(errno) + " (the process exited or the network dropped it)",
-                  true);
+        lost_connection(peer, c, "failed: " + errno_text(errno));
         return true;
       }
       moved = true;
       f.sent += static_cast<size_t>(n);
-      if (f.sent < sizeof(FrameHeader) + payload) continue;
-      if (f.transfer && f.transfer->data && --f.transfer->pieces_left == 0) f.transfer->request->complete();
+      if (f.sent < total) continue;
+      if (f.send && f.send->data && --f.send->pieces_left == 0) settle(f.send, FabricResult{});
       conn.out.pop_front();
     }
     return moved;
@@ -593,7 +481,8 @@ class TcpTransport final : public Transport {
   // Empty when `h` is a valid handshake of this job; otherwise why not.
   std::string check_hello(const TcpHello& h, bool accepted) const {
     if (h.magic != kTcpHelloMagic) {
-      return "opened with " + hex(h.magic) + " instead of the fsdp tcp handshake (not an fsdp rank? a port scanner?)";
+      return "opened with " + magic_text(h.magic) +
+             " instead of the fsdp tcp handshake (not an fsdp rank? a port scanner?)";
     }
     if (h.version != kTcpVersion) {
       return "speaks protocol version " + std::to_string(h.version) + ", this rank " + std::to_string(kTcpVersion);
@@ -840,12 +729,12 @@ class TcpTransport final : public Transport {
   TcpOptions options_;
   asio::io_context io_;  // before peers_: the sockets need it while they close
   std::vector<Peer> peers_;
-  LoopbackMatcher self_;
-  uint64_t next_send_id_ = 1;
-  uint64_t next_transfer_id_ = 1;
+  std::deque<std::pair<int, std::vector<std::byte>>> inbox_;  // control messages, in arrival order
+  std::vector<TcpOpPtr> settled_;                             // outcomes progress() reports next
+  std::vector<FabricFailure> failed_;
   std::vector<pollfd> pollfds_;
   std::vector<std::pair<int, size_t>> poll_index_;
-  std::array<std::byte, 64 * 1024> discard_{};  // where pieces of cancelled receives go
+  std::array<std::byte, 64 * 1024> discard_{};  // where pieces of withdrawn receives go
 };
 
 }  // namespace
@@ -906,6 +795,24 @@ TcpListener::~TcpListener() {
 
 int TcpListener::release() { return std::exchange(fd_, -1); }
 
+TcpOptions TcpOptions::from_env() {
+  TcpOptions o;
+  auto read = [](const char* var, long lo, long hi, int fallback) {
+    const char* text = std::getenv(var);
+    if (!text || !*text) return fallback;
+    char* end = nullptr;
+    const long value = std::strtol(text, &end, 10);
+    if (*end != '\0' || value < lo || value > hi) {
+      throw InvalidArgument(std::string(var) + "='" + text + "' is not a whole number in [" + std::to_string(lo) +
+                            ", " + std::to_string(hi) + "]");
+    }
+    return static_cast<int>(value);
+  };
+  o.connections_per_peer = read("FSDP_TCP_CONNECTIONS", 1, kTcpMaxConnectionsPerPeer, o.connections_per_peer);
+  o.socket_buffer_bytes = read("FSDP_TCP_SOCKET_BUFFER_BYTES", 0, 1l << 30, o.socket_buffer_bytes);
+  return o;
+}
+
 std::shared_ptr<Transport> make_tcp_transport(int rank, int size, TcpListener listener,
                                               const std::vector<TcpEndpoint>& peers,
                                               std::chrono::milliseconds connect_timeout, TcpOptions options) {
@@ -921,7 +828,8 @@ std::shared_ptr<Transport> make_tcp_transport(int rank, int size, TcpListener li
                           " outside [1, " + std::to_string(kTcpMaxConnectionsPerPeer) + "]");
   }
   if (options.socket_buffer_bytes < 0) throw InvalidArgument("tcp transport: negative socket_buffer_bytes");
-  return std::make_shared<TcpTransport>(rank, size, std::move(listener), peers, connect_timeout, options);
+  return make_fabric_transport(
+      std::make_unique<TcpFabric>(rank, size, std::move(listener), peers, connect_timeout, options), connect_timeout);
 }
 
 }  // namespace fsdp

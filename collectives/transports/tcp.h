@@ -7,12 +7,14 @@
 //   std::vector<TcpEndpoint> peers = ...gather every rank's...;
 //   auto transport = make_tcp_transport(3, 8, std::move(listener), peers, 30s);
 //
-// Wire protocol, per pair of ranks: connections_per_peer TCP connections, opened by the lower rank
-// (so no two ranks ever wait on each other to connect) and identified by a TcpHello handshake.
-// Every control frame of a pair travels on connection 0, so messages of one pair arrive, and match
-// receives, in the order they were sent. Payloads up to kTcpEagerBytes ride with their header
-// (eager: the send completes at once); larger ones are announced and streamed only once the
-// receiver has matched them, straight into the posted buffer, striped across the pair's connections.
+// TCP is a Fabric (fabric.h) under the protocol every fabric shares (fabric_transport.h): payloads up
+// to kFabricEagerBytes ride with their header (eager: the send completes at once); larger ones are
+// announced and streamed only once the receiver has matched them, straight into the posted buffer.
+// What is TCP's own: per pair of ranks, connections_per_peer TCP connections, opened by the lower
+// rank (so no two ranks ever wait on each other to connect) and identified by a TcpHello handshake;
+// every control message of a pair travels on connection 0, so messages of one pair arrive, and match
+// receives, in the order they were sent; the data of a large payload is striped across the pair's
+// connections, each piece framed by a MessageHeader of kind kData (message_header.h).
 #pragma once
 
 #include <chrono>
@@ -25,7 +27,6 @@
 
 namespace fsdp {
 
-inline constexpr size_t kTcpEagerBytes = 32 * 1024;
 inline constexpr int kTcpMaxConnectionsPerPeer = 8;
 
 struct TcpEndpoint {
@@ -43,6 +44,10 @@ struct TcpOptions {
   // SO_SNDBUF and SO_RCVBUF of every connection; 0 leaves the kernel's autotuning on. The kernel caps
   // it at net.core.wmem_max / rmem_max.
   int socket_buffer_bytes = 4 << 20;
+
+  // Defaults overridden by FSDP_TCP_CONNECTIONS and FSDP_TCP_SOCKET_BUFFER_BYTES where set. Throws
+  // InvalidArgument naming the variable on a malformed or out-of-range value.
+  static TcpOptions from_env();
 };
 
 // A listening socket, bound before addresses are exchanged so its port can be published. Move-only;
@@ -94,6 +99,6 @@ struct TcpHello {
   int32_t connections;  // connections_per_peer; both sides must agree
 };
 inline constexpr uint64_t kTcpHelloMagic = 0x6673647074637031ull;  // "fsdptcp1"
-inline constexpr uint32_t kTcpVersion = 1;
+inline constexpr uint32_t kTcpVersion = 2;                         // 2: the shared fabric protocol over the connections
 
 }  // namespace fsdp

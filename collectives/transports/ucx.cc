@@ -152,7 +152,7 @@ class UcxFabric final : public Fabric {
     return processes_[peer].gone(peer);
   }
 
-  std::vector<std::pair<int, std::string>> take_failed_peers() override { return std::exchange(failed_, {}); }
+  std::vector<FabricFailure> take_failed_peers() override { return std::exchange(failed_, {}); }
 
  private:
   struct EpArg {
@@ -370,7 +370,7 @@ class UcxFabric final : public Fabric {
     self.ep_errors_[a->peer] = "UCX reports the endpoint to rank " + std::to_string(a->peer) +
                                " failed: " + ucs_status_string(status) +
                                " (the process exited or the network dropped it)";
-    self.failed_.emplace_back(a->peer, self.ep_errors_[a->peer]);
+    self.failed_.push_back(FabricFailure{a->peer, self.ep_errors_[a->peer], true});
   }
 
   void completed(void* request, ucs_status_t status) {
@@ -417,7 +417,7 @@ class UcxFabric final : public Fabric {
   std::vector<ProcessIdentity> processes_;
   std::vector<std::string> ep_errors_;  // why each peer's endpoint failed, once it did
   std::vector<EpArg> ep_args_;          // stable addresses for the error callbacks
-  std::vector<std::pair<int, std::string>> failed_;
+  std::vector<FabricFailure> failed_;
   std::unordered_map<void*, std::shared_ptr<UcxOp>> by_request_;  // ops in flight, by UCX request
   std::vector<std::shared_ptr<UcxOp>> finished_;                  // done, callback not yet run
   std::deque<std::shared_ptr<UcxOp>> control_inbox_;              // probed control messages, in order

@@ -49,6 +49,23 @@ INSTANTIATE_TEST_SUITE_P(Ranks, ShmProcesses,
                            return "n" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
                          });
 
+// Both sides of a size mismatch fail and name both ranks and sizes, whether the payload would have
+// been staged or pulled (test_support.h has the scenario); a self-send goes through the loopback path.
+class ShmSizeMismatch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShmSizeMismatch, FailsBothSidesAndSelfSendWorks) {
+  const std::string mode = GetParam();
+  const std::string job = unique_job_name("test");
+  auto codes = run_processes(2, 30s, [&](int rank) {
+    ::setenv("FSDP_SHM_COPY", mode.c_str(), 1);
+    return size_mismatch_scenario(*make_shm_transport(job, rank, 2, 10s));
+  });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, ShmSizeMismatch, ::testing::Values("staging", "cma"));
+
 // A rank that dies mid-job is reported as lost, by name, long before the timeout.
 TEST(ShmFaults, KilledPeerIsReportedQuickly) {
   const std::string job = unique_job_name("test");

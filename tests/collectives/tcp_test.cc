@@ -18,6 +18,7 @@
 #include <functional>
 #include <thread>
 
+#include "collectives/transports/message_header.h"
 #include "tests/collectives/test_support.h"
 
 namespace fsdp::testing {
@@ -38,7 +39,6 @@ Job bind_job(int n) {
   }
   return job;
 }
-
 
 std::unique_ptr<Communicator> join(Job& job, int rank, int n, TcpOptions options = {},
                                    std::chrono::milliseconds connect_timeout = 10s) {
@@ -166,39 +166,41 @@ TEST_P(TcpBadHandshake, IsRejectedWithAClearError) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, TcpBadHandshake, ::testing::Values("garbage", "wrong_size"));
 
-// Mirrors the transport's 48-byte frame header, so the test can forge frames.
-struct ForgedHeader {
-  uint32_t magic;
-  uint16_t kind;
-  uint16_t status;
-  uint64_t context, op, bytes, id, aux;
-};
-static_assert(sizeof(ForgedHeader) == 48);
-
-// A fake rank 0 passes the handshake, then sends a broken frame: rank 1's pending receive fails with
-// a clear error and nothing crashes.
+// A fake rank 0 passes the connection handshake and the protocol's hello, waits until rank 1 is up,
+// then sends a broken frame (the shared MessageHeader with one field spoiled): rank 1's pending
+// receive fails with a clear error and nothing crashes.
 class TcpMalformedFrame : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TcpMalformedFrame, FailsTheReceiveClearly) {
   const std::string mode = GetParam();
   Job job = bind_job(2);
+  int up[2];  // rank 1 writes a byte once its transport is up
+  ASSERT_EQ(::pipe(up), 0);
   auto codes = run_processes(2, 30s, [&](int rank) {
     if (rank == 0) {
+      ::close(up[1]);
       int fd = -1;
       for (int i = 0; i < 200 && fd < 0; ++i) fd = raw_connect(job.peers[1].port);
       TcpHello hello{kTcpHelloMagic, kTcpVersion, 0, 1, 2, 0, 1};
       if (fd < 0 || ::write(fd, &hello, sizeof(hello)) != sizeof(hello)) return 5;
       if (::recv(fd, &hello, sizeof(hello), MSG_WAITALL) != sizeof(hello)) return 6;
-      ForgedHeader h{0x66726d31, 1, 0, 1, 0, 16, 1, 0};
+      MessageHeader greeting = make_header(MessageKind::kHello, Tag{}, kProtocolVersion, 0);
+      greeting.aux = 2;
+      if (::write(fd, &greeting, sizeof(greeting)) != sizeof(greeting)) return 7;
+      char byte = 0;
+      if (::read(up[0], &byte, 1) != 1) return 8;
+      MessageHeader h = make_header(MessageKind::kEager, Tag{1, 0}, 16, 1);
       if (mode == "bad_magic") h.magic = 0xdeadbeef;
       if (mode == "unknown_kind") h.kind = 77;
       if (mode == "absurd_size") h.bytes = 1ull << 50;
-      if (::write(fd, &h, sizeof(h)) != sizeof(h)) return 7;
+      if (::write(fd, &h, sizeof(h)) != sizeof(h)) return 9;
       std::this_thread::sleep_for(1s);
       ::close(fd);
       return 0;
     }
+    ::close(up[0]);
     auto comm = join(job, 1, 2);
+    if (::write(up[1], "u", 1) != 1) return 10;
     std::vector<float> buf(1000);
     try {
       comm->recv(buf.data(), buf.size(), DataType::kFloat32, 0).wait();
@@ -210,6 +212,8 @@ TEST_P(TcpMalformedFrame, FailsTheReceiveClearly) {
       return expect_in(e.what(), "malformed frame from rank 0") + expect_in(e.what(), want);
     }
   });
+  ::close(up[0]);
+  ::close(up[1]);
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 0);
 }
