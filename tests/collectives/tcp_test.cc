@@ -105,6 +105,30 @@ TEST(TcpTransport, SizeMismatchAndSelfSend) {
   EXPECT_EQ(codes[1], 0);
 }
 
+// FSDP_TCP_CONNECTIONS and FSDP_TCP_SOCKET_BUFFER_BYTES override the defaults; a bad value is
+// refused naming the variable.
+TEST(TcpOptions, FromEnvironment) {
+  ::unsetenv("FSDP_TCP_CONNECTIONS");
+  ::unsetenv("FSDP_TCP_SOCKET_BUFFER_BYTES");
+  EXPECT_EQ(TcpOptions::from_env().connections_per_peer, TcpOptions{}.connections_per_peer);
+  EXPECT_EQ(TcpOptions::from_env().socket_buffer_bytes, TcpOptions{}.socket_buffer_bytes);
+  ::setenv("FSDP_TCP_CONNECTIONS", "4", 1);
+  ::setenv("FSDP_TCP_SOCKET_BUFFER_BYTES", "0", 1);
+  EXPECT_EQ(TcpOptions::from_env().connections_per_peer, 4);
+  EXPECT_EQ(TcpOptions::from_env().socket_buffer_bytes, 0);
+  for (const char* bad : {"0", "9", "two", "4x"}) {
+    ::setenv("FSDP_TCP_CONNECTIONS", bad, 1);
+    try {
+      TcpOptions::from_env();
+      ADD_FAILURE() << "FSDP_TCP_CONNECTIONS=" << bad << " was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("FSDP_TCP_CONNECTIONS"), std::string::npos) << e.what();
+    }
+  }
+  ::unsetenv("FSDP_TCP_CONNECTIONS");
+  ::unsetenv("FSDP_TCP_SOCKET_BUFFER_BYTES");
+}
+
 // A rank that dies mid-job is reported as lost, by name, long before the timeout.
 TEST(TcpFaults, KilledPeerIsReportedQuickly) {
   Job job = bind_job(2);

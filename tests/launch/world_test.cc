@@ -145,6 +145,13 @@ TEST(ConnectWorld, ThreadsOverTcp) {
   for (int n : {2, 4}) run_threads(n, "tcp");
 }
 
+// FSDP_TCP_CONNECTIONS reaches the transport: 3 connections per pair, data striped across them.
+TEST(ConnectWorld, ThreadsOverTcpStripedByEnvironment) {
+  ::setenv("FSDP_TCP_CONNECTIONS", "3", 1);
+  run_threads(2, "tcp");
+  ::unsetenv("FSDP_TCP_CONNECTIONS");
+}
+
 #ifdef FSDP_HAVE_UCX
 // Worker addresses go through the store (and leave no keys behind).
 TEST(ConnectWorld, ThreadsOverUcx) {
