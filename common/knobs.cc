@@ -43,6 +43,14 @@ const Knob<int64_t> kShmCmaMinBytes{"FSDP_SHM_CMA_MIN_BYTES",
                                     kInf,
                                     true};
 
+// At most kTcpMaxConnectionsPerPeer (collectives/transports/tcp.h).
+const Knob<int64_t> kTcpConnections{
+    "FSDP_TCP_CONNECTIONS", 1,
+    "TCP connections per pair of ranks, large payloads striped across them; every rank the same", 1, 8};
+const Knob<int64_t> kTcpSocketBufferBytes{
+    "FSDP_TCP_SOCKET_BUFFER_BYTES", 4 << 20,
+    "SO_SNDBUF and SO_RCVBUF of every TCP connection (0: the kernel's autotuning)", 0, 1 << 30};
+
 const Knob<std::string> kTransport{"FSDP_TRANSPORT", "auto",
                                    "what connect_world builds: auto (shm on one host, shm+tcp across), shm, tcp, ucx, "
                                    "mpi, shm+tcp, shm+ucx (checked against what this build has)"};
@@ -251,6 +259,8 @@ std::vector<KnobInfo> all_knobs() {
           info_of(kAlgo),
           info_of(kShmCopy),
           info_of(kShmCmaMinBytes),
+          info_of(kTcpConnections),
+          info_of(kTcpSocketBufferBytes),
           info_of(kTransport),
           info_of(kRendezvousTimeoutSec),
           info_of(kStoreExternal),

@@ -48,6 +48,8 @@ extern const Knob<std::string> kAlgo;
 // --- transports ---
 extern const Knob<std::string> kShmCopy;
 extern const Knob<int64_t> kShmCmaMinBytes;
+extern const Knob<int64_t> kTcpConnections;
+extern const Knob<int64_t> kTcpSocketBufferBytes;
 // --- launch ---
 extern const Knob<std::string> kTransport;
 extern const Knob<double> kRendezvousTimeoutSec;

@@ -11,7 +11,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <list>
@@ -21,6 +20,7 @@
 #include "collectives/core/errors.h"
 #include "collectives/transports/fabric.h"
 #include "collectives/transports/fabric_transport.h"
+#include "common/knobs.h"
 
 // TCP is a Fabric (fabric.h): what is here is only what is TCP. Sockets, the connection set-up and
 // its handshake, framing of a byte stream, striping of data over a pair's connections and
@@ -797,19 +797,8 @@ int TcpListener::release() { return std::exchange(fd_, -1); }
 
 TcpOptions TcpOptions::from_env() {
   TcpOptions o;
-  auto read = [](const char* var, long lo, long hi, int fallback) {
-    const char* text = std::getenv(var);
-    if (!text || !*text) return fallback;
-    char* end = nullptr;
-    const long value = std::strtol(text, &end, 10);
-    if (*end != '\0' || value < lo || value > hi) {
-      throw InvalidArgument(std::string(var) + "='" + text + "' is not a whole number in [" + std::to_string(lo) +
-                            ", " + std::to_string(hi) + "]");
-    }
-    return static_cast<int>(value);
-  };
-  o.connections_per_peer = read("FSDP_TCP_CONNECTIONS", 1, kTcpMaxConnectionsPerPeer, o.connections_per_peer);
-  o.socket_buffer_bytes = read("FSDP_TCP_SOCKET_BUFFER_BYTES", 0, 1l << 30, o.socket_buffer_bytes);
+  o.connections_per_peer = static_cast<int>(knobs::kTcpConnections.get());
+  o.socket_buffer_bytes = static_cast<int>(knobs::kTcpSocketBufferBytes.get());
   return o;
 }
 

@@ -45,8 +45,8 @@ struct TcpOptions {
   // it at net.core.wmem_max / rmem_max.
   int socket_buffer_bytes = 4 << 20;
 
-  // Defaults overridden by FSDP_TCP_CONNECTIONS and FSDP_TCP_SOCKET_BUFFER_BYTES where set. Throws
-  // InvalidArgument naming the variable on a malformed or out-of-range value.
+  // FSDP_TCP_CONNECTIONS and FSDP_TCP_SOCKET_BUFFER_BYTES (common/knobs.h), the defaults where unset.
+  // Throws InvalidArgument naming the variable on a malformed or out-of-range value.
   static TcpOptions from_env();
 };
 
