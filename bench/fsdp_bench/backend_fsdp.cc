@@ -7,6 +7,7 @@
 
 #include "bench/fsdp_bench/backends.h"
 #include "collectives/core/errors.h"
+#include "collectives/transports/mpi_launcher.h"
 #include "common/knobs.h"
 
 namespace fsdp::bench {
@@ -112,14 +113,6 @@ std::unique_ptr<Backend> make_control_backend(const launch::ProcessEnv& env, lau
   *store = control->world().store.get();
   *store_prefix = control->world().key_prefix;
   return control;
-}
-
-// Open MPI's, MPICH's or Slurm's PMI variables: the mpi transport's ranks must come from an MPI launcher.
-bool started_by_mpi_launcher() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
-    if (std::getenv(v)) return true;
-  }
-  return false;
 }
 
 MadeBackend make_fsdp_backend(const std::string& transport, BackendContext& ctx) {

@@ -1,4 +1,5 @@
 #include "collectives/transports/mpi.h"
+#include "collectives/transports/mpi_launcher.h"
 
 #include <mpi.h>
 
@@ -40,13 +41,6 @@ void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
-}
-
-bool started_by_mpi_launcher() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
-    if (std::getenv(v)) return true;
-  }
-  return false;
 }
 
 std::string mpi_error(int code) {
