@@ -444,6 +444,15 @@ class ShmTransport final : public Transport {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     ErrorContext ctx{rank_, -1, "shm_connect", 0, layout_.total};
     int fd = -1;
+    // Rank 0 owns the name: it goes once every rank has attached, and also when the start fails (a
+    // rank that never came), so no segment outlives the job in /dev/shm.
+    struct UnlinkAtExit {
+      const std::string& name;
+      bool owner;
+      ~UnlinkAtExit() {
+        if (owner) ::shm_unlink(name.c_str());
+      }
+    } unlink_at_exit{name, rank_ == 0};
     if (rank_ == 0) {
       ::shm_unlink(name.c_str());  // a stale segment of a crashed job with the same name
       fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -505,7 +514,6 @@ class ShmTransport final : public Transport {
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    if (rank_ == 0) ::shm_unlink(name.c_str());
     mode_ = static_cast<CopyMode>(header().copy_mode);
     cma_min_bytes_ = header().cma_min_bytes;
     if (mode_ == CopyMode::kCrossMemory) probe_cross_memory_attach();

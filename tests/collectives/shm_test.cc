@@ -90,6 +90,8 @@ TEST(ShmFaults, RankThatNeverAttachesTimesOut) {
     }
   });
   EXPECT_EQ(codes[0], 0);
+  // The failed start leaves no segment behind.
+  EXPECT_NE(::access(("/dev/shm/fsdp-" + job).c_str(), F_OK), 0) << "/dev/shm/fsdp-" << job << " left behind";
 }
 
 }  // namespace
