@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "collectives/types/reduce_kernels.h"
+
 namespace fsdp::mx {
 
 Work start_all_gather(Communicator& comm, uint8_t* wire, size_t count) {
@@ -31,20 +33,20 @@ Work start_reduce_scatter(Communicator& comm, const void* send, DataType type, s
   const size_t slot = slot_bytes(recv_count);
   const auto* src = static_cast<const std::byte*>(send);
   for (int r = 0; r < comm.size(); ++r) {
+    if (r == comm.rank()) continue;  // stays here at full precision
     quantize(src + r * recv_count * element_size(type), type, recv_count, send_wire + r * slot, format);
   }
   return comm.all_to_all(send_wire, recv_wire, slot, DataType::kUint8);
 }
 
-void finish_reduce_scatter(const uint8_t* recv_wire, size_t recv_count, int ranks, DataType element, float* out,
-                           bool average) {
+void finish_reduce_scatter(const uint8_t* recv_wire, const void* own, DataType type, size_t recv_count, int rank,
+                           int ranks, DataType element, float* out, bool average) {
   const size_t slot = slot_bytes(recv_count);
-  std::fill_n(out, recv_count, 0.0f);
-  for (int r = 0; r < ranks; ++r) dequantize_add(recv_wire + r * slot, recv_count, element, out);
-  if (average) {
-    const auto n = static_cast<float>(ranks);
-    for (size_t i = 0; i < recv_count; ++i) out[i] /= n;
+  if (own != out) widen_to_f32(out, own, recv_count, type, 1.0);
+  for (int r = 0; r < ranks; ++r) {
+    if (r != rank) dequantize_add(recv_wire + r * slot, recv_count, element, out);
   }
+  if (average) divide_in_place(out, recv_count, DataType::kFloat32, ranks);
 }
 
 void reduce_scatter(Communicator& comm, const void* send, float* recv, size_t recv_count, DataType type,
@@ -52,7 +54,9 @@ void reduce_scatter(Communicator& comm, const void* send, float* recv, size_t re
   const size_t half = slot_bytes(recv_count) * comm.size();
   wire.resize(2 * half);
   start_reduce_scatter(comm, send, type, recv_count, format, wire.data(), wire.data() + half).wait();
-  finish_reduce_scatter(wire.data() + half, recv_count, comm.size(), format.element, recv, average);
+  const void* own = static_cast<const std::byte*>(send) + comm.rank() * recv_count * element_size(type);
+  finish_reduce_scatter(wire.data() + half, own, type, recv_count, comm.rank(), comm.size(), format.element, recv,
+                        average);
 }
 
 }  // namespace fsdp::mx

@@ -31,13 +31,14 @@ void all_gather(Communicator& comm, const void* send, void* recv, size_t count, 
 
 // --- reduce-scatter: `send` holds size() chunks of recv_count elements (kFloat32 or kBfloat16); chunk j
 // is quantised for rank j into send_wire and exchanged by one all-to-all into recv_wire (both size()
-// slots). Pairwise exchange, not a ring: every contribution is quantised exactly once. ---
+// slots). Pairwise exchange, not a ring: every contribution is quantised exactly once, and this rank's
+// own chunk, which never travels, not at all. ---
 Work start_reduce_scatter(Communicator& comm, const void* send, DataType type, size_t recv_count, Format format,
                           uint8_t* send_wire, uint8_t* recv_wire);
-// out[i] = the decoded contributions summed in f32 in rank order (so every rank, and a reference, gets
-// the same bits), divided by `ranks` when average.
-void finish_reduce_scatter(const uint8_t* recv_wire, size_t recv_count, int ranks, DataType element, float* out,
-                           bool average);
+// out[i] = own[i] (this rank's chunk of send, exact), then plus every other rank's decoded contribution in
+// rank order, in f32 (so a reference gets the same bits); divided by `ranks` when average. out may be own.
+void finish_reduce_scatter(const uint8_t* recv_wire, const void* own, DataType type, size_t recv_count, int rank,
+                           int ranks, DataType element, float* out, bool average);
 // Both halves, blocking, into an f32 recv of recv_count elements.
 void reduce_scatter(Communicator& comm, const void* send, float* recv, size_t recv_count, DataType type,
                     Format format, bool average, std::vector<uint8_t>& wire);

@@ -180,8 +180,9 @@ void FsdpUnit::finish_reduce_grads() {
   const auto count = static_cast<size_t>(layout_.chunk_numel());
   if (quantised) {
     const int n = groups_.shard_reduce->size();
-    mx::finish_reduce_scatter(bytes_of(reduce_wire_, mx::slot_bytes(count) * n), count, n, kWireFormat.element,
-                              reinterpret_cast<float*>(mine), /*average=*/true);
+    mx::finish_reduce_scatter(bytes_of(reduce_wire_, mx::slot_bytes(count) * n), mine, type, count,
+                              groups_.shard_reduce->rank(), n, kWireFormat.element, reinterpret_cast<float*>(mine),
+                              /*average=*/true);
     reduce_wire_.release();
   }
   if (groups_.replicate) {

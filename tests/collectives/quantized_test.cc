@@ -123,16 +123,17 @@ TEST_P(QuantizedCollectives, ReduceScatterSumsDecodedContributionsInF32) {
     const double half_step = std::ldexp(1.0, f.element == DataType::kFloat8E4M3 ? -4 : -3);
     const int emin = f.element == DataType::kFloat8E4M3 ? -6 : -14;
     for (int d = 0; d < n; ++d) {
+      std::copy_n(inputs[d].data() + d * count, count, want.data() + d * count);  // own chunk first, exact
       for (int r = 0; r < n; ++r) {
         const float* chunk = inputs[r].data() + d * count;
         std::vector<uint8_t> wire(mx::wire_bytes(count));
         mx::quantize(chunk, DataType::kFloat32, count, wire.data(), f);
-        mx::dequantize_add(wire.data(), count, f.element, want.data() + d * count);
+        if (r != d) mx::dequantize_add(wire.data(), count, f.element, want.data() + d * count);
         for (size_t i = 0; i < count; ++i) {
           const double scale = std::ldexp(1.0, int{wire[count + i / mx::kBlockSize]} - 127);
           exact[d * count + i] += chunk[i];
           // Quantisation (per the format test's bound) plus f32 summation (n roundings at most).
-          bound[d * count + i] += half_step * std::max(std::fabs(double{chunk[i]}), std::ldexp(scale, emin)) +
+          bound[d * count + i] += (r == d ? 0.0 : half_step * std::max(std::fabs(double{chunk[i]}), std::ldexp(scale, emin))) +
                                   n * std::ldexp(std::fabs(double{chunk[i]}), -23);
         }
       }
@@ -168,6 +169,45 @@ TEST_P(QuantizedCollectives, ReduceScatterSumsDecodedContributionsInF32) {
     for (int r = 0; r < n; ++r) e += err_sq[r], x += ref_sq[r];
     std::cout << "mxfp8 reduce_scatter " << name(f.element) << " N=" << n << " relative rms error vs exact "
               << std::sqrt(e / x) << "\n";
+  }
+}
+
+// Why an all-to-all and not a ring: a ring reduce-scatter sends partial sums, which MXFP8 would
+// re-quantise at each of the n-1 hops, so its error grows with n; the all-to-all quantises each
+// contribution once. Computed here without communication (the ring's arithmetic, hop by hop).
+TEST(QuantizedReduceScatter, AllToAllErrorDoesNotCompoundLikeARing) {
+  const size_t count = 32 * 64;
+  const mx::Format f{DataType::kFloat8E4M3};
+  std::vector<uint8_t> wire(mx::wire_bytes(count));
+  auto roundtrip = [&](std::vector<float>& v) {
+    mx::quantize(v.data(), DataType::kFloat32, count, wire.data(), f);
+    mx::dequantize(wire.data(), count, f.element, v.data(), DataType::kFloat32);
+  };
+  for (int n : {2, 4, 8, 16, 144}) {
+    std::vector<double> exact(count, 0.0);
+    std::vector<float> ring(count, 0.0f), a2a(count, 0.0f);
+    for (int r = 0; r < n; ++r) {
+      const auto x = values(count, r, 3);
+      std::vector<float> q = x;
+      roundtrip(q);
+      for (size_t i = 0; i < count; ++i) {
+        exact[i] += x[i];
+        a2a[i] += r == n - 1 ? x[i] : q[i];  // the receiver's own chunk never travels
+        ring[i] += x[i];  // the hop's own contribution joins the partial at full precision
+      }
+      if (r + 1 < n) roundtrip(ring);  // ... and the partial is quantised to go to the next rank
+    }
+    double e_ring = 0, e_a2a = 0, ref = 0;
+    for (size_t i = 0; i < count; ++i) {
+      e_ring += (ring[i] - exact[i]) * (ring[i] - exact[i]);
+      e_a2a += (a2a[i] - exact[i]) * (a2a[i] - exact[i]);
+      ref += exact[i] * exact[i];
+    }
+    e_ring = std::sqrt(e_ring / ref);
+    e_a2a = std::sqrt(e_a2a / ref);
+    std::cout << "mxfp8 e4m3 reduce-scatter N=" << n << " relative rms error: all-to-all " << e_a2a << ", ring "
+              << e_ring << "\n";
+    if (n >= 8) EXPECT_LT(e_a2a, e_ring) << "N=" << n;
   }
 }
 
