@@ -33,6 +33,11 @@ struct ElementTraits {
 using E4m3 = ElementTraits<DataType::kFloat8E4M3, 3, 7, 8, 0x43e00000 /* 448 */, 0x7f /* NaN: no infinity */>;
 using E5m2 = ElementTraits<DataType::kFloat8E5M2, 2, 15, 15, 0x47600000 /* 57344 */, 0x7c>;
 
+// 2^e as f32 for e in [-127, 127], built from bits (std::ldexp per block costs more than the block).
+inline float pow2(int e) {
+  return std::bit_cast<float>(e >= -126 ? static_cast<uint32_t>(e + 127) << 23 : uint32_t{0x00400000});
+}
+
 int emax_of(DataType element) {
   if (element == DataType::kFloat8E4M3) return E4m3::emax;
   if (element == DataType::kFloat8E5M2) return E5m2::emax;
@@ -79,14 +84,19 @@ uint8_t quantize_block(const float* x, uint8_t* codes, ScaleRounding rounding) {
     nan |= a != a;
     m[i] = a < kInf ? a : 0.0f;
   }
-  for (size_t w = kBlockSize / 2; w > 0; w /= 2) {
-    for (size_t i = 0; i < w; ++i) m[i] = m[i] > m[i + w] ? m[i] : m[i + w];
-  }
+  auto fold = [&m]<size_t kWidth>() {  // constant widths: straight-line vector code, no alias checks
+    for (size_t i = 0; i < kWidth; ++i) m[i] = m[i] > m[i + kWidth] ? m[i] : m[i + kWidth];
+  };
+  fold.template operator()<16>();
+  fold.template operator()<8>();
+  fold.template operator()<4>();
+  fold.template operator()<2>();
+  fold.template operator()<1>();
   const float max_finite = m[0];
   const uint8_t scale =
       nan ? kScaleNaN : choose_scale(max_finite, Format{T::type, rounding});
   // 1 / scale, exact: the scale exponent is in [-127, 120] for finite f32 input, so its inverse is normal.
-  const float inv = scale == kScaleNaN ? 1.0f : std::ldexp(1.0f, kScaleBias - static_cast<int>(scale));
+  const float inv = scale == kScaleNaN ? 1.0f : pow2(kScaleBias - static_cast<int>(scale));
   for (size_t i = 0; i < kBlockSize; ++i) codes[i] = encode<T>(x[i] * inv);
   return scale;
 }
@@ -130,7 +140,7 @@ std::optional<Format> parse_format(std::string_view s) {
 
 float scale_to_float(uint8_t code) {
   if (code == kScaleNaN) return std::numeric_limits<float>::quiet_NaN();
-  return std::ldexp(1.0f, static_cast<int>(code) - kScaleBias);
+  return pow2(static_cast<int>(code) - kScaleBias);
 }
 
 uint8_t choose_scale(float amax, Format f) {
@@ -176,12 +186,13 @@ void dequantize(const uint8_t* wire, size_t n, DataType element, void* out, Data
   const uint8_t* scales = wire + n;
   for_each_block(n, [&](size_t b, size_t first, size_t m) {
     const float s = scale_to_float(scales[b]);
+    const uint8_t* codes = wire + first;
     if (out_type == DataType::kFloat32) {
       float* dst = static_cast<float*>(out) + first;
-      for (size_t i = 0; i < m; ++i) dst[i] = table[wire[first + i]] * s;
+      for (size_t i = 0; i < m; ++i) dst[i] = table[codes[i]] * s;
     } else {
       uint16_t* dst = static_cast<uint16_t*>(out) + first;
-      for (size_t i = 0; i < m; ++i) dst[i] = float_to_bf16(table[wire[first + i]] * s);
+      for (size_t i = 0; i < m; ++i) dst[i] = float_to_bf16(table[codes[i]] * s);
     }
   });
 }
