@@ -165,17 +165,28 @@ void quantize(const void* in, DataType in_type, size_t n, uint8_t* wire, Format 
   check_wide(in_type, "quantize");
   emax_of(f.element);
   uint8_t* scales = wire + n;
+  auto block = [&](const float* x, uint8_t* codes) {
+    return f.element == DataType::kFloat8E4M3 ? quantize_block<E4m3>(x, codes, f.rounding)
+                                              : quantize_block<E5m2>(x, codes, f.rounding);
+  };
   for_each_block(n, [&](size_t b, size_t first, size_t m) {
-    alignas(64) float x[kBlockSize] = {};
+    if (m == kBlockSize && in_type == DataType::kFloat32) {  // whole f32 block: straight from and to place
+      scales[b] = block(static_cast<const float*>(in) + first, wire + first);
+      return;
+    }
+    alignas(64) float x[kBlockSize];
     alignas(64) uint8_t codes[kBlockSize];
     if (in_type == DataType::kFloat32) {
       std::copy_n(static_cast<const float*>(in) + first, m, x);
+    } else if (m == kBlockSize) {
+      const uint16_t* src = static_cast<const uint16_t*>(in) + first;
+      for (size_t i = 0; i < kBlockSize; ++i) x[i] = bf16_to_float(src[i]);
     } else {
       const uint16_t* src = static_cast<const uint16_t*>(in) + first;
-      for (size_t i = 0; i < m; ++i) x[i] = std::bit_cast<float>(static_cast<uint32_t>(src[i]) << 16);
+      for (size_t i = 0; i < m; ++i) x[i] = bf16_to_float(src[i]);
     }
-    scales[b] = f.element == DataType::kFloat8E4M3 ? quantize_block<E4m3>(x, codes, f.rounding)
-                                                   : quantize_block<E5m2>(x, codes, f.rounding);
+    std::fill(x + m, x + kBlockSize, 0.0f);  // a tail: zeros change neither the scale nor the kept codes
+    scales[b] = block(x, codes);
     std::copy_n(codes, m, wire + first);
   });
 }
