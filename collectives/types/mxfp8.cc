@@ -146,7 +146,9 @@ float scale_to_float(uint8_t code) {
 uint8_t choose_scale(float amax, Format f) {
   const int emax = emax_of(f.element);
   const uint32_t a = std::bit_cast<uint32_t>(amax) & kF32AbsMask;
-  if (a == 0 || a >= kF32Inf) return 0;  // all zero (callers handle NaN; infinities never reach here)
+  // An all-zero block may take any scale: 1, not 2^-127, whose f32 form is subnormal and would make every
+  // decode of the block a slow subnormal multiply. (Callers handle NaN; infinities never reach here.)
+  if (a == 0 || a >= kF32Inf) return kScaleBias;
   // amax = 1.m * 2^e with m normalised (f32 subnormals included).
   int e = static_cast<int>(a >> 23) - 127;
   uint32_t mant = a & kF32MantMask;

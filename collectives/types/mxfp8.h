@@ -50,7 +50,8 @@ inline constexpr size_t wire_bytes(size_t n) { return n + block_count(n); }
 // 2^(code - 127) as f32 (2^-127 is an f32 subnormal, still exact); NaN for kScaleNaN.
 float scale_to_float(uint8_t code);
 
-// The scale code for a block whose largest finite magnitude is amax (>= 0); 0x00 for an all-zero block.
+// The scale code for a block whose largest finite magnitude is amax (>= 0); 127 (scale 1) for an
+// all-zero block.
 uint8_t choose_scale(float amax, Format f);
 
 // Quantises n elements of `in` (kFloat32 or kBfloat16) into wire (wire_bytes(n) bytes).

@@ -33,7 +33,7 @@ bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit
 
 // The scalar reference, written from the spec's definitions with libm instead of bit tricks.
 int reference_scale_exp(float amax, Format f) {
-  if (amax == 0) return -127;
+  if (amax == 0) return 0;  // any scale fits an all-zero block: 1
   int k = 0;
   std::frexp(amax, &k);  // amax = g * 2^k, g in [0.5, 1)
   int exp = (k - 1) - emax_of(f.element);
@@ -260,7 +260,7 @@ TEST(Mxfp8Spec, ElementEdgeValues) {
 TEST(Mxfp8Spec, ScaleChoice) {
   const Format e4{kE4, ScaleRounding::kCeil}, e4f{kE4, ScaleRounding::kFloor};
   const Format e5{kE5, ScaleRounding::kCeil}, e5f{kE5, ScaleRounding::kFloor};
-  EXPECT_EQ(choose_scale(0.0f, e4), 0);
+  EXPECT_EQ(choose_scale(0.0f, e4), 127);  // all zero: scale 1 (2^-127 would decode through a subnormal)
   EXPECT_EQ(choose_scale(448.0f, e4), 127);        // exactly the max: scale 1
   EXPECT_EQ(choose_scale(448.5f, e4), 128);        // past it: the next power of two, never saturating
   EXPECT_EQ(choose_scale(448.5f, e4f), 127);       // the spec's floor: 2^(8 - 8), saturates to 448
