@@ -216,8 +216,11 @@ TEST_P(Mxfp8Formats, NanPoisonsOnlyItsBlock) {
   EXPECT_EQ(wire[96 + 1], kScaleNaN);
   const auto back = dequantize_f32(wire, 96, f.element);
   for (size_t i = 0; i < 96; ++i) {
-    if (i / 32 == 1) EXPECT_TRUE(std::isnan(back[i])) << i;
-    else EXPECT_EQ(back[i], 3.0f) << i;
+    if (i / 32 == 1) {
+      EXPECT_TRUE(std::isnan(back[i])) << i;
+    } else {
+      EXPECT_EQ(back[i], 3.0f) << i;
+    }
   }
 }
 

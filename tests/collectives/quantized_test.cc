@@ -207,7 +207,9 @@ TEST(QuantizedReduceScatter, AllToAllErrorDoesNotCompoundLikeARing) {
     e_a2a = std::sqrt(e_a2a / ref);
     std::cout << "mxfp8 e4m3 reduce-scatter N=" << n << " relative rms error: all-to-all " << e_a2a << ", ring "
               << e_ring << "\n";
-    if (n >= 8) EXPECT_LT(e_a2a, e_ring) << "N=" << n;
+    if (n >= 8) {
+      EXPECT_LT(e_a2a, e_ring) << "N=" << n;
+    }
   }
 }
 
