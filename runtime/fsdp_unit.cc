@@ -76,8 +76,8 @@ void FsdpUnit::start_unshard() {
   gather_name_ = "all_gather";
   if (policy_.param_comm == sharding::CommPrecision::kMxfp8) {
     const size_t count = master_.size(), slot = mx::slot_bytes(count);
-    if (own_wire_stale_ || own_wire_.empty()) {
-      own_wire_.reset(tracker_, MemoryCategory::kParamShards, slot);
+    if (own_wire_.empty()) own_wire_.reset(tracker_, MemoryCategory::kParamShards, slot);
+    if (own_wire_stale_) {
       mx::quantize(master_.data(), DataType::kFloat32, count, bytes_of(own_wire_), kWireFormat);
       own_wire_stale_ = false;
     }
