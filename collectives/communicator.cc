@@ -138,6 +138,10 @@ Task run_recv(Op& op, void* buf, size_t bytes, int peer) {
   co_await op.wait(op.recv(peer, 0, buf, bytes));
 }
 
+Task run_all_to_all(Op& op, const void* send, void* recv, size_t block_bytes) {
+  co_await alltoall_pairwise(op, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), block_bytes);
+}
+
 Task run_barrier(Op& op) { co_await barrier_dissemination(op); }
 
 }  // namespace
@@ -321,6 +325,17 @@ Work Communicator::reduce(const void* send, void* recv, size_t count, DataType t
   auto op = impl_->new_op(options_, "reduce", bytes, false, impl_->next_seq++);
   return impl_->submit(op, run_reduce(*op, ReductionPlan(type, rop), send, recv, count, root,
                           impl_->algorithms.small("reduce", bytes, options_.small_message_bytes)), true);
+}
+
+Work Communicator::all_to_all(const void* send, void* recv, size_t count, DataType type) {
+  Checker check{"all_to_all", rank(), size()};
+  const size_t block = check.bytes(count, type);
+  const size_t total = check.bytes(count, type, size());
+  check.buffer(send, total, "send");
+  check.buffer(recv, total, "recv");
+  if (overlaps(send, total, recv, total)) check.fail("send and recv overlap");
+  auto op = impl_->new_op(options_, "all_to_all", total, false, impl_->next_seq++);
+  return impl_->submit(op, run_all_to_all(*op, send, recv, block), true);
 }
 
 Work Communicator::barrier() {

@@ -57,6 +57,9 @@ class Communicator {
   Work broadcast(const void* send, void* recv, size_t count, DataType type, int root);
   // Only the root's `recv` is written (it may be null elsewhere).
   Work reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root);
+  // send holds size() blocks of `count`, block j for rank j; recv gets size() blocks, block j from
+  // rank j. send and recv must not overlap.
+  Work all_to_all(const void* send, void* recv, size_t count, DataType type);
   Work barrier();
   // Point-to-point, matched in call order per pair of ranks; they start at once, not behind
   // collectives, so a send and a receive posted back to back cannot deadlock.

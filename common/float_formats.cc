@@ -93,16 +93,6 @@ uint16_t float_to_half(float f) {
   return static_cast<uint16_t>(sign | round_magnitude<10, 15>(a));
 }
 
-float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
-
-uint16_t float_to_bf16(float f) {
-  const uint32_t u = std::bit_cast<uint32_t>(f);
-  // Rounding could carry a NaN's payload into the exponent and make it infinity; quieten instead.
-  if ((u & kF32AbsMask) > kF32Inf) return static_cast<uint16_t>((u >> 16) | 0x40);
-  // Overflow needs no check: a carry out of the largest finite value lands on the infinity pattern.
-  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-
 float e4m3_to_float(uint8_t v) { return std::bit_cast<float>(kE4m3ToF32[v]); }
 
 uint8_t float_to_e4m3(float f) {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "collectives/quantized.h"
 #include "collectives/types/reduce_kernels.h"
 #include "runtime/flat_copy.h"
 
@@ -12,6 +13,13 @@ namespace {
 std::byte* element_at(TrackedBuffer<std::byte>& buf, int64_t index, DataType type) {
   return buf.data() + index * static_cast<int64_t>(element_size(type));
 }
+
+uint8_t* bytes_of(TrackedBuffer<std::byte>& buf, size_t offset = 0) {
+  return reinterpret_cast<uint8_t*>(buf.data()) + offset;
+}
+
+// What FSDP sends when a precision is MXFP8: E4M3 elements, scales rounded up (never saturating).
+constexpr mx::Format kWireFormat{DataType::kFloat8E4M3, mx::ScaleRounding::kCeil};
 
 }  // namespace
 
@@ -41,6 +49,7 @@ FsdpUnit::~FsdpUnit() {
 }
 
 void FsdpUnit::load_full(const float* params) {
+  own_wire_stale_ = true;
   std::memset(master_.data(), 0, master_.size() * sizeof(float));
   extract_chunk(layout_, shard_rank_, params, master_.data());
 }
@@ -64,9 +73,22 @@ void FsdpUnit::start_unshard() {
     gather_work_ = group.all_gather(mine, gather_out_.data(), static_cast<size_t>(slice), type);
     return;
   }
+  gather_name_ = "all_gather";
+  if (policy_.param_comm == sharding::CommPrecision::kMxfp8) {
+    const size_t count = master_.size(), slot = mx::slot_bytes(count);
+    if (own_wire_.empty()) own_wire_.reset(tracker_, MemoryCategory::kParamShards, slot);
+    if (own_wire_stale_) {
+      mx::quantize(master_.data(), DataType::kFloat32, count, bytes_of(own_wire_), kWireFormat);
+      own_wire_stale_ = false;
+    }
+    Communicator& group = *groups_.shard_gather;
+    gather_wire_.reset(tracker_, MemoryCategory::kAllGather, slot * group.size());
+    std::memcpy(bytes_of(gather_wire_, slot * group.rank()), own_wire_.data(), slot);
+    gather_work_ = mx::start_all_gather(group, bytes_of(gather_wire_), count);
+    return;
+  }
   std::byte* mine = element_at(gather_out_, shard_rank_ * layout_.chunk_numel(), type);
   narrow_from_f32(mine, master_.data(), master_.size(), type);
-  gather_name_ = "all_gather";
   gather_work_ =
       groups_.shard_gather->all_gather(mine, gather_out_.data(), static_cast<size_t>(layout_.chunk_numel()), type);
 }
@@ -75,9 +97,14 @@ void FsdpUnit::wait_unshard() {
   if (unsharded()) return;
   start_unshard();
   gather_work_.wait();
-  notify(gather_name_, gather_work_, gather_out_.bytes());
+  notify(gather_name_, gather_work_, gather_wire_.empty() ? gather_out_.bytes() : gather_wire_.bytes());
   gather_work_ = Work{};
   const bool from_kept = !kept_.empty();
+  if (!gather_wire_.empty()) {  // param_comm = mxfp8: decode every rank's slot into the compute dtype
+    mx::finish_all_gather(bytes_of(gather_wire_), master_.size(), groups_.shard_gather->size(),
+                          kWireFormat.element, gather_out_.data(), policy_.param_dtype);
+    gather_wire_.release();
+  }
 
   params_.reset(tracker_, MemoryCategory::kUnshardedParams, static_cast<size_t>(layout_.numel()));
   copy_out(layout_, gather_out_.data(), policy_.param_dtype, params_.data());
@@ -119,26 +146,45 @@ void FsdpUnit::start_reduce_grads() {
   if (reduce_work_.valid()) {
     throw std::logic_error("fsdp unit '" + name_ + "': a reduce-scatter is already in flight");
   }
-  const DataType type = policy_.reduce_dtype;
+  const bool quantised = policy_.grad_comm == sharding::CommPrecision::kMxfp8;
+  // An MXFP8 reduce-scatter quantises straight from f32 and hands back f32 sums.
+  const DataType type = quantised ? DataType::kFloat32 : policy_.reduce_dtype;
   reduce_buf_.reset(tracker_, MemoryCategory::kReduceScatter,
                     static_cast<size_t>(layout_.flat_numel()) * element_size(type));
   copy_in(layout_, grads_unsharded_.data(), reduce_buf_.data(), type);
   grads_unsharded_.release();
   grad_views_.clear();
+  const auto count = static_cast<size_t>(layout_.chunk_numel());
+  Communicator& group = *groups_.shard_reduce;
+  if (quantised) {
+    const size_t half = mx::slot_bytes(count) * group.size();
+    reduce_wire_.reset(tracker_, MemoryCategory::kReduceScatter, 2 * half);
+    reduce_work_ = mx::start_reduce_scatter(group, reduce_buf_.data(), type, count, kWireFormat, bytes_of(reduce_wire_),
+                                            bytes_of(reduce_wire_, half));
+    notify_bytes_ = static_cast<int64_t>(half);
+    return;
+  }
   std::byte* mine = element_at(reduce_buf_, shard_rank_ * layout_.chunk_numel(), type);
-  reduce_work_ = groups_.shard_reduce->reduce_scatter(reduce_buf_.data(), mine,
-                                                      static_cast<size_t>(layout_.chunk_numel()), type,
-                                                      ReduceOp{ReduceKind::kAvg, 1.0});
+  reduce_work_ = group.reduce_scatter(reduce_buf_.data(), mine, count, type, ReduceOp{ReduceKind::kAvg, 1.0});
+  notify_bytes_ = static_cast<int64_t>(reduce_buf_.bytes());
 }
 
 void FsdpUnit::finish_reduce_grads() {
   if (!reduce_work_.valid()) return;
-  const DataType type = policy_.reduce_dtype;
+  const bool quantised = !reduce_wire_.empty();
+  const DataType type = quantised ? DataType::kFloat32 : policy_.reduce_dtype;
   reduce_work_.wait();
-  notify("reduce_scatter", reduce_work_, reduce_buf_.bytes());
+  notify("reduce_scatter", reduce_work_, notify_bytes_);
   reduce_work_ = Work{};
   std::byte* mine = element_at(reduce_buf_, shard_rank_ * layout_.chunk_numel(), type);
   const auto count = static_cast<size_t>(layout_.chunk_numel());
+  if (quantised) {
+    const int n = groups_.shard_reduce->size();
+    mx::finish_reduce_scatter(bytes_of(reduce_wire_, mx::slot_bytes(count) * n), mine, type, count,
+                              groups_.shard_reduce->rank(), n, kWireFormat.element, reinterpret_cast<float*>(mine),
+                              /*average=*/true);
+    reduce_wire_.release();
+  }
   if (groups_.replicate) {
     Work w = groups_.replicate->all_reduce(mine, mine, count, type, ReduceOp{ReduceKind::kAvg, 1.0});
     w.wait();
@@ -161,6 +207,8 @@ void FsdpUnit::release_transients() {
   grads_unsharded_.release();
   grad_views_.clear();
   reduce_buf_.release();
+  gather_wire_.release();
+  reduce_wire_.release();
 }
 
 }  // namespace fsdp::runtime

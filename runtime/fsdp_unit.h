@@ -49,7 +49,12 @@ class FsdpUnit {
   const std::vector<std::string>& param_names() const { return param_names_; }
 
   // The rank's fp32 master shard and gradient shard: chunk_numel elements each, padding zero.
-  std::span<float> master_shard() { return {master_.data(), master_.size()}; }
+  // Handing out the writable master marks its MXFP8 encoding stale (param_comm = mxfp8), so the shard
+  // is quantised once per optimizer step, by its owner, however many times it is gathered.
+  std::span<float> master_shard() {
+    own_wire_stale_ = true;
+    return {master_.data(), master_.size()};
+  }
   std::span<float> grad_shard() { return {grad_.data(), grad_.size()}; }
   std::span<const float> grad_shard() const { return {grad_.data(), grad_.size()}; }
 
@@ -109,7 +114,15 @@ class FsdpUnit {
   TrackedBuffer<float> grads_unsharded_;  // param-major full gradients
   std::vector<float*> grad_views_;
   TrackedBuffer<std::byte> reduce_buf_;   // reduce-scatter input (flat, reduce dtype); output in place
+  // param_comm = mxfp8: this rank's master shard quantised (mx::slot_bytes(chunk_numel)), and the
+  // gathered slots of every rank while the all-gather is in flight.
+  TrackedBuffer<std::byte> own_wire_;
+  bool own_wire_stale_ = true;
+  TrackedBuffer<std::byte> gather_wire_;
+  // grad_comm = mxfp8: the per-destination quantised chunks, then the received ones (2 x shard slots).
+  TrackedBuffer<std::byte> reduce_wire_;
   Work reduce_work_;
+  int64_t notify_bytes_ = 0;  // what the reduce-scatter in flight sends, for the observer
   CommObserver* observer_ = nullptr;
 };
 

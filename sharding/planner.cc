@@ -119,12 +119,14 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
     recompute_s +=
         roofline_seconds(recompute, peak, recompute_traffic, chip.hbm_bytes_per_s) * static_cast<double>(accum);
 
-    const double gather_bytes = static_cast<double>(u.flat_numel() * pb);
-    const double reduce_bytes = static_cast<double>(u.flat_numel() * rb);
+    // On the wire: MXFP8 moves 8.25 bits per element (33/32 bytes: 8.25/16 of bf16).
+    const double gather_bytes = static_cast<double>(u.flat_numel()) * wire_element_bytes(policy.param_comm, policy.param_dtype);
+    const double reduce_bytes = static_cast<double>(u.flat_numel()) * wire_element_bytes(policy.grad_comm, policy.reduce_dtype);
     times[i].all_gather_forward = all_gather_seconds(gather_bytes, shard, shard_link);
     times[i].all_gather_backward = all_gather_seconds(gather_bytes, back_group, back_link);
     times[i].reduce_scatter = reduce_scatter_seconds(reduce_bytes, shard, shard_link);
-    const double ar_bytes = static_cast<double>(u.chunk_numel() * rb);
+    // An MXFP8 reduce-scatter hands over f32 sums, which the HSDP all-reduce then carries.
+    const double ar_bytes = static_cast<double>(u.chunk_numel() * (policy.grad_comm == CommPrecision::kMxfp8 ? 4 : rb));
     times[i].all_reduce = all_reduce_seconds(ar_bytes, replicate, rep_link);
     if (shard > 1) {
       ag_fwd.add(gather_bytes, times[i].all_gather_forward, accum);

@@ -78,6 +78,18 @@ int64_t Reshard::backward_group(int64_t shard_degree) const {
   return shard_degree;
 }
 
+std::string_view name(CommPrecision p) { return p == CommPrecision::kMxfp8 ? "mxfp8" : "default"; }
+
+CommPrecision parse_comm_precision(std::string_view s) {
+  if (s == "default") return CommPrecision::kDefault;
+  if (s == "mxfp8") return CommPrecision::kMxfp8;
+  throw PlanError("communication precision '" + std::string(s) + "' is not one of: default, mxfp8");
+}
+
+double wire_element_bytes(CommPrecision p, DataType type) {
+  return p == CommPrecision::kMxfp8 ? 33.0 / 32.0 : static_cast<double>(element_size(type));
+}
+
 void validate(const Policy& p, int64_t shard_degree) {
   if (!is_valid(p.param_dtype) || !is_floating(p.param_dtype)) throw PlanError("policy: param dtype must be floating");
   if (!is_valid(p.reduce_dtype) || !is_floating(p.reduce_dtype))

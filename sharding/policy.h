@@ -44,9 +44,21 @@ struct Reshard {
   bool operator==(const Reshard&) const = default;
 };
 
+// The precision a collective carries, apart from the compute dtype. kDefault sends param_dtype (all-gather)
+// or reduce_dtype (reduce-scatter) as it is; kMxfp8 sends MXFP8 E4M3 (collectives/types/mxfp8.h), 8.25 bits
+// per element, decoded on arrival (gradients are summed in f32, never in 8 bits).
+enum class CommPrecision { kDefault, kMxfp8 };
+std::string_view name(CommPrecision p);                    // "default", "mxfp8"
+CommPrecision parse_comm_precision(std::string_view s);  // throws PlanError naming the choices
+// Bytes per element on the wire for `type` data sent at precision p: element_size(type), or 33/32 for MXFP8
+// (one byte per element and one scale byte per block of 32).
+double wire_element_bytes(CommPrecision p, DataType type);
+
 struct Policy {
   DataType param_dtype = DataType::kBfloat16;  // all-gather and compute dtype
   DataType reduce_dtype = DataType::kFloat32;  // reduce-scatter (and HSDP all-reduce) dtype
+  CommPrecision param_comm = CommPrecision::kDefault;  // what the parameter all-gathers carry
+  CommPrecision grad_comm = CommPrecision::kDefault;   // what the gradient reduce-scatters carry
   Optimizer optimizer = Optimizer::kAdamW;
   Reshard reshard;
   int64_t prefetch = 1;  // units all-gathered ahead of the one computing

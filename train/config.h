@@ -60,6 +60,8 @@ struct TrainingConfig {
   int64_t gradient_accumulation_steps = 1;  // micro-steps per optimizer step; validate() derives it
   std::string mixed_precision_param = "bfloat16";  // dtype of all-gathered parameters and compute
   std::string mixed_precision_reduce = "float32";  // dtype gradients are reduce-scattered in
+  std::string param_comm_dtype = "default";  // "mxfp8": all-gather parameters as MXFP8, decode on arrival
+  std::string grad_comm_dtype = "default";   // "mxfp8": reduce-scatter gradients as MXFP8, sum in f32
   int64_t seed = 0;
   bool deterministic = false;
   std::string dataset = "tiny_corpus";  // "tiny_corpus" (bundled English text) or "synthetic"

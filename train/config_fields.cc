@@ -242,6 +242,14 @@ const std::vector<Field>& fields() {
     f.push_back(choice_field("training", "mixed_precision_reduce",
                              FSDP_ACC(std::string, training.mixed_precision_reduce), {"float32", "bfloat16"}, true,
                              "dtype gradients are reduce-scattered in"));
+    f.push_back(choice_field("training", "param_comm_dtype", FSDP_ACC(std::string, training.param_comm_dtype),
+                             {"default", "mxfp8"}, false,
+                             "what parameter all-gathers carry: default (mixed_precision_param) or mxfp8 (8.25 bits "
+                             "per element, the shard owner quantises once per step, decoded on arrival)"));
+    f.push_back(choice_field("training", "grad_comm_dtype", FSDP_ACC(std::string, training.grad_comm_dtype),
+                             {"default", "mxfp8"}, false,
+                             "what gradient reduce-scatters carry: default (mixed_precision_reduce) or mxfp8 "
+                             "(quantised per destination, exchanged all-to-all, summed in f32)"));
     f.push_back(int_field("training", "seed", FSDP_ACC(int64_t, training.seed), true,
                           "seed of initialisation and data order (TorchTitan: unset = random; here 0)", non_negative));
     f.push_back(bool_field("training", "deterministic", FSDP_ACC(bool, training.deterministic), true,

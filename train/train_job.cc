@@ -125,6 +125,8 @@ TrainerOptions trainer_options(const TrainConfig& c) {
   trainer.fsdp.mesh = c.mesh();
   trainer.fsdp.policy.param_dtype = c.training.param_dtype();
   trainer.fsdp.policy.reduce_dtype = c.training.reduce_dtype();
+  trainer.fsdp.policy.param_comm = sharding::parse_comm_precision(c.training.param_comm_dtype);
+  trainer.fsdp.policy.grad_comm = sharding::parse_comm_precision(c.training.grad_comm_dtype);
   trainer.fsdp.policy.reshard = c.parallelism.fsdp_reshard_after_forward;
   trainer.fsdp.policy.prefetch = c.parallelism.prefetch;
   trainer.optimizer = c.optimizer.name == "SGD" ? OptimizerKind::kSgd : OptimizerKind::kAdamW;

@@ -7,6 +7,7 @@
 
 #include "bench/fsdp_bench/backends.h"
 #include "collectives/core/errors.h"
+#include "collectives/quantized.h"
 #include "collectives/transports/mpi_launcher.h"
 #include "common/knobs.h"
 
@@ -15,7 +16,8 @@ namespace {
 
 class FsdpBackend final : public Backend {
  public:
-  FsdpBackend(std::string name, launch::World world) : name_(std::move(name)), world_(std::move(world)) {}
+  FsdpBackend(std::string name, launch::World world, bool mxfp8 = false)
+      : name_(std::move(name)), world_(std::move(world)), mxfp8_(mxfp8) {}
 
   std::string name() const override { return name_; }
   std::string describe() const override {
@@ -23,15 +25,33 @@ class FsdpBackend final : public Backend {
     if (world_.transport_name == "shm") {
       d += " (FSDP_SHM_COPY=" + knobs::kShmCopy.get() + ")";
     }
+    if (mxfp8_) {
+      d += "; MXFP8 E4M3 on the wire (33/64 of bf16's bytes, quantise and decode timed); busbw counts the "
+           "bf16-equivalent bytes, x 0.516 for the bytes sent";
+    }
     return d;
   }
   int rank() const override { return world_.comm->rank(); }
   int size() const override { return world_.comm->size(); }
 
-  std::string unsupported(Collective, DataType, ReduceKind, bool) const override { return {}; }
+  std::string unsupported(Collective coll, DataType t, ReduceKind, bool) const override {
+    if (!mxfp8_) return {};
+    if (coll != Collective::kAllGather) return "mxfp8: all_gather only";
+    if (t != DataType::kBfloat16 && t != DataType::kFloat32) return "mxfp8: bfloat16 or float data only";
+    return {};
+  }
 
   void start(const CallArgs& a) override {
     Communicator& c = *world_.comm;
+    if (mxfp8_) {
+      // This rank's shard quantised into its slot, the slots all-gathered as bytes; decoded in wait_all().
+      const size_t slot = mx::slot_bytes(a.param_count);
+      wire_.resize(slot * c.size());
+      mx::quantize(a.send, a.type, a.param_count, wire_.data() + c.rank() * slot, mx::Format{});
+      works_.push_back(mx::start_all_gather(c, wire_.data(), a.param_count));
+      decodes_.push_back(a);
+      return;
+    }
     const ReduceOp op{a.op, 1.0};
     switch (a.collective) {
       case Collective::kAllGather: works_.push_back(c.all_gather(a.send, a.recv, a.param_count, a.type)); break;
@@ -65,6 +85,10 @@ class FsdpBackend final : public Backend {
   void wait_all() override {
     for (Work& w : works_) w.wait();
     works_.clear();
+    for (const CallArgs& a : decodes_) {
+      mx::finish_all_gather(wire_.data(), a.param_count, world_.comm->size(), mx::Format{}.element, a.recv, a.type);
+    }
+    decodes_.clear();
   }
 
   void barrier() override { world_.comm->barrier().wait(); }
@@ -78,6 +102,9 @@ class FsdpBackend final : public Backend {
   std::string name_;
   launch::World world_;
   std::vector<Work> works_;
+  bool mxfp8_ = false;
+  std::vector<uint8_t> wire_;        // mxfp8: every rank's slot (calls in flight share it, as they share recv)
+  std::vector<CallArgs> decodes_;    // mxfp8: calls started since the last wait_all
 };
 
 }  // namespace
@@ -115,7 +142,7 @@ std::unique_ptr<Backend> make_control_backend(const launch::ProcessEnv& env, lau
   return control;
 }
 
-MadeBackend make_fsdp_backend(const std::string& transport, BackendContext& ctx) {
+MadeBackend make_fsdp_backend(const std::string& transport, BackendContext& ctx, bool mxfp8) {
   MadeBackend made;
   if (transport == "mpi" && ctx.env.world_size > 1 && !started_by_mpi_launcher()) {
     // Said here rather than by connect_world, whose ranks would fail at different steps of the
@@ -128,7 +155,8 @@ MadeBackend make_fsdp_backend(const std::string& transport, BackendContext& ctx)
   // A rank that fails to connect leaves the others waiting at most this long.
   options.rendezvous_timeout = std::min<std::chrono::milliseconds>(options.rendezvous_timeout, std::chrono::seconds(60));
   try {
-    made.backend = std::make_unique<FsdpBackend>(transport, connect_world_as("bench-" + transport, ctx.env, options));
+    const std::string name = mxfp8 ? transport + std::string(kMxfp8Suffix) : transport;
+    made.backend = std::make_unique<FsdpBackend>(name, connect_world_as("bench-" + name, ctx.env, options), mxfp8);
   } catch (const std::exception& e) {
     // A transport connect_world does not know (yet), or one that cannot start here: the table says
     // why, and the run goes on with the next backend once every rank agrees (main.cc).

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bench/fsdp_bench/backend.h"
+#include "bench/fsdp_bench/options.h"
 #include "launch/bootstrap.h"
 #include "launch/world.h"
 
@@ -33,7 +34,9 @@ struct MadeBackend {
 
 // shm, tcp, ucx, mpi: our Communicator over the transport of that name, connected by
 // launch::connect_world (so transports added there are measured without changes here).
-MadeBackend make_fsdp_backend(const std::string& transport, BackendContext& ctx);
+// mxfp8: all-gathers of bf16/f32 data travel as MXFP8 (quantise, all-gather the bytes, decode on
+// arrival, all inside the timed call).
+MadeBackend make_fsdp_backend(const std::string& transport, BackendContext& ctx, bool mxfp8 = false);
 // Open MPI's own collectives (MPI_Allgather, ...); only under mpirun.
 MadeBackend make_mpi_native_backend(BackendContext& ctx);
 // Debian's libgloo: its algorithms over its TCP device on 127.0.0.1.
@@ -42,6 +45,7 @@ MadeBackend make_gloo_backend(BackendContext& ctx);
 inline MadeBackend make_backend(const std::string& name, BackendContext& ctx) {
   if (name == "mpi-native") return make_mpi_native_backend(ctx);
   if (name == "gloo") return make_gloo_backend(ctx);
+  if (is_mxfp8_backend(name)) return make_fsdp_backend(std::string(mxfp8_base(name)), ctx, true);
   return make_fsdp_backend(name, ctx);
 }
 

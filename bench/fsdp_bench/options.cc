@@ -109,6 +109,14 @@ const std::vector<std::string>& known_backends() {
   return all;
 }
 
+bool is_mxfp8_backend(std::string_view name) {
+  return name.size() > kMxfp8Suffix.size() && name.substr(name.size() - kMxfp8Suffix.size()) == kMxfp8Suffix;
+}
+
+std::string_view mxfp8_base(std::string_view name) {
+  return is_mxfp8_backend(name) ? name.substr(0, name.size() - kMxfp8Suffix.size()) : name;
+}
+
 size_t parse_size(const std::string& flag, const std::string& text) {
   errno = 0;
   char* end = nullptr;
@@ -194,7 +202,10 @@ Options parse_options(std::vector<std::string> args) {
     if (f == "iters") o.iters = static_cast<int>(parse_int(shown, value, 1, 1000000));
     if (f == "warmup_iters") o.warmup_iters = static_cast<int>(parse_int(shown, value, 0, 1000000));
     if (f == "check") o.check_iters = static_cast<int>(parse_int(shown, value, 0, 1000));
-    if (f == "datatype") o.types = parse_types(shown, value);
+    if (f == "datatype") {
+      o.mxfp8 = value == "mxfp8";
+      o.types = o.mxfp8 ? std::vector<DataType>{DataType::kBfloat16} : parse_types(shown, value);
+    }
     if (f == "op") o.ops = parse_ops(shown, value);
     if (f == "root") o.root = static_cast<int>(parse_int(shown, value, 0, 1 << 24));
     if (f == "average") o.aggregation = static_cast<Aggregation>(parse_int(shown, value, 0, 3));
@@ -212,6 +223,19 @@ Options parse_options(std::vector<std::string> args) {
     if (f == "thp") o.huge_pages = parse_bool(shown, value);
   }
   if (!have_collective) bad("name the collective first, e.g. fsdp-bench all_gather -b 1K -e 64M -f 2");
+  if (o.mxfp8) {
+    if (o.collective != Collective::kAllGather) bad("-d mxfp8: MXFP8 on the wire is measured for all_gather only");
+    // Each of our transports as itself (bf16) and with MXFP8 on the wire, interleaved row by row.
+    std::vector<std::string> both;
+    for (const std::string& b : o.backends) {
+      both.push_back(b);
+      if (b != "mpi-native" && b != "gloo") both.push_back(b + std::string(kMxfp8Suffix));
+    }
+    o.backends = both;
+    // The data check's hash bytes are not MXFP8 values; the quantised all-gather is checked bitwise
+    // against its reference in tests/collectives/quantized_test.cc.
+    o.check_iters = 0;
+  }
   if (o.min_bytes > o.max_bytes) {
     bad("-b " + std::to_string(o.min_bytes) + " is above -e " + std::to_string(o.max_bytes));
   }
@@ -246,7 +270,9 @@ std::string usage() {
          "  -w,--warmup_iters N  untimed iterations first (default 5)\n"
          "  -c,--check N         checked runs per row (default 1; 0 prints #wrong N/A)\n"
          "  -d,--datatype T      float, double, half, bfloat16, fp8_e4m3, fp8_e5m2, int8, uint8, int32,\n"
-         "                       uint32, int64, uint64, a comma list, or all (default float)\n"
+         "                       uint32, int64, uint64, a comma list, or all (default float); or mxfp8\n"
+         "                       (all_gather: bfloat16 rows, each backend also as <name>-mxfp8 sending\n"
+         "                       MXFP8, 33/64 of the bytes; busbw counts bf16-equivalent bytes; unchecked)\n"
          "  -o,--op OP           sum, prod, max, min, avg, a comma list, or all (default sum)\n"
          "  -r,--root R          root of broadcast and reduce (default 0)\n"
          "  -a,--average A       per-rank times to one: 0 rank 0, 1 mean, 2 min, 3 max (default 1)\n"

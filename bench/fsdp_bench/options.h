@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench/fsdp_bench/collective.h"
@@ -28,6 +29,9 @@ struct Options {
   int warmup_iters = 5;            // -w
   int check_iters = 1;             // -c: checked runs per row, 0 disables the check (#wrong N/A)
   std::vector<DataType> types{DataType::kFloat32};     // -d
+  // -d mxfp8 (all_gather only): bfloat16 rows, each of our backends run twice, as itself and as
+  // "<name>-mxfp8" (the same bf16 data sent as MXFP8, 33/64 of the bytes), row by row in one run.
+  bool mxfp8 = false;
   std::vector<ReduceKind> ops{ReduceKind::kSum};       // -o
   int root = 0;                                        // -r
   Aggregation aggregation = Aggregation::kMean;        // -a
@@ -42,6 +46,11 @@ struct Options {
 
 // Every backend name --backend accepts, in the order "all" runs them.
 const std::vector<std::string>& known_backends();
+
+// The suffix of a backend that sends all-gathers as MXFP8 ("shm-mxfp8"), and its transport's name.
+inline constexpr std::string_view kMxfp8Suffix = "-mxfp8";
+bool is_mxfp8_backend(std::string_view name);
+std::string_view mxfp8_base(std::string_view name);
 
 // Parses argv without the program name. Throws fsdp::InvalidArgument with a message that names the
 // flag, the bad value and what would be accepted. "--help" throws HelpRequested.

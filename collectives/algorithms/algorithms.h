@@ -68,6 +68,10 @@ Task allreduce_recursive_doubling(Op& op, const std::byte* in, std::byte* out, s
 Task allreduce_hierarchical(Op& op, const std::byte* in, std::byte* out, size_t count, Reduction red,
                             const HostLayout& layout);
 
+// --- all-to-all: `in` holds one block per destination rank, `out` one block per source rank ---
+// n-1 pairwise exchanges, (n-1)/n of the buffer sent and received per rank, nothing forwarded.
+Task alltoall_pairwise(Op& op, const std::byte* in, std::byte* out, size_t block_bytes);
+
 // --- broadcast: `buf` is the root's data on the root and the destination elsewhere ---
 // ceil(log2 n) rounds, the whole message each: for small messages.
 Task broadcast_binomial(Op& op, std::byte* buf, size_t bytes, int root);

@@ -63,6 +63,19 @@ TEST(Options, AllMeansEveryTypeOpAndBackend) {
   EXPECT_EQ(o.backends, known_backends());
 }
 
+// -d mxfp8: bf16 rows, each of our backends also with MXFP8 on the wire, unchecked; all_gather only.
+TEST(Options, Mxfp8PairsEachOfOurBackendsWithItsMxfp8Twin) {
+  const Options o = parse({"all_gather", "-d", "mxfp8", "--backend", "shm,tcp,gloo"});
+  EXPECT_TRUE(o.mxfp8);
+  EXPECT_EQ(o.types, std::vector<DataType>{DataType::kBfloat16});
+  EXPECT_EQ(o.backends, (std::vector<std::string>{"shm", "shm-mxfp8", "tcp", "tcp-mxfp8", "gloo"}));
+  EXPECT_EQ(o.check_iters, 0);
+  EXPECT_TRUE(is_mxfp8_backend("tcp-mxfp8"));
+  EXPECT_EQ(mxfp8_base("tcp-mxfp8"), "tcp");
+  EXPECT_FALSE(is_mxfp8_backend("shm"));
+  EXPECT_NE(error_of({"all_reduce", "-d", "mxfp8"}).find("all_gather only"), std::string::npos);
+}
+
 TEST(Options, LaunchFlagsOverrideTheEnvironment) {
   const Options o = parse({"broadcast", "--rank", "1", "--world-size=2", "--master-addr", "127.0.0.1"});
   EXPECT_EQ(o.launch.overrides.rank, 1);

@@ -85,6 +85,27 @@ TEST(PlannerTest, ReshardPoliciesAndCheckpointingTradeMemory) {
   EXPECT_LT(keep.time.step, full.time.step);
 }
 
+// MXFP8 on the wire is priced at 33/32 bytes per element: 8.25/16 of bf16's all-gather bytes and
+// 8.25/32 of f32's reduce-scatter bytes, and less time for both.
+TEST(PlannerTest, Mxfp8CommunicationIsPricedAtItsWireBytes) {
+  Policy bf16;
+  Policy mx = bf16;
+  mx.param_comm = CommPrecision::kMxfp8;
+  mx.grad_comm = CommPrecision::kMxfp8;
+  const Plan a = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, bf16);
+  const Plan b = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, mx);
+  ASSERT_EQ(a.estimate.comm.size(), b.estimate.comm.size());
+  for (size_t i = 0; i < a.estimate.comm.size(); ++i) {
+    const auto& x = a.estimate.comm[i];
+    const auto& y = b.estimate.comm[i];
+    const double ratio = x.collective == "reduce_scatter" ? 8.25 / 32 : 8.25 / 16;
+    EXPECT_NEAR(static_cast<double>(y.buffer_bytes) / static_cast<double>(x.buffer_bytes), ratio, 1e-6) << x.collective;
+    EXPECT_LT(y.seconds, x.seconds) << x.collective;
+  }
+  EXPECT_EQ(parse_comm_precision("mxfp8"), CommPrecision::kMxfp8);
+  EXPECT_THROW(parse_comm_precision("fp4"), PlanError);
+}
+
 TEST(PlannerTest, AccumulationWithoutSyncHoldsEveryUnitsGradients) {
   Policy p;
   p.grad_accum = 4;
