@@ -81,6 +81,14 @@ const Knob<double> kRunTermDelaySec{"FSDP_RUN_TERM_DELAY_SEC", 1.0,
                                     "failure, before SIGTERM",
                                     0};
 
+// Read only to see whether the user chose; OpenBLAS and OpenMP parse the values themselves.
+const Knob<std::string> kOpenblasNumThreads{"OPENBLAS_NUM_THREADS", "",
+                                            "OpenBLAS's variable: BLAS threads per rank (unset: fsdp-run and fsdp-train "
+                                            "use the cores available / local ranks)"};
+const Knob<std::string> kOmpNumThreads{"OMP_NUM_THREADS", "",
+                                       "OpenMP's variable; when it or OPENBLAS_NUM_THREADS is set, fsdp-run and "
+                                       "fsdp-train leave the thread count alone"};
+
 const Knob<std::string> kNcclHost{"FSDP_NCCL_HOST", "",
                                   "the address ncclGetUniqueId announces (unset: the first non-loopback IPv4 "
                                   "address)"};
@@ -271,6 +279,8 @@ std::vector<KnobInfo> all_knobs() {
           info_of(kMasterPort),
           info_of(kRunGraceSec),
           info_of(kRunTermDelaySec),
+          info_of(kOpenblasNumThreads),
+          info_of(kOmpNumThreads),
           info_of(kNcclHost),
           info_of(kNcclCommId),
           info_of(kNcclDebug),

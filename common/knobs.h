@@ -61,6 +61,9 @@ extern const Knob<std::string> kMasterAddr;
 extern const Knob<int64_t> kMasterPort;
 extern const Knob<double> kRunGraceSec;
 extern const Knob<double> kRunTermDelaySec;
+// --- threads (launch/thread_budget.h) ---
+extern const Knob<std::string> kOpenblasNumThreads;
+extern const Knob<std::string> kOmpNumThreads;
 // --- NCCL-compatible API ---
 extern const Knob<std::string> kNcclHost;
 extern const Knob<std::string> kNcclCommId;

@@ -20,6 +20,8 @@ blasint to_blas(int64_t v, const char* what) {
 
 }  // namespace
 
+void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
+
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;

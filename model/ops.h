@@ -20,6 +20,9 @@ void linear_backward_input(const float* dy, const float* w, int64_t n, int64_t i
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// OpenBLAS's thread count for this process (its OPENBLAS_NUM_THREADS is read once, at library load).
+void set_blas_threads(int threads);
+
 // RMSNorm over rows of width d: y = x * rstd * w with rstd = 1/sqrt(mean(x^2) + eps).
 // x, y: (n, d); w: (d); rstd: (n), saved for backward. y may alias x.
 void rmsnorm_forward(const float* x, const float* w, int64_t n, int64_t d, float eps, float* y, float* rstd);

@@ -28,6 +28,7 @@
 
 #include "common/knobs.h"
 #include "launch/store.h"
+#include "launch/thread_budget.h"
 
 extern char** environ;
 
@@ -264,7 +265,10 @@ Rendezvous open_rendezvous(const Args& a) {
 // Every rank's environment, built before forking. Our variables replace inherited ones, and variables
 // of other launchers go, so detect_process_env never mixes two launchers' views. FSDP_STORE_EXTERNAL
 // is ours only when we serve the store: with --no-store it may point rank 0 at an fsdp-store.
-std::vector<std::vector<std::string>> rank_environments(const Args& a, const Rendezvous& rv) {
+// Unless the user chose a thread count, each rank gets its share of the cores (`budget`).
+std::vector<std::vector<std::string>> rank_environments(const Args& a, const Rendezvous& rv,
+                                                        const fsdp::launch::ThreadBudget& budget) {
+  using fsdp::launch::thread_budget_env;
   std::vector<std::string> ours = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",       "LOCAL_WORLD_SIZE",
                                    "MASTER_ADDR", "MASTER_PORT", "FSDP_MASTER_ADDR", "FSDP_MASTER_PORT"};
   if (rv.store) ours.push_back("FSDP_STORE_EXTERNAL");
@@ -287,6 +291,7 @@ std::vector<std::vector<std::string>> rank_environments(const Args& a, const Ren
     e.push_back("MASTER_ADDR=" + a.master_addr);
     e.push_back("MASTER_PORT=" + std::to_string(rv.port));
     if (rv.store) e.push_back("FSDP_STORE_EXTERNAL=1");
+    for (const auto& kv : thread_budget_env(budget)) e.push_back(kv);
   }
   return envs;
 }
@@ -507,7 +512,10 @@ int main(int argc, char** argv) {
   const double term_delay_sec = knob_or_exit(fsdp::knobs::kRunTermDelaySec);
   const std::string program = resolve_program(a.command[0]);
   const Rendezvous rendezvous = open_rendezvous(a);
-  auto envs = rank_environments(a, rendezvous);
+  const fsdp::launch::ThreadBudget budget = fsdp::launch::decide_thread_budget(
+      fsdp::launch::available_cores(), a.nproc, fsdp::launch::user_set_thread_count());
+  if (!budget.from_user) std::fprintf(stderr, "fsdp-run: %s\n", budget.describe.c_str());
+  auto envs = rank_environments(a, rendezvous, budget);
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;

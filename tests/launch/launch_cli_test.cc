@@ -32,7 +32,8 @@ const std::string kMpirun = fsdp::testing::kMpirunForTests;
 // Variables a surrounding launcher may have set: each test starts from none of them.
 const std::string kClean =
     "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT "
-    "-u FSDP_MASTER_ADDR -u FSDP_MASTER_PORT -u FSDP_STORE_EXTERNAL -u FSDP_TRANSPORT ";
+    "-u FSDP_MASTER_ADDR -u FSDP_MASTER_PORT -u FSDP_STORE_EXTERNAL -u FSDP_TRANSPORT "
+    "-u OMP_NUM_THREADS OPENBLAS_NUM_THREADS=1 ";  // a chosen thread count: fsdp-run says nothing of threads
 
 using Result = fsdp::testing::ShellResult;  // exit status (128+signal for a signal), output, seconds
 Result sh(const std::string& command) { return fsdp::testing::run_shell(command); }
@@ -291,6 +292,26 @@ TEST(FsdpRun, LinesNeverInterleave) {
   EXPECT_EQ(lines, 3 * 200);
 }
 
+// Without a user's choice each rank gets the cores fsdp-run may use divided by the ranks (at least
+// one), in both variables, and fsdp-run says so once; a user's choice passes through untouched.
+TEST(FsdpRun, GivesEachRankItsShareOfTheCores) {
+  const std::string unset = kClean + "env -u OPENBLAS_NUM_THREADS ";
+  const std::string show = " -- sh -c 'echo \"threads $OPENBLAS_NUM_THREADS/$OMP_NUM_THREADS\"'";
+  Result r = sh(unset + "taskset -c 0 " + kRun + " --nproc 3" + show);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "threads 1/1\n"), 3) << r.output;
+  EXPECT_EQ(count(r.output, "fsdp-run: 1 BLAS/OpenMP thread(s) per rank: 1 core(s) for 3 local rank(s)"), 1) << r.output;
+
+  r = sh(unset + "taskset -c 0,1 " + kRun + " --nproc 1" + show);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "threads 2/2\n"), 1) << r.output;
+
+  r = sh(unset + "OMP_NUM_THREADS=3 " + kRun + " --nproc 2" + show);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "threads /3\n"), 2) << r.output;
+  EXPECT_EQ(r.output.find("fsdp-run:"), std::string::npos) << r.output;
+}
+
 TEST(FsdpRun, NoTagOutput) {
   const Result r = sh(kClean + kRun + " --no-tag-output --nproc 2 -- echo plain");
   EXPECT_EQ(r.code, 0);
@@ -299,7 +320,9 @@ TEST(FsdpRun, NoTagOutput) {
 
 TEST(FsdpRun, ForwardsSigterm) {
   const auto start = Clock::now();
-  Background run({kRun, "--nproc", "2", "--", "/bin/sh", "-c", "echo up; exec sleep 30"});
+  Background run({"/usr/bin/env", "OPENBLAS_NUM_THREADS=1", kRun, "--nproc", "2", "--", "/bin/sh", "-c",
+                  "echo up; exec sleep 30"});  // a chosen thread count: the first lines are the ranks'
+
   EXPECT_NE(run.line().find("up"), std::string::npos);
   EXPECT_NE(run.line().find("up"), std::string::npos);
   EXPECT_EQ(run.stop(SIGTERM), 128 + SIGTERM);

@@ -17,7 +17,9 @@
 #include "collectives/core/errors.h"
 #include "common/knobs.h"
 #include "launch/cli_flags.h"
+#include "launch/thread_budget.h"
 #include "launch/world.h"
+#include "model/ops.h"
 #include "runtime/plan_check.h"
 #include "train/config.h"
 #include "train/train_job.h"
@@ -57,6 +59,12 @@ int main(int argc, char** argv) {
                 << knobs::describe_knobs("# ");
       return 0;
     }
+
+    // Each rank's share of the cores unless the user chose (fsdp-run sets the variables for its ranks).
+    const launch::ThreadBudget threads = launch::decide_thread_budget(
+        launch::available_cores(), env.local_world_size, launch::user_set_thread_count());
+    if (!threads.from_user) model::ops::set_blas_threads(threads.threads);
+    if (rank == 0) std::cout << "fsdp-train: " << threads.describe << '\n';
 
     launch::WorldOptions world_options;
     if (!flags.transport.empty()) world_options.transport = flags.transport;
