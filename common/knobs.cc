@@ -81,6 +81,10 @@ const Knob<double> kRunTermDelaySec{"FSDP_RUN_TERM_DELAY_SEC", 1.0,
                                     "failure, before SIGTERM",
                                     0};
 
+const Knob<bool> kCachingAllocator{"FSDP_CACHING_ALLOCATOR", true,
+                                   "keep released tracked buffers for reuse by size (0: hand each back to the C "
+                                   "library at once, mapping and faulting them in again every step)"};
+
 // Read only to see whether the user chose; OpenBLAS and OpenMP parse the values themselves.
 const Knob<std::string> kOpenblasNumThreads{"OPENBLAS_NUM_THREADS", "",
                                             "OpenBLAS's variable: BLAS threads per rank (unset: fsdp-run and fsdp-train "
@@ -279,6 +283,7 @@ std::vector<KnobInfo> all_knobs() {
           info_of(kMasterPort),
           info_of(kRunGraceSec),
           info_of(kRunTermDelaySec),
+          info_of(kCachingAllocator),
           info_of(kOpenblasNumThreads),
           info_of(kOmpNumThreads),
           info_of(kNcclHost),

@@ -61,6 +61,8 @@ extern const Knob<std::string> kMasterAddr;
 extern const Knob<int64_t> kMasterPort;
 extern const Knob<double> kRunGraceSec;
 extern const Knob<double> kRunTermDelaySec;
+// --- memory (common/block_cache.h) ---
+extern const Knob<bool> kCachingAllocator;
 // --- threads (launch/thread_budget.h) ---
 extern const Knob<std::string> kOpenblasNumThreads;
 extern const Knob<std::string> kOmpNumThreads;

@@ -1,8 +1,5 @@
 #include "common/memory_tracker.h"
 
-#include <cstdlib>
-#include <cstring>
-#include <new>
 
 namespace fsdp {
 
@@ -44,16 +41,5 @@ void MemoryTracker::reset_peaks() {
   for (auto& c : by_category_) c.peak.store(c.current.load(std::memory_order_relaxed), std::memory_order_relaxed);
   total_.peak.store(total_.current.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
-
-void* tracked_allocate_zeroed(size_t bytes) {
-  constexpr size_t kAlign = 64;
-  const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-  void* p = std::aligned_alloc(kAlign, rounded);
-  if (p == nullptr) throw std::bad_alloc();
-  std::memset(p, 0, rounded);
-  return p;
-}
-
-void tracked_free(void* p) { std::free(p); }
 
 }  // namespace fsdp

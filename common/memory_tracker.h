@@ -14,7 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <cstring>
 #include <utility>
+
+#include "common/block_cache.h"
 
 namespace fsdp {
 
@@ -45,6 +48,11 @@ class MemoryTracker {
   // Starts a new high-water mark from what is live now (e.g. after the first step's warm-up).
   void reset_peaks();
 
+  // Where the tracked buffers' blocks come from and return to. The counts above are allocated bytes
+  // (what the planner predicts); cache().stats() reports the reserved bytes held from the system.
+  BlockCache& cache() { return cache_; }
+  const BlockCache& cache() const { return cache_; }
+
  private:
   struct Counter {
     std::atomic<int64_t> current{0};
@@ -54,10 +62,12 @@ class MemoryTracker {
   const Counter& slot(MemoryCategory c) const { return by_category_[static_cast<size_t>(c)]; }
   std::array<Counter, static_cast<size_t>(MemoryCategory::kCount)> by_category_;
   Counter total_;
+  BlockCache cache_;
 };
 
-// A 64-byte aligned, zero-initialised array whose bytes count against a tracker while it holds them.
-// Move-only; a default-constructed or moved-from buffer holds nothing.
+// A 64-byte aligned, zero-initialised array whose bytes count against a tracker while it holds them,
+// in a block from the tracker's cache. Move-only; a default-constructed or moved-from buffer holds
+// nothing.
 template <class T>
 class TrackedBuffer {
  public:
@@ -79,7 +89,8 @@ class TrackedBuffer {
   void reset(MemoryTracker& tracker, MemoryCategory category, size_t count) {
     release();
     if (count == 0) return;
-    data_ = static_cast<T*>(allocate_zeroed(count * sizeof(T)));
+    data_ = static_cast<T*>(tracker.cache().allocate(count * sizeof(T)));
+    std::memset(static_cast<void*>(data_), 0, count * sizeof(T));
     size_ = count;
     tracker_ = &tracker;
     category_ = category;
@@ -88,7 +99,7 @@ class TrackedBuffer {
   void release() {
     if (data_ == nullptr) return;
     tracker_->release(category_, bytes());
-    free_aligned(data_);
+    tracker_->cache().release(data_, static_cast<size_t>(bytes()));
     data_ = nullptr;
     size_ = 0;
   }
@@ -106,8 +117,6 @@ class TrackedBuffer {
   const T* end() const { return data_ + size_; }
 
  private:
-  static void* allocate_zeroed(size_t bytes);  // throws std::bad_alloc
-  static void free_aligned(void* p);
   void swap(TrackedBuffer& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(size_, o.size_);
@@ -120,16 +129,5 @@ class TrackedBuffer {
   MemoryTracker* tracker_ = nullptr;
   MemoryCategory category_ = MemoryCategory::kOther;
 };
-
-void* tracked_allocate_zeroed(size_t bytes);
-void tracked_free(void* p);
-template <class T>
-void* TrackedBuffer<T>::allocate_zeroed(size_t bytes) {
-  return tracked_allocate_zeroed(bytes);
-}
-template <class T>
-void TrackedBuffer<T>::free_aligned(void* p) {
-  tracked_free(p);
-}
 
 }  // namespace fsdp

@@ -1,5 +1,7 @@
 #include "runtime/flat_copy.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -68,9 +70,15 @@ void accumulate_widened(float* dst, const void* src, size_t count, DataType type
     reduce_into(dst, src, count, DataType::kFloat32, ReduceKind::kSum);
     return;
   }
-  std::vector<float> wide(count);
-  widen_to_f32(wide.data(), src, count, type, 1.0);
-  reduce_into(dst, wide.data(), count, DataType::kFloat32, ReduceKind::kSum);
+  // Widened a block at a time on the stack: no allocation on the step's path.
+  constexpr size_t kBlock = 2048;
+  float wide[kBlock];
+  const auto* bytes = static_cast<const std::byte*>(src);
+  for (size_t at = 0; at < count; at += kBlock) {
+    const size_t n = std::min(kBlock, count - at);
+    widen_to_f32(wide, bytes + at * element_size(type), n, type, 1.0);
+    reduce_into(dst + at, wide, n, DataType::kFloat32, ReduceKind::kSum);
+  }
 }
 
 }  // namespace fsdp::runtime

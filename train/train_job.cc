@@ -7,6 +7,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "common/process_memory.h"
 #include "proto/plan.pb.h"
 #include "runtime/checkpoint/checkpointer.h"
 #include "runtime/plan_check.h"
@@ -266,8 +267,15 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   MetricsLogger metrics(metrics_options);
 
   std::vector<double> step_seconds;
-  for (int64_t s = trainer.steps_done() + 1; s <= config.training.steps; ++s) {
-    if (s == trainer.steps_done() + 2) overlap.clear();  // leave the first (warm-up) step out
+  BlockCacheStats cache_after_warmup;
+  int64_t faults_after_warmup = 0;
+  const int64_t first_step = trainer.steps_done() + 1;
+  for (int64_t s = first_step; s <= config.training.steps; ++s) {
+    if (s == first_step + 1) {  // leave the first (warm-up) step out
+      overlap.clear();
+      cache_after_warmup = trainer.tracker().cache().stats();
+      faults_after_warmup = minor_page_faults();
+    }
     const StepStats st = trainer.step();
     result.steps.push_back(st);
     if (result.steps.size() > 1) step_seconds.push_back(st.seconds);
@@ -283,6 +291,14 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
 
   result.peak_bytes = trainer.tracker().peak_total();
   result.planned_peak_bytes = planned_peak(config, opts);
+  const BlockCacheStats cache = trainer.tracker().cache().stats();
+  result.peak_reserved_bytes = cache.peak_reserved_bytes;
+  if (!step_seconds.empty()) {
+    result.steady_system_allocations = cache.system_allocations - cache_after_warmup.system_allocations;
+    result.steady_system_frees = cache.system_frees - cache_after_warmup.system_frees;
+    result.page_faults_per_step =
+        static_cast<double>(minor_page_faults() - faults_after_warmup) / static_cast<double>(step_seconds.size());
+  }
   for (const auto& [kind, share] : overlap.shares()) result.hidden_fraction[kind] = share.hidden_fraction();
   if (!step_seconds.empty()) {
     std::nth_element(step_seconds.begin(), step_seconds.begin() + step_seconds.size() / 2, step_seconds.end());
@@ -311,7 +327,12 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
                           ? 100.0 * static_cast<double>(result.peak_bytes - result.planned_peak_bytes) /
                                 static_cast<double>(result.planned_peak_bytes)
                           : 0.0)
-        << "%)\n";
+        << "%), " << result.peak_reserved_bytes << " B reserved\n";
+    if (!step_seconds.empty()) {
+      log << "memory: after step 1, " << result.steady_system_allocations << " blocks allocated and "
+          << result.steady_system_frees << " freed by the block cache, " << result.page_faults_per_step
+          << " minor page faults per step\n";
+    }
     for (const auto& [kind, f] : result.hidden_fraction) {
       log << "overlap: " << kind << " " << static_cast<int>(f * 100 + 0.5) << "% hidden behind compute\n";
     }

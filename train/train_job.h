@@ -26,6 +26,12 @@ struct JobResult {
   int64_t start_step = 0;        // the step a checkpoint resumed from (0: fresh)
   int64_t peak_bytes = 0;        // runtime-tracked peak on this rank
   int64_t planned_peak_bytes = 0;
+  int64_t peak_reserved_bytes = 0;  // held from the system by the tracker's block cache (>= peak_bytes)
+  // Over the steps after the first: blocks the cache had to get from or give back to the system (0 in
+  // a steady state) and the process's minor page faults per step.
+  int64_t steady_system_allocations = 0;
+  int64_t steady_system_frees = 0;
+  double page_faults_per_step = 0;
   std::map<std::string, double> hidden_fraction;  // per collective kind, over steps after the first
   double seconds_per_step = 0;                     // median over steps after the first
   std::vector<std::vector<float>> final_parameters;  // per unit, when requested (collective)
