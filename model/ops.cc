@@ -105,11 +105,20 @@ void rope_apply(float* x, int64_t rows, int64_t seq, int64_t heads, int64_t head
   }
 }
 
-float silu(float a) { return a / (1.f + std::exp(-a)); }
+void swiglu_forward(const float* a1, const float* a3, float* act, float* gate, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    act[i] = a1[i] / (1.f + std::exp(-a1[i]));
+    gate[i] = act[i] * a3[i];
+  }
+}
 
-float silu_grad(float a) {
-  const float sig = 1.f / (1.f + std::exp(-a));
-  return sig * (1.f + a * (1.f - sig));
+void swiglu_backward(const float* dgate, const float* act, float* a1, float* a3, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float sig = 1.f / (1.f + std::exp(-a1[i]));
+    const float da1 = dgate[i] * a3[i] * (sig * (1.f + a1[i] * (1.f - sig)));
+    a3[i] = dgate[i] * act[i];
+    a1[i] = da1;
+  }
 }
 
 }  // namespace fsdp::model::ops

@@ -38,8 +38,11 @@ void rope_table(int64_t seq, int64_t head_dim, float theta, float* cos, float* s
 void rope_apply(float* x, int64_t rows, int64_t seq, int64_t heads, int64_t head_dim, const float* cos,
                 const float* sin, bool inverse);
 
-// silu(a) = a * sigmoid(a) and its derivative sigmoid(a) * (1 + a * (1 - sigmoid(a))).
-float silu(float a);
-float silu_grad(float a);
+// SwiGLU's elementwise part in one pass over (count) elements: act = silu(a1), gate = act * a3, with
+// silu(a) = a * sigmoid(a).
+void swiglu_forward(const float* a1, const float* a3, float* act, float* gate, int64_t count);
+// Its backward in one pass, in place: a1 <- dgate * a3 * silu'(a1), a3 <- dgate * act, with
+// silu'(a) = sigmoid(a) * (1 + a * (1 - sigmoid(a))).
+void swiglu_backward(const float* dgate, const float* act, float* a1, float* a3, int64_t count);
 
 }  // namespace fsdp::model::ops

@@ -102,10 +102,7 @@ void TransformerBlock::forward(Weights w, const float* x, float* y) {
   ops::rmsnorm_forward(s.h, w[kFfnNorm], n, D, dims_.norm_eps, s.n2, s.rstd2);
   ops::linear_forward(s.n2, w[kW1], n, D, F, s.a1);
   ops::linear_forward(s.n2, w[kW3], n, D, F, s.a3);
-  for (int64_t i = 0; i < n * F; ++i) {
-    s.act[i] = ops::silu(s.a1[i]);
-    s.gate[i] = s.act[i] * s.a3[i];
-  }
+  ops::swiglu_forward(s.a1, s.a3, s.act, s.gate, n * F);
   copy_rows(y, s.h, n * D);
   ops::linear_forward(s.gate, w[kW2], n, F, D, y, 1.f);  // y = h + gate @ w2^T
 }
@@ -128,12 +125,7 @@ void TransformerBlock::backward(Weights w, Grads g, const float* dy, float* dx) 
   ops::linear_backward_weight(dy, s.gate, n, F, D, g[kW2]);
   float* dgate = s.gate;
   ops::linear_backward_input(dy, w[kW2], n, F, D, dgate);
-  for (int64_t i = 0; i < n * F; ++i) {
-    const float da3 = dgate[i] * s.act[i];
-    const float da1 = dgate[i] * s.a3[i] * ops::silu_grad(s.a1[i]);
-    s.a1[i] = da1;
-    s.a3[i] = da3;
-  }
+  ops::swiglu_backward(dgate, s.act, s.a1, s.a3, n * F);
   const float* da1 = s.a1;
   const float* da3 = s.a3;
   ops::linear_backward_weight(da1, s.n2, n, D, F, g[kW1]);
