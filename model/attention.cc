@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "model/fast_exp.h"
 #include "model/ops.h"
 
 namespace fsdp::model {
@@ -28,7 +29,7 @@ void probabilities_from_lse(float* p, int64_t seq, const float* lse, int64_t lse
   for (int64_t i = 0; i < seq; ++i) {
     float* row = p + i * seq;
     const float l = lse[i * lse_stride];
-    for (int64_t j = 0; j <= i; ++j) row[j] = std::exp(row[j] - l);
+    for (int64_t j = 0; j <= i; ++j) row[j] = exp_fast(row[j] - l);
     std::fill(row + i + 1, row + seq, 0.f);
   }
 }
@@ -46,14 +47,19 @@ void causal_attention_forward(const AttentionShape& s, const float* q, const flo
       float* head_lse = lse + b * T * s.n_heads + h;  // stride n_heads per row
       // p: (T, T) = q_h: (T, hd) @ k_g^T / sqrt(hd)
       ops::gemm(false, true, T, T, hd, softmax_scale(s), q + o.q_off, qd, k + o.kv_off, kvd, 0.f, p, T);
+      // Causal softmax of each row in place, keeping its log-sum-exp for backward: exponentials in
+      // one vectorized pass, their sum in double.
       for (int64_t i = 0; i < T; ++i) {
-        const float* row = p + i * T;
+        float* row = p + i * T;
         const float m = *std::max_element(row, row + i + 1);
+        for (int64_t j = 0; j <= i; ++j) row[j] = exp_fast(row[j] - m);
         double sum = 0;
-        for (int64_t j = 0; j <= i; ++j) sum += std::exp(row[j] - m);
+        for (int64_t j = 0; j <= i; ++j) sum += row[j];
         head_lse[i * s.n_heads] = m + static_cast<float>(std::log(sum));
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
+        std::fill(row + i + 1, row + T, 0.f);
       }
-      probabilities_from_lse(p, T, head_lse, s.n_heads);
       // out_h: (T, hd) = p: (T, T) @ v_g: (T, hd)
       ops::gemm(false, false, T, hd, T, 1.f, p, T, v + o.kv_off, kvd, 0.f, out + o.q_off, qd);
     }

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/fast_exp.h"
+
 namespace fsdp::model::ops {
 namespace {
 
@@ -105,16 +107,19 @@ void rope_apply(float* x, int64_t rows, int64_t seq, int64_t heads, int64_t head
   }
 }
 
-void swiglu_forward(const float* a1, const float* a3, float* act, float* gate, int64_t count) {
+// __restrict: the four arrays never overlap, and without it GCC does not vectorize the loop.
+void swiglu_forward(const float* __restrict a1, const float* __restrict a3, float* __restrict act,
+                    float* __restrict gate, int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
-    act[i] = a1[i] / (1.f + std::exp(-a1[i]));
+    act[i] = a1[i] / (1.f + exp_fast(-a1[i]));
     gate[i] = act[i] * a3[i];
   }
 }
 
-void swiglu_backward(const float* dgate, const float* act, float* a1, float* a3, int64_t count) {
+void swiglu_backward(const float* __restrict dgate, const float* __restrict act, float* __restrict a1,
+                     float* __restrict a3, int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
-    const float sig = 1.f / (1.f + std::exp(-a1[i]));
+    const float sig = 1.f / (1.f + exp_fast(-a1[i]));
     const float da1 = dgate[i] * a3[i] * (sig * (1.f + a1[i] * (1.f - sig)));
     a3[i] = dgate[i] * act[i];
     a1[i] = da1;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/fast_exp.h"
 #include "model/ops.h"
 
 namespace fsdp::model {
@@ -59,7 +60,7 @@ float OutputHead::forward(Weights w, const float* x, const int32_t* targets) {
     for (int64_t j = 0; j < V; ++j) sum += std::exp(static_cast<double>(row[j] - m));
     const double lse = m + std::log(sum);
     total += lse - row[targets[i]];
-    for (int64_t j = 0; j < V; ++j) row[j] = static_cast<float>(std::exp(row[j] - lse));
+    for (int64_t j = 0; j < V; ++j) row[j] = exp_fast(static_cast<float>(row[j] - lse));
   }
   return static_cast<float>(total / static_cast<double>(n));
 }
