@@ -6,7 +6,8 @@ the median over repeats of each run's median tokens/s (steps 2..n, rank 0's per-
 faults per step (perf stat -e page-faults over the whole job, all ranks, divided by the steps; and
 fsdp-train's own count over steps 2..n), and each variant's ratio to the first of its rank count.
 
-  bench/step_speed.py [--build build] [--steps 30] [--repeats 5] [--config configs/debug_model.toml]
+  bench/step_speed.py [--build build] [--before-build ../main/build] [--steps 30] [--repeats 5]
+                      [--config configs/debug_model.toml]
 """
 import argparse
 import os
@@ -17,15 +18,18 @@ import subprocess
 import sys
 import tempfile
 
-# name, ranks, extra environment. "before" = what main did: no thread budget (OpenBLAS starts one
-# thread per core in every rank) and every buffer handed back to the C library.
+# name, ranks, which build, extra environment. "main" is --before-build (the code before the thread
+# budget, the block cache and the vectorized elementwise passes); the knob variants of this build take
+# the block cache (FSDP_CACHING_ALLOCATOR=0) or the thread budget (OPENBLAS_NUM_THREADS=2, OpenBLAS's
+# own default of one thread per core in every rank) away one at a time.
 VARIANTS = [
-    ("1 rank, before (no cache)", 1, {"FSDP_CACHING_ALLOCATOR": "0"}),
-    ("1 rank, block cache", 1, {}),
-    ("2 ranks, before (no cache, 2 BLAS threads/rank)", 2, {"FSDP_CACHING_ALLOCATOR": "0", "OPENBLAS_NUM_THREADS": "2"}),
-    ("2 ranks, thread budget only", 2, {"FSDP_CACHING_ALLOCATOR": "0"}),
-    ("2 ranks, block cache only (2 BLAS threads/rank)", 2, {"OPENBLAS_NUM_THREADS": "2"}),
-    ("2 ranks, thread budget + block cache", 2, {}),
+    ("1 rank, main", 1, "before", {}),
+    ("1 rank, no block cache", 1, "this", {"FSDP_CACHING_ALLOCATOR": "0"}),
+    ("1 rank, this branch", 1, "this", {}),
+    ("2 ranks, main", 2, "before", {}),
+    ("2 ranks, thread budget, no block cache", 2, "this", {"FSDP_CACHING_ALLOCATOR": "0"}),
+    ("2 ranks, block cache, 2 BLAS threads/rank", 2, "this", {"OPENBLAS_NUM_THREADS": "2"}),
+    ("2 ranks, this branch", 2, "this", {}),
 ]
 
 
@@ -53,23 +57,25 @@ def run(build, config, ranks, steps, env_extra, scratch, perf):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
+    ap.add_argument("--before-build", required=True, help="a build of the code to compare with (e.g. main's)")
     ap.add_argument("--config", default="configs/debug_model.toml")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
     perf = shutil.which("perf") is not None and subprocess.run(
         ["perf", "stat", "-e", "page-faults", "true"], capture_output=True).returncode == 0
-    results = {name: [] for name, _, _ in VARIANTS}
+    builds = {"this": a.build, "before": a.before_build}
+    results = {name: [] for name, _, _, _ in VARIANTS}
     with tempfile.TemporaryDirectory(prefix="fsdp_step_speed_") as scratch:
         for r in range(a.repeats):
-            for name, ranks, env in VARIANTS:
-                results[name].append(run(a.build, a.config, ranks, a.steps, env, scratch, perf))
+            for name, ranks, build, env in VARIANTS:
+                results[name].append(run(builds[build], a.config, ranks, a.steps, env, scratch, perf))
             print(f"step_speed: repeat {r + 1}/{a.repeats} done", file=sys.stderr)
     print("| variant | ranks | tokens/s (median) | runs (tokens/s) | vs first of its ranks | minor faults/step, rank 0 "
           "(fsdp-train) | page faults/step, whole job (perf) |")
     print("|---|---|---|---|---|---|---|")
     base = {}
-    for name, ranks, _ in VARIANTS:
+    for name, ranks, _, _ in VARIANTS:
         runs = results[name]
         tps = statistics.median(x[0] for x in runs)
         base.setdefault(ranks, tps)
