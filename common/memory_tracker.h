@@ -87,10 +87,15 @@ class TrackedBuffer {
 
   // Frees what it holds and allocates `count` zeroed elements.
   void reset(MemoryTracker& tracker, MemoryCategory category, size_t count) {
+    reset_for_overwrite(tracker, category, count);
+    if (count > 0) std::memset(static_cast<void*>(data_), 0, count * sizeof(T));
+  }
+  // The same without zeroing: for buffers the caller overwrites whole before reading (all-gather
+  // outputs, copy-outs, GEMM outputs with beta 0), where the zeroing of a reused block is wasted.
+  void reset_for_overwrite(MemoryTracker& tracker, MemoryCategory category, size_t count) {
     release();
     if (count == 0) return;
     data_ = static_cast<T*>(tracker.cache().allocate(count * sizeof(T)));
-    std::memset(static_cast<void*>(data_), 0, count * sizeof(T));
     size_ = count;
     tracker_ = &tracker;
     category_ = category;

@@ -39,7 +39,8 @@ void probabilities_from_lse(float* p, int64_t seq, const float* lse, int64_t lse
 void causal_attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v, float* out,
                               float* lse, MemoryTracker& tracker) {
   const int64_t T = s.seq, hd = s.head_dim, qd = s.q_dim(), kvd = s.kv_dim();
-  TrackedBuffer<float> scores(tracker, MemoryCategory::kActivations, static_cast<size_t>(T * T));
+  TrackedBuffer<float> scores;  // every (b, h) writes all of it (GEMM with beta 0, softmax, zeros)
+  scores.reset_for_overwrite(tracker, MemoryCategory::kActivations, static_cast<size_t>(T * T));
   float* p = scores.data();
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.n_heads; ++h) {
@@ -71,7 +72,8 @@ void causal_attention_backward(const AttentionShape& s, const float* q, const fl
                                MemoryTracker& tracker) {
   const int64_t T = s.seq, hd = s.head_dim, qd = s.q_dim(), kvd = s.kv_dim();
   const float scale = softmax_scale(s);
-  TrackedBuffer<float> scratch(tracker, MemoryCategory::kActivations, static_cast<size_t>(2 * T * T));
+  TrackedBuffer<float> scratch;  // p and dp: each written whole by a GEMM with beta 0 before use
+  scratch.reset_for_overwrite(tracker, MemoryCategory::kActivations, static_cast<size_t>(2 * T * T));
   float* p = scratch.data();
   float* dp = p + T * T;
   // Heads of one group add into the same kv gradient.

@@ -81,7 +81,8 @@ void TransformerBlock::check(size_t n_weights, size_t n_grads, const char* op) c
 void TransformerBlock::forward(Weights w, const float* x, float* y) {
   check(w.size(), kBlockParams, "forward");
   const int64_t n = rows_, D = dims_.dim, KV = dims_.kv_dim(), F = dims_.ffn_hidden, QD = dims_.q_dim();
-  if (saved_.empty()) saved_.reset(*tracker_, MemoryCategory::kActivations, saved_elements(dims_, n));
+  // Every saved tensor below is written whole before it is read.
+  if (saved_.empty()) saved_.reset_for_overwrite(*tracker_, MemoryCategory::kActivations, saved_elements(dims_, n));
   const Saved s = views();
 
   copy_rows(s.x, x, n * D);
@@ -112,9 +113,10 @@ void TransformerBlock::backward(Weights w, Grads g, const float* dy, float* dx) 
   if (saved_.empty()) throw std::logic_error("TransformerBlock::backward without a saved forward");
   const int64_t n = rows_, D = dims_.dim, KV = dims_.kv_dim(), F = dims_.ffn_hidden, QD = dims_.q_dim();
   const Saved s = views();
-  // Transient gradients: d n1 / d n2 (n, D), d att (n, QD), dq (n, QD), dk and dv (n, KV).
-  TrackedBuffer<float> scratch(*tracker_, MemoryCategory::kActivations,
-                               static_cast<size_t>(n * (D + 2 * QD + 2 * KV)));
+  // Transient gradients: d n1 / d n2 (n, D), d att (n, QD), dq (n, QD), dk and dv (n, KV); each is
+  // written whole (beta 0, or zeroed by the attention backward) before it is read.
+  TrackedBuffer<float> scratch;
+  scratch.reset_for_overwrite(*tracker_, MemoryCategory::kActivations, static_cast<size_t>(n * (D + 2 * QD + 2 * KV)));
   float* dn = scratch.data();
   float* datt = dn + n * D;
   float* dq = datt + n * QD;

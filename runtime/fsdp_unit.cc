@@ -62,7 +62,9 @@ void FsdpUnit::start_unshard() {
   if (unsharded() || gather_work_.valid()) return;
   const DataType type = policy_.param_dtype;
   const int64_t flat = layout_.flat_numel();
-  gather_out_.reset(tracker_, MemoryCategory::kAllGather, static_cast<size_t>(flat) * element_size(type));
+  // Written whole by the all-gather (every rank's chunk, padding included); not zeroed first.
+  gather_out_.reset_for_overwrite(tracker_, MemoryCategory::kAllGather,
+                                  static_cast<size_t>(flat) * element_size(type));
   if (!kept_.empty()) {
     // Backward after reshard_after_forward = k: each member of the group of k holds 1/k of the buffer.
     Communicator& group = *groups_.reshard;
@@ -106,7 +108,8 @@ void FsdpUnit::wait_unshard() {
     gather_wire_.release();
   }
 
-  params_.reset(tracker_, MemoryCategory::kUnshardedParams, static_cast<size_t>(layout_.numel()));
+  // copy_out writes every row of every parameter.
+  params_.reset_for_overwrite(tracker_, MemoryCategory::kUnshardedParams, static_cast<size_t>(layout_.numel()));
   copy_out(layout_, gather_out_.data(), policy_.param_dtype, params_.data());
   const auto offsets = param_major_offsets(layout_);
   param_views_.clear();
