@@ -25,7 +25,9 @@
 
 #include "launch/fork_ranks.h"
 #include "launch/store.h"
+#include "launch/thread_budget.h"
 #include "launch/world.h"
+#include "model/ops.h"
 #include "train/config.h"
 #include "train/train_job.h"
 
@@ -66,6 +68,11 @@ Measured run_scenario(const Scenario& sc, const std::string& config_file, int64_
     CPU_ZERO(&set);
     CPU_SET(rank % cores, &set);
     ::sched_setaffinity(0, sizeof set, &set);
+    // The forked rank inherited OpenBLAS's thread count of the parent (one per core): its share of the
+    // one core it is pinned to, as fsdp-run would give it, unless the user chose.
+    const launch::ThreadBudget threads = launch::decide_thread_budget(launch::available_cores(), 1,
+                                                                      launch::user_set_thread_count());
+    if (!threads.from_user) model::ops::set_blas_threads(threads.threads);
     train::CommandLine cl;
     cl.config_file = config_file;
     cl.overrides = sc.overrides;
