@@ -13,8 +13,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include "common/block_cache.h"
