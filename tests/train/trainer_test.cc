@@ -295,6 +295,7 @@ struct SteadyCase {
   const char* reshard;
   int64_t prefetch;
   int64_t accum;
+  bool mxfp8 = false;  // parameters all-gathered and gradients reduce-scattered as MXFP8
 };
 
 class TrainerSteadyState : public ::testing::TestWithParam<SteadyCase> {};
@@ -319,6 +320,7 @@ TEST_P(TrainerSteadyState, NoNewMemoryAfterWarmUp) {
     o.model = sharding::make_llama("debug", sharding::LlamaConfig{.dim = 128, .layers = 2, .n_heads = 8,
                                                                  .n_kv_heads = 4, .vocab = 256, .multiple_of = 64});
     o.seq_len = 64;
+    if (c.mxfp8) o.fsdp.policy.param_comm = o.fsdp.policy.grad_comm = sharding::CommPrecision::kMxfp8;
     Trainer trainer(o, world, batches_for(o, world.rank(), world.size()));
     const size_t me = static_cast<size_t>(world.rank());
     for (int s = 0; s < kWarmUp; ++s) trainer.step();
@@ -349,11 +351,12 @@ INSTANTIATE_TEST_SUITE_P(Policies, TrainerSteadyState,
                          ::testing::Values(SteadyCase{1, "true", 1, 1}, SteadyCase{2, "true", 1, 1},
                                            SteadyCase{2, "false", 1, 1}, SteadyCase{2, "true", 0, 1},
                                            SteadyCase{2, "true", 2, 1}, SteadyCase{2, "true", 1, 2},
-                                           SteadyCase{4, "2", 1, 1}),
+                                           SteadyCase{4, "2", 1, 1}, SteadyCase{2, "true", 1, 1, true}),
                          [](const auto& info) {
                            const SteadyCase& c = info.param;
                            return "n" + std::to_string(c.world) + "_reshard_" + c.reshard + "_prefetch" +
-                                  std::to_string(c.prefetch) + "_accum" + std::to_string(c.accum);
+                                  std::to_string(c.prefetch) + "_accum" + std::to_string(c.accum) +
+                                  (c.mxfp8 ? "_mxfp8" : "");
                          });
 
 }  // namespace
