@@ -47,7 +47,7 @@ def run(build, config, ranks, steps, env_extra, scratch, perf):
         sys.exit(f"step_speed: {' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
     tps = [float(m.group(2).replace(",", "")) for m in re.finditer(r"\[rank 0\] step: (\d+) .*tps: ([\d,]+)", p.stdout)
            ][1:]
-    faults = re.search(r"\[rank 0\] memory: after step 1, .* ([\d.e+-]+) minor page faults per step", p.stdout)
+    faults = re.search(r"\[rank 0\] memory: after the first step, .* ([\d.e+-]+) minor page faults per step", p.stdout)
     perf_faults = re.search(r"^(\d+),,page-faults", p.stderr, re.M) if perf else None
     # fsdp-train reports the aggregate tokens/s of rank 0's tokens; the job's is ranks x that.
     return (statistics.median(tps) * ranks, float(faults.group(1)) if faults else float("nan"),

@@ -329,7 +329,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
                           : 0.0)
         << "%), " << result.peak_reserved_bytes << " B reserved\n";
     if (!step_seconds.empty()) {
-      log << "memory: after step 1, " << result.steady_system_allocations << " blocks allocated and "
+      log << "memory: after the first step, " << result.steady_system_allocations << " blocks allocated and "
           << result.steady_system_frees << " freed by the block cache, " << result.page_faults_per_step
           << " minor page faults per step\n";
     }
