@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "launch/key_value_store.h"
+
 namespace fsdp::launch {
 
 // No request or response is near this large (keys and values are addresses and small blobs); a length
@@ -59,32 +61,33 @@ struct StoreClientOptions {
 // are serialized (use one client per thread for parallelism). Errors: TimeoutError when a call or the
 // keys it waits for ran past its timeout (naming the keys or host:port), CommError when the connection
 // broke (the next call reconnects), InvalidArgument when the server rejected the request.
-class StoreClient {
+class StoreClient : public KeyValueStore {
  public:
   StoreClient(std::string host, uint16_t port, StoreClientOptions options = {});
-  ~StoreClient();
+  ~StoreClient() override;
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;
 
-  void set(const std::string& key, const std::string& value);
+  void set(const std::string& key, const std::string& value) override;
   // The key's value; while it is missing, waits like wait() up to the timeout.
-  std::string get(const std::string& key);
-  std::string get(const std::string& key, std::chrono::milliseconds timeout);
+  std::string get(const std::string& key) override;
+  std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   // Returns once every key exists; TimeoutError naming the missing ones after the timeout.
-  void wait(const std::vector<std::string>& keys);
-  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  void wait(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   // Adds delta to the counter at key (missing: 0) and returns the new value. The counter is stored as
   // decimal text, so get() returns e.g. "42"; InvalidArgument if the key holds anything else.
-  int64_t add(const std::string& key, int64_t delta);
+  int64_t add(const std::string& key, int64_t delta) override;
   // Sets key to desired if its current value equals expected (a missing key equals ""); returns the
   // value after the call, so the swap happened exactly when the result equals desired.
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired);
   // Removes key; true if it existed. ("delete" is a keyword.)
-  bool erase(const std::string& key);
+  bool erase(const std::string& key) override;
   int64_t num_keys();
 
   const std::string& host() const { return host_; }
   uint16_t port() const { return port_; }
+  std::string describe() const override { return "the store " + host_ + ":" + std::to_string(port_); }
 
  private:
   class Impl;

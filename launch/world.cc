@@ -181,7 +181,7 @@ std::string rank_key(const std::string& prefix, const char* what, int r) {
 }
 
 // Gathers what every rank published under prefix+what+"/<r>"; a timeout names the ranks missing.
-std::vector<std::string> gather_all(StoreClient& store, const std::string& prefix, const char* what, const World& w) {
+std::vector<std::string> gather_all(KeyValueStore& store, const std::string& prefix, const char* what, const World& w) {
   const int n = w.env.world_size;
   std::vector<std::string> keys;
   for (int r = 0; r < n; ++r) keys.push_back(rank_key(prefix, what, r));
@@ -200,7 +200,7 @@ std::vector<std::string> gather_all(StoreClient& store, const std::string& prefi
     throw TimeoutError(ErrorContext{w.env.rank, -1, "rendezvous", 0, 0},
                        "timed out after " + ms_text(w.rendezvous_timeout) + " waiting for key" +
                            (missing_keys.find(',') != std::string::npos ? "s " : " ") + missing_keys +
-                           " at the store " + store.host() + ":" + std::to_string(store.port()) + ": rank" +
+                           " at " + store.describe() + ": rank" +
                            (missing_ranks.find(',') != std::string::npos ? "s " : " ") + missing_ranks +
                            " never arrived (check they started; FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)");
   }
@@ -210,18 +210,66 @@ std::vector<std::string> gather_all(StoreClient& store, const std::string& prefi
 }
 
 // A key only rank 0 sets.
-std::string get_from_rank0(StoreClient& store, const std::string& key, const World& w) {
+std::string get_from_rank0(KeyValueStore& store, const std::string& key, const World& w) {
   try {
     return store.get(key, w.rendezvous_timeout);
   } catch (const TimeoutError&) {
     throw TimeoutError(ErrorContext{w.env.rank, 0, "rendezvous", 0, 0},
                        "timed out after " + ms_text(w.rendezvous_timeout) + " waiting for key '" + key +
-                           "' from rank 0 at the store " + store.host() + ":" + std::to_string(store.port()) +
+                           "' from rank 0 at " + store.describe() +
                            " (FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)");
   }
 }
 
 constexpr const char* kErrorMark = "error:";
+
+// Step 1 of connect_world without a caller's store: the rendezvous file under mpirun/srun on one host,
+// rank 0's server, and this rank's client. store_host/store_port end as the address the client used.
+void find_or_serve_store(World& w, const ProcessEnv& env, const WorldOptions& options, std::string& store_host,
+                         uint16_t& store_port) {
+  const int rank = env.rank, n = env.world_size;
+  const ErrorContext ctx{rank, -1, "rendezvous", 0, 0};
+  if (!store_host.empty() && store_port == 0) {
+    throw InvalidArgument("rank " + std::to_string(rank) + ": MASTER_ADDR='" + store_host +
+                          "' is set but MASTER_PORT is not (or FSDP_MASTER_PORT)");
+  }
+  if (store_host.empty() && n > 1) {
+    const std::string key = launcher_job_key();
+    if (options.external_store || key.empty() || env.local_world_size != n) {
+      throw InvalidArgument("rank " + std::to_string(rank) + " of " + std::to_string(n) + " (from " + env.source +
+                            "): no rendezvous store named: set MASTER_ADDR and MASTER_PORT (or FSDP_MASTER_ADDR/"
+                            "FSDP_MASTER_PORT) to rank 0's host and a free port. Only mpirun or srun with every "
+                            "rank on one host finds the store without them");
+    }
+    w.rendezvous_file = rendezvous_file_path(key);
+    store_host = "127.0.0.1";
+    if (rank == 0) {
+      w.store_server = std::make_unique<StoreServer>(store_host, 0);
+      store_port = w.store_server->port();
+      publish_rendezvous_file(w.rendezvous_file, store_port);
+    } else {
+      store_port = read_rendezvous_file(w.rendezvous_file, rank, options.rendezvous_timeout);
+      w.rendezvous_file.clear();  // rank 0's to remove
+    }
+  } else if (!store_host.empty() && rank == 0 && !options.external_store) {
+    // Loopback stays loopback (nothing outside the host may talk to a single-host job's store);
+    // otherwise every interface, since MASTER_ADDR may be a name or a NAT address of this host.
+    w.store_server = std::make_unique<StoreServer>(is_loopback(store_host) ? store_host : "0.0.0.0", store_port);
+  }
+  if (!store_host.empty()) {
+    StoreClientOptions so;
+    so.connect_timeout = options.rendezvous_timeout;
+    so.timeout = options.rendezvous_timeout;
+    try {
+      w.store = std::make_unique<StoreClient>(store_host, store_port, so);
+    } catch (const TimeoutError& e) {
+      throw TimeoutError(ctx, std::string(e.detail()) + (env.rank == 0 && options.external_store
+                                                             ? " (FSDP_STORE_EXTERNAL is set: start fsdp-store first)"
+                                                             : ""));
+    }
+  }
+}
+
 
 }  // namespace
 
@@ -380,49 +428,14 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
   w.key_prefix = options.key_prefix.empty() ? "fsdp/" + knobs::kRunId.get() + "/" : options.key_prefix;
   const int rank = env.rank, n = env.world_size;
   const std::string requested = resolve_transport_request(options.transport);
-  const ErrorContext ctx{rank, -1, "rendezvous", 0, 0};
 
-  // 1. The store.
+  // 1. The store: the caller's, or found (or served) as the launcher said.
   std::string store_host = env.master_addr;
   uint16_t store_port = env.master_port;
-  if (!store_host.empty() && store_port == 0) {
-    throw InvalidArgument("rank " + std::to_string(rank) + ": MASTER_ADDR='" + store_host +
-                          "' is set but MASTER_PORT is not (or FSDP_MASTER_PORT)");
-  }
-  if (store_host.empty() && n > 1) {
-    const std::string key = launcher_job_key();
-    if (options.external_store || key.empty() || env.local_world_size != n) {
-      throw InvalidArgument("rank " + std::to_string(rank) + " of " + std::to_string(n) + " (from " + env.source +
-                            "): no rendezvous store named: set MASTER_ADDR and MASTER_PORT (or FSDP_MASTER_ADDR/"
-                            "FSDP_MASTER_PORT) to rank 0's host and a free port. Only mpirun or srun with every "
-                            "rank on one host finds the store without them");
-    }
-    w.rendezvous_file = rendezvous_file_path(key);
-    store_host = "127.0.0.1";
-    if (rank == 0) {
-      w.store_server = std::make_unique<StoreServer>(store_host, 0);
-      store_port = w.store_server->port();
-      publish_rendezvous_file(w.rendezvous_file, store_port);
-    } else {
-      store_port = read_rendezvous_file(w.rendezvous_file, rank, options.rendezvous_timeout);
-      w.rendezvous_file.clear();  // rank 0's to remove
-    }
-  } else if (!store_host.empty() && rank == 0 && !options.external_store) {
-    // Loopback stays loopback (nothing outside the host may talk to a single-host job's store);
-    // otherwise every interface, since MASTER_ADDR may be a name or a NAT address of this host.
-    w.store_server = std::make_unique<StoreServer>(is_loopback(store_host) ? store_host : "0.0.0.0", store_port);
-  }
-  if (!store_host.empty()) {
-    StoreClientOptions so;
-    so.connect_timeout = options.rendezvous_timeout;
-    so.timeout = options.rendezvous_timeout;
-    try {
-      w.store = std::make_unique<StoreClient>(store_host, store_port, so);
-    } catch (const TimeoutError& e) {
-      throw TimeoutError(ctx, std::string(e.detail()) + (rank == 0 && options.external_store
-                                                             ? " (FSDP_STORE_EXTERNAL is set: start fsdp-store first)"
-                                                             : ""));
-    }
+  if (options.store) {
+    w.store = options.store;
+  } else {
+    find_or_serve_store(w, env, options, store_host, store_port);
   }
 
   // 2. Job id and host identities.

@@ -27,6 +27,7 @@
 #include "collectives/core/options.h"
 #include "collectives/transports/transport.h"
 #include "launch/bootstrap.h"
+#include "launch/key_value_store.h"
 #include "launch/store.h"
 
 namespace fsdp::launch {
@@ -52,6 +53,10 @@ struct WorldOptions {
   // Namespace of this job's store keys; empty: "fsdp/<FSDP_RUN_ID>/". Lets one store serve several jobs
   // at once (the NCCL API's rendezvous listener names each communicator's keys by its unique id).
   std::string key_prefix;
+  // A store the caller already holds (the PyTorch backend's, adapted from torch's c10d::Store): used
+  // instead of finding or serving one (step 1). MASTER_ADDR/MASTER_PORT, when set, still tell which
+  // local address faces the other hosts.
+  std::shared_ptr<KeyValueStore> store;
 };
 
 struct World {
@@ -59,7 +64,7 @@ struct World {
   Topology topology;
   std::string transport_name;
   std::unique_ptr<StoreServer> store_server;  // rank 0 only, when it serves the rendezvous
-  std::unique_ptr<StoreClient> store;         // null for a 1-rank job with no master named
+  std::shared_ptr<KeyValueStore> store;      // null for a 1-rank job with no master named
   std::shared_ptr<Transport> transport;
   std::unique_ptr<Communicator> comm;  // over every rank of the job
 

@@ -132,7 +132,7 @@ launch::World connect_world_as(const std::string& suffix, const launch::ProcessE
   }
 }
 
-std::unique_ptr<Backend> make_control_backend(const launch::ProcessEnv& env, launch::StoreClient** store,
+std::unique_ptr<Backend> make_control_backend(const launch::ProcessEnv& env, launch::KeyValueStore** store,
                                               std::string* store_prefix) {
   launch::WorldOptions options;
   options.transport = "auto";

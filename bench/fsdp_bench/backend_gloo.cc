@@ -31,7 +31,7 @@ namespace {
 // Gloo's Store interface over our rendezvous store, under a prefix of the control job's keys.
 class StoreAdapter final : public gloo::rendezvous::Store {
  public:
-  StoreAdapter(launch::StoreClient& store, std::string prefix) : store_(store), prefix_(std::move(prefix)) {}
+  StoreAdapter(launch::KeyValueStore& store, std::string prefix) : store_(store), prefix_(std::move(prefix)) {}
   void set(const std::string& key, const std::vector<char>& data) override {
     store_.set(prefix_ + key, std::string(data.begin(), data.end()));
   }
@@ -47,7 +47,7 @@ class StoreAdapter final : public gloo::rendezvous::Store {
   }
 
  private:
-  launch::StoreClient& store_;
+  launch::KeyValueStore& store_;
   std::string prefix_;
 };
 

@@ -19,12 +19,12 @@ struct BackendContext {
   Backend* control = nullptr;
   // Its rendezvous store (null in a 1-rank job with no master), where Gloo's ranks meet, under
   // keys starting with store_prefix.
-  launch::StoreClient* store = nullptr;
+  launch::KeyValueStore* store = nullptr;
   std::string store_prefix;
 };
 
 // The control job: our Communicator over connect_world's automatic transport choice.
-std::unique_ptr<Backend> make_control_backend(const launch::ProcessEnv& env, launch::StoreClient** store,
+std::unique_ptr<Backend> make_control_backend(const launch::ProcessEnv& env, launch::KeyValueStore** store,
                                               std::string* store_prefix);
 
 struct MadeBackend {

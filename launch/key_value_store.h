@@ -1,0 +1,32 @@
+// What connect_world needs from a rendezvous store, and nothing more: the project's StoreClient is
+// one; the PyTorch backend (python/) adapts the c10d::Store torch hands a process group to it, so a
+// job started by torch rendezvouses through torch's own store.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fsdp::launch {
+
+class KeyValueStore {
+ public:
+  virtual ~KeyValueStore() = default;
+
+  virtual void set(const std::string& key, const std::string& value) = 0;
+  // The key's value, waiting while it is missing: the store's own bound, or `timeout`. TimeoutError after it.
+  virtual std::string get(const std::string& key) = 0;
+  virtual std::string get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  // Returns once every key exists; TimeoutError naming the missing ones after the bound.
+  virtual void wait(const std::vector<std::string>& keys) = 0;
+  virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  // Adds delta to the decimal counter at key (missing: 0); returns the new value.
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // Removes key; true if it existed.
+  virtual bool erase(const std::string& key) = 0;
+  // Where the store is, for error messages: "the store 10.0.0.7:29500".
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace fsdp::launch

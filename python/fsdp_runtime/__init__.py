@@ -1,0 +1,21 @@
+"""The fsdp runtime under PyTorch (docs/pytorch.md).
+
+Importing this package registers the torch.distributed backend "fsdp":
+
+    import fsdp_runtime
+    torch.distributed.init_process_group("fsdp")   # under torchrun, mpirun or fsdp-run
+"""
+import torch.distributed as dist
+
+from ._C import ProcessGroupFsdp
+
+__all__ = ["ProcessGroupFsdp"]
+
+
+def _create_process_group(store, rank, size, timeout):
+    # torch passes the group's PrefixStore, the rank and size within the group, and a timedelta.
+    return ProcessGroupFsdp(store, rank, size, timeout)
+
+
+if not hasattr(dist.Backend, "FSDP"):
+    dist.Backend.register_backend("fsdp", _create_process_group)
