@@ -12,6 +12,7 @@ packages=(
   openmpi-bin libopenmpi-dev                    # mpirun, the MPI transport and the mpi-native benchmark peer
   libucx-dev                                    # the UCX transport (ucp)
   libgloo-dev                                   # the Gloo benchmark peer (fsdp-bench --backend gloo)
+  python3-torch libtorch-dev pybind11-dev python3-dev  # the PyTorch backend fsdp_runtime (python/, docs/pytorch.md)
   iproute2                                      # network namespaces for the two-host tests
 )
 

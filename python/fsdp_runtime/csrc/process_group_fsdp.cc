@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 
 #include "collectives/core/errors.h"
 #include "launch/bootstrap.h"
@@ -58,7 +59,8 @@ class C10dStore : public launch::KeyValueStore {
 class FsdpWork : public c10d::Work {
  public:
   FsdpWork(int rank, c10d::OpType type, std::string what, std::vector<fsdp::Work> parts, std::vector<at::Tensor> outputs,
-           std::vector<at::Tensor> keep_alive, std::function<void()> after, milliseconds timeout, Communicator* comm)
+           std::vector<at::Tensor> keep_alive, std::function<void()> after, std::optional<milliseconds> timeout,
+           Communicator* comm)
       : c10d::Work(rank, type),
         what_(std::move(what)),
         parts_(std::move(parts)),
@@ -97,9 +99,10 @@ class FsdpWork : public c10d::Work {
   }
   std::vector<at::Tensor> result() override { return outputs_; }
 
-  // kNoTimeout (0): the group's timeout, which the progress engine also enforces on every peer wait.
+  // kNoTimeout (0): the op's timeout, else the group's, which the progress engine enforces on every peer wait (its
+  // error names the peer); a shorter explicit one gives up sooner and aborts the communicator.
   bool wait(milliseconds timeout) override {
-    finish(timeout == ::kNoTimeout ? timeout_ : timeout);
+    finish(timeout == ::kNoTimeout ? timeout_ : std::optional<milliseconds>(timeout));
     if (error_) std::rethrow_exception(error_);
     return true;
   }
@@ -117,12 +120,16 @@ class FsdpWork : public c10d::Work {
   }
 
  private:
-  void finish(milliseconds timeout) {
+  void finish(std::optional<milliseconds> timeout) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_) return;
     try {
-      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(milliseconds(0));
       for (const fsdp::Work& p : parts_) {
+        if (!timeout) {
+          p.wait();
+          continue;
+        }
         const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
         p.wait(std::max(left, milliseconds(1)));
       }
@@ -144,7 +151,7 @@ class FsdpWork : public c10d::Work {
   std::vector<fsdp::Work> parts_;
   std::vector<at::Tensor> outputs_, keep_alive_;
   std::function<void()> after_;
-  milliseconds timeout_;
+  std::optional<milliseconds> timeout_;  // the op's own (opts.timeout); none: the group's, enforced by the engine
   Communicator* comm_;
   bool done_ = false;
   std::exception_ptr error_;
@@ -242,17 +249,14 @@ ProcessGroupFsdp::ProcessGroupFsdp(const c10::intrusive_ptr<c10d::Store>& store,
 
 ProcessGroupFsdp::~ProcessGroupFsdp() { world_.shutdown(); }
 
-milliseconds ProcessGroupFsdp::timeout_or_default(milliseconds t) const {
-  return t == c10d::kUnsetTimeout ? timeout_ : t;
-}
-
 c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::make_work(c10d::OpType type, std::string what,
                                                            std::vector<fsdp::Work> parts,
                                                            std::vector<at::Tensor> outputs,
                                                            std::vector<at::Tensor> keep_alive,
                                                            std::function<void()> after, milliseconds timeout) {
   return c10::make_intrusive<FsdpWork>(rank_, type, std::move(what), std::move(parts), std::move(outputs),
-                                       std::move(keep_alive), std::move(after), timeout_or_default(timeout),
+                                       std::move(keep_alive), std::move(after),
+                                       timeout == c10d::kUnsetTimeout ? std::nullopt : std::optional<milliseconds>(timeout),
                                        world_.comm.get());
 }
 

@@ -75,7 +75,6 @@ class ProcessGroupFsdp : public c10d::ProcessGroup {
   // Posts every send and receive at once (they never wait behind each other), for the ops the
   // Communicator has no collective for.
   std::vector<fsdp::Work> exchange(const std::vector<Transfer>& sends, const std::vector<Transfer>& recvs);
-  std::chrono::milliseconds timeout_or_default(std::chrono::milliseconds t) const;
   // The handle of an op made of `parts`; `after` runs once they completed (copy-out), `keep_alive`
   // holds the buffers they read or write until then.
   c10::intrusive_ptr<c10d::Work> make_work(c10d::OpType type, std::string what, std::vector<fsdp::Work> parts,
