@@ -8,8 +8,9 @@ Importing this package registers the torch.distributed backend "fsdp":
 import torch.distributed as dist
 
 from ._C import ProcessGroupFsdp
+from .fully_shard import full_parameters, fully_shard
 
-__all__ = ["ProcessGroupFsdp"]
+__all__ = ["ProcessGroupFsdp", "fully_shard", "full_parameters"]
 
 
 def _create_process_group(store, rank, size, timeout):

@@ -1,15 +1,109 @@
-// The Python module fsdp_runtime._C: the ProcessGroupFsdp type, a subclass of torch's ProcessGroup
-// (so torch.distributed treats it as any other group). fsdp_runtime/__init__.py registers the backend.
+// The Python module fsdp_runtime._C:
+//   ProcessGroupFsdp  a subclass of torch's ProcessGroup (torch.distributed treats it as any other
+//                     group; fsdp_runtime/__init__.py registers the backend);
+//   ShardingGroups    the runtime's ProcessGroups (shard / replicate communicators) split from it, and
+//                     the memory tracker of one sharded model;
+//   FsdpUnit          one runtime FSDP unit (runtime/fsdp_unit.h) with its buffers shown to torch as
+//                     tensors that view them (no copies): the flat master and gradient shards, and
+//                     while unsharded the full parameters and gradients. fully_shard.py drives them.
 #include <pybind11/chrono.h>
 #include <torch/extension.h>
 
+#include "common/memory_tracker.h"
 #include "python/fsdp_runtime/csrc/process_group_fsdp.h"
+#include "runtime/fsdp_unit.h"
+#include "runtime/process_groups.h"
 
 namespace py = pybind11;
 using fsdp::torch_backend::ProcessGroupFsdp;
 
+namespace {
+
+struct ShardingGroups {
+  ShardingGroups(ProcessGroupFsdp& pg, int64_t replicate)
+      : groups(fsdp::runtime::ProcessGroups::create(pg.communicator(),
+                                                    fsdp::sharding::Mesh::for_world(pg.getSize(), replicate))) {}
+  fsdp::MemoryTracker tracker;
+  fsdp::runtime::ProcessGroups groups;
+};
+
+// A float32 tensor over runtime memory; valid while the buffer lives (the Python side drops views of
+// the full parameters and gradients when the unit reshards).
+at::Tensor view_of(float* data, std::vector<int64_t> shape) {
+  return torch::from_blob(data, shape, torch::TensorOptions().dtype(torch::kFloat32));
+}
+
+class TorchUnit {
+ public:
+  TorchUnit(std::shared_ptr<ShardingGroups> groups, int index, const std::string& name,
+            const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes)
+      : groups_(std::move(groups)), shapes_(shapes), unit_(index, spec(name, names, shapes), policy(),
+                                                           groups_->groups, groups_->tracker) {}
+
+  // Sets the master shard from the full parameters (flat float32, the unit's parameters in order).
+  void load_full(const at::Tensor& flat) {
+    TORCH_CHECK_VALUE(flat.scalar_type() == at::kFloat && flat.is_contiguous() && flat.device().is_cpu() &&
+                          flat.numel() == unit_.layout().numel(),
+                      "fsdp unit '", unit_.name(), "': load_full wants a contiguous CPU float32 tensor of ",
+                      unit_.layout().numel(), " elements");
+    unit_.load_full(flat.data_ptr<float>());
+  }
+  at::Tensor master_shard() { return view_of(unit_.master_shard().data(), {int64_t(unit_.master_shard().size())}); }
+  at::Tensor grad_shard() { return view_of(unit_.grad_shard().data(), {int64_t(unit_.grad_shard().size())}); }
+  // All-gathers (if sharded) and returns views of the full parameters.
+  std::vector<at::Tensor> unshard() {
+    {
+      py::gil_scoped_release release;
+      unit_.wait_unshard();
+    }
+    std::vector<at::Tensor> out;
+    for (size_t i = 0; i < shapes_.size(); ++i) out.push_back(view_of(const_cast<float*>(unit_.params()[i]), shapes_[i]));
+    return out;
+  }
+  void reshard() { unit_.reshard(false); }
+  bool unsharded() const { return unit_.unsharded(); }
+  // Views of the full gradients (zeroed when first asked for after a reduce); backward adds into them.
+  std::vector<at::Tensor> grads() {
+    std::vector<at::Tensor> out;
+    auto views = unit_.grads();
+    for (size_t i = 0; i < shapes_.size(); ++i) out.push_back(view_of(views[i], shapes_[i]));
+    return out;
+  }
+  // Reduce-scatters the full gradients (averaged over the shard group; all-reduced across replicas)
+  // and adds the result into the grad shard.
+  void reduce_grads() {
+    py::gil_scoped_release release;
+    unit_.start_reduce_grads();
+    unit_.finish_reduce_grads();
+  }
+  void zero_grad_shard() { unit_.zero_grad_shard(); }
+
+ private:
+  static fsdp::sharding::UnitSpec spec(const std::string& name, const std::vector<std::string>& names,
+                                       const std::vector<std::vector<int64_t>>& shapes) {
+    TORCH_CHECK_VALUE(names.size() == shapes.size() && !names.empty(), "fsdp unit '", name,
+                      "': one shape per parameter name, at least one parameter");
+    fsdp::sharding::UnitSpec s;
+    s.name = name;
+    for (size_t i = 0; i < names.size(); ++i) s.params.push_back({names[i], shapes[i], fsdp::DataType::kFloat32});
+    return s;
+  }
+  static fsdp::sharding::Policy policy() {
+    fsdp::sharding::Policy p;
+    p.param_dtype = fsdp::DataType::kFloat32;  // torch computes in the parameters' float32
+    p.reduce_dtype = fsdp::DataType::kFloat32;
+    return p;
+  }
+
+  std::shared_ptr<ShardingGroups> groups_;
+  std::vector<std::vector<int64_t>> shapes_;
+  fsdp::runtime::FsdpUnit unit_;
+};
+
+}  // namespace
+
 PYBIND11_MODULE(_C, m) {
-  m.doc() = "The fsdp runtime's c10d backend (docs/pytorch.md)";
+  m.doc() = "The fsdp runtime's c10d backend and FSDP units (docs/pytorch.md)";
   py::module_::import("torch.distributed");  // registers the ProcessGroup and Store types we build on
   py::class_<ProcessGroupFsdp, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupFsdp>>(m, "ProcessGroupFsdp")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -19,4 +113,25 @@ PYBIND11_MODULE(_C, m) {
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("transport", &ProcessGroupFsdp::transport);
+
+  py::class_<ShardingGroups, std::shared_ptr<ShardingGroups>>(m, "ShardingGroups")
+      .def(py::init([](ProcessGroupFsdp& pg, int64_t replicate) { return std::make_shared<ShardingGroups>(pg, replicate); }),
+           py::arg("process_group"), py::arg("replicate_degree") = 1, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("shard_degree", [](const ShardingGroups& g) { return g.groups.shard_degree(); })
+      .def_property_readonly("replicate_degree", [](const ShardingGroups& g) { return g.groups.replicate_degree(); });
+
+  py::class_<TorchUnit>(m, "FsdpUnit")
+      .def(py::init<std::shared_ptr<ShardingGroups>, int, const std::string&, const std::vector<std::string>&,
+                    const std::vector<std::vector<int64_t>>&>(),
+           py::arg("groups"), py::arg("index"), py::arg("name"), py::arg("param_names"), py::arg("shapes"),
+           py::keep_alive<1, 2>())
+      .def("load_full", &TorchUnit::load_full)
+      .def("master_shard", &TorchUnit::master_shard, py::keep_alive<0, 1>())
+      .def("grad_shard", &TorchUnit::grad_shard, py::keep_alive<0, 1>())
+      .def("unshard", &TorchUnit::unshard)
+      .def("reshard", &TorchUnit::reshard)
+      .def_property_readonly("unsharded", &TorchUnit::unsharded)
+      .def("grads", &TorchUnit::grads)
+      .def("reduce_grads", &TorchUnit::reduce_grads)
+      .def("zero_grad_shard", &TorchUnit::zero_grad_shard);
 }

@@ -34,6 +34,8 @@ class ProcessGroupFsdp : public c10d::ProcessGroup {
   const std::string getBackendName() const override { return "fsdp"; }
   // The transport connect_world chose: "shm", "shm+tcp", "tcp", ...
   const std::string& transport() const { return world_.transport_name; }
+  // The communicator over the group's members (fully_shard splits its process groups from it).
+  Communicator& communicator() { return *world_.comm; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
