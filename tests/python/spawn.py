@@ -34,3 +34,15 @@ def run_ranks(fn, n, timeout_s=30, args=()):
 def world_sizes():
     """1-4, or what argv names: `test_x.py 2 3`."""
     return [int(a) for a in sys.argv[1:]] or [1, 2, 3, 4]
+
+
+def _in_turn(rank, n, checks):
+    for check in checks:
+        check(rank, n)
+
+
+def main(*checks):
+    """Runs `checks` in turn on the same ranks, for every world size world_sizes() names."""
+    for n in world_sizes():
+        run_ranks(_in_turn, n, args=(checks,))
+        print(f"{', '.join(c.__name__ for c in checks)}: passed at {n} ranks", flush=True)

@@ -5,7 +5,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from spawn import run_ranks, world_sizes
+from spawn import main
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
           torch.int64]
@@ -194,12 +194,6 @@ def check_refusals(rank, n):
     dist.barrier()  # the group still works after refusals
 
 
-def check_all_then_refusals(rank, n):
-    check_all(rank, n)
-    check_refusals(rank, n)
-
 
 if __name__ == "__main__":
-    for n in world_sizes():
-        run_ranks(check_all_then_refusals, n)
-        print(f"collectives over backend fsdp at {n} ranks: match the reference and gloo", flush=True)
+    main(check_all, check_refusals)

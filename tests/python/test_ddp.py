@@ -4,7 +4,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from spawn import run_ranks, world_sizes
+from spawn import main
 
 STEPS = 8
 
@@ -44,5 +44,4 @@ def ddp_matches_gloo(rank, n):
 
 
 if __name__ == "__main__":
-    for n in world_sizes():
-        run_ranks(ddp_matches_gloo, n)
+    main(ddp_matches_gloo)

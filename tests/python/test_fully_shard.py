@@ -6,7 +6,7 @@ import copy
 import torch
 import torch.distributed as dist
 
-from spawn import run_ranks, world_sizes
+from spawn import main
 
 STEPS = 6
 GLOBAL_BATCH = 12  # divisible by 1-4 ranks
@@ -108,11 +108,6 @@ def unused_parameters_still_reduce(rank, n):
         offset += rows_per_rank * row_numel
 
 
-def both(rank, n):
-    sharded_matches_single(rank, n)
-    unused_parameters_still_reduce(rank, n)
-
 
 if __name__ == "__main__":
-    for n in world_sizes():
-        run_ranks(both, n)
+    main(sharded_matches_single, unused_parameters_still_reduce)
