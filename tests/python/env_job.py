@@ -1,5 +1,6 @@
-"""One rank of a job started by `python3 -m torch.distributed.run --standalone --nproc_per_node N`:
-env:// rendezvous through torch's TCPStore (a free port torchrun chose), then backend "fsdp" works."""
+"""One rank of a job whose launcher set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun
+--standalone, or fsdp-run --no-store; both pick a free port): env:// rendezvous through torch's
+TCPStore, then backend "fsdp" works."""
 import os
 import sys
 
@@ -19,6 +20,6 @@ out = torch.empty(n * 3, dtype=torch.int64)
 dist.all_gather_into_tensor(out, torch.full((3,), rank, dtype=torch.int64))
 assert out.tolist() == [r for r in range(n) for _ in range(3)], out
 if rank == 0:
-    print(f"torchrun job of {n} ranks over backend fsdp ({dist.group.WORLD.transport}): all_reduce and "
+    print(f"env:// job of {n} ranks over backend fsdp ({dist.group.WORLD.transport}): all_reduce and "
           "all_gather correct", flush=True)
 dist.destroy_process_group()
