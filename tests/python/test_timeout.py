@@ -1,11 +1,18 @@
-"""A collective a peer never joins fails within the group's timeout with a Python RuntimeError that
-carries the runtime's error text: this rank, the peer it waited for, the op."""
+"""A collective a peer never joins, or a peer that died, fails (within the group's timeout) with a
+Python RuntimeError that carries the runtime's error text: this rank, the peer, the op."""
+import os
+import signal
 import time
 
 import torch
 import torch.distributed as dist
 
-from spawn import run_ranks
+import shutil
+import tempfile
+
+import torch.multiprocessing as mp
+
+from spawn import _rank_main, run_ranks
 
 TIMEOUT_S = 2
 
@@ -26,6 +33,43 @@ def stalled_peer(rank, n):
     time.sleep(2 * TIMEOUT_S + 1)  # never joins; leaves after rank 0 gave up
 
 
+def killed_peer(rank, n):
+    t = torch.ones(1 << 16)
+    dist.all_reduce(t)  # the job works
+    if rank == n - 1:
+        os.kill(os.getpid(), signal.SIGKILL)  # dies mid-step, as a crashed or OOM-killed rank would
+    start = time.monotonic()
+    try:
+        for _ in range(100):
+            dist.all_reduce(t)
+    except RuntimeError as e:
+        text = str(e)
+        print(f"rank {rank} raised after {time.monotonic() - start:.1f} s: {text}", flush=True)
+        # The killed rank is named (as the peer, or as also lost when a survivor that left first was seen first).
+        assert f"of rank {n - 1} exited" in text, text
+        os._exit(0)  # the survivors leave at once: their test passed
+    raise AssertionError("all_reduce kept working although a peer was killed")
+
+
 if __name__ == "__main__":
     run_ranks(stalled_peer, 2, timeout_s=TIMEOUT_S)
     print("a stalled peer makes the collective raise naming it", flush=True)
+
+    # torch.multiprocessing.spawn would stop the survivors as soon as one rank dies: plain processes.
+    n, folder = 3, tempfile.mkdtemp(prefix="fsdp-torch-test-")
+    try:
+        ctx = mp.get_context("spawn")
+        ranks = [ctx.Process(target=_rank_main, args=(r, n, folder + "/store", killed_peer, TIMEOUT_S, ()))
+                 for r in range(n)]
+        for p in ranks:
+            p.start()
+        for p in ranks:
+            p.join(timeout=30)
+        codes = [p.exitcode for p in ranks]
+    finally:
+        for p in ranks:
+            if p.is_alive():
+                p.kill()
+        shutil.rmtree(folder, ignore_errors=True)
+    assert codes == [0] * (n - 1) + [-9], f"exit codes {codes}: every survivor should have raised naming the peer"
+    print("a killed peer makes the survivors' collective raise naming it", flush=True)
