@@ -54,6 +54,9 @@ class TorchUnit {
   std::vector<at::Tensor> unshard() {
     {
       py::gil_scoped_release release;
+      // torch's optimizer writes the master shard through its own view: whatever the unit derived from
+      // the shard (its MXFP8 encoding) is stale. Asking for the writable shard says so.
+      if (!unit_.unsharded()) unit_.master_shard();
       unit_.wait_unshard();
     }
     std::vector<at::Tensor> out;
