@@ -157,6 +157,11 @@ def check_all(rank, n):
             close(t, inputs(prev, dtype), f"{tag} send/recv")
     dist.barrier()
 
+    # PREMUL_SUM with a scalar factor: sum of (2.5 * each rank's input)
+    t = inputs(rank, torch.float64)
+    dist.all_reduce(t, op=dist._make_nccl_premul_sum(2.5))
+    close(t, reference(dist.ReduceOp.SUM, [inputs(r, torch.float64) * 2.5 for r in range(n)]), "premul_sum")
+
     # bool: data movement and MAX/MIN (logical or/and)
     b = torch.tensor([rank % 2 == 0, rank == 0, True])
     dist.all_reduce(b, op=dist.ReduceOp.MAX)
