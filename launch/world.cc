@@ -378,13 +378,18 @@ World& World::operator=(World&& o) noexcept {
 void World::shutdown() noexcept {
   const int n = env.world_size;
   if (comm && store && n > 1) {
+    // After a collective error on any communicator of this job (the world's or one split from it),
+    // the failed peer may be frozen: a barrier would wait on it for a whole timeout again. Abort.
+    const std::string failure = transport ? transport->failure() : std::string();
     bool healthy = false;
-    try {
-      comm->barrier().wait(comm->options().timeout);
-      healthy = true;
-    } catch (...) {
+    if (failure.empty()) {
+      try {
+        comm->barrier().wait(comm->options().timeout);
+        healthy = true;
+      } catch (...) {
+      }
     }
-    if (!healthy) comm->abort("World::shutdown after an error");
+    if (!healthy) comm->abort("World::shutdown after an error" + (failure.empty() ? "" : ": " + failure));
     if (healthy) {
       try {
         // "done": every rank passed the barrier, so no one still needs anybody's transport.

@@ -16,6 +16,8 @@
 //   5. the communicator is created over every rank.
 // Shutdown (~World) never hangs: a final barrier, then a store-based count so no rank tears its
 // transport down before all passed the barrier and rank 0's store outlives everyone's last use of it.
+// After any collective error (on the world's communicator or one split from it) it aborts at once
+// instead: it never waits on a failed peer again.
 #pragma once
 
 #include <chrono>
@@ -80,7 +82,8 @@ struct World {
 
   // Idempotent; the destructor calls it. Healthy communicator: a barrier, then every rank waits until
   // all passed it, then tears down (rank 0 last, so its store server outlives every client's last
-  // call). Broken communicator (an error happened, a peer died): aborts and tears down at once.
+  // call). After a collective error on any communicator over this transport (Transport::failure):
+  // aborts and tears down at once, so a frozen peer costs no second timeout.
   void shutdown() noexcept;
 };
 

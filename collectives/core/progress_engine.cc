@@ -189,12 +189,12 @@ void ProgressEngine::fail_op(Stream& s, const OpPtr& op, std::exception_ptr erro
   op->cancel_pending();
   op->set_task(Task());  // destroys the coroutine frame and the buffers it held
   op->finish(error);
-  if (s.broken.empty()) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      s.broken = e.what();
-    }
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    if (s.broken.empty()) s.broken = e.what();
+    // A caller's abort is no failure of the peers; anything else (a timeout, a lost peer) is.
+    if (!dynamic_cast<const AbortedError*>(&e)) s.transport.note_failure(e.what());
   }
 }
 

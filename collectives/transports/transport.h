@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -81,6 +82,22 @@ class Transport {
 
   // Empty when `peer` looks alive; otherwise why it is not (the process exited, the socket closed).
   virtual std::string check_peer(int /*peer*/) { return {}; }
+
+  // The first collective error of any communicator over this endpoint (a timeout, a lost peer), or
+  // empty. Teardown reads it so that after a failure it aborts instead of waiting on the peers again
+  // (World::shutdown). Written by the progress engine, read by any thread.
+  void note_failure(const std::string& why) {
+    std::lock_guard lock(failure_mu_);
+    if (failure_.empty()) failure_ = why.empty() ? "unknown error" : why;
+  }
+  std::string failure() const {
+    std::lock_guard lock(failure_mu_);
+    return failure_;
+  }
+
+ private:
+  mutable std::mutex failure_mu_;
+  std::string failure_;
 };
 
 // "; also lost: rank 1 (why)" for every endpoint but this one and `known` that check_peer reports

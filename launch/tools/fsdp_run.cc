@@ -236,6 +236,7 @@ struct Child {
   pid_t pid = -1;
   bool running = false;
   int status = 0;
+  int stop_signal = 0;  // the signal that stopped it (SIGSTOP, SIGTSTP...) while stopped, else 0
 };
 
 // The rendezvous store fsdp-run serves (unless --no-store) and the port the ranks are told.
@@ -331,6 +332,8 @@ class Job {
   bool relay_output();  // false once every stream closed and no rank runs (or the drain gave up)
   void forward_signals();
   void reap();
+  void note_stop(int r, int status);
+  int stopped_rank() const;
   void escalate();
   int exit_status() const;
 
@@ -340,6 +343,8 @@ class Job {
   std::vector<Child> children_;
   std::vector<Stream> streams_;
   int first_failed_ = -1;      // rank whose failure ends the job
+  int frozen_ = -1;            // a rank found stopped when the first failure came: the one to blame
+  int frozen_signal_ = 0;      // what stopped it
   int signal_received_ = 0;    // a signal fsdp-run got and forwarded
   bool sigterm_sent_ = false;  // after it, deaths are our doing, not failures
   // Deadlines; kNever when not armed (std::optional here trips g++ 12's -Wmaybe-uninitialized).
@@ -432,24 +437,37 @@ void Job::forward_signals() {
 // Until the others get SIGTERM, a rank killed by a signal replaces a rank that merely exited with an
 // error as the culprit: a SIGKILLed process can take longer to become reapable than a survivor takes
 // to notice the lost peer, report it and exit.
+//
+// A rank that is stopped (SIGSTOP, a debugger's group stop) when another fails is what the others
+// were waiting on: it is named as the cause, not the survivor that gave up on it.
 void Job::reap() {
   for (;;) {
     int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
     if (pid <= 0) return;
     for (int r = 0; r < a_.nproc; ++r) {
       if (children_[r].pid != pid || !children_[r].running) continue;
+      if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+        note_stop(r, status);
+        continue;
+      }
       children_[r].running = false;
       children_[r].status = status;
       if (!failed(status) || signal_received_ || sigterm_sent_) continue;
       if (first_failed_ < 0) {
         first_failed_ = r;
+        frozen_ = stopped_rank();
+        if (frozen_ >= 0) frozen_signal_ = children_[frozen_].stop_signal;
         term_at_ = Clock::now() + seconds(term_delay_sec_);
         kill_at_ = term_at_ + seconds(grace_sec_);
         std::fprintf(stderr,
                      "fsdp-run: rank %d (pid %d) %s; stopping the other %d running rank(s) (SIGTERM in %.1f s, "
                      "SIGKILL %.1f s later)\n",
                      r, pid, describe_status(status).c_str(), alive(), term_delay_sec_, grace_sec_);
+        if (frozen_ >= 0) {
+          std::fprintf(stderr, "fsdp-run: rank %d (pid %d) is frozen (stopped by SIG%s): the others failed waiting on it\n",
+                       frozen_, children_[frozen_].pid, sigabbrev_np(frozen_signal_));
+        }
       } else {
         std::fprintf(stderr, "fsdp-run: rank %d (pid %d) %s\n", r, pid, describe_status(status).c_str());
         if (WIFSIGNALED(status) && !WIFSIGNALED(children_[first_failed_].status)) first_failed_ = r;
@@ -458,10 +476,32 @@ void Job::reap() {
   }
 }
 
+void Job::note_stop(int r, int status) {
+  Child& c = children_[r];
+  if (WIFCONTINUED(status)) {
+    c.stop_signal = 0;
+    return;
+  }
+  c.stop_signal = WSTOPSIG(status);
+  std::fprintf(stderr, "fsdp-run: rank %d (pid %d) was stopped by signal %d (SIG%s)\n", r, c.pid, c.stop_signal,
+               sigabbrev_np(c.stop_signal));
+}
+
+int Job::stopped_rank() const {
+  for (int r = 0; r < a_.nproc; ++r) {
+    if (children_[r].running && children_[r].stop_signal != 0) return r;
+  }
+  return -1;
+}
+
 void Job::escalate() {
   const auto now = Clock::now();
   if (now >= term_at_) {
     signal_all(SIGTERM);
+    // A stopped rank holds SIGTERM pending until it runs again.
+    for (const Child& c : children_) {
+      if (c.running && c.stop_signal != 0) ::kill(c.pid, SIGCONT);
+    }
     sigterm_sent_ = true;
     term_at_ = kNever;
   }
@@ -473,6 +513,12 @@ void Job::escalate() {
 }
 
 int Job::exit_status() const {
+  if (frozen_ >= 0) {
+    std::fprintf(stderr, "fsdp-run: failed: rank %d froze (stopped by SIG%s); rank %d %s waiting on it\n", frozen_,
+                 sigabbrev_np(frozen_signal_),
+                 first_failed_, describe_status(children_[first_failed_].status).c_str());
+    return exit_code_of(children_[first_failed_].status);
+  }
   if (first_failed_ >= 0) {
     const int status = children_[first_failed_].status;
     std::fprintf(stderr, "fsdp-run: failed: rank %d %s\n", first_failed_, describe_status(status).c_str());
