@@ -63,6 +63,19 @@ const Knob<double> kRendezvousTimeoutSec{"FSDP_RENDEZVOUS_TIMEOUT_SEC",
 const Knob<bool> kStoreExternal{"FSDP_STORE_EXTERNAL", false,
                                 "the store at MASTER_ADDR:MASTER_PORT is served by someone else (fsdp-store); rank 0 "
                                 "does not start one"};
+const Knob<int64_t> kStoreMaxConnections{
+    "FSDP_STORE_MAX_CONNECTIONS", 1024,
+    "store server: connections held at once (capped by the descriptor limit); beyond it the longest-idle one is "
+    "closed, or accepting pauses",
+    1, 1 << 20};
+const Knob<double> kStoreIdleTimeoutSec{"FSDP_STORE_IDLE_TIMEOUT_SEC", 300.0,
+                                        "store server: seconds a connection may stay open without a request in "
+                                        "flight (clients reconnect on their next call)",
+                                        0, kInf, true};
+const Knob<double> kStoreIoTimeoutSec{"FSDP_STORE_IO_TIMEOUT_SEC", 10.0,
+                                      "store server: seconds the rest of a request may take to arrive once its length "
+                                      "prefix did, and a reply to be taken by the client",
+                                      0, kInf, true};
 const Knob<std::string> kRunId{"FSDP_RUN_ID", "default",
                                "namespace of the job's store keys and shared-memory names (fsdp-run sets a fresh one)"};
 const Knob<std::string> kRendezvousDir{"FSDP_RENDEZVOUS_DIR", "",
@@ -276,6 +289,9 @@ std::vector<KnobInfo> all_knobs() {
           info_of(kTransport),
           info_of(kRendezvousTimeoutSec),
           info_of(kStoreExternal),
+          info_of(kStoreMaxConnections),
+          info_of(kStoreIdleTimeoutSec),
+          info_of(kStoreIoTimeoutSec),
           info_of(kRunId),
           info_of(kRendezvousDir),
           info_of(kHostId),

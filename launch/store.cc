@@ -1,5 +1,9 @@
 #include "launch/store.h"
 
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <array>
 #include <boost/asio/connect.hpp>
@@ -20,6 +24,7 @@
 #include <utility>
 
 #include "collectives/core/errors.h"
+#include "common/knobs.h"
 #include "proto/store.pb.h"
 
 // Why callbacks on one thread for the server: the store's state (the map and the parked requests)
@@ -44,6 +49,15 @@ constexpr std::chrono::milliseconds kMaxParkTime = std::chrono::hours(24 * 365);
 constexpr uint32_t kMaxReplyBytes = kStoreMaxFrameBytes + 4096;
 constexpr std::chrono::milliseconds kFirstBackoff{10};
 constexpr std::chrono::milliseconds kMaxBackoff{1000};
+// A request's body is read at most this much at a time, the buffer growing only by what arrived.
+constexpr size_t kReadChunk = 64 << 10;
+// After a failed accept (out of descriptors): wait this long before trying again, not spin.
+constexpr std::chrono::milliseconds kAcceptRetry{100};
+// Descriptors the server leaves to the rest of its process when capping max_connections.
+constexpr size_t kReservedDescriptors = 64;
+// Rejected peers are logged at most kLogBurst lines per kLogWindow.
+constexpr int kLogBurst = 5;
+constexpr std::chrono::seconds kLogWindow{10};
 
 using LengthPrefix = std::array<unsigned char, 4>;
 
@@ -104,14 +118,79 @@ const char* op_name(StoreRequest::Op op) {
   }
 }
 
+// At most kLogBurst lines per kLogWindow; the lines held back are counted and the count rides on the
+// next line let through, so thousands of rejected connections print a handful of lines. One thread.
+class RateLimitedLog {
+ public:
+  void line(const std::string& prefix, const std::string& text) {
+    const auto now = Clock::now();
+    if (now - window_start_ >= kLogWindow) {
+      window_start_ = now;
+      used_ = 0;
+    }
+    if (used_ >= kLogBurst) {
+      ++suppressed_;
+      return;
+    }
+    ++used_;
+    const std::string held =
+        suppressed_ == 0 ? "" : " (" + std::to_string(suppressed_) + " similar lines before this one not shown)";
+    suppressed_ = 0;
+    std::fprintf(stderr, "%s%s%s\n", prefix.c_str(), text.c_str(), held.c_str());
+  }
+
+ private:
+  Clock::time_point window_start_{};
+  int used_ = 0;
+  uint64_t suppressed_ = 0;
+};
+
+// max_connections, but never more than the descriptors this process may open, less a reserve.
+size_t connection_cap(size_t wanted) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return std::max<size_t>(wanted, 1);
+  const size_t room = limit.rlim_cur > kReservedDescriptors * 2 ? limit.rlim_cur - kReservedDescriptors
+                                                                 : limit.rlim_cur / 2;
+  return std::max<size_t>(std::min(wanted, room), 1);
+}
+
+std::chrono::milliseconds seconds_knob(const knobs::Knob<double>& knob) {
+  return std::chrono::milliseconds(static_cast<long long>(std::min(knob.get(), 1e9) * 1000.0));
+}
+
+// True when the server closed this connection (EOF, reset) while it sat unused: the next request
+// must go over a fresh one. Never blocks.
+bool hung_up(int fd) {
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return true;
+  char byte;
+  return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;  // readable with nothing to read: EOF
+}
+
 }  // namespace
+
+StoreServerOptions StoreServerOptions::from_env() {
+  StoreServerOptions o;
+  o.max_connections = static_cast<size_t>(knobs::kStoreMaxConnections.get());
+  o.idle_timeout = seconds_knob(knobs::kStoreIdleTimeoutSec);
+  o.io_timeout = seconds_knob(knobs::kStoreIoTimeoutSec);
+  return o;
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Server
+//
+// What a connection is doing, and what bounds it:
+//   idle (waiting for a request's 4-byte length)   idle_timeout; the first evicted at the connection limit
+//   reading the body                              io_timeout; memory grows with the bytes that arrived
+//   parked (GET/WAIT for missing keys)            the request's own timeout; a hang-up is seen at once
+//   writing the reply                             io_timeout
 
 class StoreServer::Impl {
  public:
-  Impl(const std::string& host, uint16_t port) : host_(host) {
+  Impl(const std::string& host, uint16_t port, StoreServerOptions options)
+      : host_(host), options_(options), max_connections_(connection_cap(options.max_connections)) {
     const ErrorContext ctx{-1, -1, "store_listen", 0, 0};
     const std::string where = endpoint_text(host, port);
     boost::system::error_code ec;
@@ -129,6 +208,7 @@ class StoreServer::Impl {
                                " (is the address local and the port free? port 0 lets the kernel pick one)");
     }
     port_ = acceptor_.local_endpoint().port();
+    log_prefix_ = "fsdp store " + endpoint_text(host_, port_) + ": ";
     accept();
     thread_ = std::thread([this] { serve(); });
   }
@@ -139,6 +219,7 @@ class StoreServer::Impl {
       stopping_ = true;
       boost::system::error_code ignored;
       acceptor_.close(ignored);
+      accept_retry_.cancel();
       const auto sessions = sessions_;  // close() erases from sessions_
       for (const SessionPtr& session : sessions) close(session, nullptr);
       io_.stop();
@@ -151,11 +232,16 @@ class StoreServer::Impl {
 
  private:
   struct Session {
-    explicit Session(asio::io_context& io) : socket(io), timer(io) {}
+    explicit Session(asio::io_context& io) : socket(io), timer(io), deadline(io) {}
     tcp::socket socket;
-    asio::steady_timer timer;  // the parked request's deadline
+    asio::steady_timer timer;     // the parked request's deadline
+    asio::steady_timer deadline;  // the idle or I/O bound of what the connection does now
+    uint64_t deadline_generation = 0;  // tells a stale deadline callback from the current one
+    bool idle = false;                 // waiting for a request: the first to go at the connection limit
+    Clock::time_point idle_since{};
     LengthPrefix prefix{};
-    std::string body;                    // the request being read
+    uint32_t expected = 0;               // the body's announced length
+    std::string body;                    // the request being read, as much as arrived
     std::string reply;                   // the frame being written; must live until the write completes
     std::optional<StoreRequest> parked;  // a GET or WAIT waiting for its keys
     // Tells a timer callback that was already queued when its request got its keys (and so could not
@@ -178,47 +264,114 @@ class StoreServer::Impl {
     }
   }
 
+  // One accept in flight at a time, and none while max_connections_ are held and none of them is idle
+  // (back-pressure: the kernel's backlog holds the rest until close() makes room).
   void accept() {
+    accepting_ = true;
     auto session = std::make_shared<Session>(io_);
     acceptor_.async_accept(session->socket, [this, session](const boost::system::error_code& ec) {
+      accepting_ = false;
       if (stopping_ || ec == asio::error::operation_aborted) return;
-      if (!ec) {
-        boost::system::error_code ignored;
-        session->socket.set_option(tcp::no_delay(true), ignored);
-        sessions_.insert(session);
-        read_request(session);
+      if (ec) {
+        // Out of descriptors (EMFILE), or a client that reset at once: free the longest-idle
+        // connection and retry after a pause, rather than spin on an error that persists.
+        log_.line(log_prefix_, "accepting a connection failed: " + ec.message() + " (" +
+                                   std::to_string(sessions_.size()) + " connections held)");
+        evict_idle(nullptr);
+        accept_retry_.expires_after(kAcceptRetry);
+        accept_retry_.async_wait([this](const boost::system::error_code& e) {
+          if (!e) resume_accept();
+        });
+        return;
       }
-      // A failed accept (a client that reset at once, EMFILE) costs that one client, not the listener.
-      accept();
+      boost::system::error_code ignored;
+      session->socket.set_option(tcp::no_delay(true), ignored);
+      sessions_.insert(session);
+      read_request(session);
+      if (sessions_.size() >= max_connections_) evict_idle(session);
+      resume_accept();
     });
   }
 
+  void resume_accept() {
+    if (!accepting_ && !stopping_ && sessions_.size() < max_connections_) accept();
+  }
+
+  // Closes the connection idle longest (not `keep`); false when none is idle.
+  bool evict_idle(const SessionPtr& keep) {
+    SessionPtr oldest;
+    for (const SessionPtr& s : sessions_) {
+      if (s != keep && s->idle && (!oldest || s->idle_since < oldest->idle_since)) oldest = s;
+    }
+    if (!oldest) return false;
+    close(oldest, ("idle longest of " + std::to_string(sessions_.size()) +
+                   " connections held at the limit (FSDP_STORE_MAX_CONNECTIONS)")
+                      .c_str());
+    return true;
+  }
+
+  // The connection's current bound: when it passes, the connection is closed (`why` logged, or not
+  // when null). Re-arming or disarm() makes a pending callback stale.
+  void arm(const SessionPtr& session, std::chrono::milliseconds after, const char* why) {
+    const uint64_t generation = ++session->deadline_generation;
+    session->deadline.expires_after(after);
+    session->deadline.async_wait([this, session, generation, why](const boost::system::error_code& ec) {
+      if (ec || session->closed || session->deadline_generation != generation) return;
+      close(session, why);
+    });
+  }
+
+  void disarm(const SessionPtr& session) {
+    ++session->deadline_generation;
+    session->deadline.cancel();
+  }
+
   void read_request(const SessionPtr& session) {
+    session->idle = true;
+    session->idle_since = Clock::now();
+    arm(session, options_.idle_timeout, nullptr);  // an idle client is no offender: closed silently
     asio::async_read(session->socket, asio::buffer(session->prefix),
                      [this, session](const boost::system::error_code& ec, size_t) {
                        if (ec) return close(session, nullptr);  // includes a clean EOF: the client left
+                       session->idle = false;
                        const uint32_t size = decode_length(session->prefix);
                        if (size > kStoreMaxFrameBytes) {
                          return close(session, ("frame of " + std::to_string(size) + " bytes exceeds the " +
                                                 std::to_string(kStoreMaxFrameBytes) + "-byte bound")
                                                    .c_str());
                        }
-                       session->body.resize(size);
-                       asio::async_read(session->socket, asio::buffer(session->body),
-                                        [this, session](const boost::system::error_code& ec2, size_t) {
-                                          if (ec2) return close(session, nullptr);
-                                          StoreRequest request;
-                                          if (!request.ParseFromString(session->body)) {
-                                            return close(session, "frame is not a StoreRequest");
-                                          }
-                                          session->body = std::string();  // do not hold a big value's bytes
-                                          handle(session, std::move(request));
-                                        });
+                       arm(session, options_.io_timeout,
+                           "the request's body did not arrive in time (FSDP_STORE_IO_TIMEOUT_SEC)");
+                       session->expected = size;
+                       session->body.clear();
+                       read_body(session);
                      });
+  }
+
+  // Reads the body in pieces of 4 KiB doubling up to kReadChunk: the buffer holds about what arrived,
+  // so a 4-byte prefix announcing 64 MiB costs 4 KiB until the bytes actually come.
+  void read_body(const SessionPtr& session) {
+    const size_t have = session->body.size();
+    if (have == session->expected) {
+      disarm(session);
+      StoreRequest request;
+      if (!request.ParseFromString(session->body)) return close(session, "frame is not a StoreRequest");
+      session->body = std::string();  // do not hold a big value's bytes
+      return handle(session, std::move(request));
+    }
+    const size_t want = std::min<size_t>({kReadChunk, session->expected - have, std::max<size_t>(have, 4096)});
+    session->body.resize(have + want);
+    session->socket.async_read_some(asio::buffer(session->body.data() + have, want),
+                                    [this, session, have](const boost::system::error_code& ec, size_t n) {
+                                      if (ec) return close(session, nullptr);
+                                      session->body.resize(have + n);
+                                      read_body(session);
+                                    });
   }
 
   void respond(const SessionPtr& session, const StoreResponse& response) {
     session->reply = frame_of(response);
+    arm(session, options_.io_timeout, "the client did not take its reply in time (FSDP_STORE_IO_TIMEOUT_SEC)");
     asio::async_write(session->socket, asio::buffer(session->reply),
                       [this, session](const boost::system::error_code& ec, size_t) {
                         if (ec) return close(session, nullptr);
@@ -227,23 +380,45 @@ class StoreServer::Impl {
                       });
   }
 
-  // `why` non-null: the client broke the protocol, worth a line on stderr. Idempotent.
+  // `why` non-null: the client broke the protocol or a bound, worth a (rate-limited) line on stderr.
+  // Idempotent. Frees the descriptor at once and lets a paused accept go on.
   void close(const SessionPtr& session, const char* why) {
     if (session->closed) return;
     session->closed = true;
     boost::system::error_code ec;
     if (why != nullptr) {
       const tcp::endpoint peer = session->socket.remote_endpoint(ec);
-      std::fprintf(stderr, "fsdp store %s: closing connection from %s: %s\n", endpoint_text(host_, port_).c_str(),
-                   ec ? "?" : endpoint_text(peer.address().to_string(), peer.port()).c_str(), why);
+      log_.line(log_prefix_, "closing connection from " +
+                                 (ec ? std::string("?") : endpoint_text(peer.address().to_string(), peer.port())) +
+                                 ": " + why);
     }
     session->socket.close(ec);
     session->timer.cancel();
+    session->deadline.cancel();
     if (session->parked) {
       session->parked.reset();
       parked_.remove(session);
     }
     sessions_.erase(session);
+    resume_accept();
+  }
+
+  // A parked client sends nothing until answered, so a readable socket means it hung up (EOF, reset)
+  // or broke the protocol: either way the connection and its descriptor go now, not at the timeout.
+  void watch_hangup(const SessionPtr& session, uint64_t generation) {
+    session->socket.async_wait(tcp::socket::wait_read, [this, session, generation](const boost::system::error_code& ec) {
+      if (ec || session->closed || !session->parked || session->park_generation != generation) return;
+      boost::system::error_code ignored;
+      const bool sent_more = session->socket.available(ignored) > 0;
+      close(session, sent_more ? "sent a request while its previous one was parked" : nullptr);
+    });
+  }
+
+  // Ends a park: the hang-up watch must not outlive it.
+  void unpark(const SessionPtr& session) {
+    session->parked.reset();
+    boost::system::error_code ignored;
+    session->socket.cancel(ignored);
   }
 
   std::vector<std::string> missing_keys(const StoreRequest& request) const {
@@ -347,6 +522,7 @@ class StoreServer::Impl {
     session->parked = std::move(request);
     const uint64_t generation = ++session->park_generation;
     parked_.push_back(session);
+    watch_hangup(session, generation);
     session->timer.expires_after(timeout);
     session->timer.async_wait([this, session, generation, timeout](const boost::system::error_code&) {
       if (session->closed || !session->parked || session->park_generation != generation) return;
@@ -356,7 +532,7 @@ class StoreServer::Impl {
       for (const std::string& key : missing) response.add_missing_keys(key);
       response.set_error("key" + std::string(missing.size() == 1 ? " " : "s ") + quoted_list(missing) +
                          " still missing after " + std::to_string(timeout.count()) + " ms");
-      session->parked.reset();
+      unpark(session);
       parked_.remove(session);
       respond(session, response);
     });
@@ -373,7 +549,7 @@ class StoreServer::Impl {
       it = parked_.erase(it);
       StoreResponse response;
       if (session->parked->op() == StoreRequest::OP_GET) response.set_value(data_.at(session->parked->keys(0)));
-      session->parked.reset();
+      unpark(session);
       session->timer.cancel();
       respond(session, response);  // asynchronous: cannot re-enter this loop
     }
@@ -382,8 +558,14 @@ class StoreServer::Impl {
   // io_ first: destroyed last, after everything that holds its sockets and timers.
   asio::io_context io_;
   tcp::acceptor acceptor_{io_};
+  asio::steady_timer accept_retry_{io_};
   std::string host_;
   uint16_t port_ = 0;
+  const StoreServerOptions options_;
+  const size_t max_connections_;
+  bool accepting_ = false;
+  RateLimitedLog log_;
+  std::string log_prefix_;
   std::unordered_map<std::string, std::string> data_;
   std::unordered_set<SessionPtr> sessions_;
   std::list<SessionPtr> parked_;
@@ -391,7 +573,8 @@ class StoreServer::Impl {
   std::thread thread_;
 };
 
-StoreServer::StoreServer(const std::string& host, uint16_t port) : impl_(std::make_unique<Impl>(host, port)) {}
+StoreServer::StoreServer(const std::string& host, uint16_t port, StoreServerOptions options)
+    : impl_(std::make_unique<Impl>(host, port, options)) {}
 StoreServer::~StoreServer() = default;
 const std::string& StoreServer::host() const { return impl_->host(); }
 uint16_t StoreServer::port() const { return impl_->port(); }
@@ -414,6 +597,13 @@ class StoreClient::Impl {
   // request was about ("key 'rank3'") for the error message. `budget` bounds the round trip.
   StoreResponse call(const StoreRequest& request, Clock::duration budget, const std::string& subject) {
     std::lock_guard<std::mutex> lock(mutex_);
+    // The server closes connections idle past FSDP_STORE_IDLE_TIMEOUT_SEC (and the longest-idle one at
+    // its connection limit): notice before sending, so the request goes over a fresh connection.
+    if (connected_ && hung_up(socket_.native_handle())) {
+      boost::system::error_code ignored;
+      socket_.close(ignored);
+      connected_ = false;
+    }
     if (!connected_) connect();
     const std::string frame = frame_of(request);
     const ErrorContext ctx{-1, -1, op_name(request.op()), 0, frame.size()};

@@ -1,5 +1,6 @@
 // The rendezvous store over real sockets on 127.0.0.1: op semantics, many concurrent clients, timeouts,
-// and a server that shrugs off clients speaking garbage.
+// a server that shrugs off clients speaking garbage, and one that holds under abuse: oversized
+// announced frames, abandoned parked waits, idle connections past its limit, stalled bodies.
 #include "launch/store.h"
 
 #include <arpa/inet.h>
@@ -11,11 +12,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "collectives/core/errors.h"
+#include "proto/store.pb.h"
 
 namespace fsdp::launch {
 namespace {
@@ -70,6 +75,45 @@ class RawSocket {
 std::string length_prefix(uint32_t size) {
   return std::string{static_cast<char>(size), static_cast<char>(size >> 8), static_cast<char>(size >> 16),
                      static_cast<char>(size >> 24)};
+}
+
+// Open descriptors of this process: the server's sockets and the test's raw ones alike.
+size_t open_descriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// Resident memory of this process in bytes.
+size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// Polls `done` until it holds or `bound` passed; the bound only keeps a broken server from hanging the test.
+template <class F>
+bool eventually(F done, std::chrono::milliseconds bound = 5s) {
+  const auto end = Clock::now() + bound;
+  while (!done()) {
+    if (Clock::now() > end) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+std::string request_frame(const proto::StoreRequest& request) {
+  const std::string body = request.SerializeAsString();
+  return length_prefix(static_cast<uint32_t>(body.size())) + body;
+}
+
+// A client that must be answered within 1 s throughout an attack (the connect and call bound).
+StoreClientOptions one_second() {
+  StoreClientOptions options;
+  options.connect_timeout = 1s;
+  options.timeout = 1s;
+  return options;
 }
 
 TEST(Store, ServerReportsTheKernelChosenPort) {
@@ -260,6 +304,108 @@ TEST(Store, StoppingTheServerReleasesParkedClients) {
   EXPECT_THROW(client.wait({"never"}, 1500ms), CommError);
   EXPECT_LT(Clock::now() - start, 1000ms);
   stopper.join();
+}
+
+// 200 connections each announce a frame of the largest allowed size and send a few bytes of it: the
+// server's memory grows by what arrived (a few KiB each), not by 200 x 64 MiB, and a legitimate client
+// is answered within its 1 s bound while they hang on.
+TEST(StoreAbuse, OversizedAnnouncedFramesCostOnlyWhatArrived) {
+  StoreServer server;
+  StoreClient good("127.0.0.1", server.port(), one_second());
+  good.set("k", "v");
+  const size_t rss_before = resident_bytes();
+  std::vector<std::unique_ptr<RawSocket>> attackers;
+  for (int i = 0; i < 200; ++i) {
+    attackers.push_back(std::make_unique<RawSocket>(server.port()));
+    ASSERT_TRUE(attackers.back()->connected());
+    ASSERT_TRUE(attackers.back()->send_all(length_prefix(kStoreMaxFrameBytes) + std::string(100, 'x')));
+    if (i % 50 == 49) {
+      EXPECT_EQ(good.get("k"), "v");
+    }
+  }
+  good.set("k2", "v2");
+  EXPECT_EQ(good.get("k2"), "v2");
+  // 200 x 64 MiB would be 12.5 GiB; 64 MiB of growth allows anything but an allocation per announcement.
+  EXPECT_LT(resident_bytes(), rss_before + (size_t{64} << 20));
+}
+
+// Clients park a WAIT for a key that never comes, then hang up: the server notices each hang-up while
+// parked and frees its descriptor then, not at the 1-hour timeout.
+TEST(StoreAbuse, AbandonedParkedWaitsFreeTheirDescriptors) {
+  StoreServer server;
+  StoreClient good("127.0.0.1", server.port(), one_second());
+  good.set("k", "v");
+  const size_t baseline = open_descriptors();
+  proto::StoreRequest wait;
+  wait.set_op(proto::StoreRequest::OP_WAIT);
+  wait.add_keys("never");
+  wait.set_timeout_ms(3600 * 1000);
+  {
+    std::vector<std::unique_ptr<RawSocket>> parked;
+    for (int i = 0; i < 100; ++i) {
+      parked.push_back(std::make_unique<RawSocket>(server.port()));
+      ASSERT_TRUE(parked.back()->connected());
+      ASSERT_TRUE(parked.back()->send_all(request_frame(wait)));
+    }
+    EXPECT_EQ(good.get("k"), "v");  // they are parked, and the server still answers
+  }  // every parked client hangs up
+  EXPECT_TRUE(eventually([&] { return open_descriptors() <= baseline; }))
+      << open_descriptors() << " descriptors open, " << baseline << " before";
+  EXPECT_EQ(good.get("k"), "v");
+}
+
+// More idle connections than the server holds: it closes the idle longest to admit each new one
+// rather than stop accepting, so a legitimate client gets in and is answered; the evicted ones see
+// their connection closed. Nothing leaks once they are gone.
+TEST(StoreAbuse, IdleConnectionsPastTheLimitDoNotLockClientsOut) {
+  StoreServerOptions options;
+  options.max_connections = 16;
+  StoreServer server("127.0.0.1", 0, options);
+  const size_t baseline = open_descriptors();
+  {
+    std::vector<std::unique_ptr<RawSocket>> idle;
+    for (int i = 0; i < 100; ++i) {
+      idle.push_back(std::make_unique<RawSocket>(server.port()));
+      ASSERT_TRUE(idle.back()->connected());
+    }
+    StoreClient good("127.0.0.1", server.port(), one_second());
+    good.set("k", "v");
+    EXPECT_EQ(good.get("k"), "v");
+    EXPECT_TRUE(idle.front()->closed_by_peer(5s));  // the first to come was idle longest
+  }
+  EXPECT_TRUE(eventually([&] { return open_descriptors() <= baseline; }))
+      << open_descriptors() << " descriptors open, " << baseline << " before";
+}
+
+// Idle connections are closed after the idle timeout; a StoreClient whose connection went that way
+// notices before its next call and reconnects, so callers never see it.
+TEST(StoreAbuse, IdleTimeoutClosesConnectionsAndClientsReconnect) {
+  StoreServerOptions options;
+  options.idle_timeout = 100ms;
+  StoreServer server("127.0.0.1", 0, options);
+  StoreClient good("127.0.0.1", server.port(), one_second());
+  good.set("k", "v");
+  RawSocket idle(server.port());
+  ASSERT_TRUE(idle.connected());
+  EXPECT_TRUE(idle.closed_by_peer(5s));
+  // By now the server closed the client's idle connection too (same timeout, older).
+  EXPECT_EQ(good.get("k"), "v");
+  EXPECT_EQ(good.add("n", 1), 1);  // not retried blindly: exactly once
+  EXPECT_EQ(good.add("n", 1), 2);
+}
+
+// A body that stops arriving (or a client that never reads its reply) is cut at the I/O timeout.
+TEST(StoreAbuse, StalledBodyIsCutAtTheIoTimeout) {
+  StoreServerOptions options;
+  options.io_timeout = 100ms;
+  StoreServer server("127.0.0.1", 0, options);
+  StoreClient good("127.0.0.1", server.port(), one_second());
+  RawSocket slow(server.port());
+  ASSERT_TRUE(slow.connected());
+  ASSERT_TRUE(slow.send_all(length_prefix(1000) + std::string(10, 'x')));
+  EXPECT_TRUE(slow.closed_by_peer(5s));
+  good.set("k", "v");
+  EXPECT_EQ(good.get("k"), "v");
 }
 
 }  // namespace
