@@ -63,6 +63,10 @@ const Knob<double> kRendezvousTimeoutSec{"FSDP_RENDEZVOUS_TIMEOUT_SEC",
 const Knob<bool> kStoreExternal{"FSDP_STORE_EXTERNAL", false,
                                 "the store at MASTER_ADDR:MASTER_PORT is served by someone else (fsdp-store); rank 0 "
                                 "does not start one"};
+const Knob<double> kHeartbeatTimeoutSec{"FSDP_HEARTBEAT_TIMEOUT_SEC", 20.0,
+                                        "seconds without a heartbeat (through the store) after which a rank counts as "
+                                        "frozen and the job fails naming it; 0: no heartbeat",
+                                        0, kInf};
 const Knob<int64_t> kStoreMaxConnections{
     "FSDP_STORE_MAX_CONNECTIONS", 1024,
     "store server: connections held at once (capped by the descriptor limit); beyond it the longest-idle one is "
@@ -289,6 +293,7 @@ std::vector<KnobInfo> all_knobs() {
           info_of(kTransport),
           info_of(kRendezvousTimeoutSec),
           info_of(kStoreExternal),
+          info_of(kHeartbeatTimeoutSec),
           info_of(kStoreMaxConnections),
           info_of(kStoreIdleTimeoutSec),
           info_of(kStoreIoTimeoutSec),

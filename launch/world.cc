@@ -281,6 +281,10 @@ milliseconds rendezvous_timeout_from_env() {
 
 bool store_external_from_env() { return knobs::kStoreExternal.get(); }
 
+milliseconds heartbeat_timeout_from_env() {
+  return milliseconds(static_cast<long long>(std::min(knobs::kHeartbeatTimeoutSec.get(), 1e9) * 1000.0));
+}
+
 std::string resolve_transport_request(const std::string& option) {
   std::string t = option.empty() ? "auto" : option;
   std::string source = "WorldOptions::transport";
@@ -368,6 +372,7 @@ World& World::operator=(World&& o) noexcept {
   store = std::move(o.store);
   transport = std::move(o.transport);
   comm = std::move(o.comm);
+  heartbeat = std::move(o.heartbeat);
   job_id = std::move(o.job_id);
   key_prefix = std::move(o.key_prefix);
   rendezvous_file = std::move(o.rendezvous_file);
@@ -402,15 +407,17 @@ void World::shutdown() noexcept {
       }
     }
   }
+  heartbeat.reset();  // after the final barrier: a rank that finished first must not look frozen
   comm.reset();
   transport.reset();
   // An external store outlives the job: leave it as we found it, so a later job with the same
   // FSDP_RUN_ID starts clean.
   if (store && !store_server && env.rank == 0) {
     try {
-      for (const char* k : {"job_id", "transport", "done", "done/all", "left", "left/all"})
+      for (const char* k : {"job_id", "transport", "done", "done/all", "left", "left/all", "frozen"})
         store->erase(key_prefix + k);
       for (int r = 0; r < n; ++r) {
+        store->erase(rank_key(key_prefix, "heartbeat", r));
         store->erase(rank_key(key_prefix, "host", r));
         store->erase(rank_key(key_prefix, "tcp", r));
         store->erase(rank_key(key_prefix, "ucx", r));
@@ -540,6 +547,13 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
   // 5. The communicator, told the host layout so large collectives go hierarchical across hosts.
   w.comm = Communicator::create(w.transport, options.comm);
   w.comm->set_host_layout(w.topology.host_of_rank);
+
+  // 6. Liveness, out of band: a frozen rank fails the job in heartbeat_timeout, not FSDP_TIMEOUT_SEC.
+  // Over its own connection to our store; a caller's store (torch's) gets no second user.
+  if (w.store && !options.store && n > 1 && options.heartbeat_timeout.count() > 0) {
+    w.heartbeat = std::make_unique<Heartbeat>(store_host, store_port, w.key_prefix, rank, n, w.transport,
+                                              options.heartbeat_timeout, options.external_store ? -1 : 0);
+  }
   return w;
 }
 

@@ -30,6 +30,7 @@
 #include "collectives/transports/transport.h"
 #include "launch/bootstrap.h"
 #include "launch/key_value_store.h"
+#include "launch/heartbeat.h"
 #include "launch/store.h"
 
 namespace fsdp::launch {
@@ -44,6 +45,8 @@ struct Topology {
 std::chrono::milliseconds rendezvous_timeout_from_env();
 // FSDP_STORE_EXTERNAL=1 (or true/yes/on): rank 0 connects to the store rather than serving it.
 bool store_external_from_env();
+// FSDP_HEARTBEAT_TIMEOUT_SEC (seconds, fractions allowed; 0: off), else 20 s.
+std::chrono::milliseconds heartbeat_timeout_from_env();
 
 struct WorldOptions {
   std::string transport = "auto";  // auto|shm|tcp|ucx|mpi; FSDP_TRANSPORT env wins over the default but not over
@@ -59,6 +62,9 @@ struct WorldOptions {
   // instead of finding or serving one (step 1). MASTER_ADDR/MASTER_PORT, when set, still tell which
   // local address faces the other hosts.
   std::shared_ptr<KeyValueStore> store;
+  // A rank silent this long in the store's heartbeat counts as frozen and fails whatever waits on it
+  // (launch/heartbeat.h); zero: no heartbeat, nor with a caller's `store`. FSDP_HEARTBEAT_TIMEOUT_SEC.
+  std::chrono::milliseconds heartbeat_timeout = heartbeat_timeout_from_env();
 };
 
 struct World {
@@ -69,6 +75,7 @@ struct World {
   std::shared_ptr<KeyValueStore> store;      // null for a 1-rank job with no master named
   std::shared_ptr<Transport> transport;
   std::unique_ptr<Communicator> comm;  // over every rank of the job
+  std::unique_ptr<Heartbeat> heartbeat;  // with a store, more than one rank and a heartbeat timeout
 
   std::string job_id;           // random, chosen by rank 0; names the shm segment
   std::string key_prefix;       // "fsdp/<FSDP_RUN_ID>/": every store key of this job starts with it

@@ -309,7 +309,7 @@ bool ProgressEngine::poll(Clock::time_point now) {
         const Request* r = op->first_pending();
         if (!r) continue;
         const int peer = r->peer();
-        std::string why = s->transport.check_peer(peer);
+        std::string why = s->transport.lost_reason(peer);
         if (why.empty()) continue;
         // A peer may finish its part (e.g. a barrier message) and exit before we read it: drain what
         // it left first, and fail only if the op still waits on it.

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fsdp {
 
@@ -95,19 +96,35 @@ class Transport {
     return failure_;
   }
 
+  // A peer found dead from outside the transport (launch/heartbeat: it stopped beating). From then on
+  // lost_reason(peer) reports it, so the engine fails whatever waits on it with PeerLostError. Any thread.
+  void declare_peer_lost(int peer, const std::string& why) {
+    std::lock_guard lock(failure_mu_);
+    if (declared_lost_.size() <= static_cast<size_t>(peer)) declared_lost_.resize(static_cast<size_t>(peer) + 1);
+    if (declared_lost_[static_cast<size_t>(peer)].empty()) declared_lost_[static_cast<size_t>(peer)] = why;
+  }
+  // Empty when `peer` looks alive: what check_peer says, else why it was declared lost.
+  std::string lost_reason(int peer) {
+    std::string why = check_peer(peer);
+    if (!why.empty()) return why;
+    std::lock_guard lock(failure_mu_);
+    return static_cast<size_t>(peer) < declared_lost_.size() ? declared_lost_[static_cast<size_t>(peer)] : "";
+  }
+
  private:
   mutable std::mutex failure_mu_;
   std::string failure_;
+  std::vector<std::string> declared_lost_;  // by peer; empty: not declared
 };
 
-// "; also lost: rank 1 (why)" for every endpoint but this one and `known` that check_peer reports
+// "; also lost: rank 1 (why)" for every endpoint but this one and `known` that lost_reason reports
 // gone, or empty. A PeerLostError carries it, so a survivor whose neighbour exited only because it
 // lost a peer itself still names the rank that died first.
 inline std::string other_lost_peers(Transport& transport, int known) {
   std::string lost;
   for (int p = 0; p < transport.size(); ++p) {
     if (p == known || p == transport.rank()) continue;
-    const std::string why = transport.check_peer(p);
+    const std::string why = transport.lost_reason(p);
     if (why.empty()) continue;
     lost += (lost.empty() ? "; also lost: rank " : ", rank ") + std::to_string(p) + " (" + why + ")";
   }
