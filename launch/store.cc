@@ -277,7 +277,7 @@ class StoreServer::Impl {
         // connection and retry after a pause, rather than spin on an error that persists.
         log_.line(log_prefix_, "accepting a connection failed: " + ec.message() + " (" +
                                    std::to_string(sessions_.size()) + " connections held)");
-        evict_idle(nullptr);
+        evict_idle(nullptr, "the server is out of descriptors");
         accept_retry_.expires_after(kAcceptRetry);
         accept_retry_.async_wait([this](const boost::system::error_code& e) {
           if (!e) resume_accept();
@@ -288,7 +288,9 @@ class StoreServer::Impl {
       session->socket.set_option(tcp::no_delay(true), ignored);
       sessions_.insert(session);
       read_request(session);
-      if (sessions_.size() >= max_connections_) evict_idle(session);
+      if (sessions_.size() >= max_connections_) {
+        evict_idle(session, "the connection limit is reached (FSDP_STORE_MAX_CONNECTIONS)");
+      }
       resume_accept();
     });
   }
@@ -297,16 +299,14 @@ class StoreServer::Impl {
     if (!accepting_ && !stopping_ && sessions_.size() < max_connections_) accept();
   }
 
-  // Closes the connection idle longest (not `keep`); false when none is idle.
-  bool evict_idle(const SessionPtr& keep) {
+  // Closes the connection idle longest (not `keep`) because of `cause`; false when none is idle.
+  bool evict_idle(const SessionPtr& keep, const std::string& cause) {
     SessionPtr oldest;
     for (const SessionPtr& s : sessions_) {
       if (s != keep && s->idle && (!oldest || s->idle_since < oldest->idle_since)) oldest = s;
     }
     if (!oldest) return false;
-    close(oldest, ("idle longest of " + std::to_string(sessions_.size()) +
-                   " connections held at the limit (FSDP_STORE_MAX_CONNECTIONS)")
-                      .c_str());
+    close(oldest, ("idle longest of " + std::to_string(sessions_.size()) + " connections and " + cause).c_str());
     return true;
   }
 

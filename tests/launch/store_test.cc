@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "collectives/core/errors.h"
+#include "launch/fork_ranks.h"
 #include "proto/store.pb.h"
 
 namespace fsdp::launch {
@@ -406,6 +408,59 @@ TEST(StoreAbuse, StalledBodyIsCutAtTheIoTimeout) {
   EXPECT_TRUE(slow.closed_by_peer(5s));
   good.set("k", "v");
   EXPECT_EQ(good.get("k"), "v");
+}
+
+// The server's process out of descriptors (accept fails with EMFILE): it frees the connection idle
+// longest and retries after a pause instead of spinning, so a new client still gets in and is answered
+// within its 1 s bound. Two processes: the server under a 64-descriptor limit that then uses up the
+// rest itself, and the clients.
+TEST(StoreAbuse, OutOfDescriptorsTheServerStillAdmitsAClient) {
+  int to_server[2], to_client[2];
+  ASSERT_EQ(::pipe(to_server), 0);
+  ASSERT_EQ(::pipe(to_client), 0);
+  auto send_byte = [](int fd, char c) { return ::write(fd, &c, 1) == 1; };
+  auto read_exact = [](int fd, void* data, size_t size) {
+    return ::read(fd, data, size) == static_cast<ssize_t>(size);
+  };
+  const std::vector<int> codes = fork_ranks(2, 20s, [&](int rank) -> int {
+    if (rank == 0) {
+      const rlimit limit{64, 64};
+      if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return 10;
+      StoreServer server;
+      const uint16_t port = server.port();
+      if (::write(to_client[1], &port, sizeof(port)) != sizeof(port)) return 11;
+      char c = 0;
+      if (!read_exact(to_server[0], &c, 1)) return 12;  // the clients hold their idle connections
+      std::vector<int> eaten;
+      for (int fd; (fd = ::dup(0)) >= 0;) eaten.push_back(fd);
+      if (!send_byte(to_client[1], 'e')) return 13;
+      if (!read_exact(to_server[0], &c, 1)) return 14;  // the clients are done
+      for (int fd : eaten) ::close(fd);
+      return 0;
+    }
+    uint16_t port = 0;
+    if (!read_exact(to_client[0], &port, sizeof(port))) return 20;
+    std::vector<std::unique_ptr<RawSocket>> idle;
+    for (int i = 0; i < 10; ++i) idle.push_back(std::make_unique<RawSocket>(port));
+    int rc = 0;
+    {
+      StoreClient first("127.0.0.1", port, one_second());  // answered: every idle one was accepted before it
+      first.set("k", "v");
+    }
+    char c = 0;
+    if (!send_byte(to_server[1], 'i') || !read_exact(to_client[0], &c, 1)) return 21;
+    try {
+      StoreClient late("127.0.0.1", port, one_second());
+      if (late.get("k") != "v") rc = 22;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "late client: %s\n", e.what());
+      rc = 23;
+    }
+    send_byte(to_server[1], 'd');
+    return rc;
+  });
+  for (int fd : {to_server[0], to_server[1], to_client[0], to_client[1]}) ::close(fd);
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
 }  // namespace
