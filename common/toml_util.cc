@@ -1,5 +1,6 @@
 #include "common/toml_util.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -69,10 +70,14 @@ std::optional<bool> get_bool(std::string_view source, const toml::table& t, std:
 }
 
 std::string read_file(const std::string& path) {
+  // A directory opens as a stream on Linux and reads as empty: refuse it by name, not as an empty file.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError("'" + path + "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot read '" + path + "'");
   std::ostringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) throw InputError("cannot read '" + path + "': read error");
   return ss.str();
 }
 

@@ -3,7 +3,10 @@
 // checks the rules that span keys.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+
+#include <unistd.h>
 
 #include "sharding/plan_error.h"
 #include "train/config.h"
@@ -19,6 +22,49 @@ std::string preset_name(std::string_view flavor) {
     if (alias == flavor) return preset;
   }
   return std::string(flavor);
+}
+
+// This machine's physical memory (sysconf); 0 when unknown.
+double machine_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
+}
+
+// A lower bound of one rank's memory, in doubles so absurd sizes cannot overflow, refused when it
+// exceeds the machine before anything is allocated. Terms (fp32, bytes): transformer blocks'
+// model states ~ layers x 4 dim^2 (attention only) x 16 (param, grad, Adam m and v) / shard degree;
+// embedding and output ~ vocab x (2 dim x 16 / shard degree + batch x seq_len x 4 of logits);
+// activations ~ batch x seq_len x layers x dim x 4 (one residual stream per layer). The largest term names the keys.
+void check_memory_fits(const sharding::LlamaConfig& m, const TrainingConfig& t, int64_t shard_degree) {
+  const double capacity = machine_memory_bytes();
+  if (capacity <= 0) return;
+  const double dim = static_cast<double>(m.dim), layers = static_cast<double>(m.layers);
+  const double vocab = static_cast<double>(m.vocab), shard = static_cast<double>(std::max<int64_t>(shard_degree, 1));
+  const double tokens = static_cast<double>(t.local_batch_size) * static_cast<double>(t.seq_len);
+  struct Term {
+    double bytes;
+    std::string keys;
+  };
+  const Term terms[] = {
+      {layers * 4 * dim * dim * 16 / shard,
+       "model.dim = " + std::to_string(m.dim) + " with model.n_layers = " + std::to_string(m.layers)},
+      {vocab * (2 * dim * 16 / shard + tokens * 4),
+       "model.vocab_size = " + std::to_string(m.vocab) + " with model.dim = " + std::to_string(m.dim)},
+      {tokens * layers * dim * 4, "training.seq_len = " + std::to_string(t.seq_len) +
+                                                " with training.local_batch_size = " +
+                                                std::to_string(t.local_batch_size)}};
+  double total = 0;
+  const Term* largest = &terms[0];
+  for (const Term& term : terms) {
+    total += term.bytes;
+    if (term.bytes > largest->bytes) largest = &term;
+  }
+  if (total <= capacity) return;
+  char text[160];
+  std::snprintf(text, sizeof(text), " needs at least %.3g bytes per rank (%.3g of them from these keys), more than "
+                "this machine's %.3g bytes of memory", total, largest->bytes, capacity);
+  throw ConfigError(largest->keys + text);
 }
 
 }  // namespace
@@ -180,6 +226,7 @@ void TrainConfig::validate(int64_t world_size) {
   if (t.dataset == "synthetic" && m.vocab < 2) {
     throw ConfigError("training.dataset = \"synthetic\" needs model.vocab_size >= 2");
   }
+  check_memory_fits(m, t, shard);
 }
 
 const sharding::Mesh& TrainConfig::mesh() const {

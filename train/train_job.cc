@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -157,7 +158,28 @@ std::string model_config_hash(const TrainConfig& config) {
   return out.str();
 }
 
+void check_checkpoint_paths(const TrainConfig& config) {
+  if (!config.checkpoint.enable_checkpoint) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string folder = config.checkpoint_dir();
+  if (fs::exists(folder, ec) && !fs::is_directory(folder, ec)) {
+    throw ConfigError("checkpoint.folder = '" + config.checkpoint.folder + "' resolves to '" + folder +
+                      "', which exists and is not a directory");
+  }
+  const std::string& initial = config.checkpoint.initial_load_path;
+  if (initial.empty()) return;
+  if (!fs::exists(initial, ec)) {
+    throw ConfigError("checkpoint.initial_load_path = '" + initial + "' does not exist");
+  }
+  if (!fs::is_directory(initial, ec)) {
+    throw ConfigError("checkpoint.initial_load_path = '" + initial +
+                      "' is a file; it must be another run's checkpoint folder (a directory)");
+  }
+}
+
 JobResult run_training_job(const TrainConfig& config, Communicator& world, const JobOptions& job) {
+  check_checkpoint_paths(config);
   TrainerOptions opts = trainer_options(config);
   if (!config.parallelism.plan_file.empty()) {
     opts.fsdp.plan = std::make_shared<const proto::ShardingPlan>(runtime::read_plan_file(config.parallelism.plan_file));

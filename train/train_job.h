@@ -21,6 +21,11 @@ TrainerOptions trainer_options(const TrainConfig& config);
 // A fingerprint of what makes checkpoints compatible: the model's dimensions and parameter shapes.
 std::string model_config_hash(const TrainConfig& config);
 
+// Refuses, naming the key, a checkpoint.folder that exists but is not a directory and a non-empty
+// checkpoint.initial_load_path that is missing or not a directory: at start-up, not at the first
+// save after training. No-op when checkpointing is off. Throws ConfigError.
+void check_checkpoint_paths(const TrainConfig& config);
+
 struct JobResult {
   std::vector<StepStats> steps;  // the steps this run took (after any resume)
   int64_t start_step = 0;        // the step a checkpoint resumed from (0: fresh)

@@ -122,6 +122,28 @@ TEST(TrainConfig, MissingFileNamesPath) {
   expect_config_error([] { load_train_config_file("/nonexistent/job.toml"); }, {"/nonexistent/job.toml"});
 }
 
+// A directory opens as a stream and used to read as an empty file: a default job ran with exit 0.
+TEST(TrainConfig, DirectoryAsConfigIsRefused) {
+  const std::string dir = ::testing::TempDir();
+  expect_config_error([&] { load_train_config_file(dir); }, {dir, "is a directory", "--config"});
+}
+
+// Sizes whose memory would exceed the machine are refused by validate(), before anything is allocated,
+// naming the key and the bytes (they used to end in a bare std::bad_alloc).
+TEST(TrainConfig, AbsurdSizesAreRefusedNamingTheKeyAndBytes) {
+  auto validated = [](const char* flag, const char* value) {
+    TrainConfig c;
+    apply_override(c, flag, value);
+    c.validate(1);
+  };
+  expect_config_error([&] { validated("training.seq_len", "1000000000"); },
+                      {"training.seq_len = 1000000000", "bytes per rank", "bytes of memory"});
+  expect_config_error([&] { validated("model.dim", "1048576"); }, {"model.dim = 1048576", "bytes"});
+  expect_config_error([&] { validated("model.vocab_size", "1099511627776"); },
+                      {"model.vocab_size = 1099511627776", "bytes"});
+  EXPECT_NO_THROW(TrainConfig().validate(1));  // the default debug model fits
+}
+
 TEST(TrainConfig, OverridesInBothFormsAfterTheFile) {
   const CommandLine cl = command_line({"--config", FSDP_DEBUG_MODEL_CONFIG, "--training.steps", "7",
                                        "--optimizer.lr=0.01", "--parallelism.fsdp_reshard_after_forward", "never",

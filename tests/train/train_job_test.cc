@@ -186,6 +186,36 @@ TEST_F(TrainJobTest, RefusesToOverwriteALaterCommittedCheckpoint) {
 
 // A learning rate that blows the parameters up: the job stops with a message that names the step and
 // the way out, or (skip_nonfinite_steps) skips those steps and finishes.
+// Checkpoint paths are checked at start-up, before any training, naming the key: a folder that is a
+// file (which used to fail at the first save) and an initial_load_path that is a file or missing.
+TEST_F(TrainJobTest, BadCheckpointPathsAreRefusedAtStartNamingTheKey) {
+  auto expect_refused = [&](TrainConfig c, const std::vector<std::string>& parts) {
+    try {
+      run_job(1, std::move(c));
+      ADD_FAILURE() << "expected ConfigError containing '" << parts.front() << "'";
+    } catch (const ConfigError& e) {
+      const std::string msg = e.what();
+      for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    }
+  };
+  fs::create_directories(dir_);
+  const fs::path file = dir_ / "a_file";
+  std::ofstream(file) << "x";
+
+  TrainConfig folder_is_file = job_config(dir_ / "job1", 1);
+  apply_override(folder_is_file, "checkpoint.folder", file.string());
+  expect_refused(folder_is_file, {"checkpoint.folder", "is not a directory"});
+
+  TrainConfig initial_is_file = job_config(dir_ / "job2", 1);
+  apply_override(initial_is_file, "checkpoint.initial_load_path", file.string());
+  expect_refused(initial_is_file, {"checkpoint.initial_load_path", "is a file"});
+
+  TrainConfig initial_missing = job_config(dir_ / "job3", 1);
+  apply_override(initial_missing, "checkpoint.initial_load_path", (dir_ / "nowhere").string());
+  expect_refused(initial_missing, {"checkpoint.initial_load_path", "does not exist"});
+  EXPECT_FALSE(fs::exists(dir_ / "job1" / "metrics.jsonl"));  // refused before any step was logged
+}
+
 TEST_F(TrainJobTest, NonFiniteLossStopsOrIsSkipped) {
   TrainConfig c = job_config(dir_ / "nan", 2);
   apply_override(c, "optimizer.lr", "1e30");
