@@ -402,7 +402,7 @@ LoadResult Checkpointer::load_from(const std::string& folder, const std::string&
   try {
     const std::string& dir = result.dir;
     const CheckpointMetadata meta = read_metadata(dir);
-    detail::check_metadata_format(meta, dir);
+    detail::check_metadata(meta, dir);
     if (meta.model_config_hash() != model_config_hash) {
       throw CheckpointError(dir + " was saved for model config hash '" + meta.model_config_hash() +
                             "' but this run's is '" + model_config_hash + "'");

@@ -61,6 +61,7 @@ VerifyReport verify_checkpoint(const std::string& step_dir) {
   CheckpointMetadata meta;
   try {
     meta = read_metadata(step_dir);
+    detail::check_metadata(meta, step_dir);  // exactly what the loader refuses, before reading any data
   } catch (const std::exception& e) {
     report.errors.push_back(e.what());
     return report;
@@ -76,6 +77,7 @@ VerifyReport verify_checkpoint(const std::string& step_dir) {
       if (file.size() != f.bytes()) {
         report.errors.push_back(path + ": " + std::to_string(file.size()) + " bytes, metadata records " +
                                 std::to_string(f.bytes()) + (file.size() < f.bytes() ? " (truncated)" : ""));
+        continue;  // its chunks are reported below, not read: offsets are checked against the recorded size
       }
       files.emplace(f.name(), std::move(file));
     } catch (const std::exception& e) {
@@ -90,7 +92,7 @@ VerifyReport verify_checkpoint(const std::string& step_dir) {
       const std::string what = path + ": parameter '" + t.name() + "' (" + t.role() + ")";
       auto it = files.find(c.file());
       if (it == files.end()) {
-        if (!sizes.count(c.file())) report.errors.push_back(what + ": file not listed or unreadable");
+        if (!sizes.count(c.file())) report.errors.push_back(what + ": file missing, unreadable or of the wrong size");
         sizes[c.file()] = 0;
         continue;
       }

@@ -28,8 +28,12 @@ namespace fsdp::runtime::checkpoint::detail {
 // folder and the committed steps when there is no such step.
 int64_t choose_step(const std::string& folder, int64_t step);
 
-// What any reader of the data needs of the metadata: this build's format version, a checksum block size.
-void check_metadata_format(const proto::checkpoint::CheckpointMetadata& meta, const std::string& step_dir);
+// Everything a reader of the data relies on in the metadata, the one check that both the loader and
+// `fsdp-ckpt verify` run: this build's format version, a positive checksum block size, shard and
+// replicate degrees >= 1, non-negative shapes and file sizes, and per chunk: 0 <= row_begin <= row_end
+// <= shape[0], length = rows x row elements x 4 bytes, inside its listed file, one CRC per block;
+// the chunks of a tensor cover its rows exactly once. Throws CheckpointError naming the field.
+void check_metadata(const proto::checkpoint::CheckpointMetadata& meta, const std::string& step_dir);
 
 // Every way the saved parameters differ from the model's (missing, extra, other shape, unsupported
 // dtype); throws listing the first few when there are any.

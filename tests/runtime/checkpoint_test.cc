@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 
 #include "checkpoint_support.h"
@@ -320,6 +321,61 @@ TEST(CheckpointFaults, TruncatedFileNamed) {
   EXPECT_NE(e.find(file), std::string::npos) << e;
   EXPECT_NE(e.find("truncated"), std::string::npos) << e;
   EXPECT_FALSE(verify_checkpoint(dir / "step-1").ok());
+}
+
+// Verify means load: each corruption of the metadata (or a missing shard file) is refused by
+// `fsdp-ckpt verify` and by the loader, both naming the field, through the one check_metadata();
+// a chunk length of 2^62 is refused before any allocation (it used to end in std::bad_alloc).
+TEST(CheckpointFaults, VerifyRefusesWhatTheLoaderRefusesNamingTheField) {
+  ScratchDir dir;
+  const CheckpointOptions o = options_for(dir.path());
+  train_and_save(2, 1, 1, o);
+  const std::string step = dir / "step-1";
+  const std::string meta_file = step + "/metadata.pb";
+  const std::string good = read_file(meta_file);
+  using Edit = std::function<void(proto::checkpoint::CheckpointMetadata&)>;
+  struct Case {
+    std::string name;
+    Edit edit;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {"empty metadata", [](auto& m) { m.Clear(); }, "format_version 0"},
+      {"format version 9", [](auto& m) { m.set_format_version(9); }, "format_version 9"},
+      {"negative shape", [](auto& m) { m.mutable_tensors(0)->set_shape(1, -4); }, "shape[1] = -4 is negative"},
+      {"row_begin > row_end",
+       [](auto& m) {
+         auto* c = m.mutable_tensors(0)->mutable_chunks(0);
+         c->set_row_begin(c->row_end() + 1);
+       },
+       "row_begin/row_end"},
+      {"chunk length 2^62", [](auto& m) { m.mutable_tensors(0)->mutable_chunks(0)->set_length(int64_t{1} << 62); },
+       "length 4611686018427387904"},
+      {"absurd file size", [](auto& m) { m.mutable_files(0)->set_bytes(int64_t{1} << 62); }, "metadata records"},
+      {"shard_degree 0", [](auto& m) { m.set_shard_degree(0); }, "shard_degree 0 must be >= 1"},
+      {"a dropped chunk", [](auto& m) { m.mutable_tensors(0)->mutable_chunks()->RemoveLast(); }, "chunks cover rows"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    proto::checkpoint::CheckpointMetadata meta;
+    ASSERT_TRUE(meta.ParseFromString(good));
+    c.edit(meta);
+    write_file_atomic(meta_file, meta.SerializeAsString());
+    const VerifyReport v = verify_checkpoint(step);
+    ASSERT_FALSE(v.ok());
+    EXPECT_NE(v.errors[0].find(c.field), std::string::npos) << v.errors[0];
+    const std::string e = load_error(o, 2);
+    EXPECT_NE(e.find(c.field), std::string::npos) << e;
+  }
+  write_file_atomic(meta_file, good);
+  ASSERT_TRUE(verify_checkpoint(step).ok());
+  // A missing shard file: verify names it; the loader refuses it too.
+  const std::string shard = step + "/shard-00001-of-00002.bin";
+  fs::rename(shard, shard + ".away");
+  const VerifyReport v = verify_checkpoint(step);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.errors[0].find(shard), std::string::npos) << v.errors[0];
+  EXPECT_NE(load_error(o, 2).find(shard), std::string::npos);
 }
 
 TEST(CheckpointFaults, WrongModelRefusedNamingTheMismatch) {
