@@ -141,6 +141,10 @@ struct TrainConfig {
   // The data-parallel mesh validate() resolved (replicate x shard over its world size): the one the
   // process groups, the data loader and the plan check use. Throws ConfigError before validate().
   const sharding::Mesh& mesh() const;
+  // After validate(): refuses sizes whose memory would exceed this machine (a lower bound per rank
+  // against sysconf's physical memory), naming the keys of the largest term and the bytes, before
+  // anything is allocated. Apart from validate() so --print-config still shows any flavor.
+  void check_fits_machine_memory() const;
 
   // The flavor's Llama 3 dimensions with the explicit [model] keys applied.
   sharding::LlamaConfig llama_config() const;

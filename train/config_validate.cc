@@ -226,7 +226,10 @@ void TrainConfig::validate(int64_t world_size) {
   if (t.dataset == "synthetic" && m.vocab < 2) {
     throw ConfigError("training.dataset = \"synthetic\" needs model.vocab_size >= 2");
   }
-  check_memory_fits(m, t, shard);
+}
+
+void TrainConfig::check_fits_machine_memory() const {
+  check_memory_fits(llama_config(), training, mesh().shard_degree());
 }
 
 const sharding::Mesh& TrainConfig::mesh() const {

@@ -128,20 +128,23 @@ TEST(TrainConfig, DirectoryAsConfigIsRefused) {
   expect_config_error([&] { load_train_config_file(dir); }, {dir, "is a directory", "--config"});
 }
 
-// Sizes whose memory would exceed the machine are refused by validate(), before anything is allocated,
+// Sizes whose memory would exceed the machine are refused after validate(), before anything is allocated,
 // naming the key and the bytes (they used to end in a bare std::bad_alloc).
 TEST(TrainConfig, AbsurdSizesAreRefusedNamingTheKeyAndBytes) {
   auto validated = [](const char* flag, const char* value) {
     TrainConfig c;
     apply_override(c, flag, value);
     c.validate(1);
+    c.check_fits_machine_memory();
   };
   expect_config_error([&] { validated("training.seq_len", "1000000000"); },
                       {"training.seq_len = 1000000000", "bytes per rank", "bytes of memory"});
   expect_config_error([&] { validated("model.dim", "1048576"); }, {"model.dim = 1048576", "bytes"});
   expect_config_error([&] { validated("model.vocab_size", "1099511627776"); },
                       {"model.vocab_size = 1099511627776", "bytes"});
-  EXPECT_NO_THROW(TrainConfig().validate(1));  // the default debug model fits
+  TrainConfig fits;
+  fits.validate(1);
+  EXPECT_NO_THROW(fits.check_fits_machine_memory());  // the default debug model fits
 }
 
 TEST(TrainConfig, OverridesInBothFormsAfterTheFile) {

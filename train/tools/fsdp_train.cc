@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
                 << knobs::describe_knobs("# ");
       return 0;
     }
+    config.check_fits_machine_memory();  // before the world connects and anything is allocated
 
     // Each rank's share of the cores unless the user chose (fsdp-run sets the variables for its ranks).
     const launch::ThreadBudget threads = launch::decide_thread_budget(
