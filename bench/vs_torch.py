@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""Tokens/s of fsdp-train against the same Llama in PyTorch, side by side in one invocation.
+
+Per repeat, interleaved (so drifting machine load hits all alike): fsdp-train at 1 and 2 ranks (through
+fsdp-run, which sets one BLAS thread per rank at 2 ranks on 2 cores), then the same model in plain PyTorch
+(TorchTitan's Llama 3 module tree: RMSNorm, RoPE on interleaved pairs, GQA, SwiGLU), eager in 1 process
+and DDP over gloo in 2 processes with torch.set_num_threads(cores // ranks). Same global batch (8
+sequences), seq_len, vocab, init (N(0, 0.02) matrices, unit norm weights), AdamW (lr 8e-4, betas
+0.9/0.95, eps 1e-8, weight decay 0.1) and gradient clipping at 1.0. Prints the median over repeats of
+each run's median tokens/s (steps 2..n), the ratio fsdp-train / torch per rank count, the achieved
+GFLOP/s (TorchTitan's 6N + 12·L·H·hd·T FLOPs per token) and an sgemm figure timed in the same run
+(torch.mm of the FFN's (B·T, dim) x (dim, hidden) shape at 1 thread and at all cores).
+
+  /usr/bin/python3 bench/vs_torch.py [--build build] [--steps 8] [--repeats 3] [--models debug,titan]
+"""
+import argparse
+import math
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+GLOBAL_BATCH = 8
+CORES = os.cpu_count() or 1
+
+# The two models: fsdp-train CLI overrides on top of configs/debug_model.toml, and the dims the torch
+# model is built with (hidden = TorchTitan's FFN rule: 2/3 of 4·dim rounded up to multiple_of).
+MODELS = {
+    "debug": dict(args=[], dim=128, n_layers=4, n_heads=8, n_kv_heads=4, hidden=384, vocab=256, seq_len=128),
+    "titan": dict(args=["--model.dim", "256", "--model.n_layers", "6", "--model.n_heads", "16", "--model.n_kv_heads",
+                        "16", "--model.vocab_size", "2048", "--model.multiple_of", "256", "--training.seq_len", "256"],
+                  dim=256, n_layers=6, n_heads=16, n_kv_heads=16, hidden=768, vocab=2048, seq_len=256),
+}
+
+
+# ---- the torch model (TorchTitan's llama3 module tree, written for torch 1.13: no SDPA) ----
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.eps, self.weight = eps, nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rope_freqs(hd, seq_len, theta=500000.0):
+    freqs = 1.0 / (theta ** (torch.arange(0, hd, 2).float() / hd))
+    return torch.polar(torch.ones(seq_len, hd // 2), torch.outer(torch.arange(seq_len).float(), freqs))  # (T, hd/2)
+
+
+def apply_rope(x, freqs):  # x (B, T, heads, hd): pair (2i, 2i+1) as one complex number
+    xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(xc * freqs[None, :, None, :]).flatten(3).type_as(x)
+
+
+class Attention(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.h, self.kv, self.hd = m["n_heads"], m["n_kv_heads"], m["dim"] // m["n_heads"]
+        self.wq = nn.Linear(m["dim"], self.h * self.hd, bias=False)
+        self.wk = nn.Linear(m["dim"], self.kv * self.hd, bias=False)
+        self.wv = nn.Linear(m["dim"], self.kv * self.hd, bias=False)
+        self.wo = nn.Linear(self.h * self.hd, m["dim"], bias=False)
+
+    def forward(self, x, freqs, mask):
+        b, t, _ = x.shape
+        q = apply_rope(self.wq(x).view(b, t, self.h, self.hd), freqs)
+        k = apply_rope(self.wk(x).view(b, t, self.kv, self.hd), freqs)
+        v = self.wv(x).view(b, t, self.kv, self.hd)
+        rep = self.h // self.kv  # GQA: each KV head serves rep query heads
+        k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+        q, k, v = (y.transpose(1, 2) for y in (q, k, v))  # (B, H, T, hd)
+        att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.hd) + mask, dim=-1)
+        return self.wo((att @ v).transpose(1, 2).reshape(b, t, -1))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.w1 = nn.Linear(m["dim"], m["hidden"], bias=False)
+        self.w2 = nn.Linear(m["hidden"], m["dim"], bias=False)
+        self.w3 = nn.Linear(m["dim"], m["hidden"], bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Block(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.attention, self.feed_forward = Attention(m), FeedForward(m)
+        self.attention_norm, self.ffn_norm = RMSNorm(m["dim"]), RMSNorm(m["dim"])
+
+    def forward(self, x, freqs, mask):
+        h = x + self.attention(self.attention_norm(x), freqs, mask)
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(m["vocab"], m["dim"])
+        self.layers = nn.ModuleList(Block(m) for _ in range(m["n_layers"]))
+        self.norm, self.output = RMSNorm(m["dim"]), nn.Linear(m["dim"], m["vocab"], bias=False)
+        # Plain attributes, not buffers: DDP's gloo broadcast of buffers rejects complex tensors.
+        self.freqs = rope_freqs(m["dim"] // m["n_heads"], m["seq_len"])
+        self.mask = torch.full((m["seq_len"], m["seq_len"]), float("-inf")).triu(1)
+        for p in self.parameters():  # the project's init: matrices N(0, 0.02), norm weights 1
+            if p.dim() > 1:
+                nn.init.normal_(p, std=0.02)
+
+    def forward(self, tokens):
+        h = self.tok_embeddings(tokens)
+        for layer in self.layers:
+            h = layer(h, self.freqs, self.mask)
+        return self.output(self.norm(h))
+
+
+def flops_per_token(m):  # TorchTitan's estimate: 6 x non-embedding params + 12 L H hd T
+    hd, kvd = m["dim"] // m["n_heads"], m["n_kv_heads"] * m["dim"] // m["n_heads"]
+    layer = 2 * m["dim"] * m["dim"] + 2 * m["dim"] * kvd + 3 * m["dim"] * m["hidden"] + 2 * m["dim"]
+    params = m["n_layers"] * layer + m["dim"] + m["dim"] * m["vocab"]
+    return 6 * params + 12 * m["n_layers"] * m["n_heads"] * hd * m["seq_len"]
+
+
+def torch_worker(rank, world, port, m, steps, out):
+    """One rank of the torch run: returns (median tokens/s over steps 2..n, loss at step 1) through out."""
+    torch.set_num_threads(max(1, CORES // world))
+    if world > 1:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    torch.manual_seed(42)  # same init on every rank, as DDP broadcasts anyway
+    model = Llama(m)
+    ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    opt = torch.optim.AdamW(model.parameters(), lr=8e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    gen = torch.Generator().manual_seed(1000 + rank)
+    local_b = GLOBAL_BATCH // world
+    times, first_loss = [], None
+    for _ in range(steps):
+        tokens = torch.randint(0, m["vocab"], (local_b, m["seq_len"] + 1), generator=gen)
+        t0 = time.perf_counter()
+        logits = ddp(tokens[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, m["vocab"]), tokens[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        times.append(time.perf_counter() - t0)
+        first_loss = loss.item() if first_loss is None else first_loss
+    if world > 1:
+        dist.destroy_process_group()
+    if rank == 0:
+        out.put((GLOBAL_BATCH * m["seq_len"] / statistics.median(times[1:]), first_loss))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_torch(m, ranks, steps):
+    ctx = mp.get_context("spawn")
+    out = ctx.SimpleQueue()
+    mp.start_processes(torch_worker, args=(ranks, free_port(), m, steps, out), nprocs=ranks, start_method="spawn")
+    return out.get()
+
+
+def run_fsdp(build, config, m, ranks, steps, scratch):
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    cmd = [f"{build}/launch/fsdp-run", "--nproc", str(ranks), "--", f"{build}/train/fsdp-train", "--config", config,
+           "--training.steps", str(steps), "--training.local_batch_size", str(GLOBAL_BATCH // ranks),
+           "--metrics.file=", "--job.dump_folder", scratch] + m["args"]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        sys.exit(f"vs_torch: {' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    steps_out = [(float(x.group(1)), float(x.group(2).replace(",", "")))
+                 for x in re.finditer(r"\[rank 0\] step: \d+ .*loss: ([\d.]+) .*tps: ([\d,]+)", p.stdout)]
+    # rank 0's tps counts rank 0's tokens; the job's is ranks x that.
+    return statistics.median(t for _, t in steps_out[1:]) * ranks, steps_out[0][0]
+
+
+def sgemm_gflops(m, threads, reps=50):
+    torch.set_num_threads(threads)
+    a, b = torch.randn(GLOBAL_BATCH * m["seq_len"], m["dim"]), torch.randn(m["dim"], m["hidden"])
+    torch.mm(a, b)
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        ts.append(time.perf_counter() - t0)
+    return 2 * a.shape[0] * a.shape[1] * b.shape[1] / statistics.median(ts) / 1e9
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--config", default="configs/debug_model.toml")
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--models", default="debug,titan")
+    a = ap.parse_args()
+    names = a.models.split(",")
+    variants = [(n, impl, r) for n in names for r in (1, 2) for impl in ("fsdp-train", "torch")]
+    res = {v: [] for v in variants}
+    sgemm = {n: {1: [], CORES: []} for n in names}
+    with tempfile.TemporaryDirectory(prefix="fsdp_vs_torch_") as scratch:
+        for rep in range(a.repeats):
+            for n in names:
+                for th in sgemm[n]:
+                    sgemm[n][th].append(sgemm_gflops(MODELS[n], th))
+            for v in variants:
+                n, impl, r = v
+                m = MODELS[n]
+                res[v].append(run_fsdp(a.build, a.config, m, r, a.steps, scratch) if impl == "fsdp-train"
+                              else run_torch(m, r, a.steps))
+            print(f"vs_torch: repeat {rep + 1}/{a.repeats} done", file=sys.stderr)
+    print(f"{a.repeats} repeats x {a.steps} steps, global batch {GLOBAL_BATCH} sequences, {CORES} cores; "
+          f"sgemm = torch.mm (B*T, dim) x (dim, hidden), median GFLOP/s in this run")
+    print("| model | ranks | impl | tokens/s (median) | runs | fsdp-train / torch | GFLOP/s | sgemm GFLOP/s "
+          "(1 thread x ranks at 2 ranks; all cores at 1) | of sgemm | loss at step 1 (ln vocab) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for n, impl, r in variants:
+        m, runs = MODELS[n], res[(n, impl, r)]
+        tps = statistics.median(x[0] for x in runs)
+        other = statistics.median(x[0] for x in res[(n, "torch", r)])
+        gf = tps * flops_per_token(m) / 1e9
+        sg = statistics.median(sgemm[n][1]) * r if r > 1 else statistics.median(sgemm[n][CORES])
+        print(f"| {n} | {r} | {impl} | {tps:,.0f} | {' '.join(f'{x[0]:,.0f}' for x in runs)} | "
+              f"{tps / other:.2f}x | {gf:.1f} | {sg:.1f} | {gf / sg:.0%} | "
+              f"{statistics.median(x[1] for x in runs):.3f} ({math.log(m['vocab']):.3f}) |")
+
+
+if __name__ == "__main__":
+    main()
