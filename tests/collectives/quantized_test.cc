@@ -82,7 +82,7 @@ TEST_P(QuantizedCollectives, AllGatherEqualsDecodedShardsBitwise) {
           const auto x = values(count, r, 1);
           shards[r].resize(count * element_size(t));
           if (t == DataType::kFloat32) {
-            std::memcpy(shards[r].data(), x.data(), count * sizeof(float));
+            if (count != 0) std::memcpy(shards[r].data(), x.data(), count * sizeof(float));  // data() may be null
           } else {
             for (size_t i = 0; i < count; ++i) {
               const uint16_t b = float_to_bf16(x[i]);
