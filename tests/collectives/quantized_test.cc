@@ -98,7 +98,7 @@ TEST_P(QuantizedCollectives, AllGatherEqualsDecodedShardsBitwise) {
           std::vector<uint8_t> wire;
           mx::all_gather(c, shards[c.rank()].data(), got.data(), count, t, f, wire);
           if (wire.size() != mx::wire_bytes(count) * n) throw std::runtime_error("wire is not 8.25 bits per element");
-          if (std::memcmp(got.data(), want.data(), want.size()) != 0) {
+          if (got != want) {
             throw std::runtime_error("mxfp8 all_gather differs on rank " + std::to_string(c.rank()) + ", " +
                                      std::string(name(t)) + ", count " + std::to_string(count));
           }
