@@ -1,13 +1,79 @@
 #include "nccl/comm.h"
 
+#include <cstdio>
+#include <unordered_set>
+
 #include "common/float_formats.h"
 
 namespace fsdp::nccl {
+namespace {
+
+struct Handles {
+  std::mutex mu;
+  std::unordered_set<const ncclComm*> held;      // given out, not yet destroyed or aborted
+  std::unordered_set<const ncclComm*> released;  // destroyed or aborted (forgotten past kMaxReleased)
+};
+constexpr size_t kMaxReleased = 4096;
+
+// Never destroyed: a call from another static destructor at exit still finds it.
+Handles& handles() {
+  static Handles* h = new Handles;
+  return *h;
+}
+
+}  // namespace
 
 void pin(ncclComm* c) { c->refs.fetch_add(1, std::memory_order_relaxed); }
 
 void unpin(ncclComm* c) {
-  if (c->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete c;
+  if (c->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  {
+    // A communicator freed without ever being released (a failed init): forget its address too.
+    std::lock_guard<std::mutex> lock(handles().mu);
+    handles().held.erase(c);
+  }
+  delete c;
+}
+
+void register_handle(ncclComm* c) {
+  Handles& h = handles();
+  std::lock_guard<std::mutex> lock(h.mu);
+  h.released.erase(c);
+  h.held.insert(c);
+}
+
+bool release_handle(ncclComm* c) {
+  Handles& h = handles();
+  std::lock_guard<std::mutex> lock(h.mu);
+  if (h.held.erase(c) == 0) return false;
+  if (h.released.size() >= kMaxReleased) h.released.clear();
+  h.released.insert(c);
+  return true;
+}
+
+bool pin_if_held(ncclComm* c) {
+  Handles& h = handles();
+  std::lock_guard<std::mutex> lock(h.mu);
+  if (h.held.count(c) == 0) return false;
+  pin(c);  // under the lock: the handle's own reference cannot be dropped meanwhile
+  return true;
+}
+
+std::exception_ptr not_a_handle(const ncclComm* c) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%p", static_cast<const void*>(c));
+  bool destroyed = false;
+  {
+    std::lock_guard<std::mutex> lock(handles().mu);
+    destroyed = handles().released.count(c) > 0;
+  }
+  return std::make_exception_ptr(ApiError(
+      ncclInvalidArgument, destroyed ? std::string("comm ") + text +
+                                           " was destroyed or aborted (ncclCommDestroy/ncclCommAbort); it may not "
+                                           "be used afterwards"
+                                     : std::string("comm ") + text +
+                                           " is not a communicator of this library (uninitialized, corrupted, or "
+                                           "from another NCCL)"));
 }
 
 std::string where(const char* fn, const ncclComm* c) {

@@ -50,7 +50,6 @@ struct ncclComm {
   std::string last_error;
   bool finalized = false;
   bool aborted = false;
-  bool handle_released = false;  // ncclCommDestroy or ncclCommAbort dropped the handle's reference
   std::vector<fsdp::nccl::UserOp> user_ops;
 };
 
@@ -59,20 +58,33 @@ namespace fsdp::nccl {
 void pin(ncclComm* c);
 void unpin(ncclComm* c);  // frees it with the last reference
 
-// Holds a reference for the duration of one API call.
-class Pin {
+// The handles the library gave out and the user still holds. Every call that takes an ncclComm_t
+// checks it here before touching it, so a communicator used after ncclCommDestroy/ncclCommAbort, or a
+// pointer that never was one, is ncclInvalidArgument naming the pointer instead of a read of freed or
+// foreign memory. (A destroyed handle whose address a newer communicator reuses is that communicator:
+// no check can tell them apart without handing out something other than a pointer.)
+void register_handle(ncclComm* c);
+// Drops c from the held handles (ncclCommDestroy, ncclCommAbort): false if it was already dropped.
+bool release_handle(ncclComm* c);
+// Pins c if the user still holds it.
+bool pin_if_held(ncclComm* c);
+// The error for a handle that is not held: "was destroyed" or "is not a communicator".
+std::exception_ptr not_a_handle(const ncclComm* c);
+
+// Holds a reference for one API call on a handle the user passed, if it is one they hold.
+class HandlePin {
  public:
-  explicit Pin(ncclComm* c) : c_(c) {
-    if (c_) pin(c_);
-  }
-  ~Pin() {
+  explicit HandlePin(ncclComm* c) : c_(c && pin_if_held(c) ? c : nullptr), valid_(!c || c_) {}
+  ~HandlePin() {
     if (c_) unpin(c_);
   }
-  Pin(const Pin&) = delete;
-  Pin& operator=(const Pin&) = delete;
+  bool valid() const { return valid_; }
+  HandlePin(const HandlePin&) = delete;
+  HandlePin& operator=(const HandlePin&) = delete;
 
  private:
   ncclComm* c_;
+  bool valid_;
 };
 
 // "ncclAllReduce on rank 2 of 4 ('name')": how the C layer's own messages start.
@@ -101,6 +113,15 @@ ncclResult_t guarded(ncclComm* comm, const char* fn, Body&& body) noexcept {
   } catch (...) {
     return fail(comm, fn, std::current_exception());
   }
+}
+
+// guarded() for a call on a handle the user passed (null allowed): checked and pinned first; one
+// that is not held fails with not_a_handle() and is never touched.
+template <class Body>
+ncclResult_t with_handle(ncclComm* comm, const char* fn, Body&& body) noexcept {
+  HandlePin pin(comm);
+  if (!pin.valid()) return fail(nullptr, fn, not_a_handle(comm));
+  return guarded(comm, fn, body);
 }
 
 // Throws ApiError(ncclInvalidArgument, what) unless ok.

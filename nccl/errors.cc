@@ -83,7 +83,8 @@ void record_error(ncclComm* comm, const std::string& text) {
 }
 
 std::string last_error(ncclComm* comm) {
-  if (comm) {
+  HandlePin pin(comm);  // a handle no longer held reads as NULL: the process's last error
+  if (comm && pin.valid()) {
     std::lock_guard<std::mutex> lock(comm->mu);
     if (!comm->last_error.empty()) return comm->last_error;
   }

@@ -47,12 +47,11 @@ void forget(ncclComm* comm);
 ncclResult_t group_start();
 ncclResult_t group_end();
 
-// Runs the body of an API call on comm (null allowed) with a reference held: its result, or the code
-// of what it threw. A call that fails inside a group fails the group.
+// Runs the body of an API call on comm (null allowed; checked by with_handle) with a reference held:
+// its result, or the code of what it threw. A call that fails inside a group fails the group.
 template <class Body>
 ncclResult_t api_call(ncclComm* comm, const char* fn, Body&& body) noexcept {
-  Pin pin(comm);
-  const ncclResult_t r = guarded(comm, fn, body);
+  const ncclResult_t r = with_handle(comm, fn, body);
   if (r != ncclSuccess) group_failed(r);
   return r;
 }

@@ -39,6 +39,7 @@ ncclComm* make_comm(int rank, int size, std::string name) {
   c->rank = rank;
   c->size = size;
   c->name = std::move(name);
+  register_handle(c);
   return c;
 }
 
@@ -78,15 +79,6 @@ ncclResult_t finalize(ncclComm* comm, const char* fn) {
     if (comm->world) comm->world->shutdown();
     return ncclSuccess;
   });
-}
-
-// True for the first of ncclCommDestroy / ncclCommAbort on comm: the one that drops the handle's
-// reference (a destroy queued in a group may meet an abort that came first).
-bool take_handle(ncclComm* comm) {
-  std::lock_guard<std::mutex> lock(comm->mu);
-  if (comm->handle_released) return false;
-  comm->handle_released = true;
-  return true;
 }
 
 }  // namespace
@@ -218,17 +210,21 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!comm) return ncclSuccess;  // as NCCL: destroying nothing is fine
-  return run_or_defer([=, held = hold(comm)] {
-    if (!take_handle(comm)) return ncclSuccess;  // aborted meanwhile
-    const ncclResult_t r = finalize(comm, "ncclCommDestroy");
-    unpin(comm);  // the handle's reference; `held` frees it (unless a call in progress still holds one)
-    return r;
+  return with_handle(comm, "ncclCommDestroy", [&] {
+    return run_or_defer([=, held = hold(comm)] {
+      // Only the first of destroy/abort drops the handle's reference (a destroy queued in a group may
+      // meet an abort that came first).
+      if (!release_handle(comm)) return ncclSuccess;
+      const ncclResult_t r = finalize(comm, "ncclCommDestroy");
+      unpin(comm);  // the handle's reference; `held` frees it (unless a call in progress still holds one)
+      return r;
+    });
   });
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
-  return guarded(comm, "ncclCommAbort", [&] {
+  return with_handle(comm, "ncclCommAbort", [&] {
     forget(comm);
     fsdp::Communicator* running = nullptr;
     {
@@ -240,13 +236,13 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     // Fails what is in flight (a call blocked on another thread returns with an error) and breaks the
     // communicator, so the World's shutdown at the last reference tears down without waiting on peers.
     if (running) running->abort("ncclCommAbort");
-    if (take_handle(comm)) unpin(comm);
+    if (release_handle(comm)) unpin(comm);
     return ncclSuccess;
   });
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
-  return guarded(comm, "ncclCommGetAsyncError", [&] {
+  return with_handle(comm, "ncclCommGetAsyncError", [&] {
     require(comm != nullptr, "comm is NULL");
     require(asyncError != nullptr, "asyncError is NULL");
     std::lock_guard<std::mutex> lock(comm->mu);
@@ -256,7 +252,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
 }
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
-  return guarded(comm, "ncclCommCount", [&] {
+  return with_handle(comm, "ncclCommCount", [&] {
     require(comm != nullptr, "comm is NULL");
     require(count != nullptr, "count is NULL");
     *count = comm->size;
@@ -265,7 +261,7 @@ ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
 }
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
-  return guarded(comm, "ncclCommUserRank", [&] {
+  return with_handle(comm, "ncclCommUserRank", [&] {
     require(comm != nullptr, "comm is NULL");
     require(rank != nullptr, "rank is NULL");
     *rank = comm->rank;
@@ -274,7 +270,7 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
 }
 
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
-  return guarded(comm, "ncclCommCuDevice", [&] {
+  return with_handle(comm, "ncclCommCuDevice", [&] {
     require(comm != nullptr, "comm is NULL");
     require(device != nullptr, "device is NULL");
     *device = -1;

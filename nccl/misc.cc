@@ -1,11 +1,30 @@
 // Version, error strings, memory, registration: the calls that involve no communication.
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "nccl/comm.h"
 #include "nccl/group.h"
 
 using namespace fsdp::nccl;
+
+namespace {
+
+// What ncclMemAlloc gave out and not yet freed (pointer -> bytes), so that ncclMemFree of anything
+// else is an error instead of free() of a foreign or already freed pointer.
+struct Allocations {
+  std::mutex mu;
+  std::unordered_map<void*, size_t> live;
+};
+
+Allocations& allocations() {
+  static Allocations* a = new Allocations;  // never destroyed: frees at exit still find it
+  return *a;
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -52,14 +71,30 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
     if (::posix_memalign(&p, NCCL_WIN_REQUIRED_ALIGNMENT, size > 0 ? size : 1) != 0) {
       throw ApiError(ncclSystemError, "cannot allocate " + std::to_string(size) + " bytes");
     }
+    {
+      std::lock_guard<std::mutex> lock(allocations().mu);
+      allocations().live.emplace(p, size);
+    }
     *ptr = p;
     return ncclSuccess;
   });
 }
 
 ncclResult_t ncclMemFree(void* ptr) {
-  std::free(ptr);
-  return ncclSuccess;
+  return api_call(nullptr, "ncclMemFree", [&] {
+    if (!ptr) return ncclSuccess;  // as free(NULL)
+    {
+      std::lock_guard<std::mutex> lock(allocations().mu);
+      if (allocations().live.erase(ptr) == 0) {
+        char text[32];
+        std::snprintf(text, sizeof(text), "%p", ptr);
+        throw ApiError(ncclInvalidArgument, std::string("ptr ") + text +
+                                                " was not returned by ncclMemAlloc, or was freed already");
+      }
+    }
+    std::free(ptr);
+    return ncclSuccess;
+  });
 }
 
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t, void** handle) {

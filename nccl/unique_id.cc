@@ -15,6 +15,7 @@
 #include <random>
 
 #include "collectives/core/errors.h"
+#include "common/crc32c.h"
 #include "collectives/transports/tcp.h"
 #include "common/knobs.h"
 #include "launch/store.h"
@@ -24,8 +25,17 @@ namespace fsdp::nccl {
 namespace {
 
 constexpr char kMagic[8] = {'f', 's', 'd', 'p', 'N', 'C', 'C', 'L'};
-constexpr uint8_t kLayoutVersion = 1;
-constexpr size_t kModeAt = 9, kPortAt = 10, kJobAt = 12, kHostAt = 32;
+constexpr uint8_t kLayoutVersion = 2;
+constexpr size_t kModeAt = 9, kPortAt = 10, kJobAt = 12, kHostAt = 32, kChecksumAt = 124;
+static_assert(kHostAt + kIdMaxHostChars + 1 == kChecksumAt && kChecksumAt + 4 == sizeof(ncclUniqueId::internal));
+
+uint32_t checksum_of(const ncclUniqueId& raw) { return crc32c(raw.internal, kChecksumAt); }
+
+uint32_t stored_checksum(const ncclUniqueId& raw) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(raw.internal[kChecksumAt + i]);
+  return v;
+}
 
 bool is_loopback(const std::string& host) { return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0; }
 
@@ -103,6 +113,8 @@ ncclUniqueId encode(const UniqueId& id) {
   raw.internal[kPortAt + 1] = static_cast<char>(id.port >> 8);
   put_string(raw, kJobAt, kIdMaxJobChars, id.job, "job id");
   put_string(raw, kHostAt, kIdMaxHostChars, id.host, "host");
+  const uint32_t sum = checksum_of(raw);
+  for (int i = 0; i < 4; ++i) raw.internal[kChecksumAt + i] = static_cast<char>((sum >> (8 * i)) & 0xff);
   return raw;
 }
 
@@ -116,6 +128,11 @@ UniqueId decode(const ncclUniqueId& raw) {
     throw ApiError(ncclInvalidArgument, "the ncclUniqueId has layout version " +
                                             std::to_string(static_cast<uint8_t>(raw.internal[8])) + ", this library reads " +
                                             std::to_string(kLayoutVersion) + ": mixed library versions in one job");
+  }
+  if (checksum_of(raw) != stored_checksum(raw)) {
+    throw ApiError(ncclInvalidArgument,
+                   "corrupt ncclUniqueId: checksum mismatch (the 128 bytes changed between ncclGetUniqueId and "
+                   "this call: a partial or wrong-buffer broadcast?)");
   }
   UniqueId id;
   const auto mode = static_cast<uint8_t>(raw.internal[kModeAt]);

@@ -1,9 +1,11 @@
 // What the 128 bytes of an ncclUniqueId carry, and the rendezvous listener ncclGetUniqueId starts.
 //
 // Layout (all ranks share one architecture, like NCCL's own id):
-//   [0, 8)    magic "fsdpNCCL"           [8]  layout version (1)      [9]  mode (IdMode)
+//   [0, 8)    magic "fsdpNCCL"           [8]  layout version (2)      [9]  mode (IdMode)
 //   [10, 12)  store port, little endian  [12, 32) job id, NUL-terminated
-//   [32, 128) store host (numeric address or name), NUL-terminated
+//   [32, 124) store host (numeric address or name), NUL-terminated
+//   [124, 128) CRC32C of bytes [0, 124), little endian: an id damaged on its way from rank 0 (a short
+//              MPI_Bcast, a wrong buffer) is refused before anything in it is used
 //
 // The job id namespaces the store keys ("nccl/<job>/..."), so one listener serves any number of
 // communicators, created one after another or at the same time.
@@ -33,11 +35,12 @@ struct UniqueId {
 };
 
 inline constexpr size_t kIdMaxJobChars = 19;
-inline constexpr size_t kIdMaxHostChars = 95;
+inline constexpr size_t kIdMaxHostChars = 91;
 
 // Throws ApiError(ncclInvalidArgument) when host or job do not fit.
 ncclUniqueId encode(const UniqueId& id);
-// Throws ApiError(ncclInvalidArgument) when the bytes are not an id made by ncclGetUniqueId.
+// Throws ApiError(ncclInvalidArgument) when the bytes are not an id made by ncclGetUniqueId (magic,
+// version, checksum, fields), before any field is used.
 UniqueId decode(const ncclUniqueId& raw);
 
 // What ncclGetUniqueId returns: under NCCL_COMM_ID an id naming that address; otherwise a fresh job on

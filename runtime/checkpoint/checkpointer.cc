@@ -13,7 +13,7 @@
 #include <unordered_map>
 
 #include "proto/checkpoint.pb.h"
-#include "runtime/checkpoint/crc32c.h"
+#include "common/crc32c.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/reader.h"
 #include "runtime/checkpoint/state_tensors.h"

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "runtime/checkpoint/checkpointer.h"
-#include "runtime/checkpoint/crc32c.h"
+#include "common/crc32c.h"
 #include "runtime/checkpoint/errors.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/reader.h"

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "runtime/checkpoint/checkpointer.h"
-#include "runtime/checkpoint/crc32c.h"
+#include "common/crc32c.h"
 #include "runtime/checkpoint/errors.h"
 
 namespace fsdp::runtime::checkpoint::detail {

@@ -378,6 +378,54 @@ TEST(NcclErrors, UnsupportedAndTrivialCalls) {
   EXPECT_EQ(ncclCommAbort(nullptr), ncclSuccess);
 }
 
+TEST(NcclErrors, HandlesAreCheckedBeforeUse) {
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  ASSERT_NCCL(ncclCommInitAll(comms, 2, nullptr));
+  ncclComm_t destroyed = comms[1];
+  ASSERT_NCCL(ncclCommAbort(comms[1]));  // one rank alone: destroy would wait for its peer
+  float buf[4] = {};
+  // Every kind of entry on a destroyed handle: an error naming it, never a read of freed memory
+  // (which ASan would report).
+  EXPECT_EQ(ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, destroyed, nullptr), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("was destroyed or aborted"), std::string::npos)
+      << ncclGetLastError(nullptr);
+  EXPECT_NE(std::string(ncclGetLastError(destroyed)).find("ncclAllReduce"), std::string::npos);
+  int count = 0;
+  EXPECT_EQ(ncclCommCount(destroyed, &count), ncclInvalidArgument);
+  ncclResult_t async = ncclSuccess;
+  EXPECT_EQ(ncclCommGetAsyncError(destroyed, &async), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommDestroy(destroyed), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommAbort(destroyed), ncclInvalidArgument);
+  ncclComm_t child = nullptr;
+  EXPECT_EQ(ncclCommSplit(destroyed, 0, 0, &child, nullptr), ncclInvalidArgument);
+
+  // A pointer that never was a communicator is not dereferenced either.
+  alignas(64) char garbage[4096];
+  std::memset(garbage, 0xab, sizeof(garbage));
+  auto* foreign = reinterpret_cast<ncclComm_t>(garbage);
+  EXPECT_EQ(ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, foreign, nullptr), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("is not a communicator of this library"), std::string::npos)
+      << ncclGetLastError(nullptr);
+  EXPECT_EQ(ncclCommUserRank(foreign, &count), ncclInvalidArgument);
+
+  // Inside a group the bad handle fails the group at the call.
+  ASSERT_NCCL(ncclGroupStart());
+  EXPECT_EQ(ncclBroadcast(buf, buf, 4, ncclFloat, 0, destroyed, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidArgument);
+  ASSERT_NCCL(ncclCommAbort(comms[0]));
+}
+
+TEST(NcclErrors, MemFreeTakesOnlyWhatMemAllocGave) {
+  void* p = nullptr;
+  ASSERT_NCCL(ncclMemAlloc(&p, 64));
+  int on_stack = 0;
+  EXPECT_EQ(ncclMemFree(&on_stack), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("was not returned by ncclMemAlloc"), std::string::npos);
+  ASSERT_NCCL(ncclMemFree(p));
+  EXPECT_EQ(ncclMemFree(p), ncclInvalidArgument) << "a second free is refused, not a double free";
+  EXPECT_EQ(ncclMemFree(nullptr), ncclSuccess);
+}
+
 // --- Groups ----------------------------------------------------------------------------------------
 
 TEST(NcclGroup, NestedGroupsRunAtTheOutermostEnd) {
@@ -707,6 +755,15 @@ TEST(NcclInitRank, BadArgumentsAndIds) {
   std::memset(&zero, 0, sizeof(zero));
   EXPECT_EQ(ncclCommInitRank(&c, 1, zero, 0), ncclInvalidArgument);
   EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("not made by ncclGetUniqueId"), std::string::npos);
+  // Any single damaged byte of a real id is caught by its checksum before a field is used (a damaged
+  // host would otherwise be looked up, a damaged port connected to).
+  for (size_t at : {9u, 10u, 13u, 40u, 100u, 126u}) {
+    ncclUniqueId damaged = id;
+    damaged.internal[at] = static_cast<char>(damaged.internal[at] ^ 0x20);
+    EXPECT_EQ(ncclCommInitRank(&c, 1, damaged, 0), ncclInvalidArgument) << "byte " << at;
+    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("checksum mismatch"), std::string::npos)
+        << "byte " << at << ": " << ncclGetLastError(nullptr);
+  }
   ncclConfig_t config;
   std::memset(&config, 0, sizeof(config));
   EXPECT_EQ(ncclCommInitRankConfig(&c, 1, id, 0, &config), ncclInvalidArgument);

@@ -13,7 +13,7 @@
 
 #include "checkpoint_support.h"
 #include "common/json.h"
-#include "runtime/checkpoint/crc32c.h"
+#include "common/crc32c.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/inspect.h"
 #include "runtime/checkpoint/safetensors.h"

@@ -1,9 +1,9 @@
-#include "runtime/checkpoint/crc32c.h"
+#include "common/crc32c.h"
 
 #include <array>
 #include <cstring>
 
-namespace fsdp::runtime::checkpoint {
+namespace fsdp {
 namespace {
 
 // table[k][b]: the CRC of byte b followed by k zero bytes, so 8 input bytes fold in 8 lookups.
@@ -44,4 +44,4 @@ uint32_t crc32c_extend(uint32_t crc, const void* data, size_t bytes) {
   return ~c;
 }
 
-}  // namespace fsdp::runtime::checkpoint
+}  // namespace fsdp
