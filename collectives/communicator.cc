@@ -6,14 +6,15 @@
 #include <map>
 #include <sstream>
 
-#include "common/splitmix.h"
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/host_layout.h"
 #include "collectives/algorithms/selection.h"
+#include "collectives/core/fingerprint.h"
 #include "collectives/core/op.h"
 #include "collectives/core/progress_engine.h"
 #include "collectives/transports/transport.h"
 #include "collectives/types/reduce_kernels.h"
+#include "common/splitmix.h"
 
 namespace fsdp {
 namespace {
@@ -144,6 +145,13 @@ Task run_all_to_all(Op& op, const void* send, void* recv, size_t block_bytes) {
 
 Task run_barrier(Op& op) { co_await barrier_dissemination(op); }
 
+// The collective behind a fingerprint check: every rank agrees on what it is about to run first.
+Task run_checked(Op& op, Fingerprint mine, Task collective) {
+  co_await exchange_fingerprints(op, mine);
+  op.next_phase();
+  co_await collective;
+}
+
 }  // namespace
 
 struct Communicator::Impl {
@@ -179,6 +187,14 @@ struct Communicator::Impl {
     op->set_task(std::move(task));
     engine->submit(stream, op, ordered);
     return Work(std::move(op), engine);
+  }
+  // A collective: ordered, and fingerprinted first when the options ask for it.
+  Work submit_collective(OpPtr op, Task task, const CommOptions& o, const char* name, size_t count = 0, int dtype = -1,
+                         int root = -1, int reduce = -1) {
+    if (o.check_collectives) {
+      task = run_checked(*op, Fingerprint::of(name, op->context().seq, count, dtype, root, reduce), std::move(task));
+    }
+    return submit(std::move(op), std::move(task), true);
   }
 };
 
@@ -266,9 +282,12 @@ Work Communicator::all_gather(const void* send, void* recv, size_t count, DataTy
   check.buffer(recv, total, "recv");
   check.in_place_layout(recv, total, send, block, rank() * block, "send is not this rank's block of recv");
   auto op = impl_->new_op(options_, "all_gather", total, false, impl_->next_seq++);
-  return impl_->submit(op, run_all_gather(*op, send, static_cast<std::byte*>(recv), block,
-                              impl_->algorithms.small("all_gather", total, options_.small_message_bytes),
-                              impl_->hierarchy("all_gather", total, options_)), true);
+  return impl_->submit_collective(
+      op,
+      run_all_gather(*op, send, static_cast<std::byte*>(recv), block,
+                     impl_->algorithms.small("all_gather", total, options_.small_message_bytes),
+                     impl_->hierarchy("all_gather", total, options_)),
+      options_, "all_gather", count, static_cast<int>(type));
 }
 
 Work Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp rop) {
@@ -280,9 +299,12 @@ Work Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
   check.buffer(recv, block, "recv");
   check.in_place_layout(send, total, recv, block, rank() * block, "recv is not this rank's block of send");
   auto op = impl_->new_op(options_, "reduce_scatter", total, false, impl_->next_seq++);
-  return impl_->submit(op, run_reduce_scatter(*op, ReductionPlan(type, rop), send, recv, recv_count,
-                                  impl_->algorithms.small("reduce_scatter", total, options_.small_message_bytes),
-                                  impl_->hierarchy("reduce_scatter", total, options_)), true);
+  return impl_->submit_collective(
+      op,
+      run_reduce_scatter(*op, ReductionPlan(type, rop), send, recv, recv_count,
+                         impl_->algorithms.small("reduce_scatter", total, options_.small_message_bytes),
+                         impl_->hierarchy("reduce_scatter", total, options_)),
+      options_, "reduce_scatter", recv_count, static_cast<int>(type), -1, static_cast<int>(rop.kind));
 }
 
 Work Communicator::all_reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp rop) {
@@ -293,9 +315,12 @@ Work Communicator::all_reduce(const void* send, void* recv, size_t count, DataTy
   check.buffer(recv, bytes, "recv");
   check.in_place_layout(recv, bytes, send, bytes, 0, "send != recv (in place means the same pointer)");
   auto op = impl_->new_op(options_, "all_reduce", bytes, false, impl_->next_seq++);
-  return impl_->submit(op, run_all_reduce(*op, ReductionPlan(type, rop), send, recv, count,
-                              impl_->algorithms.small("all_reduce", bytes, options_.small_message_bytes),
-                              impl_->hierarchy("all_reduce", bytes, options_)), true);
+  return impl_->submit_collective(
+      op,
+      run_all_reduce(*op, ReductionPlan(type, rop), send, recv, count,
+                     impl_->algorithms.small("all_reduce", bytes, options_.small_message_bytes),
+                     impl_->hierarchy("all_reduce", bytes, options_)),
+      options_, "all_reduce", count, static_cast<int>(type), -1, static_cast<int>(rop.kind));
 }
 
 Work Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
@@ -308,8 +333,11 @@ Work Communicator::broadcast(const void* send, void* recv, size_t count, DataTyp
   }
   check.buffer(recv, bytes, "recv");
   auto op = impl_->new_op(options_, "broadcast", bytes, false, impl_->next_seq++);
-  return impl_->submit(op, run_broadcast(*op, send, static_cast<std::byte*>(recv), bytes, root,
-                             impl_->algorithms.small("broadcast", bytes, options_.small_message_bytes)), true);
+  return impl_->submit_collective(
+      op,
+      run_broadcast(*op, send, static_cast<std::byte*>(recv), bytes, root,
+                    impl_->algorithms.small("broadcast", bytes, options_.small_message_bytes)),
+      options_, "broadcast", count, static_cast<int>(type), root);
 }
 
 Work Communicator::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp rop, int root) {
@@ -323,8 +351,10 @@ Work Communicator::reduce(const void* send, void* recv, size_t count, DataType t
     check.in_place_layout(recv, bytes, send, bytes, 0, "send != recv (in place means the same pointer)");
   }
   auto op = impl_->new_op(options_, "reduce", bytes, false, impl_->next_seq++);
-  return impl_->submit(op, run_reduce(*op, ReductionPlan(type, rop), send, recv, count, root,
-                          impl_->algorithms.small("reduce", bytes, options_.small_message_bytes)), true);
+  return impl_->submit_collective(op,
+                                  run_reduce(*op, ReductionPlan(type, rop), send, recv, count, root,
+                                             impl_->algorithms.small("reduce", bytes, options_.small_message_bytes)),
+                                  options_, "reduce", count, static_cast<int>(type), root, static_cast<int>(rop.kind));
 }
 
 Work Communicator::all_to_all(const void* send, void* recv, size_t count, DataType type) {
@@ -335,12 +365,13 @@ Work Communicator::all_to_all(const void* send, void* recv, size_t count, DataTy
   check.buffer(recv, total, "recv");
   if (overlaps(send, total, recv, total)) check.fail("send and recv overlap");
   auto op = impl_->new_op(options_, "all_to_all", total, false, impl_->next_seq++);
-  return impl_->submit(op, run_all_to_all(*op, send, recv, block), true);
+  return impl_->submit_collective(op, run_all_to_all(*op, send, recv, block), options_, "all_to_all", count,
+                                  static_cast<int>(type));
 }
 
 Work Communicator::barrier() {
   auto op = impl_->new_op(options_, "barrier", 0, false, impl_->next_seq++);
-  return impl_->submit(op, run_barrier(*op), true);
+  return impl_->submit_collective(op, run_barrier(*op), options_, "barrier");
 }
 
 Work Communicator::send(const void* buf, size_t count, DataType type, int peer) {

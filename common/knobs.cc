@@ -24,6 +24,11 @@ const Knob<int64_t> kSmallMsgBytes{"FSDP_SMALL_MSG_BYTES", 64 * 1024,
 const Knob<int64_t> kChunkBytes{
     "FSDP_CHUNK_BYTES", 512 * 1024, "pipelining unit of the ring algorithms, bytes", 0, kInf, true};
 const Knob<std::string> kAlgo{"FSDP_ALGO", "", "force algorithms by collective, e.g. all_reduce=ring,all_gather=bruck"};
+const Knob<bool> kCheckCollectives{
+    "FSDP_CHECK_COLLECTIVES", false,
+    "exchange each collective's fingerprint (op, count, dtype, root, reduce op) first and "
+    "fail every rank at once on a mismatch, naming both calls (one extra small round per "
+    "collective)"};
 
 const Knob<std::string> kShmCopy{"FSDP_SHM_COPY",
                                  "auto",
@@ -286,6 +291,7 @@ std::vector<KnobInfo> all_knobs() {
           info_of(kSmallMsgBytes),
           info_of(kChunkBytes),
           info_of(kAlgo),
+          info_of(kCheckCollectives),
           info_of(kShmCopy),
           info_of(kShmCmaMinBytes),
           info_of(kTcpConnections),

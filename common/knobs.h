@@ -45,6 +45,7 @@ extern const Knob<double> kTimeoutSec;
 extern const Knob<int64_t> kSmallMsgBytes;
 extern const Knob<int64_t> kChunkBytes;
 extern const Knob<std::string> kAlgo;
+extern const Knob<bool> kCheckCollectives;
 // --- transports ---
 extern const Knob<std::string> kShmCopy;
 extern const Knob<int64_t> kShmCmaMinBytes;

@@ -56,6 +56,8 @@ Classified classify(const std::exception_ptr& error) {
     c = {ncclRemoteError, true, e.what()};
   } catch (const AbortedError& e) {
     c = {ncclInvalidUsage, true, e.what()};
+  } catch (const MismatchError& e) {
+    c = {ncclInvalidUsage, true, e.what()};
   } catch (const CommError& e) {
     c = {ncclSystemError, true, e.what()};
   } catch (const std::bad_alloc&) {

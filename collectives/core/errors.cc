@@ -22,6 +22,8 @@ Failure to_failure(const std::exception_ptr& error) {
     return {Failure::Kind::kPeerLost, e.context(), e.detail()};
   } catch (const AbortedError& e) {
     return {Failure::Kind::kAborted, e.context(), e.detail()};
+  } catch (const MismatchError& e) {
+    return {Failure::Kind::kMismatch, e.context(), e.detail()};
   } catch (const CommError& e) {
     return {Failure::Kind::kComm, e.context(), e.detail()};
   } catch (const std::exception& e) {
@@ -36,6 +38,8 @@ void throw_failure(const Failure& f) {
     case Failure::Kind::kTimeout: throw TimeoutError(f.ctx, f.detail);
     case Failure::Kind::kPeerLost: throw PeerLostError(f.ctx, f.detail);
     case Failure::Kind::kAborted: throw AbortedError(f.ctx, f.detail);
+    case Failure::Kind::kMismatch:
+      throw MismatchError(f.ctx, f.detail);
     case Failure::Kind::kComm: throw CommError(f.ctx, f.detail);
     case Failure::Kind::kOther: break;
   }

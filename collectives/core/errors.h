@@ -56,10 +56,17 @@ class AbortedError : public CommError {
   using CommError::CommError;
 };
 
+// Ranks called different collectives (or the same one with different arguments) at one sequence
+// number: found by the fingerprint check (collectives/core/fingerprint.h), on every rank at once.
+class MismatchError : public CommError {
+ public:
+  using CommError::CommError;
+};
+
 // A failure as plain data. The engine thread records it, and each waiting thread throws its own
 // fresh exception from it: no exception object is ever shared between threads.
 struct Failure {
-  enum class Kind { kComm, kTimeout, kPeerLost, kAborted, kOther };
+  enum class Kind { kComm, kTimeout, kPeerLost, kAborted, kMismatch, kOther };
   Kind kind = Kind::kOther;
   ErrorContext ctx;
   std::string detail;

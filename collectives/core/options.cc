@@ -10,6 +10,7 @@ CommOptions CommOptions::from_env() {
   o.small_message_bytes = static_cast<size_t>(knobs::kSmallMsgBytes.get());  // 0 turns the latency algorithms off
   o.chunk_bytes = static_cast<size_t>(knobs::kChunkBytes.get());
   o.algorithms = knobs::kAlgo.get();
+  o.check_collectives = knobs::kCheckCollectives.get();
   return o;
 }
 

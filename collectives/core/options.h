@@ -22,6 +22,10 @@ struct CommOptions {
   size_t chunk_bytes = static_cast<size_t>(knobs::kChunkBytes.fallback);
   // Forces algorithms by collective, e.g. "all_reduce=ring,all_gather=bruck". FSDP_ALGO.
   std::string algorithms;
+  // Exchange each collective's fingerprint (op, count, dtype, root, reduce op) before running it and
+  // fail every rank at once on a mismatch (collectives/core/fingerprint.h). One extra latency-bound
+  // round per collective when on. FSDP_CHECK_COLLECTIVES.
+  bool check_collectives = false;
 
   // Defaults overridden by whatever FSDP_* variables are set. Throws InvalidArgument on a malformed value.
   static CommOptions from_env();
