@@ -4,7 +4,7 @@
 #   include/    nccl.h; fsdp/common/..., fsdp/collectives/..., fsdp/launch/... (included as
 #               "collectives/communicator.h")
 #   bin/        the programs that exist in this build: fsdp-train, fsdp-run, fsdp-store, fsdp-plan,
-#               fsdp-ckpt, fsdp-bench
+#               fsdp-ckpt, fsdp-bench, fsdp-flight
 # Everything here reads targets defined elsewhere and only adds install-time properties
 # ($<INSTALL_INTERFACE:...>, $<BUILD_INTERFACE:...> wrapping), so the build itself is unchanged.
 include(GNUInstallDirs)
@@ -131,7 +131,7 @@ if(_fsdp_cpp_targets)
 endif()
 
 # --- Programs -------------------------------------------------------------------------------------
-foreach(program fsdp-train fsdp-run fsdp-store fsdp-plan fsdp-ckpt fsdp-bench)
+foreach(program fsdp-train fsdp-run fsdp-store fsdp-plan fsdp-ckpt fsdp-bench fsdp-flight)
   if(TARGET ${program})
     install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT programs)
   endif()

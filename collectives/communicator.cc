@@ -10,6 +10,7 @@
 #include "collectives/algorithms/host_layout.h"
 #include "collectives/algorithms/selection.h"
 #include "collectives/core/fingerprint.h"
+#include "collectives/core/flight_recorder.h"
 #include "collectives/core/op.h"
 #include "collectives/core/progress_engine.h"
 #include "collectives/transports/transport.h"
@@ -178,9 +179,12 @@ struct Communicator::Impl {
   Impl(std::shared_ptr<Transport> t, std::shared_ptr<ProgressEngine> e, const CommOptions& o)
       : transport(std::move(t)), engine(std::move(e)), algorithms(o.algorithms) {}
 
-  OpPtr new_op(const CommOptions& o, const char* name, size_t bytes, bool p2p, uint64_t seq) {
-    return std::make_shared<Op>(ErrorContext{transport->rank(), -1, name, seq, bytes}, *transport,
-                                p2p ? p2p_group : group, scratch, o.chunk_bytes, o.timeout);
+  OpPtr new_op(const CommOptions& o, const char* name, size_t bytes, bool p2p, uint64_t seq, int peer = -1) {
+    auto op = std::make_shared<Op>(ErrorContext{transport->rank(), -1, name, seq, bytes}, *transport,
+                                   p2p ? p2p_group : group, scratch, o.chunk_bytes, o.timeout);
+    op->set_flight_id(FlightRecorder::instance().queued(op->context(), group.context, group.rank,
+                                                        static_cast<int>(group.endpoints.size()), p2p, peer));
+    return op;
   }
   // Hands the operation and its algorithm to the engine; ordered ones queue behind earlier collectives.
   Work submit(OpPtr op, Task task, bool ordered) {
@@ -379,7 +383,7 @@ Work Communicator::send(const void* buf, size_t count, DataType type, int peer) 
   const size_t bytes = check.bytes(count, type);
   check.peer(peer);
   check.buffer(buf, bytes, "send");
-  auto op = impl_->new_op(options_, "send", bytes, true, impl_->sends_to[peer]++);
+  auto op = impl_->new_op(options_, "send", bytes, true, impl_->sends_to[peer]++, peer);
   return impl_->submit(op, run_send(*op, buf, bytes, peer), false);
 }
 
@@ -388,7 +392,7 @@ Work Communicator::recv(void* buf, size_t count, DataType type, int peer) {
   const size_t bytes = check.bytes(count, type);
   check.peer(peer);
   check.buffer(buf, bytes, "recv");
-  auto op = impl_->new_op(options_, "recv", bytes, true, impl_->recvs_from[peer]++);
+  auto op = impl_->new_op(options_, "recv", bytes, true, impl_->recvs_from[peer]++, peer);
   return impl_->submit(op, run_recv(*op, buf, bytes, peer), false);
 }
 

@@ -29,6 +29,11 @@ const Knob<bool> kCheckCollectives{
     "exchange each collective's fingerprint (op, count, dtype, root, reduce op) first and "
     "fail every rank at once on a mismatch, naming both calls (one extra small round per "
     "collective)"};
+const Knob<int64_t> kFlightRecorderEntries{"FSDP_FLIGHT_RECORDER_ENTRIES", 2048,
+                                           "collectives each process keeps in its flight recorder ring (0: off)", 0};
+const Knob<std::string> kFlightRecorderDir{"FSDP_FLIGHT_RECORDER_DIR", "",
+                                           "where each rank writes its flight recorder at its first failed "
+                                           "operation (fsdp-train: the job's dump folder unless set; empty: nowhere)"};
 
 const Knob<std::string> kShmCopy{"FSDP_SHM_COPY",
                                  "auto",
@@ -292,6 +297,8 @@ std::vector<KnobInfo> all_knobs() {
           info_of(kChunkBytes),
           info_of(kAlgo),
           info_of(kCheckCollectives),
+          info_of(kFlightRecorderEntries),
+          info_of(kFlightRecorderDir),
           info_of(kShmCopy),
           info_of(kShmCmaMinBytes),
           info_of(kTcpConnections),

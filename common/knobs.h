@@ -46,6 +46,8 @@ extern const Knob<int64_t> kSmallMsgBytes;
 extern const Knob<int64_t> kChunkBytes;
 extern const Knob<std::string> kAlgo;
 extern const Knob<bool> kCheckCollectives;
+extern const Knob<int64_t> kFlightRecorderEntries;
+extern const Knob<std::string> kFlightRecorderDir;
 // --- transports ---
 extern const Knob<std::string> kShmCopy;
 extern const Knob<int64_t> kShmCmaMinBytes;

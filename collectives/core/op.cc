@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "collectives/core/flight_recorder.h"
+
 namespace fsdp {
 
 std::byte* ScratchPool::get(int index, size_t bytes) {
@@ -67,6 +69,7 @@ void Op::start(Clock::time_point now) {
   started_at_ = now;
   deadline_ = now + timeout_;
   resume_point_ = task_.handle();
+  FlightRecorder::instance().started(flight_id_);
 }
 
 bool Op::runnable() const {
@@ -106,6 +109,8 @@ void Op::finish(std::exception_ptr error) {
     if (error) failure_ = to_failure(error);
     state_.store(error ? State::kFailed : State::kDone, std::memory_order_release);
   }
+  // Before waking the waiters: a failure's dump is on disk when the caller sees the error.
+  FlightRecorder::instance().finished(flight_id_, error ? &failure_ : nullptr);
   cv_.notify_all();
 }
 

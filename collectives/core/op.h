@@ -85,6 +85,9 @@ class Op {
   void next_phase() { phase_ += 1u << 28; }
   const ErrorContext& context() const { return ctx_; }
 
+  // The operation's entry in the flight recorder (0: not recorded); start and finish update it.
+  void set_flight_id(uint64_t id) { flight_id_ = id; }
+
   // --- used by the progress engine ---
   void set_task(Task task) { task_ = std::move(task); }
   Task& task() { return task_; }
@@ -129,6 +132,7 @@ class Op {
   Clock::time_point finished_at_{};
   bool started_ = false;
   uint32_t phase_ = 0;
+  uint64_t flight_id_ = 0;
 
   Task task_;
   std::coroutine_handle<> resume_point_;

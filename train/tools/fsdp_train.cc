@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "collectives/core/errors.h"
+#include "collectives/core/flight_recorder.h"
 #include "common/knobs.h"
 #include "launch/cli_flags.h"
 #include "launch/thread_budget.h"
@@ -29,6 +30,9 @@ namespace {
 int fail(int rank, const char* kind, const std::exception& e, int code) {
   std::fflush(stdout);
   std::fprintf(stderr, "fsdp-train: rank %d: %s: %s\n", rank, kind, e.what());
+  // A runtime failure: this rank's last collectives, for fsdp-flight (a rank that failed outside
+  // communication has no failed operation of its own to trigger the dump).
+  if (code == 1) fsdp::FlightRecorder::instance().dump(std::string("fsdp-train failed: ") + kind + ": " + e.what());
   return code;
 }
 
@@ -60,6 +64,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     config.check_fits_machine_memory();  // before the world connects and anything is allocated
+    // Flight recorder dumps go to the job's dump folder unless FSDP_FLIGHT_RECORDER_DIR chose.
+    if (!knobs::kFlightRecorderDir.is_set()) FlightRecorder::instance().set_dump_dir(config.job.dump_folder);
 
     // Each rank's share of the cores unless the user chose (fsdp-run sets the variables for its ranks).
     const launch::ThreadBudget threads = launch::decide_thread_budget(

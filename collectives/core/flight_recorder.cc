@@ -1,0 +1,205 @@
+#include "collectives/core/flight_recorder.h"
+
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "common/json.h"
+#include "common/knobs.h"
+
+namespace fsdp {
+namespace {
+
+double clock_seconds(clockid_t clock) {
+  timespec ts{};
+  ::clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double now() { return clock_seconds(CLOCK_MONOTONIC); }
+
+std::string hex(uint64_t v) {
+  char text[24];
+  std::snprintf(text, sizeof(text), "0x%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+// Writes text to path through path.tmp-<pid> and a rename, so a reader never sees half a file.
+bool write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  const bool ok = done == text.size() && ::close(fd) == 0;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* name(FlightEntry::State s) {
+  switch (s) {
+    case FlightEntry::State::kQueued:
+      return "queued";
+    case FlightEntry::State::kStarted:
+      return "started";
+    case FlightEntry::State::kDone:
+      return "done";
+    case FlightEntry::State::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+FlightRecorder& FlightRecorder::instance() {
+  // Never destroyed: operations finishing during static destruction still find it.
+  static FlightRecorder* r = [] {
+    auto* made = new FlightRecorder(static_cast<size_t>(knobs::kFlightRecorderEntries.get()));
+    made->dir_ = knobs::kFlightRecorderDir.get();
+    return made;
+  }();
+  return *r;
+}
+
+FlightRecorder::FlightRecorder(size_t capacity) : ring_(capacity) {}
+
+uint64_t FlightRecorder::queued(const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size, bool p2p,
+                                int peer) {
+  if (ring_.empty()) return 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t id = next_id_++;
+  FlightEntry& e = ring_[(id - 1) % ring_.size()];
+  e = FlightEntry{};
+  e.rank = ctx.rank;
+  e.comm = comm;
+  e.comm_rank = comm_rank;
+  e.comm_size = comm_size;
+  std::strncpy(e.op, ctx.op.c_str(), sizeof(e.op) - 1);
+  e.p2p = p2p;
+  e.seq = ctx.seq;
+  e.bytes = ctx.bytes;
+  e.peer = peer;
+  e.queued = now();
+  if (process_rank_ < 0) process_rank_ = ctx.rank;
+  return id;
+}
+
+FlightEntry* FlightRecorder::slot(uint64_t id) {
+  if (id == 0 || ring_.empty() || id + ring_.size() < next_id_) return nullptr;
+  return &ring_[(id - 1) % ring_.size()];
+}
+
+void FlightRecorder::started(uint64_t id) {
+  if (id == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (FlightEntry* e = slot(id)) {
+    e->state = FlightEntry::State::kStarted;
+    e->started = now();
+  }
+}
+
+void FlightRecorder::finished(uint64_t id, const Failure* failure) {
+  if (id == 0) return;
+  bool first_failure = false;
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    FlightEntry* e = slot(id);
+    if (e) {
+      e->state = failure ? FlightEntry::State::kFailed : FlightEntry::State::kDone;
+      e->finished = now();
+      if (e->started == 0) e->started = e->finished;
+      if (failure) e->error = describe(failure->ctx, failure->detail);
+    }
+    if (failure && !failure_dumped_) {
+      failure_dumped_ = true;
+      first_failure = true;
+      reason = "first failed operation: " + describe(failure->ctx, failure->detail);
+    }
+  }
+  if (first_failure) dump(reason);
+}
+
+void FlightRecorder::set_dump_dir(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(mu_);
+  dir_ = dir;
+  failure_dumped_ = false;  // the next failure dumps into the new directory
+}
+
+std::string FlightRecorder::dump_dir() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dir_;
+}
+
+int FlightRecorder::process_rank() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return process_rank_;
+}
+
+std::vector<FlightEntry> FlightRecorder::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<FlightEntry> out;
+  const uint64_t first = next_id_ > ring_.size() ? next_id_ - ring_.size() : 1;
+  for (uint64_t id = first; id < next_id_; ++id) out.push_back(ring_[(id - 1) % ring_.size()]);
+  return out;
+}
+
+std::string FlightRecorder::dump(const std::string& reason) {
+  const std::string dir = dump_dir();
+  const int rank = process_rank();
+  if (dir.empty() || rank < 0) return "";
+  const std::vector<FlightEntry> entries = snapshot();
+  json::Writer w;
+  w.begin_object();
+  w.key("rank").value(rank);
+  w.key("pid").value(static_cast<int64_t>(::getpid()));
+  w.key("reason").value(reason);
+  w.key("wall_time").value(clock_seconds(CLOCK_REALTIME));
+  w.key("monotonic_time").value(now());
+  w.key("entries").begin_array();
+  for (const FlightEntry& e : entries) {
+    w.begin_object();
+    w.key("rank").value(e.rank);
+    w.key("comm").value(hex(e.comm));
+    w.key("comm_rank").value(e.comm_rank);
+    w.key("comm_size").value(e.comm_size);
+    w.key("op").value(e.op);
+    w.key("p2p").value(e.p2p);
+    w.key("seq").value(static_cast<int64_t>(e.seq));
+    w.key("bytes").value(e.bytes);
+    w.key("peer").value(e.peer);
+    w.key("state").value(name(e.state));
+    w.key("queued").value(e.queued);
+    w.key("started").value(e.started);
+    w.key("finished").value(e.finished);
+    w.key("error").value(e.error);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string path = dir + "/flight_recorder_rank" + std::to_string(rank) + ".json";
+  if (!write_atomically(path, w.text() + "\n")) {
+    std::fprintf(stderr, "fsdp: rank %d could not write its flight recorder to %s: %s\n", rank, path.c_str(),
+                 std::strerror(errno));
+    return "";
+  }
+  std::fprintf(stderr, "fsdp: rank %d wrote its last %zu collectives to %s (fsdp-flight %s)\n", rank, entries.size(),
+               path.c_str(), dir.c_str());
+  return path;
+}
+
+}  // namespace fsdp

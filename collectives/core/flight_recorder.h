@@ -1,0 +1,84 @@
+// The flight recorder: every process keeps its last FSDP_FLIGHT_RECORDER_ENTRIES collectives (which
+// communicator, sequence number, operation, size, peer, state, when it was queued, started and
+// finished) in a ring, and writes them as JSON when something goes wrong, so that after a hang or a
+// crash the question "which rank was behind, and in which operation" has an answer
+// (collectives/core/flight_analysis.h reads every rank's dump; `fsdp-flight DIR` prints it).
+//
+//   dump file: <FSDP_FLIGHT_RECORDER_DIR>/flight_recorder_rank<R>.json  (R: the job-wide rank)
+//   {"rank": R, "pid": P, "reason": "...", "wall_time": s, "monotonic_time": s,
+//    "entries": [{"rank": R, "comm": "0x..", "comm_rank": r, "comm_size": n, "op": "all_gather",
+//                 "p2p": false, "seq": 17, "bytes": 4096, "peer": -1, "state": "started",
+//                 "queued": s, "started": s, "finished": s, "error": ""}, ...]}   (oldest first)
+//
+// Times are CLOCK_MONOTONIC seconds: comparable between the ranks of one host; wall_time and
+// monotonic_time, taken together at the dump, convert them across hosts.
+//
+// A dump is written at the first failed operation of the process (timeout, lost peer, mismatch,
+// abort: the moment that shows what every operation was waiting on) and whenever dump() is called
+// (fsdp-train does at a failed exit). No directory set: nothing is written, the ring still records.
+// Recording costs one uncontended mutex per state change; FSDP_FLIGHT_RECORDER_ENTRIES=0 turns it off.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collectives/core/errors.h"
+
+namespace fsdp {
+
+struct FlightEntry {
+  enum class State { kQueued, kStarted, kDone, kFailed };
+  int rank = -1;      // job-wide (transport) rank
+  uint64_t comm = 0;  // the communicator's tag context: equal on all its members
+  int comm_rank = -1;
+  int comm_size = 0;
+  char op[24] = {};
+  bool p2p = false;  // send/recv: seq counts per peer, not per communicator
+  uint64_t seq = 0;
+  size_t bytes = 0;
+  int peer = -1;
+  State state = State::kQueued;
+  double queued = 0, started = 0, finished = 0;  // CLOCK_MONOTONIC seconds; 0 = not yet
+  std::string error;
+};
+
+const char* name(FlightEntry::State s);  // "queued", "started", "done", "failed"
+
+class FlightRecorder {
+ public:
+  // The process's recorder, sized and directed by FSDP_FLIGHT_RECORDER_ENTRIES / _DIR.
+  static FlightRecorder& instance();
+  explicit FlightRecorder(size_t capacity);
+
+  // Returns the entry's id for the updates below (0 when recording is off).
+  uint64_t queued(const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size, bool p2p, int peer);
+  void started(uint64_t id);
+  void finished(uint64_t id, const Failure* failure);  // failure: null when it succeeded
+
+  // Where dumps go; "" turns dumping off. set_dump_dir wins over FSDP_FLIGHT_RECORDER_DIR and re-arms
+  // the dump at the next failure.
+  void set_dump_dir(const std::string& dir);
+  std::string dump_dir() const;
+  // Writes the ring (atomically: temporary file, then rename) and returns the path; "" when no
+  // directory is set or nothing was recorded. Never throws: a failed write is reported on stderr.
+  std::string dump(const std::string& reason);
+
+  std::vector<FlightEntry> snapshot() const;  // oldest first
+  // The job-wide rank named in dump files: the first rank that recorded anything in this process.
+  int process_rank() const;
+
+ private:
+  FlightEntry* slot(uint64_t id);  // null once the ring moved past it
+
+  mutable std::mutex mu_;
+  std::vector<FlightEntry> ring_;
+  uint64_t next_id_ = 1;  // entry id i lives in ring_[(i - 1) % capacity]
+  int process_rank_ = -1;
+  bool failure_dumped_ = false;
+  std::string dir_;
+};
+
+}  // namespace fsdp
