@@ -15,7 +15,9 @@
 namespace fsdp::train {
 namespace {
 
-bool is_preset_flavor(std::string_view flavor) { return flavor != "debugmodel"; }
+// Our byte-vocabulary flavor keeps its FFN rounding (multiple_of 64) open to dimension overrides; every
+// other flavor is a planner preset.
+bool is_preset_flavor(std::string_view flavor) { return flavor != "debugmodel_byte"; }
 
 std::string preset_name(std::string_view flavor) {
   for (const auto& [alias, preset] : config_table::flavor_aliases()) {
@@ -125,15 +127,16 @@ sharding::ModelSpec TrainConfig::model_spec() const {
 runtime::LrSchedule TrainConfig::lr_schedule() const {
   runtime::LrSchedule s;
   s.lr = optimizer.lr;
-  s.total_steps = training.steps;
+  const int64_t steps = lr_scheduler.total_steps.value_or(training.steps);
+  s.total_steps = steps;
   s.warmup_steps = lr_scheduler.warmup_steps;
   s.decay = runtime::parse_decay_type(lr_scheduler.decay_type);
   s.min_lr_factor = lr_scheduler.min_lr_factor;
   if (lr_scheduler.decay_ratio) {
     // TorchTitan: round(steps * decay_ratio) decay steps, at most what warm-up leaves; the runtime's
     // ratio is of the post-warm-up steps.
-    const int64_t after = std::max<int64_t>(training.steps - lr_scheduler.warmup_steps, 1);
-    const double decay_steps = std::round(static_cast<double>(training.steps) * *lr_scheduler.decay_ratio);
+    const int64_t after = std::max<int64_t>(steps - lr_scheduler.warmup_steps, 1);
+    const double decay_steps = std::round(static_cast<double>(steps) * *lr_scheduler.decay_ratio);
     s.decay_ratio = std::min(1.0, decay_steps / static_cast<double>(after));
   }
   return s;

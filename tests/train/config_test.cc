@@ -28,7 +28,7 @@ CommandLine command_line(std::vector<const char*> args) {
 
 TEST(TrainConfig, ParsesDebugModelConfig) {
   TrainConfig c = load_train_config_file(FSDP_DEBUG_MODEL_CONFIG);
-  EXPECT_EQ(c.model.flavor, "debugmodel");
+  EXPECT_EQ(c.model.flavor, "debugmodel_byte");
   EXPECT_EQ(c.training.steps, 20);
   EXPECT_EQ(c.training.local_batch_size, 4);
   EXPECT_EQ(c.training.seq_len, 128);
@@ -133,6 +133,7 @@ TEST(TrainConfig, DirectoryAsConfigIsRefused) {
 TEST(TrainConfig, AbsurdSizesAreRefusedNamingTheKeyAndBytes) {
   auto validated = [](const char* flag, const char* value) {
     TrainConfig c;
+    c.model.flavor = "debugmodel_byte";  // a vocabulary of 256, so seq_len's term is the largest
     apply_override(c, flag, value);
     c.validate(1);
     c.check_fits_machine_memory();
@@ -254,7 +255,7 @@ TEST(TrainConfig, ValidateErrorsNameTheKeys) {
       [&] { with([](TrainConfig& c) { apply_override(c, "parallelism.fsdp_reshard_after_forward", "3"); }).validate(4); },
       {"fsdp_reshard_after_forward = 3", "must divide"});
   expect_config_error([&] { with([](TrainConfig& c) { c.model.n_heads = 5; }).validate(1); },
-                      {"model.n_heads = 5", "model.dim = 128"});
+                      {"model.n_heads = 5", "model.dim = 256"});
   expect_config_error([&] { with([](TrainConfig& c) { c.model.flavor = "mixtral-8x7b"; }).validate(1); },
                       {"mixture of experts"});
   expect_config_error([&] { with([](TrainConfig& c) { c.model.vocab_size = 100; }).validate(1); },

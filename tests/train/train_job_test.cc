@@ -31,7 +31,7 @@ TrainConfig job_config(const fs::path& dump, int world, const std::string& extra
   const char* mode = std::getenv("FSDP_EQUIVALENCE");
   const bool full = mode != nullptr && std::string(mode) == "full";
   toml << "[job]\ndump_folder = '" << dump.string() << "'\n"
-       << "[model]\nflavor = 'debugmodel'\n"
+       << "[model]\nflavor = 'debugmodel_byte'\n"
        << (full ? "" : "dim = 32\nn_layers = 2\nn_heads = 4\nn_kv_heads = 2\nvocab_size = 256\n")
        << "[training]\nseq_len = " << (full ? 128 : 16) << "\nsteps = 20\nlocal_batch_size = " << kGlobalBatch / world
        << "\n"

@@ -60,6 +60,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     config.check_fits_machine_memory();  // before the world connects and anything is allocated
+    if (rank == 0) {
+      if (const std::string line = config.no_effect_line(); !line.empty()) std::cout << "fsdp-train: " << line << '\n';
+      if (config.job.print_config) std::cout << "# fsdp-train configuration\n" << config.to_toml() << '\n';
+    }
 
     // Each rank's share of the cores unless the user chose (fsdp-run sets the variables for its ranks).
     const launch::ThreadBudget threads = launch::decide_thread_budget(
