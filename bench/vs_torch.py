@@ -184,7 +184,7 @@ def run_fsdp(build, config, m, ranks, steps, scratch):
     if p.returncode != 0:
         sys.exit(f"vs_torch: {' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
     steps_out = [(float(x.group(1)), float(x.group(2).replace(",", "")))
-                 for x in re.finditer(r"\[rank 0\] step: \d+ .*loss: ([\d.]+) .*tps: ([\d,]+)", p.stdout)]
+                 for x in re.finditer(r"\[rank 0\] step: +\d+ .*loss: +([\d.]+) .*tps: ([\d,]+)", p.stdout)]
     # rank 0's tps counts rank 0's tokens; the job's is ranks x that.
     return statistics.median(t for _, t in steps_out[1:]) * ranks, steps_out[0][0]
 
