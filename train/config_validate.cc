@@ -133,11 +133,9 @@ runtime::LrSchedule TrainConfig::lr_schedule() const {
   s.decay = runtime::parse_decay_type(lr_scheduler.decay_type);
   s.min_lr_factor = lr_scheduler.min_lr_factor;
   if (lr_scheduler.decay_ratio) {
-    // TorchTitan: round(steps * decay_ratio) decay steps, at most what warm-up leaves; the runtime's
-    // ratio is of the post-warm-up steps.
-    const int64_t after = std::max<int64_t>(steps - lr_scheduler.warmup_steps, 1);
-    const double decay_steps = std::round(static_cast<double>(steps) * *lr_scheduler.decay_ratio);
-    s.decay_ratio = std::min(1.0, decay_steps / static_cast<double>(after));
+    // TorchTitan: round(steps * decay_ratio) decay steps (Python's round, half to even); LrSchedule
+    // cuts them to what warm-up leaves.
+    s.decay_steps = static_cast<int64_t>(std::nearbyint(static_cast<double>(steps) * *lr_scheduler.decay_ratio));
   }
   return s;
 }

@@ -58,7 +58,7 @@ std::string describe_schedule(const runtime::LrSchedule& lr) {
   std::ostringstream s;
   s.precision(17);
   s << "lr=" << lr.lr << " warmup_steps=" << lr.warmup_steps << " total_steps=" << lr.total_steps
-    << " decay_ratio=" << lr.decay_ratio << " decay=" << static_cast<int>(lr.decay) << " min_lr_factor=" << lr.min_lr_factor;
+    << " decay_steps=" << lr.decay_steps << " decay=" << static_cast<int>(lr.decay) << " min_lr_factor=" << lr.min_lr_factor;
   return s.str();
 }
 
