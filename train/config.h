@@ -52,6 +52,9 @@ struct ModelConfig {
   std::optional<double> ffn_dim_multiplier;
   double norm_eps = 1e-5;
   double rope_theta = 500000;
+  // "torchtitan": TorchTitan's init (embeddings N(0, 1), output projections N(0, 0.02 / sqrt(2 (layer + 1))),
+  // output N(0, dim^-1/2) cut at 3 sd); "normal": N(0, 0.02) for every matrix (model/init.h).
+  std::string init_scheme = "torchtitan";
 };
 
 struct TrainingConfig {

@@ -230,6 +230,11 @@ const std::vector<Field>& fields() {
     f.push_back(float_field("model", "norm_eps", FSDP_ACC(double, model.norm_eps), false, "RMSNorm epsilon", positive));
     f.push_back(float_field("model", "rope_theta", FSDP_ACC(double, model.rope_theta), false, "rotary embedding base",
                             positive));
+    f.push_back(choice_field("model", "init_scheme", FSDP_ACC(std::string, model.init_scheme),
+                             {"torchtitan", "normal"}, false,
+                             "parameter init: torchtitan (embeddings N(0,1); wo, w2, w3 of layer l "
+                             "N(0, 0.02/sqrt(2(l+1))); output N(0, dim^-1/2) cut at 3 sd; the rest N(0, 0.02)) or "
+                             "normal (N(0, 0.02) every matrix); norms 1"));
     // [training]
     f.push_back(int_field("training", "local_batch_size", FSDP_ACC(int64_t, training.local_batch_size), true,
                           "sequences per data-parallel rank per micro-step", positive));

@@ -120,6 +120,7 @@ TrainerOptions trainer_options(const TrainConfig& c) {
   trainer.model = c.model_spec();
   trainer.norm_eps = static_cast<float>(c.model.norm_eps);
   trainer.rope_theta = static_cast<float>(c.model.rope_theta);
+  trainer.init = model::parse_init_scheme(c.model.init_scheme);
   trainer.local_batch = c.training.local_batch_size;
   trainer.seq_len = c.training.seq_len;
   trainer.grad_accum = c.training.gradient_accumulation_steps;

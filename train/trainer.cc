@@ -27,7 +27,7 @@ Trainer::Trainer(const TrainerOptions& options, Communicator& world, BatchSource
   fsdp_ = std::make_unique<runtime::FsdpModel>(options_.model, options_.fsdp, world_, tracker_);
   const uint64_t seed = options_.seed;
   fsdp_->init_parameters([&](int u, std::span<float* const> params) {
-    model::init_parameters(options_.model.units[static_cast<size_t>(u)], params, seed);
+    model::init_parameters(options_.model.units[static_cast<size_t>(u)], params, seed, options_.init);
   });
   if (options_.optimizer == OptimizerKind::kAdamW) {
     optimizer_ = std::make_unique<runtime::AdamW>(*fsdp_, options_.adamw, tracker_);

@@ -19,6 +19,7 @@
 #include "collectives/communicator.h"
 #include "model/dims.h"
 #include "runtime/fsdp_model.h"
+#include "model/init.h"
 #include "runtime/lr_schedule.h"
 #include "common/memory_tracker.h"
 #include "runtime/optimizer.h"
@@ -48,6 +49,7 @@ struct TrainerOptions {
   runtime::SgdConfig sgd;
   runtime::LrSchedule lr;
   uint64_t seed = 0;  // parameter initialisation
+  model::InitScheme init = model::InitScheme::kNormal;  // model.init_scheme
   bool skip_nonfinite = false;  // a NaN/Inf loss or gradient norm skips the step instead of stopping
 };
 
