@@ -52,6 +52,12 @@ struct ModelConfig {
   std::optional<double> ffn_dim_multiplier;
   double norm_eps = 1e-5;
   double rope_theta = 500000;
+  // Llama 3.1 RoPE scaling, on as in TorchTitan's llama3 models (model/ops.h RopeScaling).
+  bool rope_scaling = true;
+  double rope_scaling_factor = 8.0;
+  double rope_low_freq_factor = 1.0;
+  double rope_high_freq_factor = 4.0;
+  int64_t rope_original_max_position_embeddings = 8192;
   // "torchtitan": TorchTitan's init (embeddings N(0, 1), output projections N(0, 0.02 / sqrt(2 (layer + 1))),
   // output N(0, dim^-1/2) cut at 3 sd); "normal": N(0, 0.02) for every matrix (model/init.h).
   std::string init_scheme = "torchtitan";

@@ -230,6 +230,19 @@ const std::vector<Field>& fields() {
     f.push_back(float_field("model", "norm_eps", FSDP_ACC(double, model.norm_eps), false, "RMSNorm epsilon", positive));
     f.push_back(float_field("model", "rope_theta", FSDP_ACC(double, model.rope_theta), false, "rotary embedding base",
                             positive));
+    f.push_back(bool_field("model", "rope_scaling", FSDP_ACC(bool, model.rope_scaling), false,
+                           "Llama 3.1 RoPE frequency scaling, on as in TorchTitan's llama3 models"));
+    f.push_back(float_field("model", "rope_scaling_factor", FSDP_ACC(double, model.rope_scaling_factor), false,
+                            "low-frequency RoPE pairs turn this many times slower", positive));
+    f.push_back(float_field("model", "rope_low_freq_factor", FSDP_ACC(double, model.rope_low_freq_factor), false,
+                            "pairs with wavelength above original context / this are scaled fully", positive));
+    f.push_back(float_field("model", "rope_high_freq_factor", FSDP_ACC(double, model.rope_high_freq_factor), false,
+                            "pairs with wavelength below original context / this keep their frequency (must exceed "
+                            "rope_low_freq_factor)",
+                            positive));
+    f.push_back(int_field("model", "rope_original_max_position_embeddings",
+                          FSDP_ACC(int64_t, model.rope_original_max_position_embeddings), false,
+                          "context length the RoPE scaling is relative to", positive));
     f.push_back(choice_field("model", "init_scheme", FSDP_ACC(std::string, model.init_scheme),
                              {"torchtitan", "normal"}, false,
                              "parameter init: torchtitan (embeddings N(0,1); wo, w2, w3 of layer l "

@@ -216,6 +216,11 @@ void TrainConfig::validate(int64_t world_size) {
     throw ConfigError("model.n_kv_heads = " + std::to_string(kv) +
                       " does not divide model.n_heads = " + std::to_string(m.n_heads));
   }
+  if (model.rope_scaling && !(model.rope_high_freq_factor > model.rope_low_freq_factor)) {
+    throw ConfigError("model.rope_high_freq_factor = " + std::to_string(model.rope_high_freq_factor) +
+                      " must exceed model.rope_low_freq_factor = " + std::to_string(model.rope_low_freq_factor) +
+                      " (or set model.rope_scaling = false)");
+  }
   if ((m.dim / m.n_heads) % 2 != 0) {
     throw ConfigError("head dim model.dim / model.n_heads = " + std::to_string(m.dim / m.n_heads) +
                       " must be even for rotary embeddings");

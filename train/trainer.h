@@ -39,6 +39,7 @@ struct TrainerOptions {
   sharding::ModelSpec model;  // a dense Llama spec (sharding::make_llama)
   float norm_eps = 1e-5f;
   float rope_theta = 10000.f;
+  std::optional<model::ops::RopeScaling> rope_scaling;  // unset: plain RoPE
   int64_t local_batch = 4;  // sequences per rank per micro-batch
   int64_t seq_len = 128;
   int64_t grad_accum = 1;  // micro-batches per optimizer step

@@ -267,5 +267,26 @@ TEST_F(TrainJobTest, WritesOneMergedTraceAndTheMetricsFile) {
   EXPECT_EQ(lines, 3);
 }
 
+// TorchTitan's model options reach the trainer: Llama 3.1 RoPE scaling (on by default) and the init scheme.
+TEST(TrainJob, RopeScalingAndInitSchemeReachTheTrainer) {
+  TrainConfig c;
+  c.validate(1);
+  TrainerOptions t = trainer_options(c);
+  ASSERT_TRUE(t.rope_scaling.has_value());
+  EXPECT_EQ(t.rope_scaling->factor, 8.0);
+  EXPECT_EQ(t.rope_scaling->low_freq_factor, 1.0);
+  EXPECT_EQ(t.rope_scaling->high_freq_factor, 4.0);
+  EXPECT_EQ(t.rope_scaling->original_context, 8192.0);
+  EXPECT_EQ(t.init, model::InitScheme::kTorchTitan);
+  apply_override(c, "model.rope_scaling", "false");
+  apply_override(c, "model.init_scheme", "normal");
+  t = trainer_options(c);
+  EXPECT_FALSE(t.rope_scaling.has_value());
+  EXPECT_EQ(t.init, model::InitScheme::kNormal);
+  TrainConfig bad;
+  apply_override(bad, "model.rope_high_freq_factor", "1");
+  EXPECT_THROW(bad.validate(1), ConfigError);
+}
+
 }  // namespace
 }  // namespace fsdp::train
