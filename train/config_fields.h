@@ -52,6 +52,8 @@ std::vector<std::string> keys_of(std::string_view section);
 // "int", "float", "bool", "string", or the choices "a|b|c".
 std::string type_name(const Field& f);
 std::string join(const std::vector<std::string>& items, std::string_view sep);
+// Several problems as one ConfigError: one alone as it is, more one per line under "N errors:".
+[[noreturn]] void throw_config_errors(const std::vector<std::string>& problems);
 // A checked value as a TOML literal of the field's kind (a kList value already is one).
 std::string literal(Kind kind, const Value& v);
 

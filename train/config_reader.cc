@@ -234,14 +234,6 @@ void apply_node(TrainConfig& c, const std::string& prefix, std::string_view key,
   }
 }
 
-// Several problems become one ConfigError, one per line under a count.
-[[noreturn]] void throw_all(const std::vector<std::string>& problems) {
-  if (problems.size() == 1) throw ConfigError(problems.front());
-  std::string message = std::to_string(problems.size()) + " errors:";
-  for (const auto& p : problems) message += "\n  " + p;
-  throw ConfigError(message);
-}
-
 void sort_by_position(std::vector<Mistake>& items) {
   std::stable_sort(items.begin(), items.end(), [](const Mistake& a, const Mistake& b) {
     return a.at.line != b.at.line ? a.at.line < b.at.line : a.at.column < b.at.column;
@@ -263,7 +255,7 @@ void apply_table(TrainConfig& c, const toml::table& root, std::string_view sourc
   sort_by_position(mistakes);
   std::vector<std::string> problems;
   for (const auto& m : mistakes) problems.push_back(m.message);
-  throw_all(problems);
+  throw_config_errors(problems);
 }
 
 // A ConfigError's lines, without the "N errors:" head, for merging with more.
@@ -280,6 +272,17 @@ void add_problems(const ConfigError& e, std::vector<std::string>& problems) {
 }
 
 }  // namespace
+
+namespace config_table {
+
+void throw_config_errors(const std::vector<std::string>& problems) {
+  if (problems.size() == 1) throw ConfigError(problems.front());
+  std::string message = std::to_string(problems.size()) + " errors:";
+  for (const auto& p : problems) message += "\n  " + p;
+  throw ConfigError(message);
+}
+
+}  // namespace config_table
 
 TrainConfig parse_train_config(std::string_view toml_text, std::string_view source) {
   toml::table root;
@@ -375,7 +378,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
       cl.overrides.emplace_back(name, *value);
     }
   }
-  if (!problems.empty()) throw_all(problems);
+  if (!problems.empty()) throw_config_errors(problems);
   return cl;
 }
 
@@ -396,7 +399,7 @@ TrainConfig load_train_config(const CommandLine& command_line) {
       problems.push_back(e.what());
     }
   }
-  if (!problems.empty()) throw_all(problems);
+  if (!problems.empty()) throw_config_errors(problems);
   return c;
 }
 

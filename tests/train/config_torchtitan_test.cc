@@ -531,6 +531,24 @@ TEST(TorchTitanConfig, EveryMistakeInFileOrderWithItsLine) {
   }
 }
 
+// The cross-key checks of validate() report every independent problem too (the batch only once the
+// mesh resolves).
+TEST(TorchTitanConfig, ValidateReportsEveryIndependentProblem) {
+  TrainConfig c = parse_train_config(
+      "[model]\nn_heads = 5\nvocab_size = 100\n[training]\nlocal_batch_size = 4\nglobal_batch_size = 10\n", "v.toml");
+  try {
+    c.validate(2);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    const std::vector<std::string> got = problems_of(e);
+    ASSERT_EQ(got.size(), 4u) << e.what();
+    EXPECT_NE(got[0].find("training.global_batch_size = 10"), std::string::npos) << got[0];
+    EXPECT_NE(got[1].find("model.n_heads = 5 does not divide model.dim = 256"), std::string::npos) << got[1];
+    EXPECT_NE(got[2].find("model.n_kv_heads = 16 does not divide model.n_heads = 5"), std::string::npos) << got[2];
+    EXPECT_NE(got[3].find("model.vocab_size must be >= 256"), std::string::npos) << got[3];
+  }
+}
+
 TEST(TorchTitanConfig, ParallelDegreesOfOneOnly) {
   for (const char* key : {"tensor_parallel_degree", "pipeline_parallel_degree", "context_parallel_degree",
                           "expert_parallel_degree", "expert_tensor_parallel_degree"}) {
