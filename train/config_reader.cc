@@ -189,17 +189,17 @@ void assign(TrainConfig& c, const Field& f, const Value& v, const std::string& w
   }
 }
 
-// Every mistake of a document, with its position so they can be reported in file order (toml++ walks
-// a table's keys sorted by name).
-struct Mistake {
+// A mistake's message or a key's name with its position in the document, to put them in file order
+// (toml++ walks a table's keys sorted by name).
+struct Positioned {
   toml::source_position at;
-  std::string message;
+  std::string text;
 };
 
 // One key (or nested table) of table `prefix` ("" at the root, where keys are sections).
 // `given` collects the position of each key set, to put TrainConfig::no_effect_keys in file order.
 void apply_node(TrainConfig& c, const std::string& prefix, std::string_view key, const toml::node& node,
-                std::string_view source, std::vector<Mistake>& mistakes, std::vector<Mistake>& given) {
+                std::string_view source, std::vector<Positioned>& mistakes, std::vector<Positioned>& given) {
   const std::string where = tu::where(source, node.source());
   const std::string dotted = prefix.empty() ? std::string(key) : prefix + "." + std::string(key);
   const Field* f = prefix.empty() ? nullptr : find_field(prefix, key);
@@ -234,27 +234,27 @@ void apply_node(TrainConfig& c, const std::string& prefix, std::string_view key,
   }
 }
 
-void sort_by_position(std::vector<Mistake>& items) {
-  std::stable_sort(items.begin(), items.end(), [](const Mistake& a, const Mistake& b) {
+void sort_by_position(std::vector<Positioned>& items) {
+  std::stable_sort(items.begin(), items.end(), [](const Positioned& a, const Positioned& b) {
     return a.at.line != b.at.line ? a.at.line < b.at.line : a.at.column < b.at.column;
   });
 }
 
 void apply_table(TrainConfig& c, const toml::table& root, std::string_view source) {
-  std::vector<Mistake> mistakes, given;
+  std::vector<Positioned> mistakes, given;
   for (const auto& [key, node] : root) apply_node(c, "", key.str(), node, source, mistakes, given);
   sort_by_position(given);
   std::vector<std::string> in_file_order;
   for (const auto& g : given) {
-    if (std::find(c.no_effect_keys.begin(), c.no_effect_keys.end(), g.message) != c.no_effect_keys.end()) {
-      in_file_order.push_back(g.message);
+    if (std::find(c.no_effect_keys.begin(), c.no_effect_keys.end(), g.text) != c.no_effect_keys.end()) {
+      in_file_order.push_back(g.text);
     }
   }
   c.no_effect_keys = std::move(in_file_order);  // a document is read over the defaults: these are all
   if (mistakes.empty()) return;
   sort_by_position(mistakes);
   std::vector<std::string> problems;
-  for (const auto& m : mistakes) problems.push_back(m.message);
+  for (const auto& m : mistakes) problems.push_back(m.text);
   throw_config_errors(problems);
 }
 
