@@ -179,7 +179,10 @@ def run_fsdp(build, config, m, ranks, steps, scratch):
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
     cmd = [f"{build}/launch/fsdp-run", "--nproc", str(ranks), "--", f"{build}/train/fsdp-train", "--config", config,
            "--training.steps", str(steps), "--training.local_batch_size", str(GLOBAL_BATCH // ranks),
-           "--metrics.file=", "--job.dump_folder", scratch] + m["args"]
+           "--metrics.file=", "--job.dump_folder", scratch,
+           # the torch model's init and plain RoPE (fsdp-train's defaults are TorchTitan's scheme and
+           # Llama 3.1 RoPE scaling), so both runs are the same model
+           "--model.init_scheme", "normal", "--model.rope_scaling", "false"] + m["args"]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         sys.exit(f"vs_torch: {' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
