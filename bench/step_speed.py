@@ -45,7 +45,7 @@ def run(build, config, ranks, steps, env_extra, scratch, perf):
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         sys.exit(f"step_speed: {' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    tps = [float(m.group(2).replace(",", "")) for m in re.finditer(r"\[rank 0\] step: (\d+) .*tps: ([\d,]+)", p.stdout)
+    tps = [float(m.group(2).replace(",", "")) for m in re.finditer(r"\[rank 0\] step: +(\d+) .*tps: ([\d,]+)", p.stdout)
            ][1:]
     faults = re.search(r"\[rank 0\] memory: after the first step, .* ([\d.e+-]+) minor page faults per step", p.stdout)
     perf_faults = re.search(r"^(\d+),,page-faults", p.stderr, re.M) if perf else None

@@ -179,12 +179,15 @@ def run_fsdp(build, config, m, ranks, steps, scratch):
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
     cmd = [f"{build}/launch/fsdp-run", "--nproc", str(ranks), "--", f"{build}/train/fsdp-train", "--config", config,
            "--training.steps", str(steps), "--training.local_batch_size", str(GLOBAL_BATCH // ranks),
-           "--metrics.file=", "--job.dump_folder", scratch] + m["args"]
+           "--metrics.file=", "--job.dump_folder", scratch,
+           # the torch model's init and plain RoPE (fsdp-train's defaults are TorchTitan's scheme and
+           # Llama 3.1 RoPE scaling), so both runs are the same model
+           "--model.init_scheme", "normal", "--model.rope_scaling", "false"] + m["args"]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         sys.exit(f"vs_torch: {' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
     steps_out = [(float(x.group(1)), float(x.group(2).replace(",", "")))
-                 for x in re.finditer(r"\[rank 0\] step: \d+ .*loss: ([\d.]+) .*tps: ([\d,]+)", p.stdout)]
+                 for x in re.finditer(r"\[rank 0\] step: +\d+ .*loss: +([\d.]+) .*tps: ([\d,]+)", p.stdout)]
     # rank 0's tps counts rank 0's tokens; the job's is ranks x that.
     return statistics.median(t for _, t in steps_out[1:]) * ranks, steps_out[0][0]
 

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
+#include "model/ops.h"
 #include "sharding/model_spec.h"
 
 namespace fsdp::model {
@@ -17,6 +19,7 @@ struct LlamaDims {
   int64_t vocab = 0;
   float norm_eps = 1e-5f;
   float rope_theta = 10000.f;
+  std::optional<ops::RopeScaling> rope_scaling;  // Llama 3.1 scaling of the RoPE frequencies; unset: none
 
   int64_t head_dim() const { return dim / n_heads; }
   int64_t q_dim() const { return n_heads * head_dim(); }

@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <cmath>
+#include <numbers>
 #include <stdexcept>
 #include <string>
 
@@ -76,10 +77,21 @@ void rmsnorm_backward(const float* x, const float* w, const float* rstd, const f
   }
 }
 
-void rope_table(int64_t seq, int64_t head_dim, float theta, float* cos, float* sin) {
+double rope_frequency(int64_t i, int64_t head_dim, double theta, const RopeScaling* scaling) {
+  const double freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+  if (scaling == nullptr) return freq;
+  const RopeScaling& s = *scaling;
+  const double wavelength = 2 * std::numbers::pi / freq;
+  if (wavelength < s.original_context / s.high_freq_factor) return freq;
+  if (wavelength > s.original_context / s.low_freq_factor) return freq / s.factor;
+  const double smooth = (s.original_context / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  return (1 - smooth) * freq / s.factor + smooth * freq;
+}
+
+void rope_table(int64_t seq, int64_t head_dim, float theta, float* cos, float* sin, const RopeScaling* scaling) {
   const int64_t half = head_dim / 2;
   for (int64_t i = 0; i < half; ++i) {
-    const double freq = std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / head_dim);
+    const double freq = rope_frequency(i, head_dim, static_cast<double>(theta), scaling);
     for (int64_t t = 0; t < seq; ++t) {
       const double angle = static_cast<double>(t) * freq;
       cos[t * half + i] = static_cast<float>(std::cos(angle));

@@ -20,7 +20,8 @@ struct RopeTables {
   const float* sin() const { return buf.data() + buf.size() / 2; }
   RopeTables(const LlamaDims& d, int64_t seq, MemoryTracker& tracker)
       : buf(tracker, MemoryCategory::kActivations, static_cast<size_t>(seq * d.head_dim())) {
-    ops::rope_table(seq, d.head_dim(), d.rope_theta, buf.data(), buf.data() + buf.size() / 2);
+    ops::rope_table(seq, d.head_dim(), d.rope_theta, buf.data(), buf.data() + buf.size() / 2,
+                    d.rope_scaling ? &*d.rope_scaling : nullptr);
   }
 };
 

@@ -16,18 +16,15 @@ DecayType parse_decay_type(std::string_view s) {
 }
 
 double LrSchedule::at(int64_t step) const {
-  const int64_t warmup = std::max<int64_t>(warmup_steps, 0);
-  if (step <= warmup) {
-    // Ramp so the first step already moves: step / (warmup + 1), reaching lr after warm-up.
-    return lr * static_cast<double>(step) / static_cast<double>(warmup + 1);
-  }
-  const int64_t after = std::max<int64_t>(total_steps - warmup, 1);
-  const int64_t decay_steps =
-      decay_ratio < 0 ? after : std::clamp<int64_t>(static_cast<int64_t>(std::llround(decay_ratio * after)), 0, after);
-  const int64_t decay_start = total_steps - decay_steps;  // last step before the decay begins
-  if (step <= decay_start || decay_steps == 0) return lr;
-  // Over decay_steps + 1 so the last step still learns (as TorchTitan); it ends one step short of the minimum.
-  const double progress = std::min(1.0, static_cast<double>(step - decay_start) / static_cast<double>(decay_steps + 1));
+  const int64_t total = std::max<int64_t>(total_steps, 0);
+  const int64_t warmup = std::clamp<int64_t>(warmup_steps, 0, total);
+  const int64_t decay_span = decay_steps < 0 ? total - warmup : std::min(decay_steps, total - warmup);
+  if (step <= warmup) return lr * static_cast<double>(step) / static_cast<double>(warmup);
+  const int64_t decay_start = total + 1 - decay_span;  // the last step at full lr
+  if (step <= decay_start || decay_span == 0) return lr;
+  // Past total_steps (training.steps > lr_scheduler.total_steps) the minimum holds, where TorchTitan's
+  // formula would run on past it.
+  const double progress = std::min(1.0, static_cast<double>(step - decay_start) / static_cast<double>(decay_span));
   double factor = 1;
   switch (decay) {
     case DecayType::kLinear: factor = 1 - progress; break;

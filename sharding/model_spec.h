@@ -88,7 +88,7 @@ struct LlamaConfig {
 // TorchTitan's FFN width: int(2 * 4 * dim / 3), times the multiplier, rounded up to multiple_of.
 int64_t llama_ffn_hidden(int64_t dim, int64_t multiple_of, double ffn_dim_multiplier);
 ModelSpec make_llama(std::string name, const LlamaConfig& config);
-// fsdp-train's "debugmodel" flavor (also the planner preset "debugmodel"): a Llama 3 small enough to
+// fsdp-train's "debugmodel_byte" flavor (also the planner preset of that name): a Llama 3 small enough to
 // train on two CPU cores, with a byte-level vocabulary.
 LlamaConfig debug_model_config();
 

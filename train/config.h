@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -33,12 +34,15 @@ class ConfigError : public std::invalid_argument {
 struct JobConfig {
   std::string dump_folder = "./outputs";  // relative checkpoint/metrics/trace paths are under it
   std::string description = "default job";
+  bool print_config = false;  // rank 0 prints the resolved configuration at start-up, then trains
 };
 
 // The Llama 3 flavor plus optional explicit dimensions that override it (unset: the flavor's value).
 struct ModelConfig {
   std::string name = "llama3";
-  std::string flavor = "debugmodel";  // "debugmodel", "8B"/"70B"/"405B", or a sharding preset name
+  // TorchTitan's "debugmodel" (dim 256, 6 layers, vocab 2048) and "8B"/"70B"/"405B", our byte-vocabulary
+  // "debugmodel_byte", or a sharding preset name.
+  std::string flavor = "debugmodel";
   std::optional<int64_t> dim;
   std::optional<int64_t> n_layers;
   std::optional<int64_t> n_heads;
@@ -48,6 +52,15 @@ struct ModelConfig {
   std::optional<double> ffn_dim_multiplier;
   double norm_eps = 1e-5;
   double rope_theta = 500000;
+  // Llama 3.1 RoPE scaling, on as in TorchTitan's llama3 models (model/ops.h RopeScaling).
+  bool rope_scaling = true;
+  double rope_scaling_factor = 8.0;
+  double rope_low_freq_factor = 1.0;
+  double rope_high_freq_factor = 4.0;
+  int64_t rope_original_max_position_embeddings = 8192;
+  // "torchtitan": TorchTitan's init (embeddings N(0, 1), output projections N(0, 0.02 / sqrt(2 (layer + 1))),
+  // output N(0, dim^-1/2) cut at 3 sd); "normal": N(0, 0.02) for every matrix (model/init.h).
+  std::string init_scheme = "torchtitan";
 };
 
 struct TrainingConfig {
@@ -83,6 +96,7 @@ struct OptimizerConfig {
 
 struct LrSchedulerConfig {
   int64_t warmup_steps = 200;
+  std::optional<int64_t> total_steps;  // steps the schedule spans; unset: training.steps
   std::optional<double> decay_ratio;  // unset: decay over every step after warm-up
   std::string decay_type = "linear";  // "linear", "cosine", "sqrt"
   double min_lr_factor = 0.0;
@@ -101,13 +115,13 @@ struct ParallelismConfig {
 };
 
 struct CheckpointConfig {
-  bool enable_checkpoint = false;
+  bool enable_checkpoint = false;     // also TorchTitan's current name, checkpoint.enable
   std::string folder = "checkpoint";  // under job.dump_folder
   int64_t interval = 500;             // steps between saves
   int64_t keep_latest_k = 10;         // 0 keeps all
   int64_t load_step = -1;             // -1: the latest one found
   std::string initial_load_path;      // another run's checkpoint folder, used when `folder` has none
-  std::string async_mode = "disabled";  // "disabled" or "async"
+  std::string async_mode = "disabled";  // "disabled", "async" (or "async_with_pinned_mem", the same here)
 };
 
 struct MetricsConfig {
@@ -132,6 +146,14 @@ struct TrainConfig {
   MetricsConfig metrics;
   ActivationCheckpointConfig activation_checkpoint;
   std::optional<sharding::Mesh> resolved_mesh;  // set by validate()
+  // TorchTitan keys with no counterpart here (config_torchtitan_only.cc), "section.key" -> the TOML
+  // literal given; unset ones keep TorchTitan's default.
+  std::map<std::string, std::string> torchtitan_only;
+  // Keys given (file or flags) that have no effect in this runtime, in the order read.
+  std::vector<std::string> no_effect_keys;
+
+  // One start-up line naming no_effect_keys grouped by why they have no effect; "" when none.
+  std::string no_effect_line() const;
 
   // Resolves data_parallel_shard_degree -1, global_batch_size -1 and gradient_accumulation_steps, and
   // checks the rules that span keys: replicate * shard == world_size, the global batch divisible by
@@ -169,7 +191,8 @@ struct TrainConfig {
   std::string to_toml() const;
 };
 
-// Parses a TOML document over the defaults. `source` names it in errors ("debug_model.toml:12: ...").
+// Parses a TOML document over the defaults. `source` names it in errors ("debug_model.toml:12: ..."):
+// every mistake of the document in one ConfigError, one per line, in file order.
 TrainConfig parse_train_config(std::string_view toml_text, std::string_view source);
 TrainConfig load_train_config_file(const std::string& path);
 
@@ -183,10 +206,12 @@ struct CommandLine {
   bool help = false;                                           // --help / -h
   bool print_config = false;  // --print-config: the resolved keys and environment knobs, then exit
 };
-// Accepts `--key value`, `--key=value`, and a bare `--key` for a boolean key (true). Unknown keys and
-// missing values throw ConfigError naming the flag. argv[0] is the program name.
+// Accepts `--key value`, `--key=value`, a bare `--key` for a boolean key (true) and `--section.no_key`
+// (false). Unknown keys and missing values throw one ConfigError naming every bad flag. argv[0] is the
+// program name.
 CommandLine parse_command_line(int argc, const char* const* argv);
-// Defaults, then the file (if any), then the overrides in order.
+// Defaults, then the file (if any), then the overrides in order; the file's and the flags' mistakes
+// together in one ConfigError.
 TrainConfig load_train_config(const CommandLine& command_line);
 
 // Usage text: the flags, then every key by section with its type, default and meaning.
@@ -203,7 +228,7 @@ struct ConfigKeyInfo {
 };
 std::vector<ConfigKeyInfo> train_config_keys();
 
-// The "debugmodel" flavor: a Llama 3 small enough to train on two CPU cores (byte-level vocabulary).
+// The "debugmodel_byte" flavor: a Llama 3 small enough to train on two CPU cores (byte-level vocabulary).
 sharding::LlamaConfig debug_model_llama_config();
 
 }  // namespace fsdp::train

@@ -153,24 +153,31 @@ std::string global_batch(const Value& v) {
 std::string activation_mode(const Value& v) {
   const auto& s = std::get<std::string>(v);
   if (s == "none") return "";
-  if (s == "selective" || s == "full") {
+  if (s == "selective" || s == "full" || s == "memory_budget") {
     return "'" + s +
            "' is a TorchTitan mode the reference model does not support (it keeps every activation); "
            "use \"none\"";
   }
-  return "'" + s + "' is not a mode (TorchTitan's are none, selective, full; only none is supported here)";
+  return "'" + s + "' is not a mode (TorchTitan's are none, selective, full, memory_budget; only none is supported "
+         "here)";
 }
 
 std::vector<std::string> flavor_choices() {
-  std::vector<std::string> c = {"debugmodel"};
+  std::vector<std::string> c;
   for (const auto& [alias, preset] : flavor_aliases()) c.push_back(alias);
-  for (const auto& p : sharding::model_preset_names()) {
-    if (p != "debugmodel") c.push_back(p);  // the planner's preset of the same model
-  }
+  for (const auto& p : sharding::model_preset_names()) c.push_back(p);
   return c;
 }
 
 }  // namespace
+
+std::string literal(Kind kind, const Value& v) {
+  if (const auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&v)) return float_literal(*d);
+  const auto& text = std::get<std::string>(v);
+  return kind == Kind::kList ? text : string_literal(text);
+}
 
 std::string join(const std::vector<std::string>& items, std::string_view sep) {
   std::string s;
@@ -181,7 +188,7 @@ std::string join(const std::vector<std::string>& items, std::string_view sep) {
 // TorchTitan's llama3 flavor names mapped to the planner's presets.
 const std::vector<std::pair<std::string, std::string>>& flavor_aliases() {
   static const std::vector<std::pair<std::string, std::string>> kAliases = {
-      {"8B", "llama3-8b"}, {"70B", "llama3-70b"}, {"405B", "llama3-405b"}};
+      {"debugmodel", "llama3-debug"}, {"8B", "llama3-8b"}, {"70B", "llama3-70b"}, {"405B", "llama3-405b"}};
   return kAliases;
 }
 
@@ -195,12 +202,16 @@ const std::vector<Field>& fields() {
                              "folder for checkpoints, metrics and traces (relative paths are under it)"));
     f.push_back(string_field("job", "description", FSDP_ACC(std::string, job.description), true,
                              "free text printed at start-up"));
+    f.push_back(bool_field("job", "print_config", FSDP_ACC(bool, job.print_config), true,
+                           "rank 0 prints the resolved configuration at start-up, then trains (--print-config "
+                           "prints it and exits)"));
     // [model]
     f.push_back(
         choice_field("model", "name", FSDP_ACC(std::string, model.name), {"llama3"}, true, "model architecture"));
     f.push_back(choice_field("model", "flavor", FSDP_ACC(std::string, model.flavor), flavor_choices(), true,
-                             "size preset: debugmodel (ours: byte vocab, trains on 2 CPU cores), TorchTitan's "
-                             "8B/70B/405B, or a planner preset"));
+                             "size preset: TorchTitan's debugmodel (dim 256, 6 layers, vocab 2048) and "
+                             "8B/70B/405B, debugmodel_byte (ours: byte vocab, trains on 2 CPU cores), or a planner "
+                             "preset"));
     f.push_back(opt_int_field("model", "dim", FSDP_ACC(std::optional<int64_t>, model.dim), false,
                               "hidden size (overrides the flavor)", positive));
     f.push_back(opt_int_field("model", "n_layers", FSDP_ACC(std::optional<int64_t>, model.n_layers), false,
@@ -219,6 +230,24 @@ const std::vector<Field>& fields() {
     f.push_back(float_field("model", "norm_eps", FSDP_ACC(double, model.norm_eps), false, "RMSNorm epsilon", positive));
     f.push_back(float_field("model", "rope_theta", FSDP_ACC(double, model.rope_theta), false, "rotary embedding base",
                             positive));
+    f.push_back(bool_field("model", "rope_scaling", FSDP_ACC(bool, model.rope_scaling), false,
+                           "Llama 3.1 RoPE frequency scaling, on as in TorchTitan's llama3 models"));
+    f.push_back(float_field("model", "rope_scaling_factor", FSDP_ACC(double, model.rope_scaling_factor), false,
+                            "low-frequency RoPE pairs turn this many times slower", positive));
+    f.push_back(float_field("model", "rope_low_freq_factor", FSDP_ACC(double, model.rope_low_freq_factor), false,
+                            "pairs with wavelength above original context / this are scaled fully", positive));
+    f.push_back(float_field("model", "rope_high_freq_factor", FSDP_ACC(double, model.rope_high_freq_factor), false,
+                            "pairs with wavelength below original context / this keep their frequency (must exceed "
+                            "rope_low_freq_factor)",
+                            positive));
+    f.push_back(int_field("model", "rope_original_max_position_embeddings",
+                          FSDP_ACC(int64_t, model.rope_original_max_position_embeddings), false,
+                          "context length the RoPE scaling is relative to", positive));
+    f.push_back(choice_field("model", "init_scheme", FSDP_ACC(std::string, model.init_scheme),
+                             {"torchtitan", "normal"}, false,
+                             "parameter init: torchtitan (embeddings N(0,1); wo, w2, w3 of layer l "
+                             "N(0, 0.02/sqrt(2(l+1))); output N(0, dim^-1/2) cut at 3 sd; the rest N(0, 0.02)) or "
+                             "normal (N(0, 0.02) every matrix); norms 1"));
     // [training]
     f.push_back(int_field("training", "local_batch_size", FSDP_ACC(int64_t, training.local_batch_size), true,
                           "sequences per data-parallel rank per micro-step", positive));
@@ -259,6 +288,11 @@ const std::vector<Field>& fields() {
                              "tiny_corpus (bundled English text, byte tokens) or synthetic (seeded Markov chain)"));
     f.push_back(bool_field("training", "skip_nonfinite_steps", FSDP_ACC(bool, training.skip_nonfinite_steps), false,
                            "skip the optimizer step on a NaN/Inf loss or grad norm instead of stopping"));
+    // [debug]: TorchTitan's newer home of training.seed and training.deterministic (the same settings)
+    f.push_back(int_field("debug", "seed", FSDP_ACC(int64_t, training.seed), true, "the same as training.seed",
+                          non_negative));
+    f.push_back(bool_field("debug", "deterministic", FSDP_ACC(bool, training.deterministic), true,
+                           "the same as training.deterministic"));
     // [optimizer]
     f.push_back(
         choice_field("optimizer", "name", FSDP_ACC(std::string, optimizer.name), {"AdamW", "SGD"}, true, "optimizer"));
@@ -274,6 +308,8 @@ const std::vector<Field>& fields() {
     // [lr_scheduler]
     f.push_back(int_field("lr_scheduler", "warmup_steps", FSDP_ACC(int64_t, lr_scheduler.warmup_steps), true,
                           "linear warm-up steps", non_negative));
+    f.push_back(opt_int_field("lr_scheduler", "total_steps", FSDP_ACC(std::optional<int64_t>, lr_scheduler.total_steps),
+                              true, "steps the schedule spans; unset = training.steps", positive));
     f.push_back(
         opt_float_field("lr_scheduler", "decay_ratio", FSDP_ACC(std::optional<double>, lr_scheduler.decay_ratio), true,
                         "fraction of steps spent decaying at the end; unset = all after warm-up", unit_interval));
@@ -318,8 +354,10 @@ const std::vector<Field>& fields() {
                              "a plan from `fsdp-plan --out FILE` (.txtpb: text); the job refuses it, naming each "
                              "difference, unless it matches this model, mesh and policy; empty = plan here"));
     // [checkpoint]
-    f.push_back(bool_field("checkpoint", "enable_checkpoint", FSDP_ACC(bool, checkpoint.enable_checkpoint), true,
+    f.push_back(bool_field("checkpoint", "enable", FSDP_ACC(bool, checkpoint.enable_checkpoint), true,
                            "save and resume checkpoints"));
+    f.push_back(bool_field("checkpoint", "enable_checkpoint", FSDP_ACC(bool, checkpoint.enable_checkpoint), true,
+                           "the same as checkpoint.enable (TorchTitan's earlier name)"));
     f.push_back(string_field("checkpoint", "folder", FSDP_ACC(std::string, checkpoint.folder), true,
                              "checkpoint folder under job.dump_folder"));
     f.push_back(int_field("checkpoint", "interval", FSDP_ACC(int64_t, checkpoint.interval), true,
@@ -333,7 +371,9 @@ const std::vector<Field>& fields() {
                              "another run's checkpoint folder to start from when `folder` has none (resharded "
                              "to this run's layout; load_step picks the step)"));
     f.push_back(choice_field("checkpoint", "async_mode", FSDP_ACC(std::string, checkpoint.async_mode),
-                             {"disabled", "async"}, true, "write checkpoints on a background thread"));
+                             {"disabled", "async", "async_with_pinned_mem"}, true,
+                             "write checkpoints on a background thread (async_with_pinned_mem: the same, host "
+                             "memory needs no pinning)"));
     // [metrics]
     f.push_back(int_field("metrics", "log_freq", FSDP_ACC(int64_t, metrics.log_freq), true,
                           "print a metrics line every this many steps (and at step 1)", positive));
@@ -351,6 +391,15 @@ const std::vector<Field>& fields() {
                              activation_mode));
     f.back().kind = Kind::kChoice;
     f.back().choices = {"none"};
+    add_torchtitan_only_fields(f);
+    // Grouped by section in the order sections first appear, so to_toml() opens each table once.
+    std::vector<std::string> order;
+    for (const auto& field : f) {
+      if (std::find(order.begin(), order.end(), field.section) == order.end()) order.push_back(field.section);
+    }
+    std::stable_sort(f.begin(), f.end(), [&](const Field& a, const Field& b) {
+      return std::find(order.begin(), order.end(), a.section) < std::find(order.begin(), order.end(), b.section);
+    });
     return f;
   }();
   return kFields;
@@ -366,9 +415,19 @@ const Field* find_field(std::string_view section, std::string_view key) {
 }
 
 const Field* find_field(std::string_view dotted) {
-  const auto dot = dotted.find('.');
+  const auto dot = dotted.rfind('.');
   if (dot == std::string_view::npos) return nullptr;
   return find_field(dotted.substr(0, dot), dotted.substr(dot + 1));
+}
+
+bool is_section_or_parent(std::string_view dotted) {
+  for (const auto& f : fields()) {
+    if (f.section == dotted || (f.section.starts_with(dotted) && f.section.size() > dotted.size() &&
+                                f.section[dotted.size()] == '.')) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::vector<std::string> section_names() {
@@ -401,6 +460,8 @@ std::string type_name(const Field& f) {
       return join(f.choices, "|");
     case Kind::kIntOrChoice:
       return join(f.choices, "|") + "|int";
+    case Kind::kList:
+      return "list";
   }
   return "?";
 }
@@ -442,7 +503,8 @@ std::string train_config_usage(std::string_view program) {
       << "  --config FILE          TorchTitan-style TOML job file (also --job.config_file)\n"
       << "  --help, -h             this text\n"
       << "  --print-config         print every key and FSDP_* knob as resolved here, then exit\n"
-      << "  --section.key VALUE    override one key after the file; a bare --key sets a bool key to true\n\n"
+      << "  --section.key VALUE    override one key after the file; a bare --key sets a bool key to true,\n"
+      << "                         --section.no_key sets it to false; a list key takes a,b,c\n\n"
       << "keys (default in brackets; * = TorchTitan's name and meaning, otherwise ours):\n";
   std::string section;
   for (const auto& row : train_config_keys()) {

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -15,7 +18,9 @@
 namespace fsdp::train {
 namespace {
 
-bool is_preset_flavor(std::string_view flavor) { return flavor != "debugmodel"; }
+// Our byte-vocabulary flavor keeps its FFN rounding (multiple_of 64) open to dimension overrides; every
+// other flavor is a planner preset.
+bool is_preset_flavor(std::string_view flavor) { return flavor != "debugmodel_byte"; }
 
 std::string preset_name(std::string_view flavor) {
   for (const auto& [alias, preset] : config_table::flavor_aliases()) {
@@ -125,16 +130,15 @@ sharding::ModelSpec TrainConfig::model_spec() const {
 runtime::LrSchedule TrainConfig::lr_schedule() const {
   runtime::LrSchedule s;
   s.lr = optimizer.lr;
-  s.total_steps = training.steps;
+  const int64_t steps = lr_scheduler.total_steps.value_or(training.steps);
+  s.total_steps = steps;
   s.warmup_steps = lr_scheduler.warmup_steps;
   s.decay = runtime::parse_decay_type(lr_scheduler.decay_type);
   s.min_lr_factor = lr_scheduler.min_lr_factor;
   if (lr_scheduler.decay_ratio) {
-    // TorchTitan: round(steps * decay_ratio) decay steps, at most what warm-up leaves; the runtime's
-    // ratio is of the post-warm-up steps.
-    const int64_t after = std::max<int64_t>(training.steps - lr_scheduler.warmup_steps, 1);
-    const double decay_steps = std::round(static_cast<double>(training.steps) * *lr_scheduler.decay_ratio);
-    s.decay_ratio = std::min(1.0, decay_steps / static_cast<double>(after));
+    // TorchTitan: round(steps * decay_ratio) decay steps (Python's round, half to even); LrSchedule
+    // cuts them to what warm-up leaves.
+    s.decay_steps = static_cast<int64_t>(std::nearbyint(static_cast<double>(steps) * *lr_scheduler.decay_ratio));
   }
   return s;
 }
@@ -144,9 +148,12 @@ std::string TrainConfig::resolve_path(const std::string& path) const {
   return (std::filesystem::path(job.dump_folder) / path).string();
 }
 
-void TrainConfig::validate(int64_t world_size) {
+namespace {
+
+// Resolves the -1 degrees into c.resolved_mesh and checks the reshard group against the shard degree.
+void resolve_mesh(TrainConfig& c, int64_t world_size) {
   if (world_size < 1) throw ConfigError("world size must be >= 1, got " + std::to_string(world_size));
-  auto& p = parallelism;
+  auto& p = c.parallelism;
   int64_t& rep = p.data_parallel_replicate_degree;
   int64_t& shard = p.data_parallel_shard_degree;
   const std::string ws = std::to_string(world_size);
@@ -175,14 +182,18 @@ void TrainConfig::validate(int64_t world_size) {
                       ") = " + std::to_string(rep * shard) + ", but the world size is " + ws +
                       " (set one of them to -1 to take the rest)");
   }
-  resolved_mesh = sharding::Mesh::for_world(world_size, rep, shard);  // the degrees were checked above
+  c.resolved_mesh = sharding::Mesh::for_world(world_size, rep, shard);  // the degrees were checked above
   const auto& r = p.fsdp_reshard_after_forward;
   if (r.mode == sharding::Reshard::Mode::kGroup && (r.group > shard || shard % r.group != 0)) {
     throw ConfigError("parallelism.fsdp_reshard_after_forward = " + std::to_string(r.group) +
                       " must divide parallelism.data_parallel_shard_degree = " + std::to_string(shard));
   }
+}
 
-  auto& t = training;
+// Resolves global_batch_size -1 and gradient_accumulation_steps over the resolved mesh.
+void resolve_batch(TrainConfig& c) {
+  auto& t = c.training;
+  const auto& p = c.parallelism;
   const int64_t micro_global = t.local_batch_size * p.dp_degree();
   if (t.global_batch_size > 0) {
     if (t.global_batch_size % micro_global != 0) {
@@ -200,32 +211,64 @@ void TrainConfig::validate(int64_t world_size) {
   } else {
     t.global_batch_size = micro_global * t.gradient_accumulation_steps;
   }
+}
 
-  const sharding::LlamaConfig m = llama_config();
+// Every problem of the model keys, each independent of the others.
+std::vector<std::string> model_problems(const TrainConfig& c) {
+  std::vector<std::string> problems;
+  const sharding::LlamaConfig m = c.llama_config();
   const int64_t kv = m.n_kv_heads > 0 ? m.n_kv_heads : m.n_heads;
   if (m.num_experts > 0) {
-    throw ConfigError("model.flavor = \"" + model.flavor +
-                      "\" is a mixture of experts; the reference model is a dense Llama 3");
+    problems.push_back("model.flavor = \"" + c.model.flavor +
+                       "\" is a mixture of experts; the reference model is a dense Llama 3");
   }
   if (m.dim % m.n_heads != 0) {
-    throw ConfigError("model.n_heads = " + std::to_string(m.n_heads) +
-                      " does not divide model.dim = " + std::to_string(m.dim));
+    problems.push_back("model.n_heads = " + std::to_string(m.n_heads) +
+                       " does not divide model.dim = " + std::to_string(m.dim));
   }
   if (m.n_heads % kv != 0) {
-    throw ConfigError("model.n_kv_heads = " + std::to_string(kv) +
-                      " does not divide model.n_heads = " + std::to_string(m.n_heads));
+    problems.push_back("model.n_kv_heads = " + std::to_string(kv) +
+                       " does not divide model.n_heads = " + std::to_string(m.n_heads));
   }
-  if ((m.dim / m.n_heads) % 2 != 0) {
-    throw ConfigError("head dim model.dim / model.n_heads = " + std::to_string(m.dim / m.n_heads) +
-                      " must be even for rotary embeddings");
+  if (c.model.rope_scaling && !(c.model.rope_high_freq_factor > c.model.rope_low_freq_factor)) {
+    problems.push_back("model.rope_high_freq_factor = " + std::to_string(c.model.rope_high_freq_factor) +
+                       " must exceed model.rope_low_freq_factor = " + std::to_string(c.model.rope_low_freq_factor) +
+                       " (or set model.rope_scaling = false)");
   }
-  if (t.dataset == "tiny_corpus" && m.vocab < 256) {
-    throw ConfigError("training.dataset = \"tiny_corpus\" needs byte tokens: model.vocab_size must be >= 256, got " +
-                      std::to_string(m.vocab));
+  if (m.dim % m.n_heads == 0 && (m.dim / m.n_heads) % 2 != 0) {
+    problems.push_back("head dim model.dim / model.n_heads = " + std::to_string(m.dim / m.n_heads) +
+                       " must be even for rotary embeddings");
   }
-  if (t.dataset == "synthetic" && m.vocab < 2) {
-    throw ConfigError("training.dataset = \"synthetic\" needs model.vocab_size >= 2");
+  if (c.training.dataset == "tiny_corpus" && m.vocab < 256) {
+    problems.push_back("training.dataset = \"tiny_corpus\" needs byte tokens: model.vocab_size must be >= 256, got " +
+                       std::to_string(m.vocab));
   }
+  if (c.training.dataset == "synthetic" && m.vocab < 2) {
+    problems.push_back("training.dataset = \"synthetic\" needs model.vocab_size >= 2");
+  }
+  return problems;
+}
+
+}  // namespace
+
+void TrainConfig::validate(int64_t world_size) {
+  // Every independent mistake at once: the mesh, then the batch over it (skipped when the mesh is
+  // wrong), then each model check.
+  std::vector<std::string> problems;
+  const auto collect = [&](const std::function<void()>& step) {
+    try {
+      step();
+      return true;
+    } catch (const ConfigError& e) {
+      problems.push_back(e.what());
+      return false;
+    }
+  };
+  if (collect([&] { resolve_mesh(*this, world_size); })) collect([&] { resolve_batch(*this); });
+  collect([&] {
+    for (auto& problem : model_problems(*this)) problems.push_back(std::move(problem));
+  });
+  if (!problems.empty()) config_table::throw_config_errors(problems);
 }
 
 void TrainConfig::check_fits_machine_memory() const {

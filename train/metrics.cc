@@ -40,6 +40,39 @@ std::string with_thousands(int64_t v) {
   return v < 0 ? "-" + out : out;
 }
 
+std::string python_fixed(double v, int width, int decimals, bool thousands) {
+  std::string text;
+  if (std::isnan(v)) {
+    text = "nan";
+  } else if (std::isinf(v)) {
+    text = v > 0 ? "inf" : "-inf";
+  } else {
+    char buf[400];  // DBL_MAX in %f is 309 digits
+    std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+    text = buf;
+    if (thousands) {
+      const bool negative = text.front() == '-';
+      const size_t point = std::min(text.find('.'), text.size());
+      const int64_t whole = std::stoll(text.substr(negative ? 1 : 0, point - (negative ? 1 : 0)));
+      text = (negative ? "-" : "") + with_thousands(whole) + text.substr(point);
+    }
+  }
+  if (static_cast<int>(text.size()) < width) text.insert(0, static_cast<size_t>(width) - text.size(), ' ');
+  return text;
+}
+
+void LogInterval::add(const StepRecord& r) {
+  tokens += r.tokens;
+  seconds += r.step_seconds;
+  peak_memory_bytes = std::max(peak_memory_bytes, r.memory_bytes);
+}
+
+LogInterval LogInterval::of(const StepRecord& r) {
+  LogInterval i;
+  i.add(r);
+  return i;
+}
+
 std::string metrics_file_for_rank(const std::string& path, int64_t rank) {
   return rank == 0 ? path : rank_file_name(path, rank);
 }
@@ -63,27 +96,34 @@ MetricsLogger::MetricsLogger(MetricsOptions options)
 
 std::ostream& MetricsLogger::out() const { return options_.out != nullptr ? *options_.out : std::cout; }
 
-DerivedMetrics MetricsLogger::derive(const StepRecord& r) const {
+DerivedMetrics MetricsLogger::derive(const LogInterval& interval) const {
   DerivedMetrics d;
-  d.tps = r.step_seconds > 0 ? static_cast<double>(r.tokens) / r.step_seconds : 0;
+  d.tps = interval.seconds > 0 ? static_cast<double>(interval.tokens) / interval.seconds : 0;
   d.tflops = options_.flops_per_token * d.tps / 1e12;
   d.mfu_pct = options_.peak_flops > 0 ? 100.0 * options_.flops_per_token * d.tps / options_.peak_flops : 0;
-  d.memory_gib = static_cast<double>(r.memory_bytes) / kGiB;
+  d.memory_gib = static_cast<double>(interval.peak_memory_bytes) / kGiB;
   d.memory_pct = options_.memory_capacity_bytes > 0
-                     ? 100.0 * static_cast<double>(r.memory_bytes) / options_.memory_capacity_bytes
+                     ? 100.0 * static_cast<double>(interval.peak_memory_bytes) / options_.memory_capacity_bytes
                      : 0;
   return d;
 }
 
-std::string MetricsLogger::format_line(const StepRecord& r) const {
-  const DerivedMetrics d = derive(r);
-  std::string s = "step: " + std::to_string(r.step);
-  s += "  loss: " + printf_string("%.4f", r.loss);
-  s += "  grad_norm: " + printf_string("%.4f", r.grad_norm);
-  s += "  memory: " + printf_string("%.2f", d.memory_gib) + "GiB(" + printf_string("%.2f", d.memory_pct) + "%)";
-  s += "  tps: " + with_thousands(std::llround(d.tps));
-  s += "  tflops: " + printf_string("%.2f", d.tflops);
-  s += "  mfu: " + printf_string("%.2f", d.mfu_pct) + "%";
+DerivedMetrics MetricsLogger::derive(const StepRecord& r) const { return derive(LogInterval::of(r)); }
+
+// TorchTitan's f-string, colours off:
+//   f"step: {step:2}  loss: {loss:8.5f}  grad_norm: {grad_norm:7.4f}  memory: {gib:5.2f}GiB({pct:.2f}%)  "
+//   f"tps: {round(tps):,}  tflops: {tflops:,.2f}  mfu: {mfu:.2f}%"
+std::string MetricsLogger::format_line(const StepRecord& r, const LogInterval& interval) const {
+  const DerivedMetrics d = derive(interval);
+  std::string step = std::to_string(r.step);
+  if (step.size() < 2) step.insert(0, 2 - step.size(), ' ');
+  std::string s = "step: " + step;
+  s += "  loss: " + python_fixed(r.loss, 8, 5);
+  s += "  grad_norm: " + python_fixed(r.grad_norm, 7, 4);
+  s += "  memory: " + python_fixed(d.memory_gib, 5, 2) + "GiB(" + python_fixed(d.memory_pct, 0, 2) + "%)";
+  s += "  tps: " + with_thousands(static_cast<int64_t>(std::nearbyint(d.tps)));  // round(): half to even
+  s += "  tflops: " + python_fixed(d.tflops, 0, 2, true);
+  s += "  mfu: " + python_fixed(d.mfu_pct, 0, 2) + "%";
   if (r.skipped) s += "  (skipped: non-finite)";
   return s;
 }
@@ -144,7 +184,11 @@ void MetricsLogger::log(const StepRecord& r) {
     seconds_after_first_ += r.step_seconds;
   }
   if (file_.is_open()) file_ << (csv_ ? csv_record(r) : json_record(r)) << '\n' << std::flush;
-  if (should_print(r)) out() << format_line(r) << '\n' << std::flush;
+  since_last_line_.add(r);
+  if (should_print(r)) {
+    out() << format_line(r, since_last_line_) << '\n' << std::flush;
+    since_last_line_ = LogInterval{};
+  }
 }
 
 MetricsSummary MetricsLogger::summary() const {

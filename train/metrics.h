@@ -1,8 +1,9 @@
-// Per-step training metrics: a console line in TorchTitan's order and a machine-readable record per step
-// (JSONL, or CSV when the file name ends in ".csv"; schema in docs/training.md), plus an end-of-run
-// summary. One logger per rank; not thread-safe (the training loop's thread calls it).
+// Per-step training metrics: TorchTitan's console line (field names, order, widths and decimals of its
+// components/metrics.py, v0.2.x; our extras after them) and a machine-readable record per step (JSONL,
+// or CSV when the file name ends in ".csv"; schema in docs/training.md), plus an end-of-run summary.
+// One logger per rank; not thread-safe (the training loop's thread calls it).
 //
-//   step: 12  loss: 5.4321  grad_norm: 1.2345  memory: 0.05GiB(0.30%)  tps: 12,345  tflops: 0.01  mfu: 0.12%
+//   step:  2  loss:  5.43210  grad_norm:  1.2345  memory:  0.05GiB(0.30%)  tps: 12,345  tflops: 0.01  mfu: 0.12%
 #pragma once
 
 #include <chrono>
@@ -45,6 +46,17 @@ struct DerivedMetrics {
   double memory_pct = 0;  // 100 x memory_bytes / memory_capacity_bytes
 };
 
+// The steps since the last console line, as TorchTitan averages them: tps (and so tflops and mfu) is
+// their tokens over their time, memory their peak.
+struct LogInterval {
+  int64_t tokens = 0;
+  double seconds = 0;
+  int64_t peak_memory_bytes = 0;
+
+  void add(const StepRecord& r);
+  static LogInterval of(const StepRecord& r);
+};
+
 struct MetricsSummary {
   int64_t steps = 0;          // records logged
   int64_t skipped_steps = 0;
@@ -66,7 +78,10 @@ class MetricsLogger {
   void log(const StepRecord& r);
 
   DerivedMetrics derive(const StepRecord& r) const;
-  std::string format_line(const StepRecord& r) const;  // the console line, no newline
+  DerivedMetrics derive(const LogInterval& interval) const;
+  // The console line for step r ending `interval` (r included), no newline; without an interval, r alone.
+  std::string format_line(const StepRecord& r, const LogInterval& interval) const;
+  std::string format_line(const StepRecord& r) const { return format_line(r, LogInterval::of(r)); }
   std::string json_record(const StepRecord& r) const;  // one JSON object, no newline
   std::string csv_record(const StepRecord& r) const;   // one CSV row, no newline
   static std::string csv_header();
@@ -86,6 +101,7 @@ class MetricsLogger {
   std::ofstream file_;
   std::chrono::steady_clock::time_point start_;
   MetricsSummary summary_;
+  LogInterval since_last_line_;
   int64_t tokens_after_first_ = 0;
   double seconds_after_first_ = 0;
   int64_t first_tokens_ = 0;
@@ -94,6 +110,9 @@ class MetricsLogger {
 
 // "1,234,567"
 std::string with_thousands(int64_t v);
+// Python's format of a float, f"{v:{width}.{decimals}f}" or with `thousands` f"{v:{width},.{decimals}f}":
+// right-aligned, "nan"/"inf" as Python writes them (never "-nan").
+std::string python_fixed(double v, int width, int decimals, bool thousands = false);
 // The file a rank writes with metrics.save_for_all_ranks: rank 0 keeps `path`, rank r > 0 writes
 // "dir/name.rank<r>.ext".
 std::string metrics_file_for_rank(const std::string& path, int64_t rank);

@@ -58,7 +58,7 @@ std::string describe_schedule(const runtime::LrSchedule& lr) {
   std::ostringstream s;
   s.precision(17);
   s << "lr=" << lr.lr << " warmup_steps=" << lr.warmup_steps << " total_steps=" << lr.total_steps
-    << " decay_ratio=" << lr.decay_ratio << " decay=" << static_cast<int>(lr.decay) << " min_lr_factor=" << lr.min_lr_factor;
+    << " decay_steps=" << lr.decay_steps << " decay=" << static_cast<int>(lr.decay) << " min_lr_factor=" << lr.min_lr_factor;
   return s.str();
 }
 
@@ -120,6 +120,14 @@ TrainerOptions trainer_options(const TrainConfig& c) {
   trainer.model = c.model_spec();
   trainer.norm_eps = static_cast<float>(c.model.norm_eps);
   trainer.rope_theta = static_cast<float>(c.model.rope_theta);
+  if (c.model.rope_scaling) {
+    trainer.rope_scaling = model::ops::RopeScaling{.factor = c.model.rope_scaling_factor,
+                                                   .low_freq_factor = c.model.rope_low_freq_factor,
+                                                   .high_freq_factor = c.model.rope_high_freq_factor,
+                                                   .original_context = static_cast<double>(
+                                                       c.model.rope_original_max_position_embeddings)};
+  }
+  trainer.init = model::parse_init_scheme(c.model.init_scheme);
   trainer.local_batch = c.training.local_batch_size;
   trainer.seq_len = c.training.seq_len;
   trainer.grad_accum = c.training.gradient_accumulation_steps;
@@ -146,6 +154,10 @@ std::string model_config_hash(const TrainConfig& config) {
   s << "llama dim=" << spec.dims.dim << " layers=" << spec.dims.layers << " heads=" << spec.dims.n_heads
     << " kv=" << spec.dims.n_kv_heads << " ffn=" << spec.dims.ffn_hidden << " vocab=" << spec.dims.vocab
     << " eps=" << config.model.norm_eps << " theta=" << config.model.rope_theta;
+  if (config.model.rope_scaling) {
+    s << " rope_scaling=" << config.model.rope_scaling_factor << "," << config.model.rope_low_freq_factor << ","
+      << config.model.rope_high_freq_factor << "," << config.model.rope_original_max_position_embeddings;
+  }
   for (const auto& u : spec.units) {
     for (const auto& p : u.params) {
       s << ' ' << p.name << '[';

@@ -20,6 +20,7 @@ Trainer::Trainer(const TrainerOptions& options, Communicator& world, BatchSource
   dims_ = model::LlamaDims::from_spec(options_.model);
   dims_.norm_eps = options_.norm_eps;
   dims_.rope_theta = options_.rope_theta;
+  dims_.rope_scaling = options_.rope_scaling;
   dims_.validate();
   if (options_.local_batch < 1 || options_.seq_len < 1 || options_.grad_accum < 1) {
     throw std::invalid_argument("trainer: local_batch, seq_len and grad_accum must be positive");
@@ -27,7 +28,7 @@ Trainer::Trainer(const TrainerOptions& options, Communicator& world, BatchSource
   fsdp_ = std::make_unique<runtime::FsdpModel>(options_.model, options_.fsdp, world_, tracker_);
   const uint64_t seed = options_.seed;
   fsdp_->init_parameters([&](int u, std::span<float* const> params) {
-    model::init_parameters(options_.model.units[static_cast<size_t>(u)], params, seed);
+    model::init_parameters(options_.model.units[static_cast<size_t>(u)], params, seed, options_.init);
   });
   if (options_.optimizer == OptimizerKind::kAdamW) {
     optimizer_ = std::make_unique<runtime::AdamW>(*fsdp_, options_.adamw, tracker_);

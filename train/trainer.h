@@ -19,6 +19,7 @@
 #include "collectives/communicator.h"
 #include "model/dims.h"
 #include "runtime/fsdp_model.h"
+#include "model/init.h"
 #include "runtime/lr_schedule.h"
 #include "common/memory_tracker.h"
 #include "runtime/optimizer.h"
@@ -38,6 +39,7 @@ struct TrainerOptions {
   sharding::ModelSpec model;  // a dense Llama spec (sharding::make_llama)
   float norm_eps = 1e-5f;
   float rope_theta = 10000.f;
+  std::optional<model::ops::RopeScaling> rope_scaling;  // unset: plain RoPE
   int64_t local_batch = 4;  // sequences per rank per micro-batch
   int64_t seq_len = 128;
   int64_t grad_accum = 1;  // micro-batches per optimizer step
@@ -48,6 +50,7 @@ struct TrainerOptions {
   runtime::SgdConfig sgd;
   runtime::LrSchedule lr;
   uint64_t seed = 0;  // parameter initialisation
+  model::InitScheme init = model::InitScheme::kNormal;  // model.init_scheme
   bool skip_nonfinite = false;  // a NaN/Inf loss or gradient norm skips the step instead of stopping
 };
 

@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "sharding/model_spec.h"
@@ -100,6 +102,57 @@ TEST(InitTest, NormsAreOneAndMatricesAreNormal) {
     EXPECT_NEAR(mean, 0.0, 5 * 0.02 / std::sqrt(n)) << spec.name;
     EXPECT_NEAR(sd, 0.02, 0.02 * 0.05) << spec.name;
   }
+}
+
+// TorchTitan's scheme (llama3 Transformer.init_weights, depth_init): the sample standard deviation of
+// each matrix against the one TorchTitan gives it, and the output's 3-sd cut; a shard initialises the
+// same values as the whole.
+TEST(InitTest, TorchTitanSchemeScalesOutputProjectionsByDepth) {
+  const auto spec = sharding::make_llama(
+      "deep", sharding::LlamaConfig{.dim = 64, .layers = 4, .n_heads = 4, .n_kv_heads = 2, .vocab = 512, .multiple_of = 32});
+  const auto sd_of = [](const std::vector<float>& v) {
+    double sum = 0, sq = 0;
+    for (float x : v) {
+      sum += x;
+      sq += static_cast<double>(x) * x;
+    }
+    const double n = static_cast<double>(v.size()), mean = sum / n;
+    return std::sqrt(sq / n - mean * mean);
+  };
+  int checked = 0;
+  for (const auto& unit : spec.units) {
+    for (const auto& p : unit.params) {
+      std::vector<float> v(static_cast<size_t>(p.numel()));
+      init_parameter_range(p, 9, 0, p.numel(), v.data(), InitScheme::kTorchTitan);
+      if (p.shape.size() == 1) {
+        for (float x : v) ASSERT_EQ(x, 1.f) << p.name;
+        continue;
+      }
+      double want = 0.02;
+      for (int layer = 0; layer < 4; ++layer) {
+        const std::string prefix = "layers." + std::to_string(layer) + ".";
+        for (const char* out : {"attention.wo.weight", "feed_forward.w2.weight", "feed_forward.w3.weight"}) {
+          if (p.name == prefix + out) want = 0.02 / std::sqrt(2.0 * (layer + 1));
+        }
+      }
+      if (p.name == "tok_embeddings.weight") want = 1.0;
+      if (p.name == "output.weight") {
+        const double sd = 1.0 / 8;  // dim^-1/2
+        for (float x : v) ASSERT_LE(std::abs(x), 3 * sd) << p.name;
+        want = sd * 0.9866;  // a normal cut at 3 sd keeps sqrt(1 - 6 phi(3) / (2 Phi(3) - 1)) of its sd
+      }
+      EXPECT_NEAR(init_distribution(p, InitScheme::kTorchTitan).stddev,
+                  p.name == "output.weight" ? 1.0 / 8 : want, 1e-15) << p.name;
+      EXPECT_NEAR(sd_of(v), want, want * 0.05) << p.name;
+      std::vector<float> part(10);
+      init_parameter_range(p, 9, p.numel() / 2, 10, part.data(), InitScheme::kTorchTitan);
+      EXPECT_TRUE(std::equal(part.begin(), part.end(), v.begin() + p.numel() / 2)) << p.name;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2 + 4 * 7);
+  EXPECT_EQ(parse_init_scheme("normal"), InitScheme::kNormal);
+  EXPECT_THROW(parse_init_scheme("xavier"), std::invalid_argument);
 }
 
 }  // namespace

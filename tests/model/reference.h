@@ -7,6 +7,7 @@
 #include <complex>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "model/dims.h"
@@ -39,11 +40,30 @@ inline Vec ref_rmsnorm(const Vec& x, const Vec& w, int64_t n, int64_t d, double 
 }
 
 // Rotates pair i of each head by pos * theta^(-2i/head_dim), pos = row % seq.
-inline void ref_rope(Vec& x, int64_t rows, int64_t seq, int64_t heads, int64_t hd, double theta) {
+// Frequency of rotary pair i, with Llama 3.1 scaling as TorchTitan's precompute_freqs_cis writes it
+// (its torch.where steps in order: scale the long wavelengths, then overwrite the medium band with the
+// interpolation of the scaled and the original frequency).
+inline double ref_rope_frequency(int64_t i, int64_t hd, double theta, const std::optional<ops::RopeScaling>& scaling) {
+  double freqs = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(hd));
+  if (!scaling) return freqs;
+  const double original = freqs;
+  const double wavelen = 2 * M_PI / original;
+  const double high_freq_wavelen = scaling->original_context / scaling->high_freq_factor;
+  const double low_freq_wavelen = scaling->original_context / scaling->low_freq_factor;
+  if (wavelen > low_freq_wavelen) freqs = freqs / scaling->factor;
+  const double smooth_factor = (scaling->original_context / wavelen - scaling->low_freq_factor) /
+                               (scaling->high_freq_factor - scaling->low_freq_factor);
+  const double smoothed = (1 - smooth_factor) * freqs / scaling->factor + smooth_factor * freqs;
+  const bool is_medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+  return is_medium ? smoothed : freqs;
+}
+
+inline void ref_rope(Vec& x, int64_t rows, int64_t seq, int64_t heads, int64_t hd, double theta,
+                     const std::optional<ops::RopeScaling>& scaling = std::nullopt) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < hd / 2; ++i) {
-        const double angle = static_cast<double>(r % seq) * std::pow(theta, -2.0 * static_cast<double>(i) / hd);
+        const double angle = static_cast<double>(r % seq) * ref_rope_frequency(i, hd, theta, scaling);
         double* p = &x[(r * heads + h) * hd + 2 * i];
         const std::complex<double> z = std::complex<double>(p[0], p[1]) * std::polar(1.0, angle);
         p[0] = z.real();
@@ -88,8 +108,8 @@ inline Vec ref_block(const LlamaDims& d, int64_t B, int64_t T, const std::vector
   const Vec n1 = ref_rmsnorm(x, w[7], n, D, d.norm_eps);
   Vec q = ref_linear(n1, w[0], n, D, QD), k = ref_linear(n1, w[1], n, D, KV);
   const Vec v = ref_linear(n1, w[2], n, D, KV);
-  ref_rope(q, n, T, d.n_heads, hd, d.rope_theta);
-  ref_rope(k, n, T, d.n_kv_heads, hd, d.rope_theta);
+  ref_rope(q, n, T, d.n_heads, hd, d.rope_theta, d.rope_scaling);
+  ref_rope(k, n, T, d.n_kv_heads, hd, d.rope_theta, d.rope_scaling);
   const Vec att = ref_attention(q, k, v, B, T, d.n_heads, d.n_kv_heads, hd);
   const Vec o = ref_linear(att, w[3], n, QD, D);
   Vec h(x.size());

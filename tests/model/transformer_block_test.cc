@@ -32,6 +32,23 @@ TEST_P(BlockTest, ForwardMatchesReference) {
   expect_near_all("block out", y, ref_block(dims_, kBatch, kSeq, p_.as_double(), to_double(x_)), 1e-4, 1e-4);
 }
 
+// Llama 3.1 RoPE scaling with an original context of 64, so the 4 pairs of head_dim 8 at theta 10000
+// fall in all three bands (wavelengths 6.3: kept; 63: interpolated; 628 and 6283: slowed 8 times).
+TEST_P(BlockTest, ForwardWithLlama31RopeScalingMatchesReference) {
+  dims_.rope_scaling = ops::RopeScaling{.factor = 8, .low_freq_factor = 1, .high_freq_factor = 4, .original_context = 64};
+  TransformerBlock block(dims_, kBatch, kSeq, tracker_);
+  std::vector<float> y(x_.size());
+  block.forward(p_.weights(), x_.data(), y.data());
+  expect_near_all("block out", y, ref_block(dims_, kBatch, kSeq, p_.as_double(), to_double(x_)), 1e-4, 1e-4);
+  // And it is not plain RoPE.
+  LlamaDims plain = dims_;
+  plain.rope_scaling.reset();
+  const Vec unscaled = ref_block(plain, kBatch, kSeq, p_.as_double(), to_double(x_));
+  double differ = 0;
+  for (size_t i = 0; i < y.size(); ++i) differ = std::max(differ, std::abs(y[i] - unscaled[i]));
+  EXPECT_GT(differ, 1e-3);
+}
+
 TEST_P(BlockTest, BackwardMatchesFiniteDifferences) {
   TransformerBlock block(dims_, kBatch, kSeq, tracker_);
   std::vector<float> y(x_.size()), dx(x_.size(), 7.f);
@@ -150,6 +167,26 @@ TEST_P(BlockTest, RejectsMisuse) {
   EXPECT_THROW(block.backward(p_.weights(), p_.grad_views(), x_.data(), y.data()), std::logic_error);
   EXPECT_THROW(block.forward(p_.weights().subspan(1), x_.data(), y.data()), std::invalid_argument);
   EXPECT_THROW(TransformerBlock(dims_, 0, kSeq, tracker_), std::invalid_argument);
+}
+
+// Llama 3.1 8B's frequencies (head_dim 128, theta 500000, TorchTitan's default scaling): every pair
+// against the reference transcription; the fastest pair is untouched, the slowest slowed 8 times.
+TEST(RopeScaling, Llama31FrequenciesAreTorchTitans) {
+  const ops::RopeScaling s;  // 8, 1, 4, 8192
+  int kept = 0, slowed = 0, between = 0;
+  for (int64_t i = 0; i < 64; ++i) {
+    const double plain = ops::rope_frequency(i, 128, 500000, nullptr);
+    const double scaled = ops::rope_frequency(i, 128, 500000, &s);
+    EXPECT_NEAR(scaled, ref_rope_frequency(i, 128, 500000, s), 1e-15 * plain) << i;
+    kept += scaled == plain;
+    slowed += std::abs(scaled - plain / 8) <= 1e-15 * plain;
+    between += scaled != plain && std::abs(scaled - plain / 8) > 1e-15 * plain;
+  }
+  EXPECT_EQ(ops::rope_frequency(0, 128, 500000, &s), 1.0);
+  // Wavelength 2 pi 500000^(2i/128) below 2048 (i <= 28) kept, above 8192 (i >= 35) slowed.
+  EXPECT_EQ(kept, 29);
+  EXPECT_EQ(slowed, 29);
+  EXPECT_EQ(between, 6);
 }
 
 INSTANTIATE_TEST_SUITE_P(KvHeads, BlockTest, ::testing::Values(1, 2),

@@ -65,21 +65,62 @@ TEST(FlatCopy, AccumulatesWidenedValues) {
   EXPECT_EQ(dst, (std::vector<float>{1.5f, -2.f}));
 }
 
-TEST(LrSchedule, WarmupThenLinearDecayToMinimum) {
-  LrSchedule s{.lr = 1.0, .total_steps = 10, .warmup_steps = 2, .decay_ratio = -1, .decay = DecayType::kLinear,
-               .min_lr_factor = 0.1};
-  EXPECT_DOUBLE_EQ(s.at(1), 1.0 / 3);
-  EXPECT_DOUBLE_EQ(s.at(2), 2.0 / 3);
-  EXPECT_DOUBLE_EQ(s.at(10), 0.1 + 0.9 / 9);  // 8 decay steps over 9: the last still learns
-  for (int64_t t = 3; t < 10; ++t) EXPECT_GT(s.at(t), s.at(t + 1));
+// TorchTitan's lr_lambda (components/lr_scheduler.py, v0.2.x) transcribed as written: warm-up, decay
+// spans and the 0-based step LambdaLR passes (training step s runs at lambda(s - 1)).
+double torchtitan_factor(int64_t current_step, int64_t total_steps, int64_t warmup_steps, double decay_ratio,
+                         DecayType type, double min_lr_factor) {
+  if (warmup_steps > total_steps) warmup_steps = total_steps;
+  int64_t decay_steps = total_steps - warmup_steps;
+  if (decay_ratio >= 0) {
+    decay_steps = static_cast<int64_t>(std::nearbyint(total_steps * decay_ratio));  // Python's round
+    if (warmup_steps + decay_steps > total_steps) decay_steps = total_steps - warmup_steps;
+  }
+  const int64_t stable_steps = total_steps + 1 - warmup_steps - decay_steps;
+  const int64_t warmup_stable_steps = warmup_steps + stable_steps;
+  if (current_step < warmup_steps) return static_cast<double>(current_step + 1) / warmup_steps;
+  if (current_step < warmup_stable_steps) return 1.0;
+  const double progress = static_cast<double>(current_step + 1 - warmup_stable_steps) / decay_steps;
+  double adjustment = 0;
+  switch (type) {
+    case DecayType::kLinear: adjustment = 1 - progress; break;
+    case DecayType::kSqrt: adjustment = 1 - std::sqrt(progress); break;
+    case DecayType::kCosine: adjustment = 0.5 * (1.0 + std::cos(M_PI * progress)); break;
+  }
+  return min_lr_factor + (1 - min_lr_factor) * adjustment;
 }
 
-TEST(LrSchedule, DecayRatioKeepsAFlatStretchAndCosineEndsAtMinimum) {
-  LrSchedule s{.lr = 2.0, .total_steps = 12, .warmup_steps = 2, .decay_ratio = 0.5, .decay = DecayType::kCosine,
-               .min_lr_factor = 0};
-  for (int64_t t = 3; t <= 7; ++t) EXPECT_DOUBLE_EQ(s.at(t), 2.0) << t;  // 10 post-warm-up steps, last 5 decay
-  EXPECT_NEAR(s.at(12), 2.0 * 0.5 * (1 + std::cos(M_PI * 5 / 6)), 1e-12);
-  EXPECT_LT(s.at(9), 2.0);
+TEST(LrSchedule, EveryStepIsTorchTitans) {
+  for (int64_t total : {1, 2, 7, 10, 20, 101}) {
+    for (int64_t warmup : {0, 1, 2, 5, 200}) {
+      for (double ratio : {-1.0, 0.0, 0.25, 0.5, 0.8, 1.0}) {
+        for (DecayType type : {DecayType::kLinear, DecayType::kCosine, DecayType::kSqrt}) {
+          for (double min_factor : {0.0, 0.1}) {
+            const int64_t decay_steps =
+                ratio < 0 ? -1 : static_cast<int64_t>(std::nearbyint(static_cast<double>(total) * ratio));
+            const LrSchedule s{.lr = 3.0, .total_steps = total, .warmup_steps = warmup, .decay_steps = decay_steps,
+                               .decay = type, .min_lr_factor = min_factor};
+            for (int64_t step = 1; step <= total; ++step) {
+              EXPECT_NEAR(s.at(step), 3.0 * torchtitan_factor(step - 1, total, warmup, ratio, type, min_factor), 1e-15)
+                  << "total " << total << " warmup " << warmup << " ratio " << ratio << " type "
+                  << static_cast<int>(type) << " min " << min_factor << " step " << step;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(LrSchedule, DebugJobNumbers) {
+  // configs/debug_model.toml: 20 steps, warm-up 2, linear decay over the 18 after it.
+  const LrSchedule s{.lr = 1.0, .total_steps = 20, .warmup_steps = 2, .decay_steps = -1, .decay = DecayType::kLinear,
+                     .min_lr_factor = 0};
+  EXPECT_DOUBLE_EQ(s.at(1), 0.5);
+  EXPECT_DOUBLE_EQ(s.at(2), 1.0);
+  EXPECT_DOUBLE_EQ(s.at(3), 1.0);  // TorchTitan's one stable step
+  EXPECT_DOUBLE_EQ(s.at(4), 1.0 - 1.0 / 18);
+  EXPECT_DOUBLE_EQ(s.at(20), 1.0 / 18);  // the last step still learns
+  EXPECT_DOUBLE_EQ(s.at(25), 0.0);       // past total_steps the minimum holds
   EXPECT_THROW(parse_decay_type("exp"), std::invalid_argument);
   EXPECT_EQ(parse_decay_type("sqrt"), DecayType::kSqrt);
 }

@@ -28,7 +28,7 @@ CommandLine command_line(std::vector<const char*> args) {
 
 TEST(TrainConfig, ParsesDebugModelConfig) {
   TrainConfig c = load_train_config_file(FSDP_DEBUG_MODEL_CONFIG);
-  EXPECT_EQ(c.model.flavor, "debugmodel");
+  EXPECT_EQ(c.model.flavor, "debugmodel_byte");
   EXPECT_EQ(c.training.steps, 20);
   EXPECT_EQ(c.training.local_batch_size, 4);
   EXPECT_EQ(c.training.seq_len, 128);
@@ -133,6 +133,7 @@ TEST(TrainConfig, DirectoryAsConfigIsRefused) {
 TEST(TrainConfig, AbsurdSizesAreRefusedNamingTheKeyAndBytes) {
   auto validated = [](const char* flag, const char* value) {
     TrainConfig c;
+    c.model.flavor = "debugmodel_byte";  // a vocabulary of 256, so seq_len's term is the largest
     apply_override(c, flag, value);
     c.validate(1);
     c.check_fits_machine_memory();
@@ -254,7 +255,7 @@ TEST(TrainConfig, ValidateErrorsNameTheKeys) {
       [&] { with([](TrainConfig& c) { apply_override(c, "parallelism.fsdp_reshard_after_forward", "3"); }).validate(4); },
       {"fsdp_reshard_after_forward = 3", "must divide"});
   expect_config_error([&] { with([](TrainConfig& c) { c.model.n_heads = 5; }).validate(1); },
-                      {"model.n_heads = 5", "model.dim = 128"});
+                      {"model.n_heads = 5", "model.dim = 256"});
   expect_config_error([&] { with([](TrainConfig& c) { c.model.flavor = "mixtral-8x7b"; }).validate(1); },
                       {"mixture of experts"});
   expect_config_error([&] { with([](TrainConfig& c) { c.model.vocab_size = 100; }).validate(1); },
@@ -319,21 +320,27 @@ TEST(TrainConfig, LrScheduleCarriesTheSchedulerKeys) {
   EXPECT_DOUBLE_EQ(s.lr, 8e-4);
   EXPECT_EQ(s.total_steps, 20);
   EXPECT_EQ(s.warmup_steps, 2);
-  EXPECT_LT(s.decay_ratio, 0);  // unset: every step after warm-up decays
+  EXPECT_EQ(s.decay_steps, -1);  // unset: every step after warm-up decays
   EXPECT_EQ(s.decay, runtime::DecayType::kLinear);
-  EXPECT_LT(s.at(1), s.at(2));
+  EXPECT_DOUBLE_EQ(s.at(1), 4e-4);  // as the job file's comment says: lr/2, then lr
+  EXPECT_DOUBLE_EQ(s.at(2), 8e-4);
   EXPECT_GT(s.at(3), s.at(20));
 
-  // TorchTitan's decay_ratio is a fraction of all steps: 0.5 of 20 = 10 decay steps out of the 18 left.
+  // TorchTitan's decay_ratio is a fraction of all steps: 0.5 of 20 = 10 decay steps.
   apply_override(c, "lr_scheduler.decay_ratio", "0.5");
   apply_override(c, "lr_scheduler.decay_type", "cosine");
   s = c.lr_schedule();
-  EXPECT_EQ(std::llround(s.decay_ratio * 18), 10);
+  EXPECT_EQ(s.decay_steps, 10);
   EXPECT_EQ(s.decay, runtime::DecayType::kCosine);
-  EXPECT_DOUBLE_EQ(s.at(10), 8e-4);  // still flat
-  EXPECT_LT(s.at(11), 8e-4);         // decaying
-  apply_override(c, "lr_scheduler.decay_ratio", "1.0");
-  EXPECT_DOUBLE_EQ(c.lr_schedule().decay_ratio, 1.0);  // cut to what warm-up leaves
+  EXPECT_DOUBLE_EQ(s.at(11), 8e-4);  // still flat: steps 3..11
+  EXPECT_LT(s.at(12), 8e-4);         // decaying
+  apply_override(c, "lr_scheduler.decay_ratio", "0.025");  // 0.5 steps: Python's round gives 0
+  EXPECT_EQ(c.lr_schedule().decay_steps, 0);
+  apply_override(c, "lr_scheduler.decay_ratio", "0.075");  // 1.5 steps: 2
+  EXPECT_EQ(c.lr_schedule().decay_steps, 2);
+  apply_override(c, "lr_scheduler.total_steps", "40");
+  EXPECT_EQ(c.lr_schedule().total_steps, 40);
+  EXPECT_EQ(c.lr_schedule().decay_steps, 3);  // round(40 x 0.075)
 }
 
 }  // namespace

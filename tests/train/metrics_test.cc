@@ -56,16 +56,81 @@ MetricsOptions options(std::ostream& out, const std::string& file = "") {
   return o;
 }
 
-TEST(MetricsLogger, LineHasTorchTitansOrderAndFormat) {
+// The expected lines are what TorchTitan's f-string (components/metrics.py, v0.2.x, colours off) prints
+// for the same numbers, computed with Python 3:
+//   f"step: {step:2}  loss: {loss:8.5f}  grad_norm: {grad_norm:7.4f}  memory: {gib:5.2f}GiB({pct:.2f}%)  "
+//   f"tps: {round(tps):,}  tflops: {tflops:,.2f}  mfu: {mfu:.2f}%"
+TEST(MetricsLogger, LineIsTorchTitans) {
   std::ostringstream out;
   const MetricsLogger logger(options(out));
   EXPECT_EQ(logger.format_line(record(12, 5.4321)),
-            "step: 12  loss: 5.4321  grad_norm: 1.2345  memory: 0.05GiB(0.30%)  tps: 12,345  tflops: 0.01  "
+            "step: 12  loss:  5.43210  grad_norm:  1.2345  memory:  0.05GiB(0.30%)  tps: 12,345  tflops: 0.01  "
             "mfu: 0.12%");
-  StepRecord skipped = record(13, std::numeric_limits<double>::quiet_NaN());
-  skipped.skipped = true;
-  EXPECT_NE(logger.format_line(skipped).find("loss: nan"), std::string::npos);
-  EXPECT_NE(logger.format_line(skipped).find("(skipped: non-finite)"), std::string::npos);
+  StepRecord r = record(3, std::numeric_limits<double>::quiet_NaN());
+  r.grad_norm = 12.3456789;
+  EXPECT_EQ(logger.format_line(r),
+            "step:  3  loss:      nan  grad_norm: 12.3457  memory:  0.05GiB(0.30%)  tps: 12,345  tflops: 0.01  "
+            "mfu: 0.12%");
+  // Our extras come after TorchTitan's fields.
+  r.skipped = true;
+  EXPECT_TRUE(logger.format_line(r).ends_with("mfu: 0.12%  (skipped: non-finite)")) << logger.format_line(r);
+}
+
+TEST(MetricsLogger, LineAveragesTheLogInterval) {
+  std::ostringstream out;
+  MetricsOptions o = options(out);
+  o.log_freq = 3;
+  o.flops_per_token = 1e9;  // 1 TFLOP/s at 1,000 tokens/s
+  o.peak_flops = 1e15;       // so mfu is 0.10%
+  o.memory_capacity_bytes = 0;
+  MetricsLogger logger(o);
+  const double gib = 1024.0 * 1024 * 1024;
+  const struct {
+    double seconds;
+    double memory_gib;
+  } steps[] = {{1.0, 1.0}, {1.0, 2.0}, {3.0, 1.0}, {2.0, 0.5}, {2.0, 0.25}, {2.0, 0.5}};
+  for (int64_t s = 1; s <= 6; ++s) {
+    StepRecord r = record(s, 2.0);
+    r.tokens = 1000;
+    r.step_seconds = steps[s - 1].seconds;
+    r.memory_bytes = static_cast<int64_t>(steps[s - 1].memory_gib * gib);
+    logger.log(r);
+  }
+  std::istringstream in(out.str());
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 3u) << out.str();
+  // Step 1 alone; steps 2-3: 2,000 tokens in 4 s, peak 2 GiB; steps 4-6: 3,000 tokens in 6 s.
+  EXPECT_EQ(lines[0], "step:  1  loss:  2.00000  grad_norm:  1.2345  memory:  1.00GiB(0.00%)  tps: 1,000  tflops: 1.00  "
+                      "mfu: 0.10%");
+  EXPECT_EQ(lines[1], "step:  3  loss:  2.00000  grad_norm:  1.2345  memory:  2.00GiB(0.00%)  tps: 500  tflops: 0.50  "
+                      "mfu: 0.05%");
+  EXPECT_EQ(lines[2], "step:  6  loss:  2.00000  grad_norm:  1.2345  memory:  0.50GiB(0.00%)  tps: 500  tflops: 0.50  "
+                      "mfu: 0.05%");
+}
+
+TEST(Metrics, PythonFixedFormat) {
+  // Python 3: f"{-0.000004:8.5f}", f"{float('-nan'):8.5f}", f"{float('inf'):8.5f}", f"{1234567.891:,.2f}",
+  // f"{-1234.5:10,.2f}", f"{1234.5:7.4f}", f"{12.345:5.2f}"
+  EXPECT_EQ(python_fixed(-0.000004, 8, 5), "-0.00000");
+  EXPECT_EQ(python_fixed(-std::numeric_limits<double>::quiet_NaN(), 8, 5), "     nan");
+  EXPECT_EQ(python_fixed(std::numeric_limits<double>::infinity(), 8, 5), "     inf");
+  EXPECT_EQ(python_fixed(1234567.891, 0, 2, true), "1,234,567.89");
+  EXPECT_EQ(python_fixed(-1234.5, 10, 2, true), " -1,234.50");
+  EXPECT_EQ(python_fixed(1234.5, 7, 4), "1234.5000");
+  EXPECT_EQ(python_fixed(12.345, 5, 2), "12.35");
+}
+
+TEST(MetricsLogger, TpsRoundsHalfToEvenAsPythonsRound) {
+  std::ostringstream out;
+  MetricsOptions o = options(out);
+  const MetricsLogger logger(o);
+  StepRecord r = record(1, 1.0);
+  r.step_seconds = 2.0;
+  r.tokens = 24689;  // 12,344.5 tokens/s: Python's round() gives 12344
+  EXPECT_NE(logger.format_line(r).find("tps: 12,344  "), std::string::npos) << logger.format_line(r);
+  r.tokens = 24691;  // 12,345.5: 12346
+  EXPECT_NE(logger.format_line(r).find("tps: 12,346  "), std::string::npos) << logger.format_line(r);
 }
 
 TEST(MetricsLogger, PrintsOnLogStepsAndTheFirst) {
@@ -78,8 +143,8 @@ TEST(MetricsLogger, PrintsOnLogStepsAndTheFirst) {
   std::vector<std::string> lines;
   for (std::string l; std::getline(in, l);) lines.push_back(l);
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_TRUE(lines[0].starts_with("step: 1 "));
-  EXPECT_TRUE(lines[1].starts_with("step: 5 "));
+  EXPECT_TRUE(lines[0].starts_with("step:  1 "));
+  EXPECT_TRUE(lines[1].starts_with("step:  5 "));
   EXPECT_TRUE(lines[2].starts_with("step: 10 "));
 }
 

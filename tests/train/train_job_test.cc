@@ -31,7 +31,7 @@ TrainConfig job_config(const fs::path& dump, int world, const std::string& extra
   const char* mode = std::getenv("FSDP_EQUIVALENCE");
   const bool full = mode != nullptr && std::string(mode) == "full";
   toml << "[job]\ndump_folder = '" << dump.string() << "'\n"
-       << "[model]\nflavor = 'debugmodel'\n"
+       << "[model]\nflavor = 'debugmodel_byte'\n"
        << (full ? "" : "dim = 32\nn_layers = 2\nn_heads = 4\nn_kv_heads = 2\nvocab_size = 256\n")
        << "[training]\nseq_len = " << (full ? 128 : 16) << "\nsteps = 20\nlocal_batch_size = " << kGlobalBatch / world
        << "\n"
@@ -265,6 +265,27 @@ TEST_F(TrainJobTest, WritesOneMergedTraceAndTheMetricsFile) {
   int lines = 0;
   for (std::string line; std::getline(metrics, line);) lines += line.empty() ? 0 : 1;
   EXPECT_EQ(lines, 3);
+}
+
+// TorchTitan's model options reach the trainer: Llama 3.1 RoPE scaling (on by default) and the init scheme.
+TEST(TrainJob, RopeScalingAndInitSchemeReachTheTrainer) {
+  TrainConfig c;
+  c.validate(1);
+  TrainerOptions t = trainer_options(c);
+  ASSERT_TRUE(t.rope_scaling.has_value());
+  EXPECT_EQ(t.rope_scaling->factor, 8.0);
+  EXPECT_EQ(t.rope_scaling->low_freq_factor, 1.0);
+  EXPECT_EQ(t.rope_scaling->high_freq_factor, 4.0);
+  EXPECT_EQ(t.rope_scaling->original_context, 8192.0);
+  EXPECT_EQ(t.init, model::InitScheme::kTorchTitan);
+  apply_override(c, "model.rope_scaling", "false");
+  apply_override(c, "model.init_scheme", "normal");
+  t = trainer_options(c);
+  EXPECT_FALSE(t.rope_scaling.has_value());
+  EXPECT_EQ(t.init, model::InitScheme::kNormal);
+  TrainConfig bad;
+  apply_override(bad, "model.rope_high_freq_factor", "1");
+  EXPECT_THROW(bad.validate(1), ConfigError);
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ bool full_equivalence() {
 }
 
 sharding::ModelSpec tiny_llama() {
-  if (full_equivalence()) return sharding::make_llama("debugmodel", debug_model_llama_config());
+  if (full_equivalence()) return sharding::make_llama("debugmodel_byte", debug_model_llama_config());
   return sharding::make_llama("tiny", sharding::LlamaConfig{.dim = 32, .layers = 2, .n_heads = 4, .n_kv_heads = 2,
                                                             .vocab = 37, .multiple_of = 16});
 }

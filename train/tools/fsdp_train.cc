@@ -66,6 +66,10 @@ int main(int argc, char** argv) {
     config.check_fits_machine_memory();  // before the world connects and anything is allocated
     // Flight recorder dumps go to the job's dump folder unless FSDP_FLIGHT_RECORDER_DIR chose.
     if (!knobs::kFlightRecorderDir.is_set()) FlightRecorder::instance().set_dump_dir(config.job.dump_folder);
+    if (rank == 0) {
+      if (const std::string line = config.no_effect_line(); !line.empty()) std::cout << "fsdp-train: " << line << '\n';
+      if (config.job.print_config) std::cout << "# fsdp-train configuration\n" << config.to_toml() << '\n';
+    }
 
     // Each rank's share of the cores unless the user chose (fsdp-run sets the variables for its ranks).
     const launch::ThreadBudget threads = launch::decide_thread_budget(
