@@ -57,6 +57,12 @@ std::span<float> shard_of(FsdpModel& model, ShardedOptimizer* optimizer, const T
   return chunk.subspan(static_cast<size_t>(pl.offset_in_chunk), static_cast<size_t>(pl.shard_numel()));
 }
 
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
+}
+
 void count_file_written(int& written_this_save) {
   ++written_this_save;
   const int64_t kill_after = knobs::kFaultKillAfterCheckpointFiles.get();  // fault injection, 0: off

@@ -40,6 +40,9 @@ std::vector<TensorRef> tensor_refs(FsdpModel& model, const std::vector<std::stri
 // The rank's shard of that tensor in the current layout (shard_numel elements, padding included).
 std::span<float> shard_of(FsdpModel& model, ShardedOptimizer* optimizer, const TensorRef& t);
 
+// "[4, 5]": a shape as error messages print it.
+std::string shape_text(const std::vector<int64_t>& shape);
+
 // Counts a file written in this save and SIGKILLs the process when the test hook says so.
 void count_file_written(int& written_this_save);
 
