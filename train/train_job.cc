@@ -11,6 +11,7 @@
 #include "common/process_memory.h"
 #include "proto/plan.pb.h"
 #include "runtime/checkpoint/checkpointer.h"
+#include "runtime/checkpoint/safetensors.h"
 #include "runtime/plan_check.h"
 #include "sharding/chip_profile.h"
 #include "sharding/cost_model.h"
@@ -158,6 +159,66 @@ std::string model_config_hash(const TrainConfig& config) {
   return out.str();
 }
 
+namespace {
+
+// The safetensors file checkpoint.initial_load_path names (a file, or with initial_load_in_hf a folder
+// holding exactly one), or "" when it names a checkpoint (a step directory or a checkpoint folder).
+std::string initial_safetensors_file(const CheckpointConfig& ck) {
+  namespace fs = std::filesystem;
+  const std::string& path = ck.initial_load_path;
+  std::error_code ec;
+  std::string file;
+  if (fs::is_regular_file(path, ec)) {
+    file = path;
+  } else if (ck.initial_load_in_hf) {
+    std::vector<std::string> found;
+    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->path().extension() == ".safetensors") found.push_back(it->path().string());
+    }
+    if (found.size() != 1) {
+      throw ConfigError("checkpoint.initial_load_in_hf: checkpoint.initial_load_path = '" + path + "' holds " +
+                        std::to_string(found.size()) +
+                        " .safetensors files; one is read (merge a sharded Hugging Face checkpoint first, or "
+                        "name the file)");
+    }
+    file = found.front();
+  } else {
+    return {};
+  }
+  if (!ck.initial_load_model_only) {
+    throw ConfigError("checkpoint.initial_load_path = '" + file +
+                      "' is a safetensors file, which holds weights only: it cannot resume a training state "
+                      "(checkpoint.initial_load_model_only = false)");
+  }
+  return file;
+}
+
+// How weights lie in a safetensors file this job reads or writes.
+runtime::checkpoint::SafetensorsFormat weights_format(const TrainerOptions& opts, bool hf, const std::string& dtype) {
+  runtime::checkpoint::SafetensorsFormat f;
+  f.dtype = dtype == "bfloat16" ? "BF16" : dtype == "float16" ? "F16" : "F32";
+  if (hf) f.hf = runtime::checkpoint::HfLlamaHeads{opts.model.dims.n_heads, opts.model.dims.n_kv_heads};
+  return f;
+}
+
+// The save after the last step with last_save_model_only (TorchTitan's _save_last_step): the weights
+// only, as a step directory without optimizer state in fp32, else as step-<N>/model.safetensors in
+// export_dtype and (last_save_in_hf) Hugging Face names.
+void save_last_weights(const TrainConfig& config, const TrainerOptions& opts, runtime::checkpoint::Checkpointer& ckpt,
+                       runtime::FsdpModel& model, int64_t step, const std::string& hash) {
+  const auto& ck = config.checkpoint;
+  if (ck.export_dtype == "float32" && !ck.last_save_in_hf) {
+    ckpt.save(step, hash, {}, /*model_only=*/true);
+    return;
+  }
+  ckpt.wait();
+  const std::string file = ckpt.options().folder + "/" + runtime::checkpoint::step_dir_name(step) + "/model.safetensors";
+  runtime::checkpoint::export_safetensors(model, ckpt.comm(), file, {{"format", "pt"}, {"step", std::to_string(step)}},
+                                          weights_format(opts, ck.last_save_in_hf, ck.export_dtype));
+}
+
+}  // namespace
+
 void check_checkpoint_paths(const TrainConfig& config) {
   if (!config.checkpoint.enable_checkpoint) return;
   namespace fs = std::filesystem;
@@ -167,15 +228,23 @@ void check_checkpoint_paths(const TrainConfig& config) {
     throw ConfigError("checkpoint.folder = '" + config.checkpoint.folder + "' resolves to '" + folder +
                       "', which exists and is not a directory");
   }
-  const std::string& initial = config.checkpoint.initial_load_path;
-  if (initial.empty()) return;
+  const auto& ck = config.checkpoint;
+  if (ck.last_save_in_hf && !ck.last_save_model_only) {
+    throw ConfigError("checkpoint.last_save_in_hf = true needs checkpoint.last_save_model_only = true: safetensors "
+                      "hold weights only");
+  }
+  const std::string& initial = ck.initial_load_path;
+  if (initial.empty()) {
+    if (ck.initial_load_in_hf) {
+      throw ConfigError("checkpoint.initial_load_in_hf = true needs checkpoint.initial_load_path (a .safetensors "
+                        "file, or a folder holding one)");
+    }
+    return;
+  }
   if (!fs::exists(initial, ec)) {
     throw ConfigError("checkpoint.initial_load_path = '" + initial + "' does not exist");
   }
-  if (!fs::is_directory(initial, ec)) {
-    throw ConfigError("checkpoint.initial_load_path = '" + initial +
-                      "' is a file; it must be another run's checkpoint folder (a directory)");
-  }
+  initial_safetensors_file(ck);  // refuses what cannot be read, naming the key
 }
 
 JobResult run_training_job(const TrainConfig& config, Communicator& world, const JobOptions& job) {
@@ -243,10 +312,22 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     const auto own_latest = runtime::checkpoint::latest_step(checkpoint_options.folder);
     const std::string& initial = config.checkpoint.initial_load_path;
     std::optional<runtime::checkpoint::LoadResult> loaded;
-    if (own_latest || (initial.empty() && config.checkpoint.load_step >= 0)) {
-      loaded = ckpt->load(hash, config.checkpoint.load_step);
+    const auto& ck = config.checkpoint;
+    if (own_latest || (initial.empty() && ck.load_step >= 0)) {
+      loaded = ckpt->load(hash, ck.load_step);
     } else if (!initial.empty()) {
-      loaded = ckpt->load_from(initial, hash, config.checkpoint.load_step);
+      // TorchTitan's initial load: the weights only (step 0, fresh optimizer and data position) unless
+      // initial_load_model_only = false.
+      std::string from = initial_safetensors_file(ck);
+      if (!from.empty()) {
+        runtime::checkpoint::import_safetensors(trainer.fsdp(), ckpt->comm(), from,
+                                                weights_format(opts, ck.initial_load_in_hf, "float32"));
+      } else if (ck.initial_load_model_only) {
+        from = ckpt->load_model(initial, ck.load_step).dir;
+      } else {
+        loaded = ckpt->load_from(initial, hash, ck.load_step);
+      }
+      if (job.log && !from.empty()) *job.log << "loaded the weights of " << from << " (model only: step 0, fresh optimizer)\n";
     }
     if (loaded) {
       const auto it = loaded->training_state.find(kDataLoaderKey);
@@ -304,7 +385,9 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     metrics.log(StepRecord{st.step, st.loss, st.grad_norm, st.lr, st.tokens, st.seconds,
                            trainer.tracker().peak_total(), st.skipped});
     const bool last = s == config.training.steps;
-    if (ckpt && (s % config.checkpoint.interval == 0 || last)) {
+    if (ckpt && last && config.checkpoint.last_save_model_only) {
+      save_last_weights(config, opts, *ckpt, trainer.fsdp(), s, hash);
+    } else if (ckpt && (s % config.checkpoint.interval == 0 || last)) {
       ckpt->save(s, hash, training_state(loader.state(), opts, s));
     }
     if (job.stop_after_step > 0 && s >= job.stop_after_step) break;

@@ -22,8 +22,8 @@ constexpr int64_t kMaxHeaderBytes = 100 << 20;  // as the reference implementati
 
 int64_t dtype_bytes(const std::string& dtype) {
   if (dtype == "F32") return 4;
-  if (dtype == "BF16") return 2;
-  throw CheckpointError("safetensors dtype " + dtype + " is neither F32 nor BF16");
+  if (dtype == "BF16" || dtype == "F16") return 2;
+  throw CheckpointError("safetensors dtype " + dtype + " is none of F32, BF16, F16");
 }
 
 int64_t numel_of(const std::vector<int64_t>& shape) {
@@ -115,7 +115,11 @@ void write_rows(File& f, int64_t tensor_start, const std::string& model_name, co
       return;
     }
     buf.resize(count);
-    for (size_t i = 0; i < count; ++i) buf[i] = float_to_bf16(run[i]);
+    if (format.dtype == "BF16") {
+      for (size_t i = 0; i < count; ++i) buf[i] = float_to_bf16(run[i]);
+    } else {
+      for (size_t i = 0; i < count; ++i) buf[i] = float_to_half(run[i]);
+    }
     f.pwrite_all(buf.data(), count * 2, offset);
   });
 }
@@ -132,8 +136,10 @@ void read_rows(const File& f, const SafetensorsEntry& e, const std::string& mode
     const bool whole = elem == 4 ? f.pread_some(run, count * 4, offset) == count * 4
                                  : (buf.resize(count), f.pread_some(buf.data(), count * 2, offset) == count * 2);
     if (!whole) throw CheckpointError(f.path() + " is truncated inside tensor '" + e.name + "'");
-    if (elem == 2) {
+    if (e.dtype == "BF16") {
       for (size_t i = 0; i < count; ++i) run[i] = bf16_to_float(buf[i]);
+    } else if (e.dtype == "F16") {
+      for (size_t i = 0; i < count; ++i) run[i] = half_to_float(buf[i]);
     }
   });
 }
@@ -162,8 +168,8 @@ std::vector<const SafetensorsEntry*> match_tensors(const SafetensorsHeader& head
     if (e.shape != shape) {
       problems.push_back("tensor '" + file_name + "' has shape " + detail::shape_text(e.shape) + ", the model's is " +
                          detail::shape_text(shape));
-    } else if (e.dtype != "F32" && e.dtype != "BF16") {
-      problems.push_back("tensor '" + file_name + "' is " + e.dtype + "; F32 and BF16 are read");
+    } else if (e.dtype != "F32" && e.dtype != "BF16" && e.dtype != "F16") {
+      problems.push_back("tensor '" + file_name + "' is " + e.dtype + "; F32, BF16 and F16 are read");
     } else if (e.end - e.begin != numel_of(shape) * dtype_bytes(e.dtype)) {
       problems.push_back("data_offsets of tensor '" + file_name + "' do not match its shape and dtype");
     }
@@ -257,6 +263,8 @@ void export_safetensors(FsdpModel& model, Communicator& comm, const std::string&
   std::string error;
   if (comm.rank() == 0) {
     try {
+      const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+      if (!parent.empty()) std::filesystem::create_directories(parent);
       File f = File::create_new(tmp);
       const uint64_t len = header.size();
       f.pwrite_all(&len, 8, 0);

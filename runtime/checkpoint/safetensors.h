@@ -27,19 +27,19 @@ namespace fsdp::runtime::checkpoint {
 
 // How the model's tensors are stored in a file.
 struct SafetensorsFormat {
-  // Export: "F32", or "BF16" rounded to nearest, ties to even (common/float_formats.h). Import reads
-  // F32 and BF16 whatever this says, tensor by tensor.
+  // Export: "F32", or "BF16" / "F16" rounded to nearest, ties to even (common/float_formats.h).
+  // Import reads F32, BF16 and F16 whatever this says, tensor by tensor.
   std::string dtype = "F32";
   // Set: Hugging Face Llama names and q/k row order (hf_llama.h) in the file, TorchTitan's in the model.
   std::optional<HfLlamaHeads> hf;
 };
 
-// Writes path atomically (path.tmp-<nonce>, fsync, rename). Only master parameters; no optimizer
-// state (the format has no place for it).
+// Writes path atomically (path.tmp-<nonce>, fsync, rename; rank 0 creates missing folders above it).
+// Only master parameters; no optimizer state (the format has no place for it).
 void export_safetensors(FsdpModel& model, Communicator& comm, const std::string& path,
                         const std::map<std::string, std::string>& metadata = {}, const SafetensorsFormat& format = {});
 
-// Loads the parameters named like the model's (every one must be present, F32 or BF16, same shape;
+// Loads the parameters named like the model's (every one must be present, F32, BF16 or F16, same shape;
 // extra tensors in the file are refused too, each named) into the master shards; returns the file's
 // __metadata__.
 std::map<std::string, std::string> import_safetensors(FsdpModel& model, Communicator& comm, const std::string& path,

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "checkpoint_support.h"
+#include "common/float_formats.h"
 #include "runtime/checkpoint/errors.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/hf_llama.h"
@@ -258,13 +259,24 @@ TEST(SafetensorsFormats, Bf16ExportRoundsToNearestEvenAndImports) {
   }
 }
 
-// F32 TorchTitan names: export at 2 ranks, import at 3, bitwise.
+// F32 TorchTitan names: export at 2 ranks, import at 3, bitwise; F16 reads back as f16 values.
 TEST(SafetensorsFormats, F32RoundTripIsBitwise) {
   ScratchDir dir;
   const std::string file = dir / "f32.safetensors";
   const Params saved = exported_params(2, file, {});
   const Params back = imported_params(3, file, {});
   for (const auto& [name, w] : saved) EXPECT_TRUE(bitwise_equal(back.at(name), w)) << name;
+
+  // F16 (TorchTitan's export_dtype float16) reads back as the f16 values.
+  SafetensorsFormat f16;
+  f16.dtype = "F16";
+  exported_params(2, dir / "f16.safetensors", f16);
+  const Params halves = imported_params(1, dir / "f16.safetensors", {});
+  for (const auto& [name, w] : saved) {
+    std::vector<float> want(w.size());
+    for (size_t i = 0; i < w.size(); ++i) want[i] = half_to_float(float_to_half(w[i]));
+    EXPECT_TRUE(bitwise_equal(halves.at(name), want)) << name;
+  }
 }
 
 // A file with a tensor missing, one too many, or one of another shape is refused naming the tensor.
@@ -309,7 +321,7 @@ TEST(SafetensorsFormats, MismatchedFilesAreRefusedNamingTheTensor) {
       }
     });
   }
-  // A tensor of a dtype other than F32 and BF16 is named too.
+  // A tensor of a dtype other than F32, BF16 and F16 is named too.
   std::string bytes = read_file(dir / "good.safetensors");
   const size_t at = bytes.find("\"BF16\"") == std::string::npos ? bytes.find("\"F32\"") : std::string::npos;
   ASSERT_NE(at, std::string::npos);
@@ -324,7 +336,7 @@ TEST(SafetensorsFormats, MismatchedFilesAreRefusedNamingTheTensor) {
         try {
           read_safetensors(ints, hf);
         } catch (const CheckpointError& e) {
-          EXPECT_NE(std::string(e.what()).find("is I32; F32 and BF16 are read"), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find("is I32; F32, BF16 and F16 are read"), std::string::npos) << e.what();
           throw;
         }
       },
