@@ -13,7 +13,6 @@
 #include <unordered_map>
 
 #include "proto/checkpoint.pb.h"
-#include "common/crc32c.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/reader.h"
 #include "runtime/checkpoint/state_tensors.h"
@@ -38,14 +37,6 @@ std::string hex(uint64_t v, int width) {
   std::ostringstream s;
   s << std::hex << std::setw(width) << std::setfill('0') << v;
   return s.str();
-}
-
-std::string shard_file_name(int64_t shard_rank, int64_t shard_degree) {
-  auto pad = [](int64_t v) {
-    std::string s = std::to_string(v);
-    return std::string(s.size() < 5 ? 5 - s.size() : 0, '0') + s;
-  };
-  return "shard-" + pad(shard_rank) + "-of-" + pad(shard_degree) + ".bin";
 }
 
 // "step-<digits>" -> the step; nullopt otherwise.
@@ -73,13 +64,6 @@ struct Piece {
   const float* data = nullptr;
   int64_t count = 0;  // elements
 };
-
-void fill_block_crcs(Chunk& c, const char* data, int64_t block) {
-  c.set_crc32c(crc32c(data, static_cast<size_t>(c.length())));
-  for (int64_t b = 0; b < c.length(); b += block) {
-    c.add_block_crc32c(crc32c(data + b, static_cast<size_t>(std::min(block, c.length() - b))));
-  }
-}
 
 }  // namespace
 
@@ -221,7 +205,7 @@ void Checkpointer::save(int64_t step, const std::string& model_config_hash, cons
   const ProcessGroups& groups = model_.groups();
   if (groups.replica_index() == 0) {
     const int64_t shard_rank = groups.shard_rank();
-    job->file = shard_file_name(shard_rank, groups.shard_degree());
+    job->file = detail::shard_file_name(shard_rank, groups.shard_degree());
     const auto refs = detail::tensor_refs(model_, optimizer_kind(job->optimizer).second);
     for (int t = 0; t < static_cast<int>(refs.size()); ++t) {
       const auto& pl = model_.unit(refs[t].unit).layout().params().at(static_cast<size_t>(refs[t].param));
@@ -280,7 +264,7 @@ void Checkpointer::run_save(SaveJob& job) {
         c->set_row_end(p.row_end);
         c->set_offset(offset);
         c->set_length(p.count * detail::kF32Bytes);
-        fill_block_crcs(*c, reinterpret_cast<const char*>(p.data), block);
+        detail::fill_block_crcs(*c, reinterpret_cast<const char*>(p.data), block);
         f.pwrite_all(p.data, static_cast<size_t>(c->length()), offset);
         offset += c->length();
       }

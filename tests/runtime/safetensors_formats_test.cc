@@ -12,7 +12,10 @@
 
 #include "checkpoint_support.h"
 #include "common/float_formats.h"
+#include "runtime/checkpoint/checkpointer.h"
+#include "runtime/checkpoint/convert.h"
 #include "runtime/checkpoint/errors.h"
+#include "runtime/checkpoint/inspect.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/hf_llama.h"
 #include "runtime/checkpoint/safetensors.h"
@@ -277,6 +280,67 @@ TEST(SafetensorsFormats, F32RoundTripIsBitwise) {
     for (size_t i = 0; i < w.size(); ++i) want[i] = half_to_float(float_to_half(w[i]));
     EXPECT_TRUE(bitwise_equal(halves.at(name), want)) << name;
   }
+}
+
+// What fsdp-ckpt export / import do, without a job: a step directory saved at 2 ranks becomes the
+// same safetensors bytes the job's collective export writes (F32 TorchTitan names, BF16 HF names),
+// and an HF file becomes a weights-only step directory that verifies and loads at 3 ranks bitwise.
+TEST(SafetensorsFormats, StepDirectoriesConvertAsTheJobExports) {
+  ScratchDir dir;
+  SafetensorsFormat hf_bf16;
+  hf_bf16.dtype = "BF16";
+  hf_bf16.hf = kHeads;
+  const std::vector<std::pair<std::string, SafetensorsFormat>> formats = {{"f32", {}}, {"hf_bf16", hf_bf16}};
+  Params saved;
+  {
+    InProcJob job(2);
+    job.run([&](Communicator& c) {
+      LlamaJob t(c, true);
+      CheckpointOptions o;
+      o.folder = dir / "ckpt";
+      Checkpointer ckpt(*t.fsdp, nullptr, c, o, t.tracker);
+      ckpt.save(7, "tiny");
+      for (const auto& [name, format] : formats) {
+        export_safetensors(*t.fsdp, ckpt.comm(), dir / ("job_" + name + ".safetensors"), {{"format", "pt"}, {"step", "7"}},
+                           format);
+      }
+      auto full = t.params();
+      if (c.rank() == 0) saved = std::move(full);
+    });
+  }
+  const auto tensors = read_step_dir_parameters(dir / "ckpt/step-7");
+  ASSERT_EQ(tensors.size(), saved.size());
+  for (const auto& t : tensors) EXPECT_TRUE(bitwise_equal(t.data, saved.at(t.name))) << t.name;
+  const HfLlamaHeads heads = hf_heads_from_shapes(tensors, 4);
+  EXPECT_EQ(heads.n_heads, 4);
+  EXPECT_EQ(heads.n_kv_heads, 2);
+  EXPECT_THROW(hf_heads_from_shapes(tensors, 3), CheckpointError);
+  for (const auto& [name, format] : formats) {
+    write_safetensors(dir / ("tool_" + name + ".safetensors"), tensors, {{"format", "pt"}, {"step", "7"}}, format);
+    EXPECT_TRUE(read_file(dir / ("tool_" + name + ".safetensors")) == read_file(dir / ("job_" + name + ".safetensors")))
+        << name;
+  }
+
+  SafetensorsFormat hf;
+  hf.hf = kHeads;
+  write_safetensors(dir / "hf.safetensors", tensors, {}, hf);
+  write_weights_step_dir(dir / "imported", read_safetensors(dir / "hf.safetensors", hf));
+  EXPECT_THROW(write_weights_step_dir(dir / "imported", tensors), CheckpointError);  // never overwritten
+  const VerifyReport report = verify_checkpoint(dir / "imported");
+  EXPECT_TRUE(report.ok()) << (report.errors.empty() ? "" : report.errors.front());
+  InProcJob job(3);
+  job.run([&](Communicator& c) {
+    LlamaJob t(c, false);
+    CheckpointOptions o;
+    o.folder = dir / "unused";
+    Checkpointer ckpt(*t.fsdp, nullptr, c, o, t.tracker);
+    const LoadResult r = ckpt.load_model(dir / "imported");
+    EXPECT_EQ(r.step, 0);
+    const Params got = t.params();
+    if (c.rank() == 0) {
+      for (const auto& [name, w] : saved) EXPECT_TRUE(bitwise_equal(got.at(name), w)) << name;
+    }
+  });
 }
 
 // A file with a tensor missing, one too many, or one of another shape is refused naming the tensor.
