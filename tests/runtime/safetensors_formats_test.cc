@@ -78,6 +78,12 @@ struct LlamaJob {
     }
     return out;
   }
+  // Parameters only (no optimizer), in `folder`.
+  std::unique_ptr<Checkpointer> checkpointer(Communicator& c, const std::string& folder) {
+    CheckpointOptions o;
+    o.folder = folder;
+    return std::make_unique<Checkpointer>(*fsdp, nullptr, c, o, tracker);
+  }
   MemoryTracker tracker;
   std::unique_ptr<FsdpModel> fsdp;
 };
@@ -296,12 +302,10 @@ TEST(SafetensorsFormats, StepDirectoriesConvertAsTheJobExports) {
     InProcJob job(2);
     job.run([&](Communicator& c) {
       LlamaJob t(c, true);
-      CheckpointOptions o;
-      o.folder = dir / "ckpt";
-      Checkpointer ckpt(*t.fsdp, nullptr, c, o, t.tracker);
-      ckpt.save(7, "tiny");
+      const auto ckpt = t.checkpointer(c, dir / "ckpt");
+      ckpt->save(7, "tiny");
       for (const auto& [name, format] : formats) {
-        export_safetensors(*t.fsdp, ckpt.comm(), dir / ("job_" + name + ".safetensors"), {{"format", "pt"}, {"step", "7"}},
+        export_safetensors(*t.fsdp, ckpt->comm(), dir / ("job_" + name + ".safetensors"), {{"format", "pt"}, {"step", "7"}},
                            format);
       }
       auto full = t.params();
@@ -331,10 +335,7 @@ TEST(SafetensorsFormats, StepDirectoriesConvertAsTheJobExports) {
   InProcJob job(3);
   job.run([&](Communicator& c) {
     LlamaJob t(c, false);
-    CheckpointOptions o;
-    o.folder = dir / "unused";
-    Checkpointer ckpt(*t.fsdp, nullptr, c, o, t.tracker);
-    const LoadResult r = ckpt.load_model(dir / "imported");
+    const LoadResult r = t.checkpointer(c, dir / "unused")->load_model(dir / "imported");
     EXPECT_EQ(r.step, 0);
     const Params got = t.params();
     if (c.rank() == 0) {
