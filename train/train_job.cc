@@ -201,18 +201,27 @@ runtime::checkpoint::SafetensorsFormat weights_format(const TrainerOptions& opts
   return f;
 }
 
+// Where the model-only last save goes when it is a safetensors file (export_dtype other than float32,
+// or last_save_in_hf): step-<N>/model.safetensors in the checkpoint folder; "" when it is a step
+// directory like the others.
+std::string last_save_safetensors_file(const TrainConfig& config) {
+  const auto& ck = config.checkpoint;
+  if (!ck.last_save_model_only || (ck.export_dtype == "float32" && !ck.last_save_in_hf)) return {};
+  return config.checkpoint_dir() + "/" + runtime::checkpoint::step_dir_name(config.training.steps) + "/model.safetensors";
+}
+
 // The save after the last step with last_save_model_only (TorchTitan's _save_last_step): the weights
 // only, as a step directory without optimizer state in fp32, else as step-<N>/model.safetensors in
 // export_dtype and (last_save_in_hf) Hugging Face names.
 void save_last_weights(const TrainConfig& config, const TrainerOptions& opts, runtime::checkpoint::Checkpointer& ckpt,
                        runtime::FsdpModel& model, int64_t step, const std::string& hash) {
   const auto& ck = config.checkpoint;
-  if (ck.export_dtype == "float32" && !ck.last_save_in_hf) {
+  const std::string file = last_save_safetensors_file(config);
+  if (file.empty()) {
     ckpt.save(step, hash, {}, /*model_only=*/true);
     return;
   }
   ckpt.wait();
-  const std::string file = ckpt.options().folder + "/" + runtime::checkpoint::step_dir_name(step) + "/model.safetensors";
   runtime::checkpoint::export_safetensors(model, ckpt.comm(), file, {{"format", "pt"}, {"step", std::to_string(step)}},
                                           weights_format(opts, ck.last_save_in_hf, ck.export_dtype));
 }
@@ -342,7 +351,12 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       if (job.log) *job.log << "resumed from " << loaded->dir << " (step " << loaded->step << ", saved at shard degree "
                             << loaded->saved_shard_degree << " x replicate " << loaded->saved_replicate_degree << ")\n";
     }
-    // A committed checkpoint is never overwritten: refuse before training rather than at the save.
+    // A committed checkpoint (or last save) is never overwritten: refuse before training, not at the save.
+    const std::string last_file = last_save_safetensors_file(config);
+    if (!last_file.empty() && std::filesystem::exists(last_file)) {
+      throw runtime::checkpoint::CheckpointError("checkpoint folder '" + checkpoint_options.folder + "' already holds " +
+                                                 last_file + ", the last save of this run; use a new checkpoint.folder");
+    }
     for (int64_t s : runtime::checkpoint::committed_steps(checkpoint_options.folder)) {
       if (s > result.start_step && s <= config.training.steps) {
         throw runtime::checkpoint::CheckpointError(

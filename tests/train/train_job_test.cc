@@ -321,6 +321,12 @@ TEST_F(TrainJobTest, InitialLoadIsWeightsOnlyAndLastSaveIsModelOnly) {
       runtime::checkpoint::read_safetensors_header((dir_ / "bf16" / "checkpoint" / "step-2" / "model.safetensors").string());
   EXPECT_EQ(bf16_header.tensors.front().name, "tok_embeddings.weight");
   for (const auto& t : bf16_header.tensors) EXPECT_EQ(t.dtype, "BF16") << t.name;
+  try {
+    run_job(1, bf16);  // again: would overwrite that file
+    ADD_FAILURE() << "overwrote a last save";
+  } catch (const runtime::checkpoint::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("step-2/model.safetensors, the last save"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(TrainJobTest, NonFiniteLossStopsOrIsSkipped) {
