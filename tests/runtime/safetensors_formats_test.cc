@@ -189,6 +189,62 @@ TEST(HfLlama, QkRowOrderIsHfPermute) {
   }
 }
 
+// What the permutation is for: HF's attention (rotate_half RoPE, pairs (i, i + hd/2)) on the HF rows
+// gives the same q.k scores as TorchTitan's (adjacent pairs (2i, 2i+1)) on TorchTitan's rows.
+TEST(HfLlama, RotateHalfRopeOnHfRowsScoresLikeInterleavedRopeOnTorchTitanRows) {
+  const int64_t heads = 2, hd = 8, dim = 6, rows = heads * hd;
+  std::vector<double> wq(static_cast<size_t>(rows * dim)), wk(wq.size()), x(static_cast<size_t>(dim)),
+      y(static_cast<size_t>(dim));
+  for (size_t i = 0; i < wq.size(); ++i) {
+    wq[i] = std::sin(0.7 * static_cast<double>(i) + 0.1);
+    wk[i] = std::cos(1.3 * static_cast<double>(i) + 0.2);
+  }
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = 0.5 - 0.1 * static_cast<double>(i);
+    y[i] = 0.3 * static_cast<double>(i) - 0.4;
+  }
+  auto hf_rows = [&](const std::vector<double>& w) {  // row hf_row_of(r) <- row r
+    std::vector<double> out(w.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t to = hf_row_of("layers.0.attention.wq.weight", r, rows, {heads, heads});
+      for (int64_t c = 0; c < dim; ++c) out[static_cast<size_t>(to * dim + c)] = w[static_cast<size_t>(r * dim + c)];
+    }
+    return out;
+  };
+  // rope(W v) at position p; pair i of a head is (2i, 2i+1) interleaved or (i, i + hd/2) halves.
+  auto roped = [&](const std::vector<double>& w, const std::vector<double>& v, int64_t p, bool halves) {
+    std::vector<double> out(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < dim; ++c) out[static_cast<size_t>(r)] += w[static_cast<size_t>(r * dim + c)] * v[static_cast<size_t>(c)];
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < hd / 2; ++i) {
+        const double angle = static_cast<double>(p) * std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+        const size_t a = static_cast<size_t>(h * hd + (halves ? i : 2 * i));
+        const size_t b = static_cast<size_t>(h * hd + (halves ? i + hd / 2 : 2 * i + 1));
+        const double u = out[a], v2 = out[b];
+        out[a] = u * std::cos(angle) - v2 * std::sin(angle);
+        out[b] = u * std::sin(angle) + v2 * std::cos(angle);
+      }
+    }
+    return out;
+  };
+  for (int64_t pq : {0, 3, 17}) {
+    for (int64_t pk : {0, 5}) {
+      const auto q_tt = roped(wq, x, pq, false), k_tt = roped(wk, y, pk, false);
+      const auto q_hf = roped(hf_rows(wq), x, pq, true), k_hf = roped(hf_rows(wk), y, pk, true);
+      for (int64_t h = 0; h < heads; ++h) {
+        double s_tt = 0, s_hf = 0;
+        for (int64_t d = 0; d < hd; ++d) {
+          s_tt += q_tt[static_cast<size_t>(h * hd + d)] * k_tt[static_cast<size_t>(h * hd + d)];
+          s_hf += q_hf[static_cast<size_t>(h * hd + d)] * k_hf[static_cast<size_t>(h * hd + d)];
+        }
+        EXPECT_NEAR(s_hf, s_tt, 1e-12 * (1 + std::fabs(s_tt))) << "head " << h << " positions " << pq << ", " << pk;
+      }
+    }
+  }
+}
+
 // TorchTitan names -> HF file -> TorchTitan names, bitwise; the file holds HF's names and q/k rows.
 TEST(SafetensorsFormats, HfRoundTripIsBitwiseAcrossDegrees) {
   ScratchDir dir;
