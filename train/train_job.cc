@@ -161,36 +161,34 @@ std::string model_config_hash(const TrainConfig& config) {
 
 namespace {
 
-// The safetensors file checkpoint.initial_load_path names (a file, or with initial_load_in_hf a folder
-// holding exactly one), or "" when it names a checkpoint (a step directory or a checkpoint folder).
-std::string initial_safetensors_file(const CheckpointConfig& ck) {
+// The safetensors files checkpoint.initial_load_path names (a file, or with initial_load_in_hf every
+// .safetensors of a folder: Hugging Face shards its checkpoints), or none when it names a checkpoint
+// (a step directory or a checkpoint folder).
+std::vector<std::string> initial_safetensors_files(const CheckpointConfig& ck) {
   namespace fs = std::filesystem;
   const std::string& path = ck.initial_load_path;
   std::error_code ec;
-  std::string file;
+  std::vector<std::string> files;
   if (fs::is_regular_file(path, ec)) {
-    file = path;
+    files.push_back(path);
   } else if (ck.initial_load_in_hf) {
-    std::vector<std::string> found;
     for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->path().extension() == ".safetensors") found.push_back(it->path().string());
+      if (it->path().extension() == ".safetensors") files.push_back(it->path().string());
     }
-    if (found.size() != 1) {
-      throw ConfigError("checkpoint.initial_load_in_hf: checkpoint.initial_load_path = '" + path + "' holds " +
-                        std::to_string(found.size()) +
-                        " .safetensors files; one is read (merge a sharded Hugging Face checkpoint first, or "
-                        "name the file)");
+    if (files.empty()) {
+      throw ConfigError("checkpoint.initial_load_in_hf: checkpoint.initial_load_path = '" + path +
+                        "' holds no .safetensors file");
     }
-    file = found.front();
+    std::sort(files.begin(), files.end());
   } else {
     return {};
   }
   if (!ck.initial_load_model_only) {
-    throw ConfigError("checkpoint.initial_load_path = '" + file +
-                      "' is a safetensors file, which holds weights only: it cannot resume a training state "
+    throw ConfigError("checkpoint.initial_load_path = '" + path +
+                      "' is safetensors, which holds weights only: it cannot resume a training state "
                       "(checkpoint.initial_load_model_only = false)");
   }
-  return file;
+  return files;
 }
 
 // How weights lie in a safetensors file this job reads or writes.
@@ -253,7 +251,7 @@ void check_checkpoint_paths(const TrainConfig& config) {
   if (!fs::exists(initial, ec)) {
     throw ConfigError("checkpoint.initial_load_path = '" + initial + "' does not exist");
   }
-  initial_safetensors_file(ck);  // refuses what cannot be read, naming the key
+  initial_safetensors_files(ck);  // refuses what cannot be read, naming the key
 }
 
 JobResult run_training_job(const TrainConfig& config, Communicator& world, const JobOptions& job) {
@@ -327,10 +325,11 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     } else if (!initial.empty()) {
       // TorchTitan's initial load: the weights only (step 0, fresh optimizer and data position) unless
       // initial_load_model_only = false.
-      std::string from = initial_safetensors_file(ck);
-      if (!from.empty()) {
-        runtime::checkpoint::import_safetensors(trainer.fsdp(), ckpt->comm(), from,
+      std::string from;
+      if (const auto files = initial_safetensors_files(ck); !files.empty()) {
+        runtime::checkpoint::import_safetensors(trainer.fsdp(), ckpt->comm(), files,
                                                 weights_format(opts, ck.initial_load_in_hf, "float32"));
+        from = initial + (files.size() > 1 ? " (" + std::to_string(files.size()) + " files)" : "");
       } else if (ck.initial_load_model_only) {
         from = ckpt->load_model(initial, ck.load_step).dir;
       } else {

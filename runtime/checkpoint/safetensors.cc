@@ -190,6 +190,42 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> model_tensors(FsdpMode
   return out;
 }
 
+// Names the files in errors: the one path, or the first and how many more.
+std::string describe_files(const std::vector<std::string>& paths) {
+  if (paths.empty()) throw CheckpointError("no safetensors file given");
+  return paths.size() == 1 ? paths[0] : paths[0] + " and " + std::to_string(paths.size() - 1) + " more files";
+}
+
+// Several files read as one (a sharded Hugging Face checkpoint): every tensor in exactly one of them;
+// the metadata of the first.
+SafetensorsHeader read_headers(const std::vector<std::string>& paths) {
+  SafetensorsHeader merged;
+  std::unordered_map<std::string, std::string> seen;  // tensor -> file
+  for (size_t i = 0; i < paths.size(); ++i) {
+    SafetensorsHeader h = read_safetensors_header(paths[i]);
+    if (i == 0) merged.metadata = h.metadata;
+    for (auto& e : h.tensors) {
+      const auto [it, fresh] = seen.emplace(e.name, paths[i]);
+      if (!fresh) throw CheckpointError("tensor '" + e.name + "' is in both " + it->second + " and " + paths[i]);
+      merged.tensors.push_back(std::move(e));
+    }
+  }
+  return merged;
+}
+
+// The open files of a set, by path.
+class OpenFiles {
+ public:
+  const File& operator[](const std::string& path) {
+    auto it = files_.find(path);
+    if (it == files_.end()) it = files_.emplace(path, File::open_read(path)).first;
+    return it->second;
+  }
+
+ private:
+  std::unordered_map<std::string, File> files_;
+};
+
 }  // namespace
 
 SafetensorsHeader read_safetensors_header(const std::string& path) {
@@ -220,6 +256,7 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
       }
       SafetensorsEntry e;
       e.name = name;
+      e.path = path;
       try {
         e.dtype = v.at("dtype").string();
         for (const auto& d : v.at("shape").array()) e.shape.push_back(d.integer());
@@ -309,16 +346,17 @@ void export_safetensors(FsdpModel& model, Communicator& comm, const std::string&
   fail_if(error, "commit");
 }
 
-std::map<std::string, std::string> import_safetensors(FsdpModel& model, Communicator& comm, const std::string& path,
+std::map<std::string, std::string> import_safetensors(FsdpModel& model, Communicator& comm,
+                                                      const std::vector<std::string>& paths,
                                                       const SafetensorsFormat& format) {
   model.discard_step();  // prefetched all-gathers hold the old values
   std::string error;
   SafetensorsHeader header;
   try {
-    header = read_safetensors_header(path);
+    header = read_headers(paths);
     const auto refs = detail::tensor_refs(model, {});
-    const auto entries = match_tensors(header, model_tensors(model), format, path);
-    File f = File::open_read(path);
+    const auto entries = match_tensors(header, model_tensors(model), format, describe_files(paths));
+    OpenFiles files;
     const int64_t shard_rank = model.groups().shard_rank();
     std::vector<uint16_t> buf;
     for (size_t i = 0; i < refs.size(); ++i) {
@@ -326,7 +364,7 @@ std::map<std::string, std::string> import_safetensors(FsdpModel& model, Communic
       std::span<float> dst = detail::shard_of(model, nullptr, refs[i]);
       std::fill(dst.begin(), dst.end(), 0.f);  // padding rows stay zero
       const sharding::RowRange rows = pl.rows_of(shard_rank);
-      if (rows.size() > 0) read_rows(f, *entries[i], refs[i].name, rows, dst.data(), format, buf);
+      if (rows.size() > 0) read_rows(files[entries[i]->path], *entries[i], refs[i].name, rows, dst.data(), format, buf);
     }
   } catch (const std::exception& e) {
     error = e.what();
@@ -334,6 +372,11 @@ std::map<std::string, std::string> import_safetensors(FsdpModel& model, Communic
   error = detail::agree_on_error(comm, error);
   if (!error.empty()) throw CheckpointError("safetensors import: " + error);
   return header.metadata;
+}
+
+std::map<std::string, std::string> import_safetensors(FsdpModel& model, Communicator& comm, const std::string& path,
+                                                      const SafetensorsFormat& format) {
+  return import_safetensors(model, comm, std::vector<std::string>{path}, format);
 }
 
 void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
@@ -371,20 +414,25 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
   }
 }
 
-std::vector<NamedTensor> read_safetensors(const std::string& path, const SafetensorsFormat& format) {
-  const SafetensorsHeader header = read_safetensors_header(path);
+std::vector<NamedTensor> read_safetensors(const std::vector<std::string>& paths, const SafetensorsFormat& format) {
+  const SafetensorsHeader header = read_headers(paths);
   std::vector<std::pair<std::string, std::vector<int64_t>>> want;
   for (const auto& e : header.tensors) want.emplace_back(format.hf ? from_hf_name(e.name) : e.name, e.shape);
-  const auto entries = match_tensors(header, want, format, path);  // dtypes and sizes
-  File f = File::open_read(path);
+  const auto entries = match_tensors(header, want, format, describe_files(paths));  // dtypes and sizes
+  OpenFiles files;
   std::vector<NamedTensor> out;
   std::vector<uint16_t> buf;
   for (size_t i = 0; i < want.size(); ++i) {
     NamedTensor t{want[i].first, want[i].second, std::vector<float>(static_cast<size_t>(numel_of(want[i].second)))};
-    read_rows(f, *entries[i], t.name, sharding::RowRange{0, rows_of(t.shape)}, t.data.data(), format, buf);
+    read_rows(files[entries[i]->path], *entries[i], t.name, sharding::RowRange{0, rows_of(t.shape)}, t.data.data(),
+              format, buf);
     out.push_back(std::move(t));
   }
   return out;
+}
+
+std::vector<NamedTensor> read_safetensors(const std::string& path, const SafetensorsFormat& format) {
+  return read_safetensors(std::vector<std::string>{path}, format);
 }
 
 }  // namespace fsdp::runtime::checkpoint

@@ -44,6 +44,12 @@ void export_safetensors(FsdpModel& model, Communicator& comm, const std::string&
 // __metadata__.
 std::map<std::string, std::string> import_safetensors(FsdpModel& model, Communicator& comm, const std::string& path,
                                                       const SafetensorsFormat& format = {});
+// The same from several files read as one, as Hugging Face shards a checkpoint (model-00001-of-00004...):
+// every tensor in exactly one of them (one in two files is refused naming both); their metadata is the
+// first file's.
+std::map<std::string, std::string> import_safetensors(FsdpModel& model, Communicator& comm,
+                                                      const std::vector<std::string>& paths,
+                                                      const SafetensorsFormat& format = {});
 
 // A parsed safetensors header (no communication): for tools and tests.
 struct SafetensorsEntry {
@@ -52,6 +58,7 @@ struct SafetensorsEntry {
   std::vector<int64_t> shape;
   int64_t begin = 0;  // absolute file offsets of the data
   int64_t end = 0;
+  std::string path;  // the file it is in
 };
 struct SafetensorsHeader {
   int64_t header_bytes = 0;  // H
@@ -73,5 +80,6 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
                        const std::map<std::string, std::string>& metadata, const SafetensorsFormat& format);
 // Every tensor of the file under the model's names (format.hf maps them back), as f32, in file order.
 std::vector<NamedTensor> read_safetensors(const std::string& path, const SafetensorsFormat& format);
+std::vector<NamedTensor> read_safetensors(const std::vector<std::string>& paths, const SafetensorsFormat& format);
 
 }  // namespace fsdp::runtime::checkpoint

@@ -282,6 +282,47 @@ TEST(SafetensorsFormats, HfRoundTripIsBitwiseAcrossDegrees) {
   EXPECT_TRUE(read_file(dir / "again.safetensors") == bytes) << "the model-less writer writes the same file";
 }
 
+// A checkpoint sharded over several files (as Hugging Face ships them) imports as one; a tensor in
+// two files is refused naming both.
+TEST(SafetensorsFormats, ShardedFilesImportAsOne) {
+  ScratchDir dir;
+  SafetensorsFormat hf;
+  hf.hf = kHeads;
+  const Params saved = exported_params(2, dir / "whole.safetensors", hf);
+  const auto tensors = read_safetensors(dir / "whole.safetensors", hf);
+  std::vector<std::string> shards;
+  for (size_t k = 0; k < 3; ++k) {  // tensors k, k + 3, ... into file k
+    std::vector<NamedTensor> part;
+    for (size_t i = k; i < tensors.size(); i += 3) part.push_back(tensors[i]);
+    shards.push_back(dir / ("model-0000" + std::to_string(k + 1) + "-of-00003.safetensors"));
+    write_safetensors(shards.back(), part, {{"format", "pt"}}, hf);
+  }
+  Params back;
+  {
+    InProcJob job(3);
+    job.run([&](Communicator& c) {
+      LlamaJob t(c, false);
+      EXPECT_EQ(import_safetensors(*t.fsdp, c, shards, hf).at("format"), "pt");
+      auto full = t.params();
+      if (c.rank() == 0) back = std::move(full);
+    });
+  }
+  for (const auto& [name, w] : saved) EXPECT_TRUE(bitwise_equal(back.at(name), w)) << name;
+  for (const auto& t : read_safetensors(shards, hf)) EXPECT_TRUE(bitwise_equal(t.data, saved.at(t.name))) << t.name;
+
+  std::vector<std::string> twice = shards;
+  twice.push_back(dir / "whole.safetensors");
+  try {
+    read_safetensors(twice, hf);
+    ADD_FAILURE() << "a tensor in two files was accepted";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("'model.embed_tokens.weight' is in both " + shards[0] + " and " +
+                                         (dir / "whole.safetensors")),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // BF16 export rounds to nearest even (checked value by value against an independent rounding); the
 // import of that file gives exactly those bf16 values, in TorchTitan and in HF names.
 TEST(SafetensorsFormats, Bf16ExportRoundsToNearestEvenAndImports) {

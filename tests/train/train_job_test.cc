@@ -219,7 +219,7 @@ TEST_F(TrainJobTest, BadCheckpointPathsAreRefusedAtStartNamingTheKey) {
   TrainConfig hf_without_file = job_config(dir_ / "job4", 1);
   apply_override(hf_without_file, "checkpoint.initial_load_path", dir_.string());
   apply_override(hf_without_file, "checkpoint.initial_load_in_hf", "true");
-  expect_refused(hf_without_file, {"checkpoint.initial_load_in_hf", "holds 0 .safetensors files"});
+  expect_refused(hf_without_file, {"checkpoint.initial_load_in_hf", "holds no .safetensors file"});
 
   TrainConfig hf_full_save = job_config(dir_ / "job5", 1);
   apply_override(hf_full_save, "checkpoint.last_save_in_hf", "true");
@@ -235,8 +235,9 @@ TEST_F(TrainJobTest, BadCheckpointPathsAreRefusedAtStartNamingTheKey) {
 // initial_load_path loads the weights only (TorchTitan's initial_load_model_only): run A trains at
 // lr 0, so its checkpoints hold the initial weights with 10 and 20 steps of optimizer state behind
 // them. A run starting from any of them (A's full step-10 directory, A's last save as HF-named
-// safetensors, the folder holding it) must be bitwise the fresh run: same weights, step 0, a fresh
-// optimizer and data position. A's step 10 with initial_load_model_only = false resumes at step 10.
+// safetensors, the folder holding it, the same split over two files) must reproduce the fresh run:
+// same weights, step 0, a fresh optimizer and data position. A's step 10 with
+// initial_load_model_only = false resumes at step 10.
 TEST_F(TrainJobTest, InitialLoadIsWeightsOnlyAndLastSaveIsModelOnly) {
   JobOptions gather;
   gather.gather_final_parameters = true;
@@ -254,14 +255,27 @@ TEST_F(TrainJobTest, InitialLoadIsWeightsOnlyAndLastSaveIsModelOnly) {
   EXPECT_EQ(header.tensors.front().name, "model.embed_tokens.weight");
   EXPECT_EQ(header.tensors.front().dtype, "F32");
 
+  // The same weights as Hugging Face shards them: two files in a folder.
+  namespace ck = runtime::checkpoint;
+  ck::SafetensorsFormat hf;
+  hf.hf = ck::HfLlamaHeads{4, 2};
+  const auto tensors = ck::read_safetensors(hf_file.string(), hf);
+  const fs::path sharded = dir_ / "hf_sharded";
+  fs::create_directories(sharded);
+  ck::write_safetensors((sharded / "model-00001-of-00002.safetensors").string(),
+                        {tensors.begin(), tensors.begin() + 5}, {}, hf);
+  ck::write_safetensors((sharded / "model-00002-of-00002.safetensors").string(), {tensors.begin() + 5, tensors.end()},
+                        {}, hf);
+
   struct From {
     std::string path;
     bool hf;
   };
+  int runs = 0;
   for (const From& from : {From{(a_ckpt / "step-10").string(), false}, From{hf_file.string(), true},
-                           From{(a_ckpt / "step-20").string(), true}}) {
+                           From{(a_ckpt / "step-20").string(), true}, From{sharded.string(), true}}) {
     SCOPED_TRACE(from.path);
-    TrainConfig b = job_config(dir_ / ("b" + std::to_string(from.path.size()) + (from.hf ? "hf" : "")), 3);
+    TrainConfig b = job_config(dir_ / ("b" + std::to_string(runs++)), 3);
     apply_override(b, "checkpoint.initial_load_path", from.path);
     if (from.hf) apply_override(b, "checkpoint.initial_load_in_hf", "true");
     const JobResult got = run_job(3, b, gather);

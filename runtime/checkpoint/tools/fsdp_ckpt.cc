@@ -4,17 +4,19 @@
 //   fsdp-ckpt inspect DIR   metadata: step, degrees, parameters and shapes, files, training-state keys
 //   fsdp-ckpt verify DIR    re-reads every chunk and checks its CRC32C; exit 1 naming each bad file
 //   fsdp-ckpt export DIR --out FILE.safetensors [--dtype fp32|bf16|fp16] [--hf --n-heads N]
-//   fsdp-ckpt import FILE.safetensors --out STEP_DIR [--hf --n-heads N] [--step S]
+//   fsdp-ckpt import FILE.safetensors... --out STEP_DIR [--hf --n-heads N] [--step S]
 //
 // DIR is a step directory or a checkpoint folder (then its latest committed step). export writes the
-// parameters (no optimizer state) as one safetensors file; import writes a weights-only step directory
-// that checkpoint.initial_load_path loads (and inspect/verify read). --hf: Hugging Face Llama names
+// parameters (no optimizer state) as one safetensors file; import reads one file or the shards of one
+// checkpoint and writes a weights-only step directory that checkpoint.initial_load_path loads (and
+// inspect/verify read). --hf: Hugging Face Llama names
 // and q/k row order in the file; N is the model's query heads (the key-value heads follow from wk).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "runtime/checkpoint/convert.h"
 #include "runtime/checkpoint/errors.h"
@@ -29,7 +31,7 @@ int usage() {
                "usage: fsdp-ckpt inspect DIR\n"
                "       fsdp-ckpt verify DIR\n"
                "       fsdp-ckpt export DIR --out FILE.safetensors [--dtype fp32|bf16|fp16] [--hf --n-heads N]\n"
-               "       fsdp-ckpt import FILE.safetensors --out STEP_DIR [--hf --n-heads N] [--step S]\n"
+               "       fsdp-ckpt import FILE.safetensors... --out STEP_DIR [--hf --n-heads N] [--step S]\n"
                "DIR: a checkpoint step directory (step-<N>) or a checkpoint folder (uses its latest step)\n"
                "--hf: Hugging Face Llama names and q/k row order in the file (N: query heads)\n");
   return 2;
@@ -43,8 +45,8 @@ struct Flags {
   int64_t step = 0;
 };
 
-// argv[3..]: the flags above; throws CheckpointError naming a bad one.
-Flags parse_flags(int argc, char** argv) {
+// argv[first..]: the flags above; throws CheckpointError naming a bad one.
+Flags parse_flags(int argc, char** argv, int first) {
   Flags f;
   const std::map<std::string, std::string> dtypes = {{"fp32", "F32"},     {"float32", "F32"}, {"bf16", "BF16"},
                                                       {"bfloat16", "BF16"}, {"fp16", "F16"},   {"float16", "F16"}};
@@ -59,7 +61,7 @@ Flags parse_flags(int argc, char** argv) {
     if (v.empty() || *end != '\0' || n < 0) throw ck::CheckpointError(flag + " takes a non-negative integer, not '" + v + "'");
     return static_cast<int64_t>(n);
   };
-  for (int i = 3; i < argc; ++i) {
+  for (int i = first; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out") {
       f.out = value(i);
@@ -95,18 +97,20 @@ int export_command(const std::string& dir, const Flags& flags) {
   return 0;
 }
 
-int import_command(const std::string& file, const Flags& flags) {
+int import_command(const std::vector<std::string>& files, const Flags& flags) {
   ck::SafetensorsFormat format;
   if (flags.hf) {
     std::vector<ck::NamedTensor> shapes;  // TorchTitan names and shapes only, for the heads
-    for (const auto& e : ck::read_safetensors_header(file).tensors) {
-      shapes.push_back(ck::NamedTensor{ck::from_hf_name(e.name), e.shape, {}});
+    for (const auto& file : files) {
+      for (const auto& e : ck::read_safetensors_header(file).tensors) {
+        shapes.push_back(ck::NamedTensor{ck::from_hf_name(e.name), e.shape, {}});
+      }
     }
     format.hf = ck::hf_heads_from_shapes(shapes, flags.n_heads);
   }
-  const auto tensors = ck::read_safetensors(file, format);
+  const auto tensors = ck::read_safetensors(files, format);
   ck::write_weights_step_dir(flags.out, tensors, flags.step);
-  std::printf("imported %zu tensors of %s into %s (weights only, step %lld)\n", tensors.size(), file.c_str(),
+  std::printf("imported %zu tensors of %zu file(s) into %s (weights only, step %lld)\n", tensors.size(), files.size(),
               flags.out.c_str(), static_cast<long long>(flags.step));
   return 0;
 }
@@ -118,8 +122,12 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   try {
     if (cmd == "export" || cmd == "import") {
-      const Flags flags = parse_flags(argc, argv);
-      return cmd == "export" ? export_command(ck::resolve_step_dir(argv[2]), flags) : import_command(argv[2], flags);
+      std::vector<std::string> inputs;  // the positional arguments before the first flag
+      int first_flag = 2;
+      while (first_flag < argc && std::strncmp(argv[first_flag], "--", 2) != 0) inputs.push_back(argv[first_flag++]);
+      if (inputs.empty() || (cmd == "export" && inputs.size() != 1)) return usage();
+      const Flags flags = parse_flags(argc, argv, first_flag);
+      return cmd == "export" ? export_command(ck::resolve_step_dir(inputs[0]), flags) : import_command(inputs, flags);
     }
     if (argc != 3) return usage();
     const std::string dir = ck::resolve_step_dir(argv[2]);
