@@ -362,7 +362,8 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
             "checkpoint folder '" + checkpoint_options.folder + "' already holds " + runtime::checkpoint::step_dir_name(s) +
             ", after the step this run starts from (" + std::to_string(result.start_step) +
             "); continuing would overwrite it. Use a new checkpoint.folder with checkpoint.initial_load_path = '" +
-            checkpoint_options.folder + "' and checkpoint.load_step = " + std::to_string(result.start_step));
+            checkpoint_options.folder + "', checkpoint.load_step = " + std::to_string(result.start_step) +
+            " and checkpoint.initial_load_model_only = false");
       }
     }
   }

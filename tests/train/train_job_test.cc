@@ -184,6 +184,7 @@ TEST_F(TrainJobTest, RefusesToOverwriteALaterCommittedCheckpoint) {
     const std::string what = e.what();
     EXPECT_NE(what.find("step-20"), std::string::npos) << what;
     EXPECT_NE(what.find("initial_load_path"), std::string::npos) << what;
+    EXPECT_NE(what.find("initial_load_model_only = false"), std::string::npos) << what;
   }
   EXPECT_TRUE(fs::exists(dir_ / "a" / "checkpoint" / "step-20" / "metadata.pb"));
 }
