@@ -172,12 +172,16 @@ int main(int argc, char** argv) {
       {"FSDP 2 ranks, prefetch 0", 2, {{"training.local_batch_size", "4"}, {"parallelism.prefetch", "0"}}},
       {"FSDP 2 ranks, checkpoint every 5 steps (sync)",
        2,
-       {{"training.local_batch_size", "4"}, {"checkpoint.enable_checkpoint", "true"}, {"checkpoint.interval", "5"}}},
+       {{"training.local_batch_size", "4"},
+        {"checkpoint.enable_checkpoint", "true"},
+        {"checkpoint.interval", "5"},
+        {"checkpoint.last_save_model_only", "false"}}},  // every save a full one, the last too
       {"FSDP 2 ranks, checkpoint every 5 steps (async)",
        2,
        {{"training.local_batch_size", "4"},
         {"checkpoint.enable_checkpoint", "true"},
         {"checkpoint.interval", "5"},
+        {"checkpoint.last_save_model_only", "false"},
         {"checkpoint.async_mode", "async"}}},
   };
   const fs::path scratch = fs::temp_directory_path() / ("fsdp_train_bench_" + std::to_string(::getpid()));

@@ -120,8 +120,14 @@ struct CheckpointConfig {
   int64_t interval = 500;             // steps between saves
   int64_t keep_latest_k = 10;         // 0 keeps all
   int64_t load_step = -1;             // -1: the latest one found
-  std::string initial_load_path;      // another run's checkpoint folder, used when `folder` has none
   std::string async_mode = "disabled";  // "disabled", "async" (or "async_with_pinned_mem", the same here)
+  // Weights in and out, TorchTitan's meanings and defaults (docs/checkpoints.md "Weights in and out").
+  std::string initial_load_path;       // step dir, checkpoint folder or .safetensors file; used when `folder` has none
+  bool initial_load_model_only = true;  // weights only: step 0, fresh optimizer and data position
+  bool initial_load_in_hf = false;      // the safetensors file has Hugging Face Llama names
+  bool last_save_model_only = true;     // the save after the last step holds the weights only
+  std::string export_dtype = "float32";  // of that model-only save: float32|bfloat16|float16
+  bool last_save_in_hf = false;          // that save as step-<N>/model.safetensors with HF names
 };
 
 struct MetricsConfig {

@@ -366,14 +366,30 @@ const std::vector<Field>& fields() {
                           "checkpoints kept; 0 keeps all", non_negative));
     f.push_back(int_field("checkpoint", "load_step", FSDP_ACC(int64_t, checkpoint.load_step), true,
                           "step to resume from; -1 = the latest found", minus_one_or_non_negative));
-    f.push_back(string_field("checkpoint", "initial_load_path", FSDP_ACC(std::string, checkpoint.initial_load_path),
-                             true,
-                             "another run's checkpoint folder to start from when `folder` has none (resharded "
-                             "to this run's layout; load_step picks the step)"));
     f.push_back(choice_field("checkpoint", "async_mode", FSDP_ACC(std::string, checkpoint.async_mode),
                              {"disabled", "async", "async_with_pinned_mem"}, true,
                              "write checkpoints on a background thread (async_with_pinned_mem: the same, host "
                              "memory needs no pinning)"));
+    // Weights in and out (docs/checkpoints.md).
+    f.push_back(string_field("checkpoint", "initial_load_path", FSDP_ACC(std::string, checkpoint.initial_load_path),
+                             true,
+                             "used when `folder` has no checkpoint: a step directory, a checkpoint folder "
+                             "(load_step picks the step) or a .safetensors file; resharded to this run's layout"));
+    f.push_back(bool_field("checkpoint", "initial_load_model_only",
+                           FSDP_ACC(bool, checkpoint.initial_load_model_only), true,
+                           "initial_load_path gives the weights only: training starts at step 0 with a fresh "
+                           "optimizer and data position; false resumes its whole training state"));
+    f.push_back(bool_field("checkpoint", "initial_load_in_hf", FSDP_ACC(bool, checkpoint.initial_load_in_hf), true,
+                           "initial_load_path is safetensors with Hugging Face Llama names and q/k row order (a "
+                           ".safetensors file, or a folder holding one)"));
+    f.push_back(bool_field("checkpoint", "last_save_model_only", FSDP_ACC(bool, checkpoint.last_save_model_only),
+                           true, "the save after the last step holds the weights only (not resumable)"));
+    f.push_back(choice_field("checkpoint", "export_dtype", FSDP_ACC(std::string, checkpoint.export_dtype),
+                             {"float32", "bfloat16", "float16"}, true,
+                             "dtype of the model-only last save; other than float32 it is step-<N>/model.safetensors"));
+    f.push_back(bool_field("checkpoint", "last_save_in_hf", FSDP_ACC(bool, checkpoint.last_save_in_hf), true,
+                           "the model-only last save is step-<N>/model.safetensors with Hugging Face Llama names "
+                           "(needs last_save_model_only)"));
     // [metrics]
     f.push_back(int_field("metrics", "log_freq", FSDP_ACC(int64_t, metrics.log_freq), true,
                           "print a metrics line every this many steps (and at step 1)", positive));

@@ -11,6 +11,7 @@
 #include "common/process_memory.h"
 #include "proto/plan.pb.h"
 #include "runtime/checkpoint/checkpointer.h"
+#include "runtime/checkpoint/safetensors.h"
 #include "runtime/plan_check.h"
 #include "sharding/chip_profile.h"
 #include "sharding/cost_model.h"
@@ -170,6 +171,73 @@ std::string model_config_hash(const TrainConfig& config) {
   return out.str();
 }
 
+namespace {
+
+// The safetensors files checkpoint.initial_load_path names (a file, or with initial_load_in_hf every
+// .safetensors of a folder: Hugging Face shards its checkpoints), or none when it names a checkpoint
+// (a step directory or a checkpoint folder).
+std::vector<std::string> initial_safetensors_files(const CheckpointConfig& ck) {
+  namespace fs = std::filesystem;
+  const std::string& path = ck.initial_load_path;
+  std::error_code ec;
+  std::vector<std::string> files;
+  if (fs::is_regular_file(path, ec)) {
+    files.push_back(path);
+  } else if (ck.initial_load_in_hf) {
+    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->path().extension() == ".safetensors") files.push_back(it->path().string());
+    }
+    if (files.empty()) {
+      throw ConfigError("checkpoint.initial_load_in_hf: checkpoint.initial_load_path = '" + path +
+                        "' holds no .safetensors file");
+    }
+    std::sort(files.begin(), files.end());
+  } else {
+    return {};
+  }
+  if (!ck.initial_load_model_only) {
+    throw ConfigError("checkpoint.initial_load_path = '" + path +
+                      "' is safetensors, which holds weights only: it cannot resume a training state "
+                      "(checkpoint.initial_load_model_only = false)");
+  }
+  return files;
+}
+
+// How weights lie in a safetensors file this job reads or writes.
+runtime::checkpoint::SafetensorsFormat weights_format(const TrainerOptions& opts, bool hf, const std::string& dtype) {
+  runtime::checkpoint::SafetensorsFormat f;
+  f.dtype = dtype == "bfloat16" ? "BF16" : dtype == "float16" ? "F16" : "F32";
+  if (hf) f.hf = runtime::checkpoint::HfLlamaHeads{opts.model.dims.n_heads, opts.model.dims.n_kv_heads};
+  return f;
+}
+
+// Where the model-only last save goes when it is a safetensors file (export_dtype other than float32,
+// or last_save_in_hf): step-<N>/model.safetensors in the checkpoint folder; "" when it is a step
+// directory like the others.
+std::string last_save_safetensors_file(const TrainConfig& config) {
+  const auto& ck = config.checkpoint;
+  if (!ck.last_save_model_only || (ck.export_dtype == "float32" && !ck.last_save_in_hf)) return {};
+  return config.checkpoint_dir() + "/" + runtime::checkpoint::step_dir_name(config.training.steps) + "/model.safetensors";
+}
+
+// The save after the last step with last_save_model_only (TorchTitan's _save_last_step): the weights
+// only, as a step directory without optimizer state in fp32, else as step-<N>/model.safetensors in
+// export_dtype and (last_save_in_hf) Hugging Face names.
+void save_last_weights(const TrainConfig& config, const TrainerOptions& opts, runtime::checkpoint::Checkpointer& ckpt,
+                       runtime::FsdpModel& model, int64_t step, const std::string& hash) {
+  const auto& ck = config.checkpoint;
+  const std::string file = last_save_safetensors_file(config);
+  if (file.empty()) {
+    ckpt.save(step, hash, {}, /*model_only=*/true);
+    return;
+  }
+  ckpt.wait();
+  runtime::checkpoint::export_safetensors(model, ckpt.comm(), file, {{"format", "pt"}, {"step", std::to_string(step)}},
+                                          weights_format(opts, ck.last_save_in_hf, ck.export_dtype));
+}
+
+}  // namespace
+
 void check_checkpoint_paths(const TrainConfig& config) {
   if (!config.checkpoint.enable_checkpoint) return;
   namespace fs = std::filesystem;
@@ -179,15 +247,23 @@ void check_checkpoint_paths(const TrainConfig& config) {
     throw ConfigError("checkpoint.folder = '" + config.checkpoint.folder + "' resolves to '" + folder +
                       "', which exists and is not a directory");
   }
-  const std::string& initial = config.checkpoint.initial_load_path;
-  if (initial.empty()) return;
+  const auto& ck = config.checkpoint;
+  if (ck.last_save_in_hf && !ck.last_save_model_only) {
+    throw ConfigError("checkpoint.last_save_in_hf = true needs checkpoint.last_save_model_only = true: safetensors "
+                      "hold weights only");
+  }
+  const std::string& initial = ck.initial_load_path;
+  if (initial.empty()) {
+    if (ck.initial_load_in_hf) {
+      throw ConfigError("checkpoint.initial_load_in_hf = true needs checkpoint.initial_load_path (a .safetensors "
+                        "file, or a folder holding one)");
+    }
+    return;
+  }
   if (!fs::exists(initial, ec)) {
     throw ConfigError("checkpoint.initial_load_path = '" + initial + "' does not exist");
   }
-  if (!fs::is_directory(initial, ec)) {
-    throw ConfigError("checkpoint.initial_load_path = '" + initial +
-                      "' is a file; it must be another run's checkpoint folder (a directory)");
-  }
+  initial_safetensors_files(ck);  // refuses what cannot be read, naming the key
 }
 
 JobResult run_training_job(const TrainConfig& config, Communicator& world, const JobOptions& job) {
@@ -255,10 +331,23 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     const auto own_latest = runtime::checkpoint::latest_step(checkpoint_options.folder);
     const std::string& initial = config.checkpoint.initial_load_path;
     std::optional<runtime::checkpoint::LoadResult> loaded;
-    if (own_latest || (initial.empty() && config.checkpoint.load_step >= 0)) {
-      loaded = ckpt->load(hash, config.checkpoint.load_step);
+    const auto& ck = config.checkpoint;
+    if (own_latest || (initial.empty() && ck.load_step >= 0)) {
+      loaded = ckpt->load(hash, ck.load_step);
     } else if (!initial.empty()) {
-      loaded = ckpt->load_from(initial, hash, config.checkpoint.load_step);
+      // TorchTitan's initial load: the weights only (step 0, fresh optimizer and data position) unless
+      // initial_load_model_only = false.
+      std::string from;
+      if (const auto files = initial_safetensors_files(ck); !files.empty()) {
+        runtime::checkpoint::import_safetensors(trainer.fsdp(), ckpt->comm(), files,
+                                                weights_format(opts, ck.initial_load_in_hf, "float32"));
+        from = initial + (files.size() > 1 ? " (" + std::to_string(files.size()) + " files)" : "");
+      } else if (ck.initial_load_model_only) {
+        from = ckpt->load_model(initial, ck.load_step).dir;
+      } else {
+        loaded = ckpt->load_from(initial, hash, ck.load_step);
+      }
+      if (job.log && !from.empty()) *job.log << "loaded the weights of " << from << " (model only: step 0, fresh optimizer)\n";
     }
     if (loaded) {
       const auto it = loaded->training_state.find(kDataLoaderKey);
@@ -273,14 +362,20 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       if (job.log) *job.log << "resumed from " << loaded->dir << " (step " << loaded->step << ", saved at shard degree "
                             << loaded->saved_shard_degree << " x replicate " << loaded->saved_replicate_degree << ")\n";
     }
-    // A committed checkpoint is never overwritten: refuse before training rather than at the save.
+    // A committed checkpoint (or last save) is never overwritten: refuse before training, not at the save.
+    const std::string last_file = last_save_safetensors_file(config);
+    if (!last_file.empty() && std::filesystem::exists(last_file)) {
+      throw runtime::checkpoint::CheckpointError("checkpoint folder '" + checkpoint_options.folder + "' already holds " +
+                                                 last_file + ", the last save of this run; use a new checkpoint.folder");
+    }
     for (int64_t s : runtime::checkpoint::committed_steps(checkpoint_options.folder)) {
       if (s > result.start_step && s <= config.training.steps) {
         throw runtime::checkpoint::CheckpointError(
             "checkpoint folder '" + checkpoint_options.folder + "' already holds " + runtime::checkpoint::step_dir_name(s) +
             ", after the step this run starts from (" + std::to_string(result.start_step) +
             "); continuing would overwrite it. Use a new checkpoint.folder with checkpoint.initial_load_path = '" +
-            checkpoint_options.folder + "' and checkpoint.load_step = " + std::to_string(result.start_step));
+            checkpoint_options.folder + "', checkpoint.load_step = " + std::to_string(result.start_step) +
+            " and checkpoint.initial_load_model_only = false");
       }
     }
   }
@@ -316,7 +411,9 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     metrics.log(StepRecord{st.step, st.loss, st.grad_norm, st.lr, st.tokens, st.seconds,
                            trainer.tracker().peak_total(), st.skipped});
     const bool last = s == config.training.steps;
-    if (ckpt && (s % config.checkpoint.interval == 0 || last)) {
+    if (ckpt && last && config.checkpoint.last_save_model_only) {
+      save_last_weights(config, opts, *ckpt, trainer.fsdp(), s, hash);
+    } else if (ckpt && (s % config.checkpoint.interval == 0 || last)) {
       ckpt->save(s, hash, training_state(loader.state(), opts, s));
     }
     if (job.stop_after_step > 0 && s >= job.stop_after_step) break;

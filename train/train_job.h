@@ -21,9 +21,10 @@ TrainerOptions trainer_options(const TrainConfig& config);
 // A fingerprint of what makes checkpoints compatible: the model's dimensions and parameter shapes.
 std::string model_config_hash(const TrainConfig& config);
 
-// Refuses, naming the key, a checkpoint.folder that exists but is not a directory and a non-empty
-// checkpoint.initial_load_path that is missing or not a directory: at start-up, not at the first
-// save after training. No-op when checkpointing is off. Throws ConfigError.
+// Refuses, naming the key, at start-up rather than at the first save or load: a checkpoint.folder
+// that exists but is not a directory, an initial_load_path that is missing, a safetensors one with
+// initial_load_model_only = false, initial_load_in_hf without a single .safetensors to read, and
+// last_save_in_hf without last_save_model_only. No-op when checkpointing is off. Throws ConfigError.
 void check_checkpoint_paths(const TrainConfig& config);
 
 struct JobResult {

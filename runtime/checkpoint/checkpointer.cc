@@ -13,7 +13,6 @@
 #include <unordered_map>
 
 #include "proto/checkpoint.pb.h"
-#include "common/crc32c.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/reader.h"
 #include "runtime/checkpoint/state_tensors.h"
@@ -38,14 +37,6 @@ std::string hex(uint64_t v, int width) {
   std::ostringstream s;
   s << std::hex << std::setw(width) << std::setfill('0') << v;
   return s.str();
-}
-
-std::string shard_file_name(int64_t shard_rank, int64_t shard_degree) {
-  auto pad = [](int64_t v) {
-    std::string s = std::to_string(v);
-    return std::string(s.size() < 5 ? 5 - s.size() : 0, '0') + s;
-  };
-  return "shard-" + pad(shard_rank) + "-of-" + pad(shard_degree) + ".bin";
 }
 
 // "step-<digits>" -> the step; nullopt otherwise.
@@ -73,13 +64,6 @@ struct Piece {
   const float* data = nullptr;
   int64_t count = 0;  // elements
 };
-
-void fill_block_crcs(Chunk& c, const char* data, int64_t block) {
-  c.set_crc32c(crc32c(data, static_cast<size_t>(c.length())));
-  for (int64_t b = 0; b < c.length(); b += block) {
-    c.add_block_crc32c(crc32c(data + b, static_cast<size_t>(std::min(block, c.length() - b))));
-  }
-}
 
 }  // namespace
 
@@ -144,6 +128,7 @@ std::pair<std::string, std::vector<std::string>> optimizer_kind(ShardedOptimizer
 struct Checkpointer::SaveJob {
   int64_t step = 0;
   std::string config_hash;
+  ShardedOptimizer* optimizer = nullptr;  // null: parameters only (a model-only save)
   int64_t optimizer_steps = 0;  // read at save() time: training moves on while an async write runs
   TrainingState state;
   std::string tmp_dir;
@@ -179,7 +164,8 @@ void Checkpointer::wait() {
   if (writer_error_) std::rethrow_exception(std::exchange(writer_error_, nullptr));
 }
 
-void Checkpointer::save(int64_t step, const std::string& model_config_hash, const TrainingState& state) {
+void Checkpointer::save(int64_t step, const std::string& model_config_hash, const TrainingState& state,
+                        bool model_only) {
   wait();
   if (step < 0) throw CheckpointError("checkpoint step must be >= 0 (got " + std::to_string(step) + ")");
   const std::string& folder = options_.folder;
@@ -210,7 +196,8 @@ void Checkpointer::save(int64_t step, const std::string& model_config_hash, cons
   auto job = std::make_unique<SaveJob>();
   job->step = step;
   job->config_hash = model_config_hash;
-  job->optimizer_steps = optimizer_ != nullptr ? optimizer_->steps_taken() : 0;
+  job->optimizer = model_only ? nullptr : optimizer_;
+  job->optimizer_steps = job->optimizer != nullptr ? job->optimizer->steps_taken() : 0;
   job->state = state;
   job->tmp_dir = join(folder, std::string(detail::kTmpPrefix) + step_dir_name(step) + "-" + hex(static_cast<uint64_t>(decision[1]), 12));
   job->final_dir = final_dir;
@@ -218,14 +205,14 @@ void Checkpointer::save(int64_t step, const std::string& model_config_hash, cons
   const ProcessGroups& groups = model_.groups();
   if (groups.replica_index() == 0) {
     const int64_t shard_rank = groups.shard_rank();
-    job->file = shard_file_name(shard_rank, groups.shard_degree());
-    const auto refs = detail::tensor_refs(model_, optimizer_kind(optimizer_).second);
+    job->file = detail::shard_file_name(shard_rank, groups.shard_degree());
+    const auto refs = detail::tensor_refs(model_, optimizer_kind(job->optimizer).second);
     for (int t = 0; t < static_cast<int>(refs.size()); ++t) {
       const auto& pl = model_.unit(refs[t].unit).layout().params().at(static_cast<size_t>(refs[t].param));
       const sharding::RowRange rows = pl.rows_of(shard_rank);
       if (rows.size() == 0) continue;  // padding only
       // Real rows come first in a shard; the padding after them is never written.
-      job->pieces.push_back(Piece{t, rows.begin, rows.end, detail::shard_of(model_, optimizer_, refs[t]).data(),
+      job->pieces.push_back(Piece{t, rows.begin, rows.end, detail::shard_of(model_, job->optimizer, refs[t]).data(),
                                   rows.size() * pl.row_numel});
     }
     if (options_.async) {
@@ -277,7 +264,7 @@ void Checkpointer::run_save(SaveJob& job) {
         c->set_row_end(p.row_end);
         c->set_offset(offset);
         c->set_length(p.count * detail::kF32Bytes);
-        fill_block_crcs(*c, reinterpret_cast<const char*>(p.data), block);
+        detail::fill_block_crcs(*c, reinterpret_cast<const char*>(p.data), block);
         f.pwrite_all(p.data, static_cast<size_t>(c->length()), offset);
         offset += c->length();
       }
@@ -310,7 +297,7 @@ void Checkpointer::run_save(SaveJob& job) {
   if (comm_->rank() == 0) {
     if (error.empty()) {
       try {
-        const auto [opt_name, state_names] = optimizer_kind(optimizer_);
+        const auto [opt_name, state_names] = optimizer_kind(job.optimizer);
         const auto refs = detail::tensor_refs(model_, state_names);
         CheckpointMetadata meta;
         meta.set_format_version(detail::kFormatVersion);
@@ -379,42 +366,57 @@ LoadResult Checkpointer::load(const std::string& model_config_hash, int64_t step
 }
 
 LoadResult Checkpointer::load_from(const std::string& folder, const std::string& model_config_hash, int64_t step) {
+  return load_step_dir(resolve_on_rank0(folder, step), &model_config_hash, optimizer_);
+}
+
+LoadResult Checkpointer::load_model(const std::string& path, int64_t step) {
+  return load_step_dir(resolve_on_rank0(path, step), nullptr, nullptr);
+}
+
+std::string Checkpointer::resolve_on_rank0(const std::string& path, int64_t step) {
   wait();
   model_.discard_step();  // no prefetched all-gather may outlive the shards it was gathered from
-  int64_t chosen = -1;
-  std::string error;
+  std::string dir, error;
   if (comm_->rank() == 0) {
     try {
-      // Partial saves are only ours to remove in our own folder: another run may be writing elsewhere.
-      if (folder == options_.folder && fs::is_directory(folder)) remove_partial_saves(folder);
-      chosen = detail::choose_step(folder, step);
+      if (fs::exists(join(path, detail::kMetadataFile))) {
+        dir = path;
+      } else {
+        // Partial saves are only ours to remove in our own folder: another run may be writing elsewhere.
+        if (path == options_.folder && fs::is_directory(path)) remove_partial_saves(path);
+        dir = join(path, step_dir_name(detail::choose_step(path, step)));
+      }
     } catch (const std::exception& e) {
       error = e.what();
     }
   }
   error = detail::agree_on_error(*comm_, error);
   if (!error.empty()) throw CheckpointError("checkpoint load: " + error);
-  comm_->broadcast(&chosen, &chosen, 1, DataType::kInt64, 0).wait();
+  return detail::all_gather_strings(*comm_, dir).front();
+}
 
+LoadResult Checkpointer::load_step_dir(const std::string& dir, const std::string* model_config_hash,
+                                       ShardedOptimizer* optimizer) {
   LoadResult result;
-  result.step = chosen;
-  result.dir = join(folder, step_dir_name(chosen));
+  result.dir = dir;
+  std::string error;
   try {
-    const std::string& dir = result.dir;
     const CheckpointMetadata meta = read_metadata(dir);
     detail::check_metadata(meta, dir);
-    if (meta.model_config_hash() != model_config_hash) {
+    result.step = meta.step();
+    if (model_config_hash != nullptr && meta.model_config_hash() != *model_config_hash) {
       throw CheckpointError(dir + " was saved for model config hash '" + meta.model_config_hash() +
-                            "' but this run's is '" + model_config_hash + "'");
+                            "' but this run's is '" + *model_config_hash + "'");
     }
-    const auto [opt_name, state_names] = optimizer_kind(optimizer_);
-    if (optimizer_ != nullptr && meta.optimizer() != opt_name) {
-      throw CheckpointError(dir + " holds optimizer state of '" + (meta.optimizer().empty() ? "none" : meta.optimizer()) +
+    const auto [opt_name, state_names] = optimizer_kind(optimizer);
+    if (optimizer != nullptr && meta.optimizer() != opt_name) {
+      throw CheckpointError(dir + " holds optimizer state of '" +
+                            (meta.optimizer().empty() ? "none (a model-only save)" : meta.optimizer()) +
                             "' but this run uses '" + opt_name + "'");
     }
     const auto refs = detail::tensor_refs(model_, state_names);
     detail::check_tensors_match(meta, refs, dir);
-    read_shards(meta, refs, dir);
+    read_shards(meta, refs, dir, optimizer);
     result.saved_shard_degree = meta.shard_degree();
     result.saved_replicate_degree = meta.replicate_degree();
     result.optimizer_steps = meta.optimizer_steps();
@@ -424,22 +426,22 @@ LoadResult Checkpointer::load_from(const std::string& folder, const std::string&
   }
   error = detail::agree_on_error(*comm_, error);
   if (!error.empty()) throw CheckpointError("checkpoint load: " + error);
-  if (optimizer_ != nullptr) optimizer_->set_steps_taken(result.optimizer_steps);
+  if (optimizer != nullptr) optimizer->set_steps_taken(result.optimizer_steps);
   return result;
 }
 
 void Checkpointer::read_shards(const CheckpointMetadata& meta, const std::vector<detail::TensorRef>& refs,
-                               const std::string& dir) {
+                               const std::string& dir, ShardedOptimizer* optimizer) {
   std::unordered_map<std::string, int> by_key;  // role + "/" + name -> tensor index
   for (int i = 0; i < meta.tensors_size(); ++i) by_key[meta.tensors(i).role() + "/" + meta.tensors(i).name()] = i;
   detail::ShardReader reader(dir, meta);
   const int64_t shard_rank = model_.groups().shard_rank();
   for (const auto& r : refs) {
-    if (r.role != 0 && optimizer_ == nullptr) continue;
+    if (r.role != 0 && optimizer == nullptr) continue;
     const auto it = by_key.find(r.role_name + "/" + r.name);
     if (it == by_key.end()) throw CheckpointError(dir + " has no " + r.role_name + " for parameter '" + r.name + "'");
     const auto& pl = model_.unit(r.unit).layout().params().at(static_cast<size_t>(r.param));
-    std::span<float> dst = detail::shard_of(model_, optimizer_, r);
+    std::span<float> dst = detail::shard_of(model_, optimizer, r);
     std::fill(dst.begin(), dst.end(), 0.f);  // padding rows stay zero
     reader.read_rows(meta.tensors(it->second), pl.rows_of(shard_rank), pl.row_numel, dst,
                      "parameter '" + r.name + "' (" + r.role_name + ")");

@@ -77,7 +77,10 @@ class Checkpointer {
   // saving a step that exists throws before anything is written. In async mode this returns once the
   // shards are copied to host memory (counted as MemoryCategory::kOther); the write and the commit
   // finish on a background thread, and the next save()/load()/wait() waits for them first.
-  void save(int64_t step, const std::string& model_config_hash, const TrainingState& state = {});
+  // model_only: parameters only, no optimizer state (TorchTitan's last_save_model_only); such a step
+  // loads with load_model(), and load() refuses it naming the missing optimizer state.
+  void save(int64_t step, const std::string& model_config_hash, const TrainingState& state = {},
+            bool model_only = false);
   // Waits for the async save in flight (no-op otherwise) and rethrows its error.
   void wait();
   bool save_in_flight() const { return writer_.joinable(); }
@@ -88,9 +91,16 @@ class Checkpointer {
   // mismatch) a checkpoint whose model_config_hash, parameter names or shapes, or optimizer kind differ.
   // Sets the optimizer's step count. Throws when no checkpoint exists: check latest_step() first.
   LoadResult load(const std::string& model_config_hash, int64_t step = -1);
-  // The same from another run's checkpoint folder (TorchTitan's initial_load_path): nothing in
-  // `folder` is modified, partial saves included.
+  // The same from another run's checkpoint folder, or one of its step directories (TorchTitan's
+  // initial_load_path with initial_load_model_only = false): nothing there is modified, partial saves
+  // included.
   LoadResult load_from(const std::string& folder, const std::string& model_config_hash, int64_t step = -1);
+
+  // Collective. Parameters only (TorchTitan's initial_load_model_only): `path` is a step directory or
+  // a checkpoint folder (then `step`, -1: the latest). The optimizer, its step count and the model
+  // config hash are left alone; names and shapes must match. result.step and training_state are the
+  // saved ones, for the caller to ignore.
+  LoadResult load_model(const std::string& path, int64_t step = -1);
 
   // The checkpoint communicator (all ranks of world, same order): safetensors export/import use it too.
   Communicator& comm() { return *comm_; }
@@ -100,8 +110,14 @@ class Checkpointer {
   struct SaveJob;
   void run_save(SaveJob& job);  // write, gather checksums, commit; collective over comm_
   // Every rank's rows of every tensor it holds, in the current layout, from a checked step directory.
+  // optimizer null: parameters only.
   void read_shards(const proto::checkpoint::CheckpointMetadata& meta, const std::vector<detail::TensorRef>& refs,
-                   const std::string& dir);
+                   const std::string& dir, ShardedOptimizer* optimizer);
+  // Rank 0 picks the step directory (`path` itself when it holds metadata.pb, else its step `step`);
+  // every rank gets it.
+  std::string resolve_on_rank0(const std::string& path, int64_t step);
+  // model_config_hash null: not checked; optimizer null: parameters only.
+  LoadResult load_step_dir(const std::string& dir, const std::string* model_config_hash, ShardedOptimizer* optimizer);
 
   FsdpModel& model_;
   ShardedOptimizer* optimizer_;

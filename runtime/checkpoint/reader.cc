@@ -27,12 +27,6 @@ std::string hex(uint64_t v, int width) {
   return s.str();
 }
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string o = "[";
-  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
-  return o + "]";
-}
-
 }  // namespace
 
 int64_t choose_step(const std::string& folder, int64_t step) {

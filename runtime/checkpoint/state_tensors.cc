@@ -2,6 +2,8 @@
 
 #include "runtime/checkpoint/checkpointer.h"
 #include "common/knobs.h"
+#include "proto/checkpoint.pb.h"
+#include "common/crc32c.h"
 
 #include <signal.h>
 
@@ -55,6 +57,27 @@ std::span<float> shard_of(FsdpModel& model, ShardedOptimizer* optimizer, const T
   const auto& pl = unit.layout().params().at(static_cast<size_t>(t.param));
   std::span<float> chunk = t.role == 0 ? unit.master_shard() : optimizer->state(t.unit).at(static_cast<size_t>(t.role - 1));
   return chunk.subspan(static_cast<size_t>(pl.offset_in_chunk), static_cast<size_t>(pl.shard_numel()));
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
+}
+
+std::string shard_file_name(int64_t shard_rank, int64_t shard_degree) {
+  auto pad = [](int64_t v) {
+    std::string s = std::to_string(v);
+    return std::string(s.size() < 5 ? 5 - s.size() : 0, '0') + s;
+  };
+  return "shard-" + pad(shard_rank) + "-of-" + pad(shard_degree) + ".bin";
+}
+
+void fill_block_crcs(proto::checkpoint::Chunk& c, const char* data, int64_t block) {
+  c.set_crc32c(crc32c(data, static_cast<size_t>(c.length())));
+  for (int64_t b = 0; b < c.length(); b += block) {
+    c.add_block_crc32c(crc32c(data + b, static_cast<size_t>(std::min(block, c.length() - b))));
+  }
 }
 
 void count_file_written(int& written_this_save) {

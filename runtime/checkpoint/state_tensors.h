@@ -12,6 +12,10 @@
 #include "runtime/fsdp_model.h"
 #include "runtime/optimizer.h"
 
+namespace fsdp::proto::checkpoint {
+class Chunk;
+}
+
 namespace fsdp::runtime::checkpoint::detail {
 
 inline constexpr uint32_t kFormatVersion = 1;
@@ -39,6 +43,14 @@ struct TensorRef {
 std::vector<TensorRef> tensor_refs(FsdpModel& model, const std::vector<std::string>& state_names);
 // The rank's shard of that tensor in the current layout (shard_numel elements, padding included).
 std::span<float> shard_of(FsdpModel& model, ShardedOptimizer* optimizer, const TensorRef& t);
+
+// "[4, 5]": a shape as error messages print it.
+std::string shape_text(const std::vector<int64_t>& shape);
+
+// "shard-00001-of-00004.bin": the file shard rank r writes at shard degree n.
+std::string shard_file_name(int64_t shard_rank, int64_t shard_degree);
+// The chunk's whole CRC32C and one per `block` bytes from its start (c.length() must be set).
+void fill_block_crcs(proto::checkpoint::Chunk& c, const char* data, int64_t block);
 
 // Counts a file written in this save and SIGKILLs the process when the test hook says so.
 void count_file_written(int& written_this_save);

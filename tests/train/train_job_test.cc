@@ -14,6 +14,8 @@
 #include <sstream>
 
 #include "runtime/checkpoint/errors.h"
+#include "runtime/checkpoint/inspect.h"
+#include "runtime/checkpoint/safetensors.h"
 #include "tests/collectives/test_support.h"
 
 namespace fsdp::train {
@@ -97,6 +99,7 @@ TEST_F(TrainJobTest, ResumeAtAnyWorldSizeMatchesTheUninterruptedRun) {
     SCOPED_TRACE("M = " + std::to_string(m));
     TrainConfig c = job_config(dir_ / ("m" + std::to_string(m)), m);
     apply_override(c, "checkpoint.initial_load_path", saved);
+    apply_override(c, "checkpoint.initial_load_model_only", "false");  // the whole training state
     apply_override(c, "checkpoint.load_step", "10");
     const JobResult resumed = run_job(m, c, gather);
     ASSERT_EQ(resumed.start_step, 10);
@@ -147,6 +150,7 @@ TEST_F(TrainJobTest, Mxfp8CommunicationTracksBf16AndResumesExactly) {
 
   TrainConfig c = config("resumed", true);
   apply_override(c, "checkpoint.initial_load_path", (dir_ / "mxfp8" / "checkpoint").string());
+  apply_override(c, "checkpoint.initial_load_model_only", "false");
   apply_override(c, "checkpoint.load_step", "10");
   const JobResult resumed = run_job(2, c, gather);
   ASSERT_EQ(resumed.steps.size(), 10u);
@@ -180,6 +184,7 @@ TEST_F(TrainJobTest, RefusesToOverwriteALaterCommittedCheckpoint) {
     const std::string what = e.what();
     EXPECT_NE(what.find("step-20"), std::string::npos) << what;
     EXPECT_NE(what.find("initial_load_path"), std::string::npos) << what;
+    EXPECT_NE(what.find("initial_load_model_only = false"), std::string::npos) << what;
   }
   EXPECT_TRUE(fs::exists(dir_ / "a" / "checkpoint" / "step-20" / "metadata.pb"));
 }
@@ -187,7 +192,8 @@ TEST_F(TrainJobTest, RefusesToOverwriteALaterCommittedCheckpoint) {
 // A learning rate that blows the parameters up: the job stops with a message that names the step and
 // the way out, or (skip_nonfinite_steps) skips those steps and finishes.
 // Checkpoint paths are checked at start-up, before any training, naming the key: a folder that is a
-// file (which used to fail at the first save) and an initial_load_path that is a file or missing.
+// file (which used to fail at the first save), an initial_load_path that is missing or a file asked
+// for a whole training state, initial_load_in_hf without a .safetensors, last_save_in_hf of a full save.
 TEST_F(TrainJobTest, BadCheckpointPathsAreRefusedAtStartNamingTheKey) {
   auto expect_refused = [&](TrainConfig c, const std::vector<std::string>& parts) {
     try {
@@ -208,12 +214,134 @@ TEST_F(TrainJobTest, BadCheckpointPathsAreRefusedAtStartNamingTheKey) {
 
   TrainConfig initial_is_file = job_config(dir_ / "job2", 1);
   apply_override(initial_is_file, "checkpoint.initial_load_path", file.string());
-  expect_refused(initial_is_file, {"checkpoint.initial_load_path", "is a file"});
+  apply_override(initial_is_file, "checkpoint.initial_load_model_only", "false");
+  expect_refused(initial_is_file, {"checkpoint.initial_load_path", "weights only", "initial_load_model_only = false"});
+
+  TrainConfig hf_without_file = job_config(dir_ / "job4", 1);
+  apply_override(hf_without_file, "checkpoint.initial_load_path", dir_.string());
+  apply_override(hf_without_file, "checkpoint.initial_load_in_hf", "true");
+  expect_refused(hf_without_file, {"checkpoint.initial_load_in_hf", "holds no .safetensors file"});
+
+  TrainConfig hf_full_save = job_config(dir_ / "job5", 1);
+  apply_override(hf_full_save, "checkpoint.last_save_in_hf", "true");
+  apply_override(hf_full_save, "checkpoint.last_save_model_only", "false");
+  expect_refused(hf_full_save, {"checkpoint.last_save_in_hf", "last_save_model_only"});
 
   TrainConfig initial_missing = job_config(dir_ / "job3", 1);
   apply_override(initial_missing, "checkpoint.initial_load_path", (dir_ / "nowhere").string());
   expect_refused(initial_missing, {"checkpoint.initial_load_path", "does not exist"});
   EXPECT_FALSE(fs::exists(dir_ / "job1" / "metrics.jsonl"));  // refused before any step was logged
+}
+
+// initial_load_path loads the weights only (TorchTitan's initial_load_model_only): run A trains at
+// lr 0, so its checkpoints hold the initial weights with 10 and 20 steps of optimizer state behind
+// them. A run starting from any of them (A's full step-10 directory, A's last save as HF-named
+// safetensors, the folder holding it, the same split over two files) must reproduce the fresh run:
+// same weights, step 0, a fresh optimizer and data position. A's step 10 with
+// initial_load_model_only = false resumes at step 10.
+TEST_F(TrainJobTest, InitialLoadIsWeightsOnlyAndLastSaveIsModelOnly) {
+  JobOptions gather;
+  gather.gather_final_parameters = true;
+  const JobResult fresh = run_job(2, job_config(dir_ / "fresh", 2), gather);
+
+  TrainConfig a = job_config(dir_ / "a", 2);
+  apply_override(a, "optimizer.lr", "0");
+  apply_override(a, "checkpoint.last_save_in_hf", "true");
+  run_job(2, a);
+  const fs::path a_ckpt = dir_ / "a" / "checkpoint";
+  ASSERT_TRUE(fs::exists(a_ckpt / "step-10" / "metadata.pb"));
+  const fs::path hf_file = a_ckpt / "step-20" / "model.safetensors";
+  ASSERT_TRUE(fs::exists(hf_file));
+  const auto header = runtime::checkpoint::read_safetensors_header(hf_file.string());
+  EXPECT_EQ(header.tensors.front().name, "model.embed_tokens.weight");
+  EXPECT_EQ(header.tensors.front().dtype, "F32");
+
+  // The same weights as Hugging Face shards them: two files in a folder.
+  namespace ck = runtime::checkpoint;
+  ck::SafetensorsFormat hf;
+  hf.hf = ck::HfLlamaHeads{4, 2};
+  const auto tensors = ck::read_safetensors(hf_file.string(), hf);
+  const fs::path sharded = dir_ / "hf_sharded";
+  fs::create_directories(sharded);
+  ck::write_safetensors((sharded / "model-00001-of-00002.safetensors").string(),
+                        {tensors.begin(), tensors.begin() + 5}, {}, hf);
+  ck::write_safetensors((sharded / "model-00002-of-00002.safetensors").string(), {tensors.begin() + 5, tensors.end()},
+                        {}, hf);
+
+  struct From {
+    std::string path;
+    bool hf;
+  };
+  int runs = 0;
+  for (const From& from : {From{(a_ckpt / "step-10").string(), false}, From{hf_file.string(), true},
+                           From{(a_ckpt / "step-20").string(), true}, From{sharded.string(), true}}) {
+    SCOPED_TRACE(from.path);
+    TrainConfig b = job_config(dir_ / ("b" + std::to_string(runs++)), 3);
+    apply_override(b, "checkpoint.initial_load_path", from.path);
+    if (from.hf) apply_override(b, "checkpoint.initial_load_in_hf", "true");
+    const JobResult got = run_job(3, b, gather);
+    ASSERT_EQ(got.start_step, 0);
+    ASSERT_EQ(got.steps.size(), 20u);
+    for (size_t i = 0; i < 20; ++i) {
+      // 2 ranks against 3: the same sums in another order, so within 1e-5 rather than bitwise.
+      EXPECT_LT(rel(got.steps[i].loss, fresh.steps[i].loss), 1e-5) << "step " << i + 1;
+      EXPECT_EQ(got.steps[i].lr, fresh.steps[i].lr) << "step " << i + 1;
+    }
+    for (size_t u = 0; u < fresh.final_parameters.size(); ++u) {
+      EXPECT_LT(rel_l2(got.final_parameters[u], fresh.final_parameters[u]), 1e-5) << "unit " << u;
+    }
+  }
+  // At the same world size the weights-only start is bitwise the fresh run.
+  TrainConfig same = job_config(dir_ / "same", 2);
+  apply_override(same, "checkpoint.initial_load_path", (a_ckpt / "step-10").string());
+  const JobResult same_run = run_job(2, same, gather);
+  for (size_t i = 0; i < 20; ++i) EXPECT_EQ(same_run.steps[i].loss, fresh.steps[i].loss) << "step " << i + 1;
+  EXPECT_EQ(same_run.final_parameters, fresh.final_parameters);
+
+  // And the weights are really read: from the fresh run's trained (model-only) step 20, step 1's loss
+  // is lower than the fresh run's, at the fresh run's step-1 learning rate.
+  TrainConfig trained = job_config(dir_ / "trained", 2);
+  apply_override(trained, "checkpoint.initial_load_path", (dir_ / "fresh" / "checkpoint" / "step-20").string());
+  const JobResult trained_run = run_job(2, trained);
+  EXPECT_LT(trained_run.steps[0].loss, fresh.steps[0].loss - 0.1);
+  EXPECT_EQ(trained_run.steps[0].lr, fresh.steps[0].lr);
+
+  // The whole training state on request: resumes at step 10.
+  TrainConfig whole = job_config(dir_ / "whole", 2);
+  apply_override(whole, "checkpoint.initial_load_path", (a_ckpt / "step-10").string());
+  apply_override(whole, "checkpoint.initial_load_model_only", "false");
+  EXPECT_EQ(run_job(2, whole).start_step, 10);
+
+  // The fresh run's last save (default last_save_model_only) is a step directory of weights only:
+  // no optimizer state, no training state; resuming from it is refused naming what it is.
+  const auto meta = runtime::checkpoint::read_metadata((dir_ / "fresh" / "checkpoint" / "step-20").string());
+  EXPECT_EQ(meta.optimizer(), "");
+  EXPECT_EQ(meta.training_state_size(), 0);
+  for (const auto& t : meta.tensors()) EXPECT_EQ(t.role(), "param");
+  TrainConfig longer = job_config(dir_ / "fresh", 2);
+  apply_override(longer, "training.steps", "30");
+  try {
+    run_job(2, longer);
+    ADD_FAILURE() << "resumed from a model-only save";
+  } catch (const runtime::checkpoint::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("model-only"), std::string::npos) << e.what();
+  }
+
+  // export_dtype = bfloat16: the last save is step-<N>/model.safetensors in BF16, TorchTitan names.
+  TrainConfig bf16 = job_config(dir_ / "bf16", 1);
+  apply_override(bf16, "training.steps", "2");
+  apply_override(bf16, "checkpoint.export_dtype", "bfloat16");
+  run_job(1, bf16);
+  const auto bf16_header =
+      runtime::checkpoint::read_safetensors_header((dir_ / "bf16" / "checkpoint" / "step-2" / "model.safetensors").string());
+  EXPECT_EQ(bf16_header.tensors.front().name, "tok_embeddings.weight");
+  for (const auto& t : bf16_header.tensors) EXPECT_EQ(t.dtype, "BF16") << t.name;
+  try {
+    run_job(1, bf16);  // again: would overwrite that file
+    ADD_FAILURE() << "overwrote a last save";
+  } catch (const runtime::checkpoint::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("step-2/model.safetensors, the last save"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(TrainJobTest, NonFiniteLossStopsOrIsSkipped) {
