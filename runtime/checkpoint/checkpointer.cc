@@ -14,6 +14,7 @@
 
 #include "proto/checkpoint.pb.h"
 #include "runtime/checkpoint/file_io.h"
+#include "runtime/checkpoint/metadata_file.h"
 #include "runtime/checkpoint/reader.h"
 #include "runtime/checkpoint/state_tensors.h"
 
@@ -326,8 +327,7 @@ void Checkpointer::run_save(SaveJob& job) {
           for (int i = 0; i < idx.chunks_size(); ++i) *meta.mutable_tensors(idx.tensor(i))->add_chunks() = idx.chunks(i);
         }
         for (const auto& [k, v] : job.state) (*meta.mutable_training_state())[k] = v;
-        std::string bytes;
-        meta.SerializeToString(&bytes);
+        const std::string bytes = detail::encode_metadata(meta);
         make_dir(job.tmp_dir);  // a world where every writer's rows are empty still commits a directory
         File f = File::create_new(join(job.tmp_dir, detail::kMetadataFile));
         f.pwrite_all(bytes.data(), bytes.size(), 0);

@@ -5,6 +5,7 @@
 #include "proto/checkpoint.pb.h"
 #include "runtime/checkpoint/errors.h"
 #include "runtime/checkpoint/file_io.h"
+#include "runtime/checkpoint/metadata_file.h"
 #include "runtime/checkpoint/reader.h"
 #include "runtime/checkpoint/state_tensors.h"
 
@@ -68,8 +69,7 @@ void write_weights_step_dir(const std::string& dir, const std::vector<NamedTenso
     sf->set_name(file);
     sf->set_bytes(offset);
     detail::check_metadata(meta, dir);  // what every reader will check
-    std::string bytes;
-    meta.SerializeToString(&bytes);
+    const std::string bytes = detail::encode_metadata(meta);
     File m = File::create_new(tmp + "/" + detail::kMetadataFile);
     m.pwrite_all(bytes.data(), bytes.size(), 0);
     m.sync();

@@ -7,9 +7,10 @@
 #include <limits>
 #include <sstream>
 
-#include "runtime/checkpoint/checkpointer.h"
 #include "common/crc32c.h"
+#include "runtime/checkpoint/checkpointer.h"
 #include "runtime/checkpoint/errors.h"
+#include "runtime/checkpoint/metadata_file.h"
 
 namespace fsdp::runtime::checkpoint::detail {
 namespace {
@@ -46,9 +47,11 @@ int64_t choose_step(const std::string& folder, int64_t step) {
 void check_metadata(const CheckpointMetadata& meta, const std::string& step_dir) {
   const std::string where = step_dir + "/" + kMetadataFile + ": ";
   auto refuse = [&](const std::string& what) { throw CheckpointError(where + what); };
-  if (meta.format_version() != kFormatVersion) {
-    refuse("format_version " + std::to_string(meta.format_version()) + "; this build reads " +
-           std::to_string(kFormatVersion) + (meta.format_version() == 0 ? " (empty or not a checkpoint's metadata)" : ""));
+  // Format 1 differs only in having no checksum footer (metadata_file.h): both read.
+  if (meta.format_version() != kFormatVersion && meta.format_version() != 1) {
+    refuse("format_version " + std::to_string(meta.format_version()) + "; this build reads 1 and " +
+           std::to_string(kFormatVersion) +
+           (meta.format_version() == 0 ? " (empty or not a checkpoint's metadata)" : ""));
   }
   const int64_t block = meta.checksum_block_bytes();
   if (block <= 0) refuse("checksum_block_bytes " + std::to_string(block) + " must be > 0");
@@ -219,9 +222,7 @@ namespace fsdp::runtime::checkpoint {
 
 proto::checkpoint::CheckpointMetadata read_metadata(const std::string& step_dir) {
   const std::string file = step_dir + "/" + detail::kMetadataFile;
-  proto::checkpoint::CheckpointMetadata meta;
-  if (!meta.ParseFromString(read_file(file))) throw CheckpointError(file + " is not valid checkpoint metadata");
-  return meta;
+  return detail::decode_metadata(read_file(file), file);
 }
 
 }  // namespace fsdp::runtime::checkpoint

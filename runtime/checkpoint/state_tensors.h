@@ -18,7 +18,8 @@ class Chunk;
 
 namespace fsdp::runtime::checkpoint::detail {
 
-inline constexpr uint32_t kFormatVersion = 1;
+// 2: metadata.pb ends in a CRC32C footer (metadata_file.h); 1 (no footer) still reads.
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr const char* kMetadataFile = "metadata.pb";
 inline constexpr const char* kLatestFile = "latest";
 inline constexpr const char* kTmpPrefix = ".tmp-";

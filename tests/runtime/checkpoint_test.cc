@@ -1,8 +1,6 @@
 // Distributed checkpoints on the toy model: save at N ranks, load at M (resharding, HSDP), exact
 // resume, fault handling (corruption, truncation, partial saves, wrong model), retention, the latest
 // pointer, async save, safetensors export/import, and the pieces (CRC32C, JSON).
-#include "runtime/checkpoint/checkpointer.h"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,12 +8,15 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <random>
 
 #include "checkpoint_support.h"
-#include "common/json.h"
 #include "common/crc32c.h"
+#include "common/json.h"
+#include "runtime/checkpoint/checkpointer.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/inspect.h"
+#include "runtime/checkpoint/metadata_file.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "tests/collectives/test_support.h"
 
@@ -411,10 +412,10 @@ TEST(CheckpointFaults, VerifyRefusesWhatTheLoaderRefusesNamingTheField) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    proto::checkpoint::CheckpointMetadata meta;
-    ASSERT_TRUE(meta.ParseFromString(good));
+    proto::checkpoint::CheckpointMetadata meta = detail::decode_metadata(good, meta_file);
     c.edit(meta);
-    write_file_atomic(meta_file, meta.SerializeAsString());
+    // With a valid checksum: what a buggy writer (not a flipped bit) would leave.
+    write_file_atomic(meta_file, detail::encode_metadata(meta));
     const VerifyReport v = verify_checkpoint(step);
     ASSERT_FALSE(v.ok());
     EXPECT_NE(v.errors[0].find(c.field), std::string::npos) << v.errors[0];
@@ -430,6 +431,50 @@ TEST(CheckpointFaults, VerifyRefusesWhatTheLoaderRefusesNamingTheField) {
   ASSERT_FALSE(v.ok());
   EXPECT_NE(v.errors[0].find(shard), std::string::npos) << v.errors[0];
   EXPECT_NE(load_error(o, 2).find(shard), std::string::npos);
+}
+
+// Any single flipped bit of metadata.pb is refused by verify and by the loader, even where the
+// flipped message still parses and passes every field check (the step, the model hash, the training
+// state): the CRC32C footer catches it. A format 1 file (no footer) still loads.
+TEST(CheckpointFaults, EveryBitFlipOfTheMetadataIsRefused) {
+  ScratchDir dir;
+  const CheckpointOptions o = options_for(dir.path());
+  train_and_save(2, 1, 1, o);
+  const std::string step = dir / "step-1";
+  const std::string meta_file = step + "/metadata.pb";
+  const std::string good = read_file(meta_file);
+  ASSERT_GT(good.size(), 8u);
+  std::mt19937 rng(15);
+  for (int i = 0; i < 40; ++i) {
+    std::string bad = good;
+    const size_t bit = rng() % (bad.size() * 8);
+    bad[bit / 8] = static_cast<char>(bad[bit / 8] ^ (1 << (bit % 8)));
+    write_file_atomic(meta_file, bad);
+    const VerifyReport v = verify_checkpoint(step);
+    ASSERT_FALSE(v.ok()) << "bit " << bit;
+    if (bit / 8 + 8 < good.size()) {
+      EXPECT_NE(v.errors[0].find("checksum mismatch"), std::string::npos) << v.errors[0];
+    }
+  }
+  // One flip the old format could not see: the step number, rewritten with a valid protobuf.
+  std::string bad = good;
+  proto::checkpoint::CheckpointMetadata meta = detail::decode_metadata(good, meta_file);
+  meta.set_step(meta.step() + 1);
+  std::string serialized = meta.SerializeAsString();
+  write_file_atomic(meta_file, serialized + good.substr(good.size() - 8));  // the old footer
+  EXPECT_NE(verify_checkpoint(step).errors.at(0).find("checksum mismatch"), std::string::npos);
+  EXPECT_NE(load_error(o, 2).find("checksum mismatch"), std::string::npos);
+  // Format 1: no footer at all.
+  meta = detail::decode_metadata(good, meta_file);
+  meta.set_format_version(1);
+  write_file_atomic(meta_file, meta.SerializeAsString());
+  EXPECT_TRUE(verify_checkpoint(step).ok());
+  // Format 2 without its footer: truncated.
+  meta.set_format_version(2);
+  write_file_atomic(meta_file, meta.SerializeAsString());
+  EXPECT_NE(verify_checkpoint(step).errors.at(0).find("without its checksum footer"), std::string::npos);
+  write_file_atomic(meta_file, good);
+  EXPECT_TRUE(verify_checkpoint(step).ok());
 }
 
 TEST(CheckpointFaults, WrongModelRefusedNamingTheMismatch) {
