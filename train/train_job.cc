@@ -16,6 +16,7 @@
 #include "sharding/chip_profile.h"
 #include "sharding/cost_model.h"
 #include "sharding/planner.h"
+#include "train/data_setup.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
 #include "train/output_files.h"
@@ -46,8 +47,13 @@ std::string encode_state(const DataLoaderState& s) {
 
 DataLoaderState decode_state(const std::string& bytes) {
   DataLoaderState s;
-  if (bytes.size() != sizeof s) throw std::runtime_error("checkpoint: data_loader state has the wrong size");
-  std::memcpy(&s, bytes.data(), sizeof s);
+  // Checkpoints before the stream position held only (step, micro_step).
+  constexpr size_t kStepsOnly = 2 * sizeof(int64_t);
+  if (bytes.size() != sizeof s && bytes.size() != kStepsOnly) {
+    throw std::runtime_error("checkpoint: data_loader state has the wrong size (" + std::to_string(bytes.size()) +
+                             " bytes, expected " + std::to_string(sizeof s) + ")");
+  }
+  std::memcpy(&s, bytes.data(), bytes.size());
   return s;
 }
 
@@ -283,8 +289,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   loader_options.dp_rank = config.mesh().data_parallel_rank(rank);
   loader_options.dp_size = config.mesh().data_parallel_size();
   loader_options.seed = opts.seed;
-  auto source = std::shared_ptr<const TokenSource>(
-      make_token_source(config.training.dataset, opts.model.dims.vocab, opts.seed));
+  const auto source = make_job_token_source(config, opts.model.dims.vocab, opts.seed);
   DataLoader loader(source, loader_options);
   Batch batch;
   BatchSource batches = [&](int64_t step, int64_t micro, int32_t* inputs, int32_t* targets) {

@@ -16,9 +16,12 @@
 #include "common/json.h"
 #include "train/pretokenizer.h"
 #include "train/unicode_text.h"
+#include "tests/train/tokenizer_fixture.h"
 
 namespace fsdp::train {
 namespace {
+
+using test_files::byte_char;
 
 std::vector<std::string> pieces_of(SplitPattern p, const std::string& text) {
   const std::u32string t = *unicode::decode_utf8(text);
@@ -87,25 +90,6 @@ TEST(SplitPattern, HandCheckedCases) {
 }
 
 // ---- a tokenizer.json written here ----
-
-// GPT-2's byte-to-unicode characters, listed independently of the tokenizer's table.
-std::string byte_char(unsigned char b) {
-  std::vector<int> visible;
-  for (int c = 33; c <= 126; ++c) visible.push_back(c);
-  for (int c = 161; c <= 172; ++c) visible.push_back(c);
-  for (int c = 174; c <= 255; ++c) visible.push_back(c);
-  int extra = 0;
-  for (int c = 0; c < 256; ++c) {
-    const bool vis = std::find(visible.begin(), visible.end(), c) != visible.end();
-    if (c == b) {
-      std::string s;
-      unicode::append_utf8(s, static_cast<char32_t>(vis ? c : 256 + extra));
-      return s;
-    }
-    if (!vis) ++extra;
-  }
-  return {};
-}
 
 struct Spec {
   std::vector<std::string> vocab;                          // id = position
