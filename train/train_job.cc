@@ -290,6 +290,13 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   loader_options.dp_size = config.mesh().data_parallel_size();
   loader_options.seed = opts.seed;
   const auto source = make_job_token_source(config, opts.model.dims.vocab, opts.seed);
+  if (job.log) {
+    if (const auto tokenizer = job_tokenizer(config)) *job.log << "tokenizer: " << tokenizer->describe() << "\n";
+    if (const auto* text = dynamic_cast<const TextStreamSource*>(source.get())) {
+      *job.log << "data: " << text->name() << ", " << text->documents() << " documents, packed into windows of "
+               << opts.seq_len + 1 << " tokens\n";
+    }
+  }
   DataLoader loader(source, loader_options);
   Batch batch;
   BatchSource batches = [&](int64_t step, int64_t micro, int32_t* inputs, int32_t* targets) {

@@ -9,6 +9,7 @@
 
 #include "tests/train/tokenizer_fixture.h"
 #include "train/bpe_tokenizer.h"
+#include "train/config.h"
 #include "train/dataset.h"
 #include "train/text_files.h"
 
@@ -164,6 +165,30 @@ TEST_F(TextDataTest, RanksShareOnePackedStreamAndResumeAtAnotherWorldSize) {
   }
   EXPECT_EQ(saved.stream.document, doc);
   EXPECT_EQ(saved.stream.offset, saved.stream.token - start);
+}
+
+// model.hf_assets_path: the model's vocabulary follows the tokenizer when unset; a missing folder is
+// refused naming the key and the path.
+TEST_F(TextDataTest, TheModelVocabularyFollowsTheTokenizer) {
+  test_files::write_byte_level_tokenizer(dir_ / "tok", {{"a", "b"}});  // 256 + 1 + BOS + EOS = 259 ids
+  // Our byte flavor's 256 ids are too few: the vocabulary becomes the tokenizer's. TorchTitan's
+  // debugmodel (2048) already holds them and keeps its size.
+  TrainConfig c = parse_train_config(
+      "[model]\nflavor = 'debugmodel_byte'\nhf_assets_path = '" + (dir_ / "tok").string() + "'\n", "t.toml");
+  c.validate(1);
+  EXPECT_EQ(c.llama_config().vocab, 259);
+  EXPECT_EQ(c.model_spec().dims.vocab, 259);
+  TrainConfig titan = parse_train_config("[model]\nhf_assets_path = '" + (dir_ / "tok").string() + "'\n", "t.toml");
+  titan.validate(1);
+  EXPECT_EQ(titan.llama_config().vocab, 2048);
+  TrainConfig missing = parse_train_config("[model]\nhf_assets_path = '" + (dir_ / "nope").string() + "'\n", "t.toml");
+  try {
+    missing.validate(1);
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.hf_assets_path = '" + (dir_ / "nope").string() + "'"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
