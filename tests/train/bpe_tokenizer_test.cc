@@ -12,6 +12,8 @@
 #include <map>
 #include <random>
 #include <regex>
+#include <sstream>
+#include <cstdio>
 
 #include "common/json.h"
 #include "train/pretokenizer.h"
@@ -72,6 +74,33 @@ TEST(SplitPattern, MatchesTheRegexOnRandomAsciiText) {
           << split_pattern_name(p) << " on " << json::quote(text);
     }
   }
+}
+
+// Against Python's `regex` module (the patterns as the files spell them, full Unicode classes) on random
+// text drawn from letters, numbers and spaces of every kind; skipped where python3 has no `regex`.
+TEST(SplitPattern, MatchesPythonRegexOnRandomUnicode) {
+  const std::string command = "python3 " FSDP_SPLIT_REFERENCE " 7 5000 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buf[65536];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  ::pclose(pipe);
+  if (out.empty() || out.starts_with("no-regex")) GTEST_SKIP() << "python3 with the regex module is not installed";
+  std::istringstream lines(out);
+  size_t checked = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const size_t t1 = line.find('\t'), t2 = line.find('\t', t1 + 1);
+    const SplitPattern p = line.substr(0, t1) == "gpt2" ? SplitPattern::kGpt2 : SplitPattern::kLlama3;
+    std::u32string text;
+    std::istringstream code(line.substr(t1 + 1, t2 - t1 - 1));
+    for (std::string cp; std::getline(code, cp, ',');) text.push_back(static_cast<char32_t>(std::stoul(cp, nullptr, 16)));
+    std::string got;
+    for (auto piece : split_isolated(p, text)) got += (got.empty() ? "" : "|") + std::to_string(piece.size());
+    ASSERT_EQ(got, line.substr(t2 + 1)) << split_pattern_name(p) << " on " << json::quote(unicode::encode_utf8(text));
+    ++checked;
+  }
+  EXPECT_EQ(checked, 10000u);
 }
 
 TEST(SplitPattern, HandCheckedCases) {
