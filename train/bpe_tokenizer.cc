@@ -108,6 +108,7 @@ void BpeTokenizer::add_token(const std::string& text, Token id) {
 }
 
 Token BpeTokenizer::register_added(AddedToken token) {
+  if (token.content.empty()) return token.id;  // Hugging Face ignores an empty added token
   for (auto& a : added_) {
     if (a.content == token.content) {
       token.id = a.id;
@@ -116,6 +117,7 @@ Token BpeTokenizer::register_added(AddedToken token) {
     }
   }
   added_.push_back(token);
+  added_first_bytes_.set(static_cast<unsigned char>(token.content[0]));
   add_token(token.content, token.id);
   is_byte_level_token_[static_cast<size_t>(token.id)] = false;
   return token.id;
@@ -496,6 +498,10 @@ std::vector<Token> BpeTokenizer::encode(std::string_view text) const {
   // through the pre-tokenizer and the model.
   size_t start = 0;
   for (size_t i = 0; i < text.size();) {
+    if (!added_first_bytes_[static_cast<unsigned char>(text[i])]) {  // no added token starts here
+      ++i;
+      continue;
+    }
     const AddedToken* best = nullptr;
     for (const auto& a : added_) {
       if (a.content.size() > text.size() - i || text.compare(i, a.content.size(), a.content) != 0) continue;

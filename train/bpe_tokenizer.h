@@ -12,6 +12,7 @@
 //   std::vector<Token> ids = tok->encode_document(text);      // BOS + tokens + EOS, as TorchTitan packs
 #pragma once
 
+#include <bitset>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -101,6 +102,7 @@ class BpeTokenizer {
   std::vector<bool> is_byte_level_token_;         // decode maps its characters back to bytes
   std::unordered_map<uint64_t, Merge> merges_;    // (a << 32 | b) -> rank, merged id
   std::vector<AddedToken> added_;                 // matched in the text before pre-tokenization
+  std::bitset<256> added_first_bytes_;            // first bytes of added tokens: where a match can start
   std::vector<std::optional<Token>> template_;    // post-processor "single": ids, nullopt for $A
   std::optional<Token> bos_id_, eos_id_;
   bool adds_bos_ = false, adds_eos_ = false;      // encode("") already holds them (TorchTitan's test)

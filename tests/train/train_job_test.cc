@@ -201,6 +201,21 @@ TEST_F(TrainJobTest, JsonlDatasetResumesExactlyAtAnotherWorldSize) {
       }
     }
   }
+  // Resumed over other documents: allowed, with a warning that the position means other tokens.
+  fs::create_directories(dir_ / "other_data");
+  std::ofstream(dir_ / "other_data" / "one.jsonl") << "{\"text\": \"another data set\"}\n";
+  TrainConfig other = config("other", 1);
+  apply_override(other, "training.dataset_path", (dir_ / "other_data").string());
+  apply_override(other, "checkpoint.initial_load_path", (dir_ / "n2" / "checkpoint").string());
+  apply_override(other, "checkpoint.initial_load_model_only", "false");
+  apply_override(other, "checkpoint.load_step", "10");
+  std::ostringstream log;
+  JobOptions logged;
+  logged.log = &log;
+  run_job(1, other, logged);
+  EXPECT_NE(log.str().find("was saved reading 'c4_test documents="), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("this run reads 'c4_test documents=1 "), std::string::npos) << log.str();
+
   // A model vocabulary smaller than the tokenizer's is refused naming both.
   TrainConfig small = config("small", 1);
   apply_override(small, "model.vocab_size", "200");
