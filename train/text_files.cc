@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <zlib.h>
+
 #include "common/json.h"
 #include "train/unicode_text.h"
 
@@ -24,8 +26,13 @@ constexpr DatasetEntry kDatasets[] = {
     {"c4_validation", "allenai/c4", "validation"},
 };
 
-bool is_json_name(const fs::path& p) { return p.extension() == ".json" || p.extension() == ".jsonl"; }
-bool is_data_name(const fs::path& p) { return is_json_name(p) || p.extension() == ".txt"; }
+// The name without a ".gz" (gzipped files are read through zlib, as the Hub keeps c4).
+fs::path unzipped_name(const fs::path& p) { return p.extension() == ".gz" ? p.stem() : p; }
+bool is_json_name(const fs::path& p) {
+  const fs::path n = unzipped_name(p);
+  return n.extension() == ".json" || n.extension() == ".jsonl";
+}
+bool is_data_name(const fs::path& p) { return is_json_name(p) || unzipped_name(p).extension() == ".txt"; }
 
 // The data files under `root` (itself when a file), hidden ones skipped, in path order; with `prefix`,
 // only files whose name starts with it.
@@ -46,6 +53,19 @@ std::vector<std::string> data_files_under(const fs::path& root, const std::strin
 }
 
 std::string read_file(const fs::path& path) {
+  if (path.extension() == ".gz") {
+    gzFile in = gzopen(path.c_str(), "rb");
+    if (in == nullptr) throw DataFileError(path.string() + ": cannot read");
+    std::string text;
+    char buf[1 << 16];
+    int n = 0;
+    while ((n = gzread(in, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+    int err = Z_OK;
+    const std::string what = n < 0 ? gzerror(in, &err) : "";
+    gzclose(in);
+    if (n < 0) throw DataFileError(path.string() + ": not a readable gzip file (" + what + ")");
+    return text;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataFileError(path.string() + ": cannot read");
   std::ostringstream s;
@@ -125,7 +145,7 @@ std::vector<std::string> read_text_documents(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw DataFileError(path + ": does not exist");
   const std::vector<std::string> files = data_files_under(path);
-  if (files.empty()) throw DataFileError(path + ": no .json, .jsonl or .txt file in this folder");
+  if (files.empty()) throw DataFileError(path + ": no .json, .jsonl or .txt file (or .gz of one) in this folder");
   return read_text_documents(files);
 }
 
@@ -159,12 +179,12 @@ std::vector<std::string> text_dataset_files(std::string_view dataset, const std:
     throw DataFileError(looked_at + ", which does not exist; nothing is downloaded: set training.dataset_path to a "
                         "local copy");
   }
-  // The c4 layout: en/c4-train.NNNNN-of-01024.json (gzipped files must be unpacked first).
+  // The c4 layout: en/c4-train.NNNNN-of-01024.json.gz.
   const bool c4_layout = *entry->split != '\0' && fs::is_directory(fs::path(path) / "en", ec);
   const std::string prefix = c4_layout ? "c4-" + std::string(entry->split) + "." : "";
   const std::vector<std::string> files = data_files_under(c4_layout ? fs::path(path) / "en" : fs::path(path), prefix);
   if (files.empty()) {
-    throw DataFileError(looked_at + ", which holds no .json, .jsonl or .txt file" +
+    throw DataFileError(looked_at + ", which holds no .json, .jsonl or .txt file (or .gz of one)" +
                         (c4_layout ? " named " + prefix + "* under en/" : std::string()));
   }
   return files;

@@ -1,7 +1,8 @@
 // Local text data as people keep it, read into documents the way Hugging Face's `load_dataset` reads a
 // folder for TorchTitan: JSON lines with a "text" field (c4 style; a .json file may instead hold one
 // array of such objects), plain text files (one document per line, as the "text" builder splits them),
-// or a folder of them (every .json / .jsonl / .txt file below it, hidden ones skipped, in path order).
+// or a folder of them (every .json / .jsonl / .txt file below it, hidden ones skipped, in path order);
+// any of them may be gzipped (name.gz), as the Hub keeps c4.
 // Nothing is downloaded: TorchTitan's data set names resolve to local folders.
 #pragma once
 
@@ -27,7 +28,7 @@ std::vector<std::string> read_text_documents(const std::vector<std::string>& fil
 std::vector<std::string> parse_text_documents(std::string_view text, const std::string& name, bool json);
 
 // TorchTitan's data sets (its DATASETS table): c4_test reads tests/assets/c4_test, c4 and c4_validation
-// the Hub's allenai/c4 (here: a local copy, its en/ folder's c4-train.* / c4-validation.* files);
+// the Hub's allenai/c4 (here: a local copy, its en/ folder's c4-train.*.json.gz / c4-validation.* files);
 // training.dataset_path replaces the path. Relative paths are from the working directory.
 bool is_text_dataset(std::string_view dataset);
 std::vector<std::string> text_dataset_names();

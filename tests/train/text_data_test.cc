@@ -7,6 +7,8 @@
 #include <fstream>
 #include <numeric>
 
+#include <zlib.h>
+
 #include "tests/train/tokenizer_fixture.h"
 #include "train/bpe_tokenizer.h"
 #include "train/config.h"
@@ -79,10 +81,17 @@ TEST_F(TextDataTest, TorchTitanDatasetNamesResolveToLocalPaths) {
       << missing;
   write("tests/assets/c4_test/data.json", "{\"text\": \"a\"}\n");
   EXPECT_EQ(text_dataset_files("c4_test", ""), (std::vector<std::string>{"tests/assets/c4_test/data.json"}));
-  // c4: a local copy of allenai/c4 keeps its en/c4-<split>.* files; the split picks them.
-  write("c4/en/c4-train.00000-of-01024.json", "{\"text\": \"t\"}\n");
+  // c4: a local copy of allenai/c4 keeps its en/c4-<split>.*.json.gz files; the split picks them.
+  {
+    fs::create_directories(dir_ / "c4/en");
+    gzFile gz = gzopen((dir_ / "c4/en/c4-train.00000-of-01024.json.gz").c_str(), "wb");
+    const std::string line = "{\"text\": \"gzipped\", \"url\": \"u\"}\n";
+    gzwrite(gz, line.data(), static_cast<unsigned>(line.size()));
+    gzclose(gz);
+  }
   write("c4/en/c4-validation.00000-of-00008.json", "{\"text\": \"v\"}\n");
-  EXPECT_EQ(text_dataset_files("c4", "c4"), (std::vector<std::string>{"c4/en/c4-train.00000-of-01024.json"}));
+  EXPECT_EQ(text_dataset_files("c4", "c4"), (std::vector<std::string>{"c4/en/c4-train.00000-of-01024.json.gz"}));
+  EXPECT_EQ(read_text_documents(text_dataset_files("c4", "c4")), (std::vector<std::string>{"gzipped"}));
   EXPECT_EQ(text_dataset_files("c4_validation", "c4"),
             (std::vector<std::string>{"c4/en/c4-validation.00000-of-00008.json"}));
   EXPECT_NE(refusal([] { text_dataset_files("c4", ""); }).find("'allenai/c4'"), std::string::npos);
