@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -347,7 +348,9 @@ BpeTokenizer BpeTokenizer::from_tiktoken(std::string_view model_text, const std:
     if (line.empty()) continue;
     const std::string where = source + ":" + std::to_string(line_no);
     const size_t space = line.find(' ');
-    if (space == std::string_view::npos) throw TokenizerError(where + ": expected 'BASE64 RANK'");
+    if (space == std::string_view::npos) {
+      throw TokenizerError(where + ": expected 'BASE64 RANK' (a tiktoken file; SentencePiece .model files are not supported)");
+    }
     int64_t rank = -1;
     try {
       size_t used = 0;
@@ -573,7 +576,8 @@ std::string BpeTokenizer::decode(std::span<const Token> tokens) const {
                               " is not in the vocabulary");
     }
     const std::string& text = id_to_token_[static_cast<size_t>(id)];
-    const bool fallback = byte_fallback_ && text.size() == 6 && text.starts_with("<0x") && text.back() == '>';
+    const bool fallback = byte_fallback_ && text.size() == 6 && text.starts_with("<0x") && text.back() == '>' &&
+                          std::isxdigit(static_cast<unsigned char>(text[3])) && std::isxdigit(static_cast<unsigned char>(text[4]));
     std::string& sink = byte_level_symbols_ && (fallback || is_byte_level_token_[static_cast<size_t>(id)]) ? symbols : out;
     if (&sink == &out) flush();
     if (fallback) {
