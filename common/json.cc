@@ -115,6 +115,20 @@ class Reader {
           auto [end, ec] = std::from_chars(s_.data() + pos_, s_.data() + pos_ + 4, code, 16);
           if (ec != std::errc() || end != s_.data() + pos_ + 4) fail("bad \\u escape");
           pos_ += 4;
+          // A UTF-16 surrogate pair (\ud83d\ude00) is one code point beyond the BMP.
+          if (code >= 0xD800 && code <= 0xDBFF && s_.substr(pos_, 2) == "\\u" && pos_ + 6 <= s_.size()) {
+            unsigned low = 0;
+            auto [lend, lec] = std::from_chars(s_.data() + pos_ + 2, s_.data() + pos_ + 6, low, 16);
+            if (lec == std::errc() && lend == s_.data() + pos_ + 6 && low >= 0xDC00 && low <= 0xDFFF) {
+              pos_ += 6;
+              const unsigned cp = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+              out += static_cast<char>(0xf0 | (cp >> 18));
+              out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+              out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+              out += static_cast<char>(0x80 | (cp & 0x3f));
+              break;
+            }
+          }
           if (code < 0x80) {
             out += static_cast<char>(code);
           } else if (code < 0x800) {

@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev                     # tests
   protobuf-compiler libprotobuf-dev libtomlplusplus-dev  # sharding planner
   libboost-dev                                  # tcp transport (header-only Asio)
+  zlib1g-dev                                    # gzipped training data (c4's *.json.gz)
   libopenblas-dev                               # reference model matmuls (cblas_sgemm)
   openmpi-bin libopenmpi-dev                    # mpirun, the MPI transport and the mpi-native benchmark peer
   libucx-dev                                    # the UCX transport (ucp)

@@ -61,6 +61,8 @@ struct ModelConfig {
   // "torchtitan": TorchTitan's init (embeddings N(0, 1), output projections N(0, 0.02 / sqrt(2 (layer + 1))),
   // output N(0, dim^-1/2) cut at 3 sd); "normal": N(0, 0.02) for every matrix (model/init.h).
   std::string init_scheme = "torchtitan";
+  std::string hf_assets_path;  // folder with tokenizer.json (TorchTitan's); empty: see train/data_setup.h
+  std::string tokenizer_path;  // TorchTitan's deprecated name: a folder, tokenizer.json or tiktoken file
 };
 
 struct TrainingConfig {
@@ -77,7 +79,8 @@ struct TrainingConfig {
   std::string grad_comm_dtype = "default";   // "mxfp8": reduce-scatter gradients as MXFP8, sum in f32
   int64_t seed = 0;
   bool deterministic = false;
-  std::string dataset = "tiny_corpus";  // "tiny_corpus" (bundled English text) or "synthetic"
+  std::string dataset = "tiny_corpus";  // "tiny_corpus", "synthetic", or TorchTitan's c4_test / c4 / c4_validation
+  std::string dataset_path;             // local files of a text data set (TorchTitan's); empty: its default
   bool skip_nonfinite_steps = false;    // ours: skip the optimizer step on NaN/Inf loss instead of stopping
 
   DataType param_dtype() const;   // kBfloat16 or kFloat32

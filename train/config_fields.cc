@@ -248,6 +248,13 @@ const std::vector<Field>& fields() {
                              "parameter init: torchtitan (embeddings N(0,1); wo, w2, w3 of layer l "
                              "N(0, 0.02/sqrt(2(l+1))); output N(0, dim^-1/2) cut at 3 sd; the rest N(0, 0.02)) or "
                              "normal (N(0, 0.02) every matrix); norms 1"));
+    f.push_back(string_field("model", "hf_assets_path", FSDP_ACC(std::string, model.hf_assets_path), true,
+                             "folder with tokenizer.json (and tokenizer_config.json for BOS/EOS) or a tiktoken "
+                             "original/tokenizer.model; empty = ./tests/assets/tokenizer for the text data sets, "
+                             "byte tokens otherwise"));
+    f.push_back(string_field("model", "tokenizer_path", FSDP_ACC(std::string, model.tokenizer_path), true,
+                             "TorchTitan's older name: a tokenizer folder, tokenizer.json or tiktoken file; wins over "
+                             "hf_assets_path"));
     // [training]
     f.push_back(int_field("training", "local_batch_size", FSDP_ACC(int64_t, training.local_batch_size), true,
                           "sequences per data-parallel rank per micro-step", positive));
@@ -284,8 +291,14 @@ const std::vector<Field>& fields() {
     f.push_back(bool_field("training", "deterministic", FSDP_ACC(bool, training.deterministic), true,
                            "bitwise-reproducible kernels and reduction order"));
     f.push_back(choice_field("training", "dataset", FSDP_ACC(std::string, training.dataset),
-                             {"tiny_corpus", "synthetic"}, true,
-                             "tiny_corpus (bundled English text, byte tokens) or synthetic (seeded Markov chain)"));
+                             {"tiny_corpus", "synthetic", "c4_test", "c4", "c4_validation"}, true,
+                             "tiny_corpus (bundled English text, byte tokens unless a tokenizer is set), synthetic "
+                             "(seeded Markov chain), or TorchTitan's text data sets read from local files: c4_test "
+                             "(tests/assets/c4_test), c4 / c4_validation (allenai/c4, its en/ files)"));
+    f.push_back(string_field("training", "dataset_path", FSDP_ACC(std::string, training.dataset_path), true,
+                             "local file or folder of the text data set (JSON lines with \"text\", .txt one "
+                             "document per line); empty = the data set's own path, relative to the working "
+                             "directory; nothing is downloaded"));
     f.push_back(bool_field("training", "skip_nonfinite_steps", FSDP_ACC(bool, training.skip_nonfinite_steps), false,
                            "skip the optimizer step on a NaN/Inf loss or grad norm instead of stopping"));
     // [debug]: TorchTitan's newer home of training.seed and training.deterministic (the same settings)

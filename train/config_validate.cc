@@ -14,6 +14,7 @@
 #include "sharding/plan_error.h"
 #include "train/config.h"
 #include "train/config_fields.h"
+#include "train/data_setup.h"
 
 namespace fsdp::train {
 namespace {
@@ -239,7 +240,7 @@ std::vector<std::string> model_problems(const TrainConfig& c) {
     problems.push_back("head dim model.dim / model.n_heads = " + std::to_string(m.dim / m.n_heads) +
                        " must be even for rotary embeddings");
   }
-  if (c.training.dataset == "tiny_corpus" && m.vocab < 256) {
+  if (c.training.dataset == "tiny_corpus" && tokenizer_path_of(c).empty() && m.vocab < 256) {
     problems.push_back("training.dataset = \"tiny_corpus\" needs byte tokens: model.vocab_size must be >= 256, got " +
                        std::to_string(m.vocab));
   }
@@ -265,6 +266,7 @@ void TrainConfig::validate(int64_t world_size) {
     }
   };
   if (collect([&] { resolve_mesh(*this, world_size); })) collect([&] { resolve_batch(*this); });
+  collect([&] { resolve_data_config(*this); });  // the tokenizer sets a floor under the vocabulary
   collect([&] {
     for (auto& problem : model_problems(*this)) problems.push_back(std::move(problem));
   });

@@ -1,10 +1,12 @@
 #include "train/dataset.h"
 
 #include <algorithm>
+#include <deque>
 #include <stdexcept>
 #include <string>
 
 #include "common/splitmix.h"
+#include "train/bpe_tokenizer.h"
 
 namespace fsdp::train {
 namespace {
@@ -31,7 +33,96 @@ class Rng {
 
 }  // namespace
 
+void TokenSource::fill_stream(int64_t, std::span<Token>) const {
+  throw std::logic_error(std::string(name()) + " is not a stream source");
+}
+
+struct TextStreamSource::Cache {
+  int64_t first_doc = 0;    // stream document of docs.front() (epoch * documents + index)
+  int64_t first_token = 0;  // stream offset where it starts
+  int64_t tokens = 0;       // held: [first_token, first_token + tokens)
+  std::deque<std::vector<Token>> docs;
+};
+
+TextStreamSource::TextStreamSource(std::string name, std::vector<std::string> documents,
+                                   std::shared_ptr<const BpeTokenizer> tokenizer)
+    : name_(std::move(name)), documents_(std::move(documents)), tokenizer_(std::move(tokenizer)),
+      cache_(std::make_unique<Cache>()) {
+  if (documents_.empty()) throw std::invalid_argument(name_ + ": no documents");
+  if (tokenizer_ == nullptr) throw std::invalid_argument(name_ + ": no tokenizer");
+}
+
+TextStreamSource::~TextStreamSource() = default;
+
+int64_t TextStreamSource::vocab_size() const { return tokenizer_->vocab_size(); }
+
+void TextStreamSource::fill_window(const WindowId&, std::span<Token>) const {
+  throw std::logic_error(name_ + " is a stream source: windows come by stream offset");
+}
+
+void TextStreamSource::cover(int64_t begin, int64_t end) const {
+  Cache& c = *cache_;
+  if (begin < c.first_token) c = Cache{};  // behind the cache (or a seek): start the stream again
+  const auto n = static_cast<int64_t>(documents_.size());
+  int64_t empty_in_a_row = 0;
+  const auto push_next = [&] {
+    const int64_t doc = c.first_doc + static_cast<int64_t>(c.docs.size());
+    std::vector<Token> tokens = tokenizer_->encode_document(documents_[static_cast<size_t>(doc % n)]);
+    if (tokens.empty() && ++empty_in_a_row > n) {
+      throw std::invalid_argument(name_ + ": no document has a token (empty texts and no BOS/EOS in the tokenizer)");
+    }
+    if (!tokens.empty()) empty_in_a_row = 0;
+    c.tokens += static_cast<int64_t>(tokens.size());
+    c.docs.push_back(std::move(tokens));
+  };
+  while (true) {  // drop documents that end at or before `begin`
+    if (c.docs.empty()) {
+      push_next();
+      continue;
+    }
+    const auto front = static_cast<int64_t>(c.docs.front().size());
+    if (c.first_token + front > begin) break;
+    c.first_token += front;
+    c.tokens -= front;
+    ++c.first_doc;
+    c.docs.pop_front();
+  }
+  while (c.first_token + c.tokens < end) push_next();
+}
+
+void TextStreamSource::fill_stream(int64_t token, std::span<Token> out) const {
+  const auto end = token + static_cast<int64_t>(out.size());
+  cover(token, end);
+  int64_t at = cache_->first_token;
+  size_t written = 0;
+  for (const auto& doc : cache_->docs) {
+    const auto size = static_cast<int64_t>(doc.size());
+    const int64_t from = std::max(token, at), to = std::min(end, at + size);
+    if (from < to) {
+      std::copy(doc.begin() + (from - at), doc.begin() + (to - at), out.begin() + static_cast<std::ptrdiff_t>(written));
+      written += static_cast<size_t>(to - from);
+    }
+    at += size;
+    if (at >= end) break;
+  }
+}
+
+StreamPosition TextStreamSource::locate(int64_t token) const {
+  cover(token, token + 1);
+  return StreamPosition{token, cache_->first_doc, token - cache_->first_token};
+}
+
+void TextStreamSource::seek(const StreamPosition& p) const {
+  if (p.token < 0 || p.document < 0 || p.offset < 0 || p.offset > p.token) {
+    throw std::invalid_argument(name_ + ": stream position token " + std::to_string(p.token) + " document " +
+                                std::to_string(p.document) + " offset " + std::to_string(p.offset) + " is impossible");
+  }
+  *cache_ = Cache{p.document, p.token - p.offset, 0, {}};
+}
+
 CorpusSource::CorpusSource(std::string_view text) : tokens_(ByteTokenizer().encode(text)) {}
+CorpusSource::CorpusSource(std::vector<Token> tokens, int64_t vocab_size)
+    : tokens_(std::move(tokens)), vocab_size_(vocab_size) {}
 
 void CorpusSource::fill_window(const WindowId& id, std::span<Token> out) const {
   const size_t n = tokens_.size();
@@ -91,6 +182,19 @@ DataLoader::DataLoader(std::shared_ptr<const TokenSource> source, const DataLoad
   }
 }
 
+int64_t DataLoader::stream_offset(int64_t step, int64_t micro_step) const {
+  const auto& o = options_;
+  const int64_t windows =
+      ((step - origin_.step) * o.gradient_accumulation_steps + (micro_step - origin_.micro_step)) * o.dp_size *
+      o.local_batch_size;
+  if (windows < 0) {
+    throw std::invalid_argument("DataLoader: step " + std::to_string(step) + "." + std::to_string(micro_step) +
+                                " is before the position the stream continues from (step " +
+                                std::to_string(origin_.step) + "." + std::to_string(origin_.micro_step) + ")");
+  }
+  return origin_.stream.token + windows * (o.seq_len + 1);
+}
+
 void DataLoader::fill(int64_t step, int64_t micro_step, Batch& out) const {
   const int64_t b_rows = options_.local_batch_size;
   const int64_t t_len = options_.seq_len;
@@ -101,12 +205,18 @@ void DataLoader::fill(int64_t step, int64_t micro_step, Batch& out) const {
   out.inputs.resize(static_cast<size_t>(b_rows * t_len));
   out.targets.resize(static_cast<size_t>(b_rows * t_len));
   std::vector<Token> window(static_cast<size_t>(t_len + 1));
+  const bool stream = source_->is_stream();
+  const int64_t stream_base = stream ? stream_offset(step, micro_step) : 0;
   for (int64_t b = 0; b < b_rows; ++b) {
-    const WindowId id{options_.seed, step, micro_step, options_.dp_rank * b_rows + b};
-    source_->fill_window(id, window);
-    const auto row = static_cast<std::ptrdiff_t>(b * t_len);
-    std::copy_n(window.begin(), t_len, out.inputs.begin() + row);
-    std::copy_n(window.begin() + 1, t_len, out.targets.begin() + row);
+    const int64_t row = options_.dp_rank * b_rows + b;
+    if (stream) {
+      source_->fill_stream(stream_base + row * (t_len + 1), window);
+    } else {
+      source_->fill_window(WindowId{options_.seed, step, micro_step, row}, window);
+    }
+    const auto at = static_cast<std::ptrdiff_t>(b * t_len);
+    std::copy_n(window.begin(), t_len, out.inputs.begin() + at);
+    std::copy_n(window.begin() + 1, t_len, out.targets.begin() + at);
   }
 }
 
@@ -124,6 +234,12 @@ Batch DataLoader::next() {
   return b;
 }
 
+DataLoaderState DataLoader::state() const {
+  DataLoaderState s = state_;
+  if (source_->is_stream()) s.stream = source_->locate(stream_offset(state_.step, state_.micro_step));
+  return s;
+}
+
 void DataLoader::restore(const DataLoaderState& state) {
   if (state.step < 1 || state.micro_step < 0 || state.micro_step >= options_.gradient_accumulation_steps) {
     throw std::invalid_argument("DataLoader::restore: step " + std::to_string(state.step) + " micro_step " +
@@ -131,6 +247,8 @@ void DataLoader::restore(const DataLoaderState& state) {
                                 std::to_string(options_.gradient_accumulation_steps) + ")");
   }
   state_ = state;
+  origin_ = state;
+  if (source_->is_stream()) source_->seek(state.stream);
 }
 
 }  // namespace fsdp::train

@@ -16,6 +16,7 @@
 #include "sharding/chip_profile.h"
 #include "sharding/cost_model.h"
 #include "sharding/planner.h"
+#include "train/data_setup.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
 #include "train/output_files.h"
@@ -46,8 +47,13 @@ std::string encode_state(const DataLoaderState& s) {
 
 DataLoaderState decode_state(const std::string& bytes) {
   DataLoaderState s;
-  if (bytes.size() != sizeof s) throw std::runtime_error("checkpoint: data_loader state has the wrong size");
-  std::memcpy(&s, bytes.data(), sizeof s);
+  // Checkpoints before the stream position held only (step, micro_step).
+  constexpr size_t kStepsOnly = 2 * sizeof(int64_t);
+  if (bytes.size() != sizeof s && bytes.size() != kStepsOnly) {
+    throw std::runtime_error("checkpoint: data_loader state has the wrong size (" + std::to_string(bytes.size()) +
+                             " bytes, expected " + std::to_string(sizeof s) + ")");
+  }
+  std::memcpy(&s, bytes.data(), bytes.size());
   return s;
 }
 
@@ -66,8 +72,19 @@ std::string describe_schedule(const runtime::LrSchedule& lr) {
 // What a resume needs beyond the shards: where the data loader is, the schedule and the RNG. The data is
 // a pure function of (seed, step, micro-step, rank) and initialisation happens once, so the RNG state is
 // the seed and the loader's position.
-runtime::checkpoint::TrainingState training_state(const DataLoaderState& loader, const TrainerOptions& trainer, int64_t step) {
+constexpr const char* kDataSourceKey = "data_source";
+
+// What the data loader's position is a position in: the data set, its size and the tokenizer.
+std::string describe_data(const TokenSource& source, const std::shared_ptr<const BpeTokenizer>& tokenizer) {
+  std::string d(source.name());
+  if (const auto* text = dynamic_cast<const TextStreamSource*>(&source)) d += " documents=" + std::to_string(text->documents());
+  return d + " tokenizer=" + (tokenizer ? tokenizer->describe() : "bytes");
+}
+
+runtime::checkpoint::TrainingState training_state(const DataLoaderState& loader, const TrainerOptions& trainer, int64_t step,
+                                                  const std::string& data_source) {
   return {{kDataLoaderKey, encode_state(loader)},
+          {kDataSourceKey, data_source},
           {kLrSchedulerKey, describe_schedule(trainer.lr)},
           {"lr_scheduler_step", std::to_string(step)},
           {"rng", "counter-based data order: seed=" + std::to_string(trainer.seed) + " step=" + std::to_string(loader.step) +
@@ -283,8 +300,15 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   loader_options.dp_rank = config.mesh().data_parallel_rank(rank);
   loader_options.dp_size = config.mesh().data_parallel_size();
   loader_options.seed = opts.seed;
-  auto source = std::shared_ptr<const TokenSource>(
-      make_token_source(config.training.dataset, opts.model.dims.vocab, opts.seed));
+  const auto source = make_job_token_source(config, opts.model.dims.vocab, opts.seed);
+  const std::string data_source = describe_data(*source, job_tokenizer(config));
+  if (job.log) {
+    if (const auto tokenizer = job_tokenizer(config)) *job.log << "tokenizer: " << tokenizer->describe() << "\n";
+    if (const auto* text = dynamic_cast<const TextStreamSource*>(source.get())) {
+      *job.log << "data: " << text->name() << ", " << text->documents() << " documents, packed into windows of "
+               << opts.seq_len + 1 << " tokens\n";
+    }
+  }
   DataLoader loader(source, loader_options);
   Batch batch;
   BatchSource batches = [&](int64_t step, int64_t micro, int32_t* inputs, int32_t* targets) {
@@ -357,6 +381,12 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       loader.restore(decode_state(it->second));
       const std::string warning = lr_schedule_warning(loaded->training_state, opts.lr, loaded->dir);
       if (job.log && !warning.empty()) *job.log << warning << "\n";
+      // Another data set or tokenizer is allowed, but the saved position then means other tokens: say so.
+      if (const auto data = loaded->training_state.find(kDataSourceKey);
+          job.log && data != loaded->training_state.end() && data->second != data_source) {
+        *job.log << "warning: checkpoint " << loaded->dir << " was saved reading '" << data->second
+                 << "', this run reads '" << data_source << "': the data does not continue where it stopped\n";
+      }
       trainer.set_steps_done(loaded->step);
       result.start_step = loaded->step;
       if (job.log) *job.log << "resumed from " << loaded->dir << " (step " << loaded->step << ", saved at shard degree "
@@ -414,7 +444,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     if (ckpt && last && config.checkpoint.last_save_model_only) {
       save_last_weights(config, opts, *ckpt, trainer.fsdp(), s, hash);
     } else if (ckpt && (s % config.checkpoint.interval == 0 || last)) {
-      ckpt->save(s, hash, training_state(loader.state(), opts, s));
+      ckpt->save(s, hash, training_state(loader.state(), opts, s, data_source));
     }
     if (job.stop_after_step > 0 && s >= job.stop_after_step) break;
   }
