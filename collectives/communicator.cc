@@ -140,8 +140,20 @@ Task run_recv(Op& op, void* buf, size_t bytes, int peer) {
   co_await op.wait(op.recv(peer, 0, buf, bytes));
 }
 
-Task run_all_to_all(Op& op, const void* send, void* recv, size_t block_bytes) {
-  co_await alltoall_pairwise(op, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), block_bytes);
+Task run_all_to_all(Op& op, const void* send, void* recv, size_t block_bytes, bool small) {
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  if (small) {
+    co_await alltoall_bruck(op, in, out, block_bytes);
+  } else {
+    const PeerBlocks blocks = PeerBlocks::equal(op.size(), block_bytes);
+    co_await alltoall_pairwise(op, in, blocks, out, blocks);
+  }
+}
+
+Task run_all_to_all_v(Op& op, const void* send, PeerBlocks send_blocks, void* recv, PeerBlocks recv_blocks) {
+  co_await alltoall_pairwise(op, static_cast<const std::byte*>(send), send_blocks, static_cast<std::byte*>(recv),
+                             recv_blocks);
 }
 
 Task run_barrier(Op& op) { co_await barrier_dissemination(op); }
@@ -267,6 +279,49 @@ struct Checker {
   void peer(int p) const {
     if (p < 0 || p >= size) fail("peer " + std::to_string(p) + " is outside [0, " + std::to_string(size) + ")");
   }
+  // The byte blocks of an all_to_all_v buffer from per-rank element counts and displacements.
+  PeerBlocks blocks(std::span<const size_t> counts, std::span<const size_t> displs, DataType t, const void* buf,
+                    const char* which) const {
+    if (counts.size() != static_cast<size_t>(size) || displs.size() != static_cast<size_t>(size)) {
+      fail(std::string(which) + " counts and displacements need " + std::to_string(size) + " entries each, got " +
+           std::to_string(counts.size()) + " and " + std::to_string(displs.size()));
+    }
+    PeerBlocks b{std::vector<size_t>(size), std::vector<size_t>(size)};
+    for (int r = 0; r < size; ++r) {
+      if (counts[r] > std::numeric_limits<size_t>::max() - displs[r]) {
+        fail(std::string(which) + " block of rank " + std::to_string(r) + " overflows");
+      }
+      b.offset[r] = bytes(displs[r], t);
+      b.bytes[r] = bytes(counts[r], t);
+      bytes(displs[r] + counts[r], t);  // the block's end must be addressable too
+      buffer(buf, b.bytes[r], which);
+    }
+    return b;
+  }
+  // Bytes from the buffer's start to the end of its last block.
+  static size_t extent(const PeerBlocks& b) {
+    size_t end = 0;
+    for (size_t r = 0; r < b.bytes.size(); ++r) {
+      if (b.bytes[r] > 0) end = std::max(end, b.offset[r] + b.bytes[r]);
+    }
+    return end;
+  }
+  // Receive blocks written by different peers must not overlap (ranks named), nor the send buffer.
+  void disjoint_receives(const PeerBlocks& recv, const void* recv_buf, const PeerBlocks& send,
+                         const void* send_buf) const {
+    std::vector<int> order(size);
+    for (int r = 0; r < size; ++r) order[r] = r;
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return recv.offset[a] < recv.offset[b]; });
+    int last = -1;  // the non-empty block reaching furthest so far
+    for (int r : order) {
+      if (recv.bytes[r] == 0) continue;
+      if (last >= 0 && recv.offset[r] < recv.offset[last] + recv.bytes[last]) {
+        fail("receive blocks of ranks " + std::to_string(last) + " and " + std::to_string(r) + " overlap");
+      }
+      if (last < 0 || recv.offset[r] + recv.bytes[r] > recv.offset[last] + recv.bytes[last]) last = r;
+    }
+    if (overlaps(send_buf, extent(send), recv_buf, extent(recv))) fail("send and recv overlap");
+  }
   // `inner` must either not overlap `outer` or be exactly the slice at `slice_offset`.
   void in_place_layout(const void* outer, size_t outer_bytes, const void* inner, size_t inner_bytes,
                        size_t slice_offset, const char* what) const {
@@ -369,8 +424,25 @@ Work Communicator::all_to_all(const void* send, void* recv, size_t count, DataTy
   check.buffer(recv, total, "recv");
   if (overlaps(send, total, recv, total)) check.fail("send and recv overlap");
   auto op = impl_->new_op(options_, "all_to_all", total, false, impl_->next_seq++);
-  return impl_->submit_collective(op, run_all_to_all(*op, send, recv, block), options_, "all_to_all", count,
+  const bool small = impl_->algorithms.small("all_to_all", total, options_.small_message_bytes);
+  return impl_->submit_collective(op, run_all_to_all(*op, send, recv, block, small), options_, "all_to_all", count,
                                   static_cast<int>(type));
+}
+
+Work Communicator::all_to_all_v(const void* send, std::span<const size_t> send_counts,
+                                std::span<const size_t> send_displs, void* recv, std::span<const size_t> recv_counts,
+                                std::span<const size_t> recv_displs, DataType type) {
+  Checker check{"all_to_all_v", rank(), size()};
+  check.bytes(0, type);  // the type is valid
+  PeerBlocks send_blocks = check.blocks(send_counts, send_displs, type, send, "send");
+  PeerBlocks recv_blocks = check.blocks(recv_counts, recv_displs, type, recv, "recv");
+  check.disjoint_receives(recv_blocks, recv, send_blocks, send);
+  size_t sent = 0;
+  for (size_t b : send_blocks.bytes) sent += b;
+  auto op = impl_->new_op(options_, "all_to_all_v", sent, false, impl_->next_seq++);
+  // Counts differ per rank by design: the fingerprint holds the type only (the transport checks sizes).
+  return impl_->submit_collective(op, run_all_to_all_v(*op, send, std::move(send_blocks), recv, std::move(recv_blocks)),
+                                  options_, "all_to_all_v", 0, static_cast<int>(type));
 }
 
 Work Communicator::barrier() {

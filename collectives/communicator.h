@@ -1,5 +1,5 @@
 // The collectives API: a group of ranks over a transport, running all-gather, reduce-scatter,
-// all-reduce, broadcast, reduce, barrier and send/recv asynchronously on a progress engine.
+// all-reduce, broadcast, reduce, all-to-all (equal or per-pair counts), barrier and send/recv asynchronously on a progress engine.
 //
 //   auto comm = Communicator::create(transport);
 //   Work w = comm->all_gather(shard, full, shard_count, DataType::kBfloat16);
@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,15 @@ class Communicator {
   // send holds size() blocks of `count`, block j for rank j; recv gets size() blocks, block j from
   // rank j. send and recv must not overlap.
   Work all_to_all(const void* send, void* recv, size_t count, DataType type);
+  // Blocks of any size per pair, as MPI_Alltoallv (MoE token dispatch); counts and displacements in
+  // elements, size() of each: send_counts[j] elements at send + send_displs[j] go to rank j, and
+  // recv_counts[i] elements from rank i land at recv + recv_displs[i]. The spans may be freed once the
+  // call returns. Rank i's send_counts[j] must equal rank j's recv_counts[i]: where they differ both
+  // ranks fail with CommError ("message size mismatch", naming both ranks and sizes) and nothing is
+  // written past a block. Receive blocks must not overlap each other nor the send blocks.
+  Work all_to_all_v(const void* send, std::span<const size_t> send_counts, std::span<const size_t> send_displs,
+                    void* recv, std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
+                    DataType type);
   Work barrier();
   // Point-to-point, matched in call order per pair of ranks; they start at once, not behind
   // collectives, so a send and a receive posted back to back cannot deadlock.

@@ -69,8 +69,11 @@ Task allreduce_hierarchical(Op& op, const std::byte* in, std::byte* out, size_t 
                             const HostLayout& layout);
 
 // --- all-to-all: `in` holds one block per destination rank, `out` one block per source rank ---
-// n-1 pairwise exchanges, (n-1)/n of the buffer sent and received per rank, nothing forwarded.
-Task alltoall_pairwise(Op& op, const std::byte* in, std::byte* out, size_t block_bytes);
+// n-1 pairwise exchanges, (n-1)/n of the buffer sent and received per rank, nothing forwarded. Blocks
+// may differ per rank (all_to_all_v); `send` and `recv` place them in `in` and `out`.
+Task alltoall_pairwise(Op& op, const std::byte* in, const PeerBlocks& send, std::byte* out, const PeerBlocks& recv);
+// Equal blocks, ceil(log2 n) rounds of about half the buffer each: for small messages.
+Task alltoall_bruck(Op& op, const std::byte* in, std::byte* out, size_t block_bytes);
 
 // --- broadcast: `buf` is the root's data on the root and the destination elsewhere ---
 // ceil(log2 n) rounds, the whole message each: for small messages.

@@ -3,26 +3,23 @@
 // receives (n-1)/n of its buffer. Nothing is forwarded: each block travels straight from its source,
 // which is what a quantised reduce-scatter needs (a ring would decode, add and re-encode at every hop,
 // compounding the quantisation error n-1 times).
+//
+// Blocks may differ per peer (all_to_all_v). Every pair exchanges one message per direction even when
+// it is empty, so a count on which two ranks disagree fails both with the transport's size-mismatch
+// error instead of leaving one side waiting or writing past a block.
 #include "collectives/algorithms/algorithms.h"
 
 namespace fsdp {
 
-Task alltoall_pairwise(Op& op, const std::byte* in, std::byte* out, size_t block_bytes) {
+Task alltoall_pairwise(Op& op, const std::byte* in, const PeerBlocks& send, std::byte* out, const PeerBlocks& recv) {
   const int n = op.size();
   const int r = op.rank();
-  copy_bytes(out + r * block_bytes, in + r * block_bytes, block_bytes);
-  if (n == 1 || block_bytes == 0) co_return;
-  const Chunking chunks(op.chunk_bytes(), block_bytes, 1);
+  copy_bytes(out + recv.offset[r], in + send.offset[r], send.bytes[r]);
   for (int s = 1; s < n; ++s) {
     const int to = (r + s) % n;
     const int from = (r - s + n) % n;
-    std::vector<RequestPtr> requests;
-    for (size_t c = 0; c < chunks.count(block_bytes); ++c) {
-      const size_t at = c * chunks.size, len = chunks.length(block_bytes, c);
-      requests.push_back(op.recv(from, slot(s, c), out + from * block_bytes + at, len));
-      requests.push_back(op.send(to, slot(s, c), in + to * block_bytes + at, len));
-    }
-    co_await op.wait(std::move(requests));
+    co_await op.wait(op.recv(from, slot(s, 0), out + recv.offset[from], recv.bytes[from]),
+                     op.send(to, slot(s, 0), in + send.offset[to], send.bytes[to]));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace fsdp {
 
@@ -22,6 +23,19 @@ struct Blocks {
   size_t bytes(int b) const { return count_of(b) * elem; }
   size_t max_bytes() const { return count_of(0) * elem; }
   size_t total_bytes() const { return count * elem; }
+};
+
+// Where each rank's block lies in an all-to-all buffer (blocks may differ per rank, all_to_all_v):
+// byte offset and length, indexed by rank.
+struct PeerBlocks {
+  std::vector<size_t> offset;
+  std::vector<size_t> bytes;
+
+  static PeerBlocks equal(int n, size_t block_bytes) {
+    PeerBlocks b{std::vector<size_t>(n), std::vector<size_t>(n, block_bytes)};
+    for (int r = 0; r < n; ++r) b.offset[r] = r * block_bytes;
+    return b;
+  }
 };
 
 // Chunk c of a block covers bytes [c * size, min((c + 1) * size, block bytes)), so chunk c of any

@@ -17,6 +17,10 @@ const std::vector<AlgorithmInfo>& algorithm_registry() {
       {"broadcast", "scatter_allgather", "scatter from root + ring all-gather", false},
       {"reduce", "binomial", "ceil(log2 n) rounds of the whole buffer", true},
       {"reduce", "ring", "ring reduce-scatter + gather to root", false},
+      {"all_to_all", "bruck", "ceil(log2 n) rounds of about half the buffer, equal blocks", true},
+      {"all_to_all", "pairwise", "n-1 direct exchanges, (n-1)/n of the buffer per rank", false},
+      // Per-rank sizes differ in all_to_all_v, so a size-based choice could differ between ranks: one algorithm.
+      {"all_to_all_v", "pairwise", "n-1 direct exchanges of each pair's own counts", false},
       {"barrier", "dissemination", "ceil(log2 n) rounds of empty messages", true},
   };
   return registry;

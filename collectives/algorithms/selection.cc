@@ -53,6 +53,9 @@ std::string AlgorithmChoice::flat_name(const std::string& collective, size_t byt
       return std::string(info.name);
     }
   }
+  for (const auto& info : algorithm_registry()) {  // one algorithm for every size (all_to_all_v)
+    if (info.collective == collective && info.name != "hierarchical") return std::string(info.name);
+  }
   throw InvalidArgument("algorithm_for: unknown collective '" + collective + "'");
 }
 
