@@ -1,5 +1,6 @@
 // The collectives API: a group of ranks over a transport, running all-gather, reduce-scatter,
-// all-reduce, broadcast, reduce, all-to-all (equal or per-pair counts), barrier and send/recv asynchronously on a progress engine.
+// all-reduce, broadcast, reduce, all-to-all (equal or per-pair counts), barrier and send/recv
+// asynchronously on a progress engine.
 //
 //   auto comm = Communicator::create(transport);
 //   Work w = comm->all_gather(shard, full, shard_count, DataType::kBfloat16);

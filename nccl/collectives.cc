@@ -45,7 +45,7 @@ Pending recv_op(void* buf, size_t count, DataType t, int peer) {
   return post([=](Communicator& c) { return c.recv(buf, count, t, peer); });
 }
 
-// A rank's own block of all-to-all, gather or scatter: a local copy, done when it is issued.
+// A root's own block of gather or scatter: a local copy, done when it is issued.
 Pending local_copy(void* dst, const void* src, size_t bytes) {
   return post([=](Communicator&) {
     if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
@@ -193,17 +193,8 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, nc
     check_buffer(sendbuff, count, "sendbuff");
     check_buffer(recvbuff, count, "recvbuff");
     require(sendbuff != recvbuff || count == 0, "all-to-all cannot run in place (sendbuff == recvbuff)");
-    const size_t block = count * fsdp::element_size(t);
-    std::vector<Pending> ops;
-    for (int p = 0; p < comm->size; ++p) {
-      if (p == comm->rank) {
-        ops.push_back(local_copy(at(recvbuff, block, p), at(sendbuff, block, p), block));
-        continue;
-      }
-      ops.push_back(send_op(at(sendbuff, block, p), count, t, p));
-      ops.push_back(recv_op(at(recvbuff, block, p), count, t, p));
-    }
-    return ops;
+    // The collective (Bruck or pairwise by size); the v-variant is grouped ncclSend/ncclRecv, as in NCCL.
+    return std::vector<Pending>{post([=](Communicator& c) { return c.all_to_all(sendbuff, recvbuff, count, t); })};
   });
 }
 

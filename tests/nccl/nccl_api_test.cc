@@ -226,6 +226,37 @@ TEST_P(InitAllCollectives, PointToPointPatterns) {
     }
   }
 
+  // all-to-all-v as NCCL users write it (MoE token dispatch): grouped sends and receives of per-pair
+  // counts, zeros and a hot rank included, placed back to back by prefix sums of the counts.
+  auto pair_count = [&](int i, int j) -> size_t { return (i + 2 * j) % 3 == 0 ? 0 : (j == n - 1 ? 3 : 1) * count; };
+  std::vector<std::vector<size_t>> send_at(n, std::vector<size_t>(n + 1)), recv_at(n, std::vector<size_t>(n + 1));
+  for (int r = 0; r < n; ++r) {
+    for (int p = 0; p < n; ++p) {
+      send_at[r][p + 1] = send_at[r][p] + pair_count(r, p);
+      recv_at[r][p + 1] = recv_at[r][p] + pair_count(p, r);
+    }
+  }
+  std::vector<Bytes> v_in(n), v_out(n);
+  for (int r = 0; r < n; ++r) {
+    v_in[r] = make_input(t, ReduceKind::kSum, r, send_at[r][n], 7);
+    v_out[r].assign(recv_at[r][n] * elem, std::byte{0xCD});
+  }
+  ASSERT_NCCL(ncclGroupStart());
+  for (int r = 0; r < n; ++r) {
+    for (int p = 0; p < n; ++p) {
+      ASSERT_NCCL(ncclSend(v_in[r].data() + send_at[r][p] * elem, pair_count(r, p), ncclDouble, p, job[r], nullptr));
+      ASSERT_NCCL(ncclRecv(v_out[r].data() + recv_at[r][p] * elem, pair_count(p, r), ncclDouble, p, job[r], nullptr));
+    }
+  }
+  ASSERT_NCCL(ncclGroupEnd());
+  for (int j = 0; j < n; ++j) {
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(compare(v_out[j].data() + recv_at[j][i] * elem, v_in[i].data() + send_at[i][j] * elem, pair_count(i, j), t),
+                "")
+          << "alltoallv " << i << "->" << j;
+    }
+  }
+
   // gather to the last rank, scatter from rank 0
   const int root = n - 1;
   Bytes gathered(block * n);
