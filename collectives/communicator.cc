@@ -437,6 +437,10 @@ Work Communicator::all_to_all_v(const void* send, std::span<const size_t> send_c
   PeerBlocks send_blocks = check.blocks(send_counts, send_displs, type, send, "send");
   PeerBlocks recv_blocks = check.blocks(recv_counts, recv_displs, type, recv, "recv");
   check.disjoint_receives(recv_blocks, recv, send_blocks, send);
+  if (send_counts[rank()] != recv_counts[rank()]) {
+    check.fail("this rank sends itself " + std::to_string(send_counts[rank()]) + " elements but expects " +
+               std::to_string(recv_counts[rank()]));
+  }
   size_t sent = 0;
   for (size_t b : send_blocks.bytes) sent += b;
   auto op = impl_->new_op(options_, "all_to_all_v", sent, false, impl_->next_seq++);

@@ -188,6 +188,8 @@ TEST(AllToAllV, BadArgumentsAreRejectedBeforeAnythingIsSent) {
     EXPECT_THROW(c.all_to_all_v(p, counts, displs, p + 4, counts, displs, DataType::kFloat32), InvalidArgument);
     EXPECT_THROW(c.all_to_all_v(nullptr, counts, displs, p, counts, displs, DataType::kFloat32), InvalidArgument);
     EXPECT_THROW(c.all_to_all_v(p, counts, displs, p + 32, counts, displs, static_cast<DataType>(42)), InvalidArgument);
+    std::vector<size_t> own_differs{c.rank() == 0 ? 3u : 4u, c.rank() == 1 ? 3u : 4u};
+    EXPECT_THROW(c.all_to_all_v(p, counts, displs, p + 32, own_differs, displs, DataType::kFloat32), InvalidArgument);
     try {
       c.all_to_all_v(p, counts, displs, p + 32, counts, overlapping, DataType::kFloat32);
     } catch (const InvalidArgument& e) {
