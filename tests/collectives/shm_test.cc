@@ -67,17 +67,21 @@ TEST_P(ShmSizeMismatch, FailsBothSidesAndSelfSendWorks) {
 INSTANTIATE_TEST_SUITE_P(Modes, ShmSizeMismatch, ::testing::Values("staging", "cma"));
 
 // A rank that dies mid-job is reported as lost, by name, long before the timeout.
-TEST(ShmFaults, KilledPeerIsReportedQuickly) {
+class ShmKilledPeer : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShmKilledPeer, IsReportedQuickly) {
   const std::string job = unique_job_name("test");
   auto codes = run_processes(2, 30s, [&job](int rank) {
     CommOptions o;
     o.timeout = 20s;
     auto comm = Communicator::create(make_shm_transport(job, rank, 2, 10s), o);
-    return killed_peer_scenario(*comm);
+    return killed_peer_scenario(*comm, GetParam());
   });
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 128 + SIGKILL);
 }
+
+INSTANTIATE_TEST_SUITE_P(Collectives, ShmKilledPeer, ::testing::Values("all_gather", "all_to_all"));
 
 TEST(ShmFaults, RankThatNeverAttachesTimesOut) {
   const std::string job = unique_job_name("test");

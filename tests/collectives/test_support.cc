@@ -274,18 +274,22 @@ std::vector<int> run_processes(int n, std::chrono::seconds deadline, const std::
   return launch::fork_ranks(n, deadline, body);
 }
 
-int killed_peer_scenario(Communicator& comm) {
+int killed_peer_scenario(Communicator& comm, const std::string& collective) {
   comm.barrier().wait();
   if (comm.rank() == 1) ::raise(SIGKILL);
   std::vector<float> shard(1 << 16, 1.f), full(1 << 17);
   const auto start = std::chrono::steady_clock::now();
   try {
-    comm.all_gather(shard.data(), full.data(), shard.size(), DataType::kFloat32).wait();
+    if (collective == "all_to_all") {
+      comm.all_to_all(full.data(), shard.data(), shard.size() / 2, DataType::kFloat32).wait();
+    } else {
+      comm.all_gather(shard.data(), full.data(), shard.size(), DataType::kFloat32).wait();
+    }
     return 2;
   } catch (const PeerLostError& e) {
     const auto elapsed = std::chrono::steady_clock::now() - start;
     const std::string what = e.what();
-    for (const char* needle : {"rank 0", "peer 1", "all_gather"}) {
+    for (const char* needle : {"rank 0", "peer 1", collective.c_str()}) {
       if (what.find(needle) == std::string::npos) {
         std::fprintf(stderr, "'%s' missing from: %s\n", needle, what.c_str());
         return 3;

@@ -57,9 +57,10 @@ int run_collectives_suite(Communicator& comm, int rank, int n);
 // a rank still running at the deadline is killed and reported as -1.
 std::vector<int> run_processes(int n, std::chrono::seconds deadline, const std::function<int(int)>& body);
 // The body of every process transport's kill test, run by each rank after joining: rank 1 dies
-// (SIGKILL) after a barrier; rank 0's next all-gather must fail with PeerLostError naming rank 0,
-// peer 1 and all_gather within 5 s. Returns rank 0's exit code (0 when all of that held).
-int killed_peer_scenario(Communicator& comm);
+// (SIGKILL) after a barrier; rank 0's next `collective` ("all_gather" or "all_to_all") must fail with
+// PeerLostError naming rank 0, peer 1 and the collective within 5 s. Returns rank 0's exit code (0
+// when all of that held).
+int killed_peer_scenario(Communicator& comm, const std::string& collective = "all_gather");
 
 // The body of every process transport's size-mismatch test, run by ranks 0 and 1 over the bare
 // transport: a self-send, a 1 MiB send into a 2 MiB receive (both sides must fail naming both ranks

@@ -408,8 +408,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::scatter(std::vector<at::Tensor>
   return make_work(c10d::OpType::SCATTER, "scatter", exchange(sends, recvs), outputs, ins, nullptr, opts.timeout);
 }
 
-// all_to_all_single: dim-0 rows split by the given sizes (empty: equal blocks); this rank's own block
-// is copied locally, the others travel as point-to-point messages.
+// all_to_all_single: dim-0 rows split by the given sizes (empty: equal blocks), one all_to_all_v.
 c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                                std::vector<int64_t>& output_splits,
                                                                std::vector<int64_t>& input_splits,
@@ -430,26 +429,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::alltoall_base(at::Tensor& outpu
     return s;
   };
   const std::vector<int64_t> in_s = splits(input, input_splits, "input"), out_s = splits(output, output_splits, "output");
+  TORCH_CHECK_VALUE(in_s[rank_] == out_s[rank_], "fsdp backend: ", op, ": this rank sends itself ", in_s[rank_],
+                    " rows but expects ", out_s[rank_]);
   const size_t row_bytes = input.dim() && input.size(0) ? bytes_of(input) / input.size(0)
                           : output.dim() && output.size(0) ? bytes_of(output) / output.size(0) : 0;
-  auto* in = static_cast<std::byte*>(input.data_ptr());
-  auto* out = static_cast<std::byte*>(output.data_ptr());
-  std::vector<Transfer> sends, recvs;
+  // In bytes, so every dtype travels; a peer whose split sizes disagree fails both ranks (size mismatch).
+  std::vector<size_t> send_counts(size_), send_displs(size_), recv_counts(size_), recv_displs(size_);
   size_t in_off = 0, out_off = 0;
   for (int r = 0; r < size_; ++r) {
-    const size_t in_bytes = in_s[r] * row_bytes, out_bytes = out_s[r] * row_bytes;
-    if (r == rank_) {
-      TORCH_CHECK_VALUE(in_bytes == out_bytes, "fsdp backend: ", op, ": this rank sends itself ", in_s[r],
-                        " rows but expects ", out_s[r]);
-      std::memcpy(out + out_off, in + in_off, in_bytes);
-    } else {
-      sends.push_back({r, in + in_off, in_bytes});
-      recvs.push_back({r, out + out_off, out_bytes});
-    }
-    in_off += in_bytes;
-    out_off += out_bytes;
+    send_displs[r] = in_off;
+    recv_displs[r] = out_off;
+    send_counts[r] = in_s[r] * row_bytes;
+    recv_counts[r] = out_s[r] * row_bytes;
+    in_off += send_counts[r];
+    out_off += recv_counts[r];
   }
-  return make_work(c10d::OpType::ALLTOALL_BASE, op, exchange(sends, recvs), {output}, {input}, nullptr, opts.timeout);
+  auto w = world_.comm->all_to_all_v(input.data_ptr(), send_counts, send_displs, output.data_ptr(), recv_counts,
+                                     recv_displs, DataType::kUint8);
+  return make_work(c10d::OpType::ALLTOALL_BASE, op, {w}, {output}, {input}, nullptr, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::alltoall(std::vector<at::Tensor>& outputs,
