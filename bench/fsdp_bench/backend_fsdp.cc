@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "bench/fsdp_bench/backends.h"
@@ -67,18 +66,7 @@ class FsdpBackend final : public Backend {
         works_.push_back(c.recv(a.recv, a.param_count, a.type, (r - 1 + n) % n));
         break;
       }
-      case Collective::kAllToAll: {
-        // Point-to-point exchanges start at once, so all 2(n-1) are in flight together.
-        const int n = c.size(), r = c.rank();
-        const size_t block = a.param_count * element_size(a.type);
-        for (int k = 1; k < n; ++k) {
-          const int to = (r + k) % n, from = (r - k + n) % n;
-          works_.push_back(c.send(a.send + to * block, a.param_count, a.type, to));
-          works_.push_back(c.recv(a.recv + from * block, a.param_count, a.type, from));
-        }
-        if (block) std::memcpy(a.recv + r * block, a.send + r * block, block);
-        break;
-      }
+      case Collective::kAllToAll: works_.push_back(c.all_to_all(a.send, a.recv, a.param_count, a.type)); break;
     }
   }
 

@@ -14,13 +14,16 @@ namespace fsdp {
 Task alltoall_pairwise(Op& op, const std::byte* in, const PeerBlocks& send, std::byte* out, const PeerBlocks& recv) {
   const int n = op.size();
   const int r = op.rank();
-  copy_bytes(out + recv.offset[r], in + send.offset[r], send.bytes[r]);
   for (int s = 1; s < n; ++s) {
     const int to = (r + s) % n;
     const int from = (r - s + n) % n;
-    co_await op.wait(op.recv(from, slot(s, 0), out + recv.offset[from], recv.bytes[from]),
-                     op.send(to, slot(s, 0), in + send.offset[to], send.bytes[to]));
+    RequestPtr incoming = op.recv(from, slot(s, 0), out + recv.offset[from], recv.bytes[from]);
+    RequestPtr outgoing = op.send(to, slot(s, 0), in + send.offset[to], send.bytes[to]);
+    // The own block is copied once the first exchange is posted, so a peer can already pull from us.
+    if (s == 1) copy_bytes(out + recv.offset[r], in + send.offset[r], send.bytes[r]);
+    co_await op.wait(std::move(incoming), std::move(outgoing));
   }
+  if (n == 1) copy_bytes(out + recv.offset[r], in + send.offset[r], send.bytes[r]);
 }
 
 }  // namespace fsdp
