@@ -114,6 +114,30 @@ TEST(Fingerprint, ReduceOpRootAndCollectiveMismatches) {
                      {"barrier(count 0) seq 0", "reduce(count 4, float, sum, root 0) seq 0"});
 }
 
+// all_to_all_v's counts differ per rank by design, so its fingerprint holds the type only: skewed
+// counts pass the check (the transport still compares each pair's sizes), another type does not.
+TEST(Fingerprint, AllToAllVChecksTheTypeNotTheCounts) {
+  InProcJob job(3, checked());
+  job.run([](Communicator& c) {
+    const int r = c.rank();
+    std::vector<size_t> send_counts{0, 1, 2}, recv_counts(3, static_cast<size_t>(r)), displs{0, 4, 8};
+    std::vector<int32_t> in(12, r), out(12, -1);
+    c.all_to_all_v(in.data(), send_counts, displs, out.data(), recv_counts, displs, DataType::kInt32).wait();
+    for (int i = 0; i < 3; ++i) {
+      for (int k = 0; k < r; ++k) EXPECT_EQ(out[displs[i] + k], i) << "rank " << r << " from " << i;
+    }
+  });
+  expect_all_contain(mismatch_texts(2,
+                                    [](Communicator& c) {
+                                      std::vector<size_t> counts{2, 2}, displs{0, 2};
+                                      std::vector<float> in(4), out(4);
+                                      c.all_to_all_v(in.data(), counts, displs, out.data(), counts, displs,
+                                                     c.rank() == 0 ? DataType::kFloat32 : DataType::kInt32)
+                                          .wait();
+                                    }),
+                     {"rank 0 called all_to_all_v(count 0, float)", "rank 1 called all_to_all_v(count 0, int32)"});
+}
+
 TEST(Fingerprint, MatchingCallsGiveTheReferenceResults) {
   for (int n : {1, 2, 3, 4, 7}) {
     InProcJob job(n, checked());
