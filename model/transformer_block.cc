@@ -6,6 +6,7 @@
 
 #include "model/attention.h"
 #include "model/ops.h"
+#include "model/swiglu_ffn.h"
 
 namespace fsdp::model {
 namespace {
@@ -102,11 +103,8 @@ void TransformerBlock::forward(Weights w, const float* x, float* y) {
   ops::linear_forward(s.att, w[kWo], n, QD, D, s.h, 1.f);  // h = x + att @ wo^T
 
   ops::rmsnorm_forward(s.h, w[kFfnNorm], n, D, dims_.norm_eps, s.n2, s.rstd2);
-  ops::linear_forward(s.n2, w[kW1], n, D, F, s.a1);
-  ops::linear_forward(s.n2, w[kW3], n, D, F, s.a3);
-  ops::swiglu_forward(s.a1, s.a3, s.act, s.gate, n * F);
   copy_rows(y, s.h, n * D);
-  ops::linear_forward(s.gate, w[kW2], n, F, D, y, 1.f);  // y = h + gate @ w2^T
+  swiglu_ffn_forward(s.n2, w[kW1], w[kW2], w[kW3], n, D, F, {s.a1, s.a3, s.act, s.gate}, y, 1.f);  // y = h + ffn
 }
 
 void TransformerBlock::backward(Weights w, Grads g, const float* dy, float* dx) {
@@ -124,17 +122,9 @@ void TransformerBlock::backward(Weights w, Grads g, const float* dy, float* dx) 
   float* dk = dq + n * QD;
   float* dv = dk + n * KV;
 
-  // FFN. Saved tensors no longer needed become gradient buffers: gate -> d gate, a1 -> d a1, a3 -> d a3.
-  ops::linear_backward_weight(dy, s.gate, n, F, D, g[kW2]);
-  float* dgate = s.gate;
-  ops::linear_backward_input(dy, w[kW2], n, F, D, dgate);
-  ops::swiglu_backward(dgate, s.act, s.a1, s.a3, n * F);
-  const float* da1 = s.a1;
-  const float* da3 = s.a3;
-  ops::linear_backward_weight(da1, s.n2, n, D, F, g[kW1]);
-  ops::linear_backward_weight(da3, s.n2, n, D, F, g[kW3]);
-  ops::linear_backward_input(da1, w[kW1], n, D, F, dn);
-  ops::linear_backward_input(da3, w[kW3], n, D, F, dn, 1.f);
+  // FFN. Its saved tensors become its gradient buffers (swiglu_ffn_backward).
+  swiglu_ffn_backward(s.n2, w[kW1], w[kW2], w[kW3], n, D, F, {s.a1, s.a3, s.act, s.gate}, dy, dn, 0.f, g[kW1],
+                      g[kW2], g[kW3]);
   copy_rows(dx, dy, n * D);  // dx holds dh from here on; dy is not read again (they may alias)
   ops::rmsnorm_backward(s.h, w[kFfnNorm], s.rstd2, dn, n, D, dx, g[kFfnNorm]);
 
