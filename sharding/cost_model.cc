@@ -40,7 +40,8 @@ int64_t activation_element_bytes(DataType param_dtype, bool fp32_compute) {
 }
 
 int64_t layer_saved_elements_per_token(const ModelDims& d, ActivationCheckpointing ac) {
-  const int64_t ffn = d.ffn_hidden * (d.num_experts > 0 ? d.experts_per_token : 1);
+  const int64_t ffn =
+      d.num_experts > 0 ? d.expert_width() * (d.experts_per_token + d.shared_experts) : d.ffn_hidden;
   const int64_t kv = d.n_heads > 0 ? d.kv_dim() : d.dim;
   switch (ac) {
     case ActivationCheckpointing::kNone:
