@@ -48,11 +48,17 @@ void MoeDims::validate() const {
 LlamaDims LlamaDims::from_spec(const sharding::ModelSpec& spec) {
   const auto& d = spec.dims;
   if (!d.known()) fail("model '" + spec.name + "' has no transformer dims (layers and dim unknown)");
-  if (d.num_experts > 0) {
-    fail("model '" + spec.name + "' is MoE (" + std::to_string(d.num_experts) +
-         " experts); the reference model implements dense Llama blocks only");
-  }
   LlamaDims out;
+  if (d.num_experts > 0) {
+    out.moe.num_experts = d.num_experts;
+    out.moe.top_k = d.experts_per_token;
+    out.moe.expert_hidden = d.expert_width();
+    out.moe.num_shared_experts = d.shared_experts;
+    out.moe.score = d.routing.sigmoid ? RouterScore::kSigmoid : RouterScore::kSoftmax;
+    out.moe.route_norm = d.routing.route_norm;
+    out.moe.route_scale = static_cast<float>(d.routing.route_scale);
+    out.moe.aux_loss_coeff = static_cast<float>(d.routing.aux_loss_coeff);
+  }
   out.dim = d.dim;
   out.layers = d.layers;
   out.n_heads = d.n_heads;

@@ -56,7 +56,8 @@ struct LlamaDims {
   int64_t q_dim() const { return n_heads * head_dim(); }
   int64_t kv_dim() const { return n_kv_heads * head_dim(); }
 
-  // Throws std::invalid_argument for unknown dims, dim not divisible by n_heads, n_heads not
+  // MoE specs give a MoE block (moe from the spec's experts, widths and routing; dropless). Throws
+  // std::invalid_argument for unknown dims, dim not divisible by n_heads, n_heads not
   // divisible by n_kv_heads, or an odd head_dim (RoPE rotates pairs).
   static LlamaDims from_spec(const sharding::ModelSpec& spec);
   // The same checks on dims built by hand (tests); throws std::invalid_argument naming the field.

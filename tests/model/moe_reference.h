@@ -100,4 +100,19 @@ inline RefMoe ref_moe(const MoeDims& m, int64_t n, int64_t dim, const std::vecto
   return r;
 }
 
+// A MoE block: wq wk wv wo, the MoE parameters, attention_norm ffn_norm; y = h + moe(ffn_norm(h)).
+struct RefMoeBlock {
+  Vec y;
+  double aux = 0;
+};
+inline RefMoeBlock ref_moe_block(const LlamaDims& d, int64_t B, int64_t T, const std::vector<Vec>& w, const Vec& x) {
+  const size_t m = d.moe.param_count();
+  const Vec h = ref_attention_residual(d, B, T, w[0], w[1], w[2], w[3], w[4 + m], x);
+  const Vec n2 = ref_rmsnorm(h, w[5 + m], B * T, d.dim, d.norm_eps);
+  const RefMoe r = ref_moe(d.moe, B * T, d.dim, std::vector<Vec>(w.begin() + 4, w.begin() + 4 + static_cast<long>(m)), n2);
+  RefMoeBlock out{h, r.aux};
+  for (size_t i = 0; i < out.y.size(); ++i) out.y[i] += r.y[i];
+  return out;
+}
+
 }  // namespace fsdp::model::testing

@@ -10,6 +10,7 @@
 #include "model/moe_dispatch.h"
 #include "model/moe_feed_forward.h"
 #include "model/moe_router.h"
+#include "model/transformer_block.h"
 #include "tests/model/moe_reference.h"
 #include "tests/model/test_util.h"
 
@@ -60,6 +61,15 @@ std::string param_name(const MoeDims& m, size_t i) {
   const size_t e = (i - 1) / 3;
   if (e < static_cast<size_t>(m.num_experts)) return "experts." + std::to_string(e) + "." + w[(i - 1) % 3];
   return std::string("shared_experts.") + w[(i - 1) % 3];
+}
+
+// The scalar the gradient checks differentiate: sum(y * r) + aux_scale * aux of a reference result, so
+// dy = r and the aux loss enters with aux_scale.
+template <class RefOut>
+double probe_loss(const RefOut& out, const Vec& r, double aux_scale) {
+  double l = aux_scale * out.aux;
+  for (size_t i = 0; i < out.y.size(); ++i) l += out.y[i] * r[i];
+  return l;
 }
 
 class MoeTest : public ::testing::TestWithParam<Case> {
@@ -114,12 +124,7 @@ TEST_P(MoeTest, BackwardMatchesFiniteDifferences) {
   std::vector<Vec> w = p_.as_double();
   Vec x = to_double(x_);
   const Vec rd = to_double(r);
-  auto loss = [&] {
-    const RefMoe out = ref_moe(moe_, kRows, kDim, w, x);
-    double l = aux_scale * out.aux;
-    for (size_t i = 0; i < out.y.size(); ++i) l += out.y[i] * rd[i];
-    return l;
-  };
+  auto loss = [&] { return probe_loss(ref_moe(moe_, kRows, kDim, w, x), rd, aux_scale); };
   for (size_t i = 0; i < moe_.param_count(); ++i) {
     const size_t e = (i - 1) / 3;
     if (i > 0 && e < counts.size() && counts[e] == 0) {
@@ -260,6 +265,80 @@ TEST(MoeDispatchTest, GroupsExpertMajorTokensAscendingAndDropsLateArrivals) {
   const std::vector<int32_t> bad{0, 3};
   EXPECT_THROW(group_by_expert(bad.data(), 1, 2, 3, -1, counts.data(), row_of.data(), token_of.data()),
                std::out_of_range);
+}
+
+// The MoE feed-forward in place of the dense FFN of a transformer block (GQA, sigmoid scores, route_norm,
+// a shared expert): forward, aux loss and every gradient of the unit against the reference.
+class MoeBlockTest : public ::testing::Test {
+ protected:
+  static LlamaDims dims() {
+    LlamaDims d = tiny_dims(1);
+    d.moe = moe_dims(RouterScore::kSigmoid, true, 1.5f, 1, 0.f);
+    return d;
+  }
+  static std::vector<int64_t> sizes(const LlamaDims& d) {
+    std::vector<int64_t> s = block_param_sizes(d);  // wq wk wv wo w1 w2 w3 norms: drop w1 w2 w3
+    std::vector<int64_t> out(s.begin(), s.begin() + 4);
+    for (int64_t v : moe_param_sizes(d.moe, d.dim)) out.push_back(v);
+    out.insert(out.end(), {d.dim, d.dim});
+    return out;
+  }
+  LlamaDims dims_ = dims();
+  std::mt19937 rng_{91};
+  std::vector<bool> is_vector_ = [this] {
+    std::vector<bool> v(block_param_count(dims_), false);
+    v[v.size() - 1] = v[v.size() - 2] = true;
+    return v;
+  }();
+  ParamSet p_{sizes(dims_), is_vector_, rng_};
+  std::vector<float> x_ = random_floats(static_cast<size_t>(kRows * dims_.dim), rng_);
+  MemoryTracker tracker_;
+};
+
+TEST_F(MoeBlockTest, ForwardAndEveryGradientMatchTheReference) {
+  ASSERT_EQ(block_param_count(dims_), 4u + 1 + 12 + 3 + 2);
+  TransformerBlock block(dims_, kBatch, kSeq, tracker_);
+  std::vector<float> y(x_.size()), dx(x_.size());
+  const auto r = random_floats(x_.size(), rng_);
+  const float aux_scale = 2.f;
+  block.forward(p_.weights(), x_.data(), y.data());
+  const RefMoeBlock ref = ref_moe_block(dims_, kBatch, kSeq, p_.as_double(), to_double(x_));
+  expect_near_all("moe block out", y, ref.y, 1e-4, 1e-4);
+  EXPECT_NEAR(block.aux_loss(), ref.aux, 1e-6 * ref.aux);
+  EXPECT_GT(block.aux_loss(), 0);
+  int64_t routed = 0;
+  for (int64_t c : block.tokens_per_expert()) routed += c;
+  EXPECT_EQ(routed, kRows * dims_.moe.top_k);
+  EXPECT_EQ(block.saved_bytes(), 4 * (TransformerBlock::saved_elements(dims_, kRows) +
+                                      MoeFeedForward::saved_elements(dims_.moe, dims_.dim, kRows) +
+                                      MoeFeedForward::saved_index_elements(dims_.moe, kRows)));
+  block.backward(p_.weights(), p_.grad_views(), r.data(), dx.data(), aux_scale);
+  EXPECT_EQ(tracker_.current_total(), 0);
+
+  std::vector<Vec> w = p_.as_double();
+  Vec x = to_double(x_);
+  const Vec rd = to_double(r);
+  auto loss = [&] { return probe_loss(ref_moe_block(dims_, kBatch, kSeq, w, x), rd, aux_scale); };
+  for (size_t i = 0; i < w.size(); ++i) {
+    expect_gradient_matches("block param " + std::to_string(i), w[i], p_.grads[i].data(), loss, rng_);
+  }
+  expect_gradient_matches("x", x, dx.data(), loss, rng_, 40);
+}
+
+TEST(MoeDimsTest, FromSpecGivesTheMoeBlock) {
+  const LlamaDims d = LlamaDims::from_spec(sharding::model_preset("debugmodel-moe"));
+  EXPECT_EQ(d.moe.num_experts, 8);
+  EXPECT_EQ(d.moe.top_k, 2);
+  EXPECT_EQ(d.moe.expert_hidden, 128);
+  EXPECT_EQ(d.moe.num_shared_experts, 1);
+  EXPECT_EQ(d.moe.score, RouterScore::kSoftmax);
+  EXPECT_TRUE(d.moe.route_norm);
+  EXPECT_FLOAT_EQ(d.moe.aux_loss_coeff, 0.01f);
+  EXPECT_EQ(d.moe.capacity_factor, 0.f);  // dropless
+  // The block's parameter count and shapes are the spec's, in order.
+  const auto spec = sharding::model_preset("debugmodel-moe");
+  ASSERT_EQ(spec.units[1].params.size(), block_param_count(d));
+  EXPECT_EQ(LlamaDims::from_spec(sharding::model_preset("mixtral-8x7b")).moe.expert_hidden, 14336);
 }
 
 TEST(MoeDimsTest, RejectsBadRouting) {
