@@ -38,6 +38,8 @@ int64_t optimizer_state_bytes(int64_t shard_numel, Optimizer optimizer);
 //                                                  residual, w1/w3 outputs, silu output, their product;
 //                                                  ffn = ffn_hidden, or for MoE the expert width times
 //                                                  (experts per token + shared experts))
+//              + for MoE: experts + 2k + 2k*dim + 3k   (scores, routing weights and their gradients,
+//                                                  expert-major copies of input and output, indices)
 //   selective: 4*dim + 2*kv_dim + 2*ffn            (norm outputs and silu/product recomputed)
 //   full:      dim                                 (the block input only)
 // plus, without checkpointing, fp32 statistics: the two norms' inverse RMS and one softmax

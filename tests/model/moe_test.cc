@@ -11,6 +11,7 @@
 #include "model/moe_feed_forward.h"
 #include "model/moe_router.h"
 #include "model/transformer_block.h"
+#include "sharding/cost_model.h"
 #include "tests/model/moe_reference.h"
 #include "tests/model/test_util.h"
 
@@ -312,6 +313,10 @@ TEST_F(MoeBlockTest, ForwardAndEveryGradientMatchTheReference) {
   EXPECT_EQ(block.saved_bytes(), 4 * (TransformerBlock::saved_elements(dims_, kRows) +
                                       MoeFeedForward::saved_elements(dims_.moe, dims_.dim, kRows) +
                                       MoeFeedForward::saved_index_elements(dims_.moe, kRows)));
+  // The planner's per-token formula is exact for the MoE block too (plus the block's fp32 statistics).
+  EXPECT_EQ(block.saved_bytes(), 4 * (kRows * sharding::layer_saved_elements_per_token(
+                                                 planner_dims(dims_), sharding::ActivationCheckpointing::kNone) +
+                                             kRows * (2 + dims_.n_heads)));
   block.backward(p_.weights(), p_.grad_views(), r.data(), dx.data(), aux_scale);
   EXPECT_EQ(tracker_.current_total(), 0);
 
