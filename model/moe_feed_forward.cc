@@ -10,6 +10,18 @@
 #include "model/swiglu_ffn.h"
 
 namespace fsdp::model {
+namespace {
+
+// p = beta * p over `count` floats, for an output no kernel writes with beta (no shared expert).
+void scale_by_beta(float* p, int64_t count, float beta) {
+  if (beta == 0.f) {
+    std::fill(p, p + count, 0.f);
+  } else if (beta != 1.f) {
+    for (int64_t i = 0; i < count; ++i) p[i] *= beta;
+  }
+}
+
+}  // namespace
 
 MoeFeedForward::MoeFeedForward(const MoeDims& moe, int64_t dim, int64_t rows, MemoryTracker& tracker)
     : moe_(moe), dim_(dim), rows_(rows), tracker_(&tracker), counts_(static_cast<size_t>(moe.num_experts), 0) {
@@ -88,10 +100,8 @@ double MoeFeedForward::forward(Weights w, const float* x, float* y, float beta) 
     const size_t s = 1 + 3 * static_cast<size_t>(E);
     swiglu_ffn_forward(x, w[s], w[s + 1], w[s + 2], n, dim_, moe_.shared_hidden(), {v.s_a1, v.s_a3, v.s_act, v.s_gate},
                        y, beta);
-  } else if (beta == 0.f) {
-    std::fill(y, y + n * dim_, 0.f);
-  } else if (beta != 1.f) {
-    for (int64_t i = 0; i < n * dim_; ++i) y[i] *= beta;
+  } else {
+    scale_by_beta(y, n * dim_, beta);
   }
   combine_rows(v.yg, v.weight, v.row_of_choice, n, k, dim_, y);
   return aux;
@@ -108,10 +118,8 @@ void MoeFeedForward::backward(Weights w, Grads g, const float* x, const float* d
     const size_t s = 1 + 3 * static_cast<size_t>(E);
     swiglu_ffn_backward(x, w[s], w[s + 1], w[s + 2], n, dim_, moe_.shared_hidden(),
                         {v.s_a1, v.s_a3, v.s_act, v.s_gate}, dy, dx, dx_beta, g[s], g[s + 1], g[s + 2]);
-  } else if (dx_beta == 0.f) {
-    std::fill(dx, dx + n * dim_, 0.f);
-  } else if (dx_beta != 1.f) {
-    for (int64_t i = 0; i < n * dim_; ++i) dx[i] *= dx_beta;
+  } else {
+    scale_by_beta(dx, n * dim_, dx_beta);
   }
   // yg becomes d yg in place (each grouped row is read, then written, once), then d xg.
   combine_rows_backward(dy, v.yg, v.weight, v.row_of_choice, n, k, dim_, v.yg, v.dweight);
