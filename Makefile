@@ -39,7 +39,7 @@ bench: build
 # N = 2, 3, 4 and HSDP 2 x 2, reshard on/off/2, 2 accumulation steps, against the 1-rank run within 1e-5;
 # and checkpoint resume N = 4 -> M = 2, 3, 4 (bitwise at M = N).
 equivalence: build
-	FSDP_EQUIVALENCE=full $(BUILD)/tests/train/trainer_test --gtest_filter='Trainer.*:Layouts/*:TrainerMoe.*:MoeLayouts/*'
+	FSDP_EQUIVALENCE=full $(BUILD)/tests/train/trainer_test --gtest_filter='Trainer.*:Layouts/*'
 	FSDP_EQUIVALENCE=full $(BUILD)/tests/train/train_job_test --gtest_filter='*Resume*'
 
 # Sanitizer configurations over the collectives tests, minus the 144-rank cases (too slow there).

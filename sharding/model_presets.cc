@@ -24,7 +24,7 @@ const std::vector<Preset>& presets() {
   static const std::vector<Preset> kPresets = {
       {"llama3-debug", LlamaConfig{.dim = 256, .layers = 6, .n_heads = 16, .vocab = 2048}},
       {"debugmodel_byte", debug_model_config()},
-      {"debugmodel-moe", debug_moe_model_config()},
+      {"debugmodel_byte_moe", debug_moe_model_config()},
       {"llama3-8b", LlamaConfig{.dim = 4096,
                                 .layers = 32,
                                 .n_heads = 32,

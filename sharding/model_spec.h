@@ -83,7 +83,7 @@ struct ModelSpec {
 // Throws PlanError on empty names, no units, zero or negative dims, unsupported dtypes, duplicate names.
 void validate(const ModelSpec& model);
 
-// Presets: "llama3-debug", "debugmodel", "debugmodel-moe", "llama3-8b", "llama3-70b", "llama3-405b",
+// Presets: "llama3-debug", "debugmodel_byte", "debugmodel_byte_moe", "llama3-8b", "llama3-70b", "llama3-405b",
 // "mixtral-8x7b", "qwen3-30b-a3b".
 std::vector<std::string> model_preset_names();
 ModelSpec model_preset(std::string_view name);  // throws PlanError naming the known presets
@@ -109,9 +109,9 @@ ModelSpec make_llama(std::string name, const LlamaConfig& config);
 // fsdp-train's "debugmodel_byte" flavor (also the planner preset of that name): a Llama 3 small enough to
 // train on two CPU cores, with a byte-level vocabulary.
 LlamaConfig debug_model_config();
-// fsdp-train's "debugmodel-moe" flavor: debug_model_config() with each FFN a mixture of 8 experts of
+// fsdp-train's "debugmodel_byte_moe" flavor: debug_model_config() with each FFN a mixture of 8 experts of
 // width 128, top 2, plus one shared expert of 128: the same active FFN width per token (384) as the
-// dense debug model.
+// dense debugmodel_byte.
 LlamaConfig debug_moe_model_config();
 
 // TOML model spec (format in docs/planner.md). Errors name the file and line.

@@ -331,7 +331,7 @@ TEST_F(MoeBlockTest, ForwardAndEveryGradientMatchTheReference) {
 }
 
 TEST(MoeDimsTest, FromSpecGivesTheMoeBlock) {
-  const LlamaDims d = LlamaDims::from_spec(sharding::model_preset("debugmodel-moe"));
+  const LlamaDims d = LlamaDims::from_spec(sharding::model_preset("debugmodel_byte_moe"));
   EXPECT_EQ(d.moe.num_experts, 8);
   EXPECT_EQ(d.moe.top_k, 2);
   EXPECT_EQ(d.moe.expert_hidden, 128);
@@ -341,7 +341,7 @@ TEST(MoeDimsTest, FromSpecGivesTheMoeBlock) {
   EXPECT_FLOAT_EQ(d.moe.aux_loss_coeff, 0.01f);
   EXPECT_EQ(d.moe.capacity_factor, 0.f);  // dropless
   // The block's parameter count and shapes are the spec's, in order.
-  const auto spec = sharding::model_preset("debugmodel-moe");
+  const auto spec = sharding::model_preset("debugmodel_byte_moe");
   ASSERT_EQ(spec.units[1].params.size(), block_param_count(d));
   EXPECT_EQ(LlamaDims::from_spec(sharding::model_preset("mixtral-8x7b")).moe.expert_hidden, 14336);
 }

@@ -80,9 +80,9 @@ TEST(ModelSpecTest, MixtureOfExpertsHasExpertsAsParameters) {
 }
 
 TEST(ModelSpecTest, MoePresetsCarryExpertWidthSharedExpertAndRouting) {
-  // debugmodel-moe: per block attention 2*128*128 + 2*64*128, router 8*128, 8 experts of 3*128*128,
+  // debugmodel_byte_moe: per block attention 2*128*128 + 2*64*128, router 8*128, 8 experts of 3*128*128,
   // one shared expert 3*128*128, two norms; byte embeddings and head, final norm.
-  const ModelSpec debug = model_preset("debugmodel-moe");
+  const ModelSpec debug = model_preset("debugmodel_byte_moe");
   const int64_t block = 2 * 128 * 128 + 2 * 64 * 128 + 8 * 128 + 8 * 3 * 128 * 128 + 3 * 128 * 128 + 2 * 128;
   EXPECT_EQ(debug.num_params(), 4 * block + 2 * 256 * 128 + 128);
   EXPECT_EQ(debug.dims.expert_width(), 128);

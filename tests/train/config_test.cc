@@ -290,9 +290,9 @@ TEST(TrainConfig, PresetFlavorsAndOverrides) {
 
 TEST(TrainConfig, MoeFlavorKeepsExpertsWidthsAndRouting) {
   TrainConfig c;
-  c.model.flavor = "debugmodel-moe";
+  c.model.flavor = "debugmodel_byte_moe";
   c.validate(2);
-  const sharding::ModelSpec preset = sharding::model_preset("debugmodel-moe");
+  const sharding::ModelSpec preset = sharding::model_preset("debugmodel_byte_moe");
   const sharding::ModelSpec m = c.model_spec();
   EXPECT_EQ(m.num_params(), preset.num_params());
   EXPECT_EQ(m.dims.num_experts, 8);

@@ -34,10 +34,10 @@ sharding::ModelSpec tiny_llama() {
                                                             .vocab = 37, .multiple_of = 16});
 }
 
-// The MoE debug flavor (debugmodel-moe), or in CI its miniature: 4 experts of 16, top 2, one shared
+// The MoE debug flavor (debugmodel_byte_moe), or in CI its miniature: 4 experts of 16, top 2, one shared
 // expert, softmax + route_norm, aux loss 0.01, dropless.
 sharding::ModelSpec tiny_moe() {
-  if (full_equivalence()) return sharding::make_llama("debugmodel-moe", sharding::debug_moe_model_config());
+  if (full_equivalence()) return sharding::make_llama("debugmodel_byte_moe", sharding::debug_moe_model_config());
   return sharding::make_llama(
       "tiny-moe", sharding::LlamaConfig{.dim = 32, .layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab = 37,
                                         .multiple_of = 16, .num_experts = 4, .experts_per_token = 2,
