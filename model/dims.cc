@@ -29,16 +29,36 @@ void LlamaDims::validate() const {
   if (head_dim() % 2 != 0) fail("head_dim " + std::to_string(head_dim()) + " must be even for RoPE");
   if (!(norm_eps > 0)) fail("norm_eps must be positive");
   if (!(rope_theta > 0)) fail("rope_theta must be positive");
+  if (moe.enabled()) moe.validate();
+}
+
+void MoeDims::validate() const {
+  auto moe_fail = [](const std::string& what) { throw std::invalid_argument("MoeDims: " + what); };
+  if (num_experts <= 0) moe_fail("num_experts must be positive (got " + std::to_string(num_experts) + ")");
+  if (top_k < 1 || top_k > num_experts) {
+    moe_fail("top_k = " + std::to_string(top_k) + " must be in [1, num_experts = " + std::to_string(num_experts) + "]");
+  }
+  if (expert_hidden <= 0) moe_fail("expert_hidden must be positive (got " + std::to_string(expert_hidden) + ")");
+  if (num_shared_experts < 0) moe_fail("num_shared_experts must not be negative");
+  if (!(route_scale > 0)) moe_fail("route_scale must be positive");
+  if (!(aux_loss_coeff >= 0)) moe_fail("aux_loss_coeff must not be negative");
+  if (!(capacity_factor >= 0)) moe_fail("capacity_factor must not be negative (0 is dropless)");
 }
 
 LlamaDims LlamaDims::from_spec(const sharding::ModelSpec& spec) {
   const auto& d = spec.dims;
   if (!d.known()) fail("model '" + spec.name + "' has no transformer dims (layers and dim unknown)");
-  if (d.num_experts > 0) {
-    fail("model '" + spec.name + "' is MoE (" + std::to_string(d.num_experts) +
-         " experts); the reference model implements dense Llama blocks only");
-  }
   LlamaDims out;
+  if (d.num_experts > 0) {
+    out.moe.num_experts = d.num_experts;
+    out.moe.top_k = d.experts_per_token;
+    out.moe.expert_hidden = d.expert_width();
+    out.moe.num_shared_experts = d.shared_experts;
+    out.moe.score = d.routing.sigmoid ? RouterScore::kSigmoid : RouterScore::kSoftmax;
+    out.moe.route_norm = d.routing.route_norm;
+    out.moe.route_scale = static_cast<float>(d.routing.route_scale);
+    out.moe.aux_loss_coeff = static_cast<float>(d.routing.aux_loss_coeff);
+  }
   out.dim = d.dim;
   out.layers = d.layers;
   out.n_heads = d.n_heads;

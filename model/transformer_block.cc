@@ -6,12 +6,17 @@
 
 #include "model/attention.h"
 #include "model/ops.h"
+#include "model/swiglu_ffn.h"
 
 namespace fsdp::model {
 namespace {
 
 
-enum Param : size_t { kWq, kWk, kWv, kWo, kW1, kW2, kW3, kAttnNorm, kFfnNorm };
+enum Param : size_t { kWq, kWk, kWv, kWo, kW1, kW2, kW3 };
+// The feed-forward's parameters start at kW1 (w1 w2 w3, or the MoE router, experts and shared expert);
+// the two norms are always last.
+size_t attn_norm_index(size_t count) { return count - 2; }
+size_t ffn_norm_index(size_t count) { return count - 1; }
 
 // cos and sin (seq, head_dim/2) for this call; small, rebuilt per call rather than kept per block.
 struct RopeTables {
@@ -38,14 +43,27 @@ TransformerBlock::TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t
     throw std::invalid_argument("TransformerBlock: batch and seq must be positive (got " + std::to_string(batch) +
                                 ", " + std::to_string(seq) + ")");
   }
+  if (dims_.moe.enabled()) moe_ = std::make_unique<MoeFeedForward>(dims_.moe, dims_.dim, rows_, tracker);
 }
 
 int64_t TransformerBlock::saved_elements(const LlamaDims& d, int64_t rows) {
-  return rows * (6 * d.dim + 2 * d.kv_dim() + 4 * d.ffn_hidden) + rows * (2 + d.n_heads);
+  const int64_t ffn = d.moe.enabled() ? 0 : d.ffn_hidden;
+  return rows * (6 * d.dim + 2 * d.kv_dim() + 4 * ffn) + rows * (2 + d.n_heads);
+}
+
+void TransformerBlock::release_saved() {
+  saved_.release();
+  if (moe_) moe_->release_saved();
+}
+
+const std::vector<int64_t>& TransformerBlock::tokens_per_expert() const {
+  static const std::vector<int64_t> kNone;
+  return moe_ ? moe_->tokens_per_expert() : kNone;
 }
 
 TransformerBlock::Saved TransformerBlock::views() {
-  const int64_t n = rows_, D = dims_.dim, KV = dims_.kv_dim(), F = dims_.ffn_hidden, QD = dims_.q_dim();
+  const int64_t n = rows_, D = dims_.dim, KV = dims_.kv_dim(), QD = dims_.q_dim();
+  const int64_t F = dims_.moe.enabled() ? 0 : dims_.ffn_hidden;
   float* p = saved_.data();
   auto take = [&](int64_t width) {
     float* v = p;
@@ -72,15 +90,17 @@ TransformerBlock::Saved TransformerBlock::views() {
 }
 
 void TransformerBlock::check(size_t n_weights, size_t n_grads, const char* op) const {
-  if (n_weights != kBlockParams || n_grads != kBlockParams) {
+  const size_t want = block_param_count(dims_);
+  if (n_weights != want || n_grads != want) {
     throw std::invalid_argument(std::string("TransformerBlock::") + op + ": expected " +
-                                std::to_string(kBlockParams) + " weights and gradients (got " +
+                                std::to_string(want) + " weights and gradients (got " +
                                 std::to_string(n_weights) + " and " + std::to_string(n_grads) + ")");
   }
 }
 
 void TransformerBlock::forward(Weights w, const float* x, float* y) {
-  check(w.size(), kBlockParams, "forward");
+  check(w.size(), block_param_count(dims_), "forward");
+  const size_t kAttnNorm = attn_norm_index(w.size()), kFfnNorm = ffn_norm_index(w.size());
   const int64_t n = rows_, D = dims_.dim, KV = dims_.kv_dim(), F = dims_.ffn_hidden, QD = dims_.q_dim();
   // Every saved tensor below is written whole before it is read.
   if (saved_.empty()) saved_.reset_for_overwrite(*tracker_, MemoryCategory::kActivations, saved_elements(dims_, n));
@@ -102,17 +122,19 @@ void TransformerBlock::forward(Weights w, const float* x, float* y) {
   ops::linear_forward(s.att, w[kWo], n, QD, D, s.h, 1.f);  // h = x + att @ wo^T
 
   ops::rmsnorm_forward(s.h, w[kFfnNorm], n, D, dims_.norm_eps, s.n2, s.rstd2);
-  ops::linear_forward(s.n2, w[kW1], n, D, F, s.a1);
-  ops::linear_forward(s.n2, w[kW3], n, D, F, s.a3);
-  ops::swiglu_forward(s.a1, s.a3, s.act, s.gate, n * F);
   copy_rows(y, s.h, n * D);
-  ops::linear_forward(s.gate, w[kW2], n, F, D, y, 1.f);  // y = h + gate @ w2^T
+  if (moe_) {
+    aux_loss_ = moe_->forward(w.subspan(kW1, dims_.moe.param_count()), s.n2, y, 1.f);  // y = h + moe(n2)
+  } else {
+    swiglu_ffn_forward(s.n2, w[kW1], w[kW2], w[kW3], n, D, F, {s.a1, s.a3, s.act, s.gate}, y, 1.f);  // y = h + ffn
+  }
 }
 
-void TransformerBlock::backward(Weights w, Grads g, const float* dy, float* dx) {
+void TransformerBlock::backward(Weights w, Grads g, const float* dy, float* dx, float aux_scale) {
   check(w.size(), g.size(), "backward");
   if (saved_.empty()) throw std::logic_error("TransformerBlock::backward without a saved forward");
   const int64_t n = rows_, D = dims_.dim, KV = dims_.kv_dim(), F = dims_.ffn_hidden, QD = dims_.q_dim();
+  const size_t kAttnNorm = attn_norm_index(w.size()), kFfnNorm = ffn_norm_index(w.size());
   const Saved s = views();
   // Transient gradients: d n1 / d n2 (n, D), d att (n, QD), dq (n, QD), dk and dv (n, KV); each is
   // written whole (beta 0, or zeroed by the attention backward) before it is read.
@@ -124,17 +146,14 @@ void TransformerBlock::backward(Weights w, Grads g, const float* dy, float* dx) 
   float* dk = dq + n * QD;
   float* dv = dk + n * KV;
 
-  // FFN. Saved tensors no longer needed become gradient buffers: gate -> d gate, a1 -> d a1, a3 -> d a3.
-  ops::linear_backward_weight(dy, s.gate, n, F, D, g[kW2]);
-  float* dgate = s.gate;
-  ops::linear_backward_input(dy, w[kW2], n, F, D, dgate);
-  ops::swiglu_backward(dgate, s.act, s.a1, s.a3, n * F);
-  const float* da1 = s.a1;
-  const float* da3 = s.a3;
-  ops::linear_backward_weight(da1, s.n2, n, D, F, g[kW1]);
-  ops::linear_backward_weight(da3, s.n2, n, D, F, g[kW3]);
-  ops::linear_backward_input(da1, w[kW1], n, D, F, dn);
-  ops::linear_backward_input(da3, w[kW3], n, D, F, dn, 1.f);
+  // FFN. Its saved tensors become its gradient buffers (swiglu_ffn_backward).
+  if (moe_) {
+    const size_t m = dims_.moe.param_count();
+    moe_->backward(w.subspan(kW1, m), g.subspan(kW1, m), s.n2, dy, dn, 0.f, aux_scale);
+  } else {
+    swiglu_ffn_backward(s.n2, w[kW1], w[kW2], w[kW3], n, D, F, {s.a1, s.a3, s.act, s.gate}, dy, dn, 0.f, g[kW1],
+                        g[kW2], g[kW3]);
+  }
   copy_rows(dx, dy, n * D);  // dx holds dh from here on; dy is not read again (they may alias)
   ops::rmsnorm_backward(s.h, w[kFfnNorm], s.rstd2, dn, n, D, dx, g[kFfnNorm]);
 

@@ -1,12 +1,15 @@
 // One Llama 3 decoder block (pre-norm, RoPE + causal GQA attention, SwiGLU FFN):
 //   h   = x + wo(attention(rope(wq(n1)), rope(wk(n1)), wv(n1)))   with n1 = attention_norm(x)
 //   out = h + w2(silu(w1(n2)) * w3(n2))                           with n2 = ffn_norm(h)
+// or, when dims.moe is enabled, out = h + moe(n2) with the MoE feed-forward of model/moe_feed_forward.h.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "model/dims.h"
 #include "common/memory_tracker.h"
+#include "model/moe_feed_forward.h"
 
 namespace fsdp::model {
 
@@ -15,22 +18,31 @@ class TransformerBlock {
   // batch * seq rows per call; sequences are contiguous runs of seq rows (RoPE position = row % seq).
   TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker);
 
-  // w: the unit's 9 parameters in spec order (wq wk wv wo w1 w2 w3 attention_norm ffn_norm).
+  // w: the unit's block_param_count(dims) parameters in spec order (wq wk wv wo w1 w2 w3 attention_norm
+  // ffn_norm; a MoE block has the MoE feed-forward's parameters in place of w1 w2 w3).
   // x, y: (B*T, dim). Saves its own copy of x (and everything backward needs), so the caller may reuse
   // x's buffer afterwards; y may alias x. A second forward before backward overwrites the saved tensors.
   void forward(Weights w, const float* x, float* y);
   // dy: (B*T, dim). Writes (does not add) dx: (B*T, dim), which may alias dy; ADDS the parameter
   // gradients into g (same order as w). Consumes the saved tensors (uses them as scratch) and frees them;
-  // throws std::logic_error without a preceding forward.
-  void backward(Weights w, Grads g, const float* dy, float* dx);
+  // throws std::logic_error without a preceding forward. aux_scale: d loss / d (this block's aux_loss()),
+  // the step's loss scale; a dense block ignores it.
+  void backward(Weights w, Grads g, const float* dy, float* dx, float aux_scale = 1.f);
+
+  // The MoE load-balancing loss of the last forward (0 for a dense block); the caller adds it to the loss.
+  double aux_loss() const { return aux_loss_; }
+  // Tokens per expert of the last forward (empty for a dense block).
+  const std::vector<int64_t>& tokens_per_expert() const;
 
   // Frees the saved tensors without a backward (e.g. an evaluation forward).
-  void release_saved() { saved_.release(); }
-  // Bytes held for backward now: 0, or saved_elements(dims, batch*seq) * 4 after a forward.
-  int64_t saved_bytes() const { return saved_.bytes(); }
+  void release_saved();
+  // Bytes held for backward now: 0, or saved_elements(dims, batch*seq) * 4 after a forward (plus the
+  // MoE feed-forward's own saves).
+  int64_t saved_bytes() const { return saved_.bytes() + (moe_ ? moe_->saved_bytes() : 0); }
   // Floats one forward saves for backward over `rows` tokens:
   //   rows * (6*dim + 2*kv_dim + 4*ffn_hidden)   x, n1, q, k, v (after RoPE), attention output, h, n2,
-  //                                              w1 out, w3 out, silu(w1 out), their product
+  //                                              w1 out, w3 out, silu(w1 out), their product (a MoE
+  //                                              block: no ffn_hidden term; MoeFeedForward saves its own)
   //   + rows * (2 + n_heads)                     rstd of both norms, softmax log-sum-exp per head
   static int64_t saved_elements(const LlamaDims& dims, int64_t rows);
 
@@ -47,6 +59,8 @@ class TransformerBlock {
   int64_t batch_, seq_, rows_;
   MemoryTracker* tracker_;
   TrackedBuffer<float> saved_;  // one allocation per forward, views carved by views()
+  std::unique_ptr<MoeFeedForward> moe_;  // the FFN of a MoE block
+  double aux_loss_ = 0;
 };
 
 }  // namespace fsdp::model

@@ -40,13 +40,19 @@ int64_t activation_element_bytes(DataType param_dtype, bool fp32_compute) {
 }
 
 int64_t layer_saved_elements_per_token(const ModelDims& d, ActivationCheckpointing ac) {
-  const int64_t ffn = d.ffn_hidden * (d.num_experts > 0 ? d.experts_per_token : 1);
+  const int64_t ffn =
+      d.num_experts > 0 ? d.expert_width() * (d.experts_per_token + d.shared_experts) : d.ffn_hidden;
   const int64_t kv = d.n_heads > 0 ? d.kv_dim() : d.dim;
+  // A MoE FFN also keeps its routing and the expert-major copies of its input and output
+  // (model/moe_feed_forward.h): E scores, k weights and k weight gradients, 2k*dim grouped rows and 3k
+  // int32 indices per token.
+  const int64_t k = d.experts_per_token;
+  const int64_t routing = d.num_experts > 0 ? d.num_experts + 2 * k + 2 * k * d.dim + 3 * k : 0;
   switch (ac) {
     case ActivationCheckpointing::kNone:
-      return 6 * d.dim + 2 * kv + 4 * ffn;
+      return 6 * d.dim + 2 * kv + 4 * ffn + routing;
     case ActivationCheckpointing::kSelective:
-      return 4 * d.dim + 2 * kv + 2 * ffn;
+      return 4 * d.dim + 2 * kv + 2 * ffn + routing;
     case ActivationCheckpointing::kFull:
       return d.dim;
   }

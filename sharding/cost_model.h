@@ -34,10 +34,13 @@ int64_t grad_shard_bytes(const ModelSpec& model, const std::vector<UnitShardLayo
 int64_t optimizer_state_bytes(int64_t shard_numel, Optimizer optimizer);
 
 // Elements saved per token by one transformer block for backward (flash attention: no score matrix):
-//   none:      6*dim + 2*kv_dim + 4*ffn_hidden*k   (block input, norm outputs, q/k/v, attention output,
+//   none:      6*dim + 2*kv_dim + 4*ffn            (block input, norm outputs, q/k/v, attention output,
 //                                                  residual, w1/w3 outputs, silu output, their product;
-//                                                  k experts per token for MoE, else 1)
-//   selective: 4*dim + 2*kv_dim + 2*ffn_hidden*k   (norm outputs and silu/product recomputed)
+//                                                  ffn = ffn_hidden, or for MoE the expert width times
+//                                                  (experts per token + shared experts))
+//              + for MoE: experts + 2k + 2k*dim + 3k   (scores, routing weights and their gradients,
+//                                                  expert-major copies of input and output, indices)
+//   selective: 4*dim + 2*kv_dim + 2*ffn            (norm outputs and silu/product recomputed)
 //   full:      dim                                 (the block input only)
 // plus, without checkpointing, fp32 statistics: the two norms' inverse RMS and one softmax
 // log-sum-exp per head.

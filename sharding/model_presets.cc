@@ -24,6 +24,7 @@ const std::vector<Preset>& presets() {
   static const std::vector<Preset> kPresets = {
       {"llama3-debug", LlamaConfig{.dim = 256, .layers = 6, .n_heads = 16, .vocab = 2048}},
       {"debugmodel_byte", debug_model_config()},
+      {"debugmodel_byte_moe", debug_moe_model_config()},
       {"llama3-8b", LlamaConfig{.dim = 4096,
                                 .layers = 32,
                                 .n_heads = 32,
@@ -54,7 +55,23 @@ const std::vector<Preset>& presets() {
                                    .multiple_of = 1024,
                                    .ffn_dim_multiplier = 1.3,
                                    .num_experts = 8,
-                                   .experts_per_token = 2}},
+                                   .experts_per_token = 2,
+                                   // softmax over the 8, top 2 renormalised (HF's MixtralSparseMoeBlock)
+                                   .routing = {.route_norm = true, .aux_loss_coeff = 0.001}}},
+      // Qwen3-30B-A3B's MoE (Qwen's config.json: 48 layers, hidden 2048, 32 heads, 4 kv heads, 128 experts
+      // of 768, top 8, norm_topk_prob, no shared expert, untied head, vocab 151936). Its attention is
+      // modelled as Llama's: head_dim = dim / n_heads = 64 where Qwen3 has 128, and no QK-norm, so the
+      // attention holds half its published weights (30.1 B parameters of the published 30.5 B).
+      {"qwen3-30b-a3b", LlamaConfig{.dim = 2048,
+                                    .layers = 48,
+                                    .n_heads = 32,
+                                    .n_kv_heads = 4,
+                                    .vocab = 151936,
+                                    .multiple_of = 2048,  // ffn_hidden 6144, Qwen3's (unused) dense width
+                                    .num_experts = 128,
+                                    .experts_per_token = 8,
+                                    .expert_hidden = 768,
+                                    .routing = {.route_norm = true, .aux_loss_coeff = 0.001}}},
   };
   return kPresets;
 }
@@ -76,6 +93,16 @@ LlamaConfig debug_model_config() {
   return LlamaConfig{.dim = 128, .layers = 4, .n_heads = 8, .n_kv_heads = 4, .vocab = 256, .multiple_of = 64};
 }
 
+LlamaConfig debug_moe_model_config() {
+  LlamaConfig c = debug_model_config();
+  c.num_experts = 8;
+  c.experts_per_token = 2;
+  c.expert_hidden = 128;
+  c.shared_experts = 1;
+  c.routing = MoeRouting{.sigmoid = false, .route_norm = true, .route_scale = 1.0, .aux_loss_coeff = 0.01};
+  return c;
+}
+
 ModelSpec make_llama(std::string name, const LlamaConfig& c) {
   if (c.dim <= 0 || c.layers <= 0 || c.n_heads <= 0 || c.vocab <= 0 || c.n_kv_heads < 0) {
     throw PlanError("llama config '" + name + "': dim, layers, n_heads and vocab must be positive");
@@ -86,6 +113,12 @@ ModelSpec make_llama(std::string name, const LlamaConfig& c) {
   ModelSpec m;
   m.name = std::move(name);
   m.dims = ModelDims{c.layers, c.dim, c.n_heads, kv_heads, hidden, c.vocab, c.num_experts, c.experts_per_token};
+  if (c.num_experts > 0) {
+    m.dims.expert_hidden = c.expert_hidden;
+    m.dims.shared_experts = c.shared_experts;
+    m.dims.routing = c.routing;
+  }
+  const int64_t expert_hidden = m.dims.expert_width();
 
   m.units.push_back(
       UnitSpec{"tok_embeddings", false, {param("tok_embeddings.weight", {c.vocab, c.dim}, ParamKind::kEmbedding)}});
@@ -100,9 +133,15 @@ ModelSpec make_llama(std::string name, const LlamaConfig& c) {
       u.params.push_back(param(p + "moe.router.gate.weight", {c.num_experts, c.dim}));
       for (int64_t e = 0; e < c.num_experts; ++e) {
         const std::string ep = p + "moe.experts." + std::to_string(e) + ".";
-        u.params.push_back(param(ep + "w1.weight", {hidden, c.dim}, ParamKind::kExpert));
-        u.params.push_back(param(ep + "w2.weight", {c.dim, hidden}, ParamKind::kExpert));
-        u.params.push_back(param(ep + "w3.weight", {hidden, c.dim}, ParamKind::kExpert));
+        u.params.push_back(param(ep + "w1.weight", {expert_hidden, c.dim}, ParamKind::kExpert));
+        u.params.push_back(param(ep + "w2.weight", {c.dim, expert_hidden}, ParamKind::kExpert));
+        u.params.push_back(param(ep + "w3.weight", {expert_hidden, c.dim}, ParamKind::kExpert));
+      }
+      if (c.shared_experts > 0) {  // dense: every token uses it
+        const int64_t sh = c.shared_experts * expert_hidden;
+        u.params.push_back(param(p + "moe.shared_experts.w1.weight", {sh, c.dim}));
+        u.params.push_back(param(p + "moe.shared_experts.w2.weight", {c.dim, sh}));
+        u.params.push_back(param(p + "moe.shared_experts.w3.weight", {sh, c.dim}));
       }
     } else {
       u.params.push_back(param(p + "feed_forward.w1.weight", {hidden, c.dim}));

@@ -105,7 +105,9 @@ void validate(const ModelSpec& model) {
                           {d.ffn_hidden, "ffn_hidden"},
                           {d.vocab, "vocab"},
                           {d.num_experts, "experts"},
-                          {d.experts_per_token, "experts_per_token"}}) {
+                          {d.experts_per_token, "experts_per_token"},
+                          {d.expert_hidden, "expert_hidden"},
+                          {d.shared_experts, "shared_experts"}}) {
     if (v < 0) throw PlanError(where + field + " is " + std::to_string(v) + " (must not be negative)");
   }
   if (d.num_experts > 0 && (d.experts_per_token <= 0 || d.experts_per_token > d.num_experts)) {

@@ -38,6 +38,16 @@ struct UnitSpec {
   int64_t numel() const;
 };
 
+// How a MoE router scores and weighs its top-k choices (TorchTitan's MoEArgs score_func, route_norm,
+// route_scale) and the weight of its load-balancing loss. The planner ignores it; the reference model's
+// router (model/moe_router.h) follows it.
+struct MoeRouting {
+  bool sigmoid = false;        // score_func: softmax over the experts (false) or sigmoid per expert
+  bool route_norm = false;     // the k weights of a token divided by their sum
+  double route_scale = 1.0;    // then multiplied by this
+  double aux_loss_coeff = 0.0; // batch-level load-balancing loss coefficient (0: off)
+};
+
 // Transformer dimensions; all zero when unknown (then FLOPs come from parameters only and activations
 // are not estimated).
 struct ModelDims {
@@ -49,10 +59,14 @@ struct ModelDims {
   int64_t vocab = 0;
   int64_t num_experts = 0;        // 0 for a dense model
   int64_t experts_per_token = 0;  // top-k routing
+  int64_t expert_hidden = 0;      // SwiGLU width of one routed expert; 0: ffn_hidden
+  int64_t shared_experts = 0;     // always-on shared expert of width shared_experts * expert width
+  MoeRouting routing;
 
   bool known() const { return layers > 0 && dim > 0; }
   int64_t head_dim() const { return n_heads > 0 ? dim / n_heads : 0; }
   int64_t kv_dim() const { return n_kv_heads * head_dim(); }
+  int64_t expert_width() const { return expert_hidden > 0 ? expert_hidden : ffn_hidden; }
 };
 
 struct ModelSpec {
@@ -69,7 +83,8 @@ struct ModelSpec {
 // Throws PlanError on empty names, no units, zero or negative dims, unsupported dtypes, duplicate names.
 void validate(const ModelSpec& model);
 
-// Presets: "llama3-debug", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b".
+// Presets: "llama3-debug", "debugmodel_byte", "debugmodel_byte_moe", "llama3-8b", "llama3-70b", "llama3-405b",
+// "mixtral-8x7b", "qwen3-30b-a3b".
 std::vector<std::string> model_preset_names();
 ModelSpec model_preset(std::string_view name);  // throws PlanError naming the known presets
 
@@ -84,6 +99,9 @@ struct LlamaConfig {
   double ffn_dim_multiplier = 0;  // 0: none
   int64_t num_experts = 0;        // > 0: MoE FFN with this many SwiGLU experts and a router
   int64_t experts_per_token = 0;
+  int64_t expert_hidden = 0;      // a routed expert's width; 0: the dense FFN width below
+  int64_t shared_experts = 0;     // > 0: a shared expert (moe.shared_experts.w1/w2/w3) this many experts wide
+  MoeRouting routing;
 };
 // TorchTitan's FFN width: int(2 * 4 * dim / 3), times the multiplier, rounded up to multiple_of.
 int64_t llama_ffn_hidden(int64_t dim, int64_t multiple_of, double ffn_dim_multiplier);
@@ -91,6 +109,10 @@ ModelSpec make_llama(std::string name, const LlamaConfig& config);
 // fsdp-train's "debugmodel_byte" flavor (also the planner preset of that name): a Llama 3 small enough to
 // train on two CPU cores, with a byte-level vocabulary.
 LlamaConfig debug_model_config();
+// fsdp-train's "debugmodel_byte_moe" flavor: debug_model_config() with each FFN a mixture of 8 experts of
+// width 128, top 2, plus one shared expert of 128: the same active FFN width per token (384) as the
+// dense debugmodel_byte.
+LlamaConfig debug_moe_model_config();
 
 // TOML model spec (format in docs/planner.md). Errors name the file and line.
 ModelSpec parse_model_spec(std::string_view toml_text, std::string_view source_name);

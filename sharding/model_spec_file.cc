@@ -60,7 +60,8 @@ ModelSpec parse_model_spec_document(std::string_view text, std::string_view src)
   }
   const toml::table& mt = *model_node->as_table();
   check_keys(src, mt, "[model]",
-             {"name", "layers", "dim", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "experts", "experts_per_token"});
+             {"name", "layers", "dim", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "experts", "experts_per_token",
+              "expert_hidden", "shared_experts"});
   auto name = get_string(src, mt, "name");
   if (!name || name->empty()) fail(src, mt, "[model] needs a non-empty name");
   m.name = *name;
@@ -78,6 +79,8 @@ ModelSpec parse_model_spec_document(std::string_view text, std::string_view src)
   dim_field("vocab", m.dims.vocab);
   dim_field("experts", m.dims.num_experts);
   dim_field("experts_per_token", m.dims.experts_per_token);
+  dim_field("expert_hidden", m.dims.expert_hidden);
+  dim_field("shared_experts", m.dims.shared_experts);
   if (m.dims.n_kv_heads == 0) m.dims.n_kv_heads = m.dims.n_heads;
 
   const toml::node* units = doc.get("units");

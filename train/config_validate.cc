@@ -101,7 +101,10 @@ sharding::LlamaConfig TrainConfig::llama_config() const {
                               .multiple_of = d.ffn_hidden,
                               .ffn_dim_multiplier = 0,
                               .num_experts = d.num_experts,
-                              .experts_per_token = d.experts_per_token};
+                              .experts_per_token = d.experts_per_token,
+                              .expert_hidden = d.expert_hidden,
+                              .shared_experts = d.shared_experts,
+                              .routing = d.routing};
     if (model.dim && *model.dim != d.dim && !model.multiple_of) {
       throw ConfigError("model.dim = " + std::to_string(*model.dim) + " overrides flavor '" + model.flavor + "' (dim " +
                         std::to_string(d.dim) +
@@ -219,10 +222,6 @@ std::vector<std::string> model_problems(const TrainConfig& c) {
   std::vector<std::string> problems;
   const sharding::LlamaConfig m = c.llama_config();
   const int64_t kv = m.n_kv_heads > 0 ? m.n_kv_heads : m.n_heads;
-  if (m.num_experts > 0) {
-    problems.push_back("model.flavor = \"" + c.model.flavor +
-                       "\" is a mixture of experts; the reference model is a dense Llama 3");
-  }
   if (m.dim % m.n_heads != 0) {
     problems.push_back("model.n_heads = " + std::to_string(m.n_heads) +
                        " does not divide model.dim = " + std::to_string(m.dim));

@@ -78,20 +78,23 @@ double Trainer::micro_step(int64_t micro) {
   }
   w = fsdp.pre_forward(last);
   t0 = Clock::now();
-  const double loss = head_->forward(w, x, targets_.data());
+  double loss = head_->forward(w, x, targets_.data());
+  // The objective adds each MoE block's load-balancing loss over this micro-batch (0 for dense blocks).
+  for (const auto& block : blocks_) loss += block->aux_loss();
   record("forward", last, t0);
   fsdp.post_forward(last);
 
   // Backward, last unit first; x now carries the gradient of the residual stream.
   w = fsdp.pre_backward(last);
   t0 = Clock::now();
-  head_->backward(w, fsdp.grads(last), 1.0f / static_cast<float>(options_.grad_accum), x);
+  const float loss_scale = 1.0f / static_cast<float>(options_.grad_accum);
+  head_->backward(w, fsdp.grads(last), loss_scale, x);
   record("backward", last, t0);
   fsdp.post_backward(last);
   for (int u = last - 1; u >= 1; --u) {
     w = fsdp.pre_backward(u);
     t0 = Clock::now();
-    blocks_[static_cast<size_t>(u - 1)]->backward(w, fsdp.grads(u), x, x);
+    blocks_[static_cast<size_t>(u - 1)]->backward(w, fsdp.grads(u), x, x, loss_scale);
     record("backward", u, t0);
     fsdp.post_backward(u);
   }

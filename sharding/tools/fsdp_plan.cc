@@ -27,7 +27,8 @@ constexpr const char* kUsage =
     R"(usage: fsdp-plan --model NAME|FILE.toml (--chip NAME | --chip-file FILE.toml) [options]
 
 model and hardware
-  --model NAME|FILE      preset (llama3-debug, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b) or TOML spec
+  --model NAME|FILE      preset (llama3-debug, debugmodel_byte, debugmodel_byte_moe, llama3-8b, llama3-70b, llama3-405b,
+                         mixtral-8x7b, qwen3-30b-a3b) or TOML spec
   --chip NAME            chip profile (trn2, trn3, h100, h200, cpu)
   --chip-file FILE       TOML profile; overrides the --chip preset field by field
   --nodes N              servers (default 1)

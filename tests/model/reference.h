@@ -102,18 +102,26 @@ inline Vec ref_attention(const Vec& q, const Vec& k, const Vec& v, int64_t B, in
   return out;
 }
 
-// params: wq wk wv wo w1 w2 w3 attention_norm ffn_norm; x, result: (B*T, dim).
-inline Vec ref_block(const LlamaDims& d, int64_t B, int64_t T, const std::vector<Vec>& w, const Vec& x) {
-  const int64_t n = B * T, D = d.dim, QD = d.q_dim(), KV = d.kv_dim(), F = d.ffn_hidden, hd = d.head_dim();
-  const Vec n1 = ref_rmsnorm(x, w[7], n, D, d.norm_eps);
-  Vec q = ref_linear(n1, w[0], n, D, QD), k = ref_linear(n1, w[1], n, D, KV);
-  const Vec v = ref_linear(n1, w[2], n, D, KV);
+// The block's attention half: h = x + wo(attention(...)(attention_norm(x))); x, h: (B*T, dim).
+inline Vec ref_attention_residual(const LlamaDims& d, int64_t B, int64_t T, const Vec& wq, const Vec& wk,
+                                  const Vec& wv, const Vec& wo, const Vec& attention_norm, const Vec& x) {
+  const int64_t n = B * T, D = d.dim, QD = d.q_dim(), KV = d.kv_dim(), hd = d.head_dim();
+  const Vec n1 = ref_rmsnorm(x, attention_norm, n, D, d.norm_eps);
+  Vec q = ref_linear(n1, wq, n, D, QD), k = ref_linear(n1, wk, n, D, KV);
+  const Vec v = ref_linear(n1, wv, n, D, KV);
   ref_rope(q, n, T, d.n_heads, hd, d.rope_theta, d.rope_scaling);
   ref_rope(k, n, T, d.n_kv_heads, hd, d.rope_theta, d.rope_scaling);
   const Vec att = ref_attention(q, k, v, B, T, d.n_heads, d.n_kv_heads, hd);
-  const Vec o = ref_linear(att, w[3], n, QD, D);
+  const Vec o = ref_linear(att, wo, n, QD, D);
   Vec h(x.size());
   for (size_t i = 0; i < h.size(); ++i) h[i] = x[i] + o[i];
+  return h;
+}
+
+// params: wq wk wv wo w1 w2 w3 attention_norm ffn_norm; x, result: (B*T, dim).
+inline Vec ref_block(const LlamaDims& d, int64_t B, int64_t T, const std::vector<Vec>& w, const Vec& x) {
+  const int64_t n = B * T, D = d.dim, F = d.ffn_hidden;
+  Vec h = ref_attention_residual(d, B, T, w[0], w[1], w[2], w[3], w[7], x);
   const Vec n2 = ref_rmsnorm(h, w[8], n, D, d.norm_eps);
   const Vec a1 = ref_linear(n2, w[4], n, D, F), a3 = ref_linear(n2, w[6], n, D, F);
   Vec gate(a1.size());

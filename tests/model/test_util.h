@@ -53,6 +53,22 @@ inline void expect_accumulated_twice(const std::vector<float>& twice, const std:
   }
 }
 
+// The planner's view of these dims (for its activation formula): transformer and MoE widths.
+inline sharding::ModelDims planner_dims(const LlamaDims& d) {
+  sharding::ModelDims md;
+  md.layers = d.layers;
+  md.dim = d.dim;
+  md.n_heads = d.n_heads;
+  md.n_kv_heads = d.n_kv_heads;
+  md.ffn_hidden = d.ffn_hidden;
+  md.vocab = d.vocab;
+  md.num_experts = d.moe.num_experts;
+  md.experts_per_token = d.moe.top_k;
+  md.expert_hidden = d.moe.expert_hidden;
+  md.shared_experts = d.moe.num_shared_experts;
+  return md;
+}
+
 // Element counts of a unit's parameters in spec order.
 inline std::vector<int64_t> block_param_sizes(const LlamaDims& d) {
   const int64_t D = d.dim, QD = d.q_dim(), KV = d.kv_dim(), F = d.ffn_hidden;

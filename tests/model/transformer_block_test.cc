@@ -135,14 +135,8 @@ TEST_P(BlockTest, SavedBytesMatchPlannerFormula) {
   std::vector<float> y(x_.size()), dx(x_.size());
   block.forward(p_.weights(), x_.data(), y.data());
 
-  sharding::ModelDims md;
-  md.layers = dims_.layers;
-  md.dim = dims_.dim;
-  md.n_heads = dims_.n_heads;
-  md.n_kv_heads = dims_.n_kv_heads;
-  md.ffn_hidden = dims_.ffn_hidden;
-  md.vocab = dims_.vocab;
-  const int64_t per_token = sharding::layer_saved_elements_per_token(md, sharding::ActivationCheckpointing::kNone);
+  const int64_t per_token =
+      sharding::layer_saved_elements_per_token(planner_dims(dims_), sharding::ActivationCheckpointing::kNone);
   EXPECT_EQ(per_token, 6 * dims_.dim + 2 * dims_.kv_dim() + 4 * dims_.ffn_hidden);
   const int64_t stats = n_ * (2 + dims_.n_heads);  // two rstd per token, one log-sum-exp per (token, head)
   EXPECT_EQ(block.saved_bytes(), 4 * (n_ * per_token + stats));

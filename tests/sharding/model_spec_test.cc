@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "sharding/cost_model.h"
 #include "sharding/plan_error.h"
 
 namespace fsdp::sharding {
@@ -76,6 +77,38 @@ TEST(ModelSpecTest, MixtureOfExpertsHasExpertsAsParameters) {
   EXPECT_EQ(block.params[5].name, "layers.0.moe.experts.0.w1.weight");
   // About 12.9B active parameters per token (2 of 8 experts).
   EXPECT_NEAR(m.active_matmul_params(), 12.6e9, 0.3e9);
+}
+
+TEST(ModelSpecTest, MoePresetsCarryExpertWidthSharedExpertAndRouting) {
+  // debugmodel_byte_moe: per block attention 2*128*128 + 2*64*128, router 8*128, 8 experts of 3*128*128,
+  // one shared expert 3*128*128, two norms; byte embeddings and head, final norm.
+  const ModelSpec debug = model_preset("debugmodel_byte_moe");
+  const int64_t block = 2 * 128 * 128 + 2 * 64 * 128 + 8 * 128 + 8 * 3 * 128 * 128 + 3 * 128 * 128 + 2 * 128;
+  EXPECT_EQ(debug.num_params(), 4 * block + 2 * 256 * 128 + 128);
+  EXPECT_EQ(debug.dims.expert_width(), 128);
+  EXPECT_EQ(debug.dims.shared_experts, 1);
+  EXPECT_TRUE(debug.dims.routing.route_norm);
+  const auto& p = debug.units[1].params;
+  ASSERT_EQ(p.size(), 4u + 1 + 24 + 3 + 2);
+  EXPECT_EQ(p[29].name, "layers.0.moe.shared_experts.w1.weight");
+  EXPECT_EQ(p[29].kind, ParamKind::kDense);  // every token uses it
+  EXPECT_EQ(p[30].shape, (std::vector<int64_t>{128, 128}));
+  EXPECT_EQ(p[5].shape, (std::vector<int64_t>{128, 128}));  // experts.0.w1: expert width, not ffn_hidden 384
+  // The dense debug model's saves with the same active FFN width (2 experts + 1 shared of 128 = 384),
+  // plus the routing: 8 scores, 2 weights and 2 weight gradients, 2 x 2 x 128 grouped rows, 6 indices.
+  EXPECT_EQ(layer_saved_elements_per_token(debug.dims, ActivationCheckpointing::kNone),
+            layer_saved_elements_per_token(model_preset("debugmodel_byte").dims, ActivationCheckpointing::kNone) + 8 +
+                4 + 512 + 6);
+
+  // qwen3-30b-a3b: 128 experts of 768, top 8; attention with head_dim 64 (Qwen3's is 128).
+  const ModelSpec q = model_preset("qwen3-30b-a3b");
+  const int64_t qblock = 2 * 2048 * 2048 + 2 * 256 * 2048 + 128 * 2048 + 128 * 3 * 768 * 2048 + 2 * 2048;
+  EXPECT_EQ(q.num_params(), 48 * qblock + 2 * 151936 * 2048 + 2048);
+  EXPECT_NEAR(static_cast<double>(q.num_params()), 30.1e9, 0.05e9);
+  EXPECT_EQ(q.dims.experts_per_token, 8);
+  EXPECT_EQ(q.units[1].params[5].shape, (std::vector<int64_t>{768, 2048}));
+  EXPECT_EQ(model_preset("mixtral-8x7b").dims.expert_width(), 14336);
+  EXPECT_TRUE(model_preset("mixtral-8x7b").dims.routing.route_norm);
 }
 
 TEST(ModelSpecTest, UnknownModelNamesThePresets) {

@@ -256,8 +256,6 @@ TEST(TrainConfig, ValidateErrorsNameTheKeys) {
       {"fsdp_reshard_after_forward = 3", "must divide"});
   expect_config_error([&] { with([](TrainConfig& c) { c.model.n_heads = 5; }).validate(1); },
                       {"model.n_heads = 5", "model.dim = 256"});
-  expect_config_error([&] { with([](TrainConfig& c) { c.model.flavor = "mixtral-8x7b"; }).validate(1); },
-                      {"mixture of experts"});
   expect_config_error([&] { with([](TrainConfig& c) { c.model.vocab_size = 100; }).validate(1); },
                       {"model.vocab_size must be >= 256"});
   expect_config_error(
@@ -288,6 +286,22 @@ TEST(TrainConfig, PresetFlavorsAndOverrides) {
   expect_config_error([&] { c.model_spec(); }, {"model.dim = 1024", "model.multiple_of"});
   c.model.multiple_of = 256;
   EXPECT_EQ(c.model_spec().dims.ffn_hidden, sharding::llama_ffn_hidden(1024, 256, 0));
+}
+
+TEST(TrainConfig, MoeFlavorKeepsExpertsWidthsAndRouting) {
+  TrainConfig c;
+  c.model.flavor = "debugmodel_byte_moe";
+  c.validate(2);
+  const sharding::ModelSpec preset = sharding::model_preset("debugmodel_byte_moe");
+  const sharding::ModelSpec m = c.model_spec();
+  EXPECT_EQ(m.num_params(), preset.num_params());
+  EXPECT_EQ(m.dims.num_experts, 8);
+  EXPECT_EQ(m.dims.expert_hidden, 128);
+  EXPECT_EQ(m.dims.shared_experts, 1);
+  EXPECT_EQ(m.dims.routing.aux_loss_coeff, preset.dims.routing.aux_loss_coeff);
+  EXPECT_TRUE(m.dims.routing.route_norm);
+  c.model.flavor = "mixtral-8x7b";  // Mixtral's expert width is its FFN width, rebuilt from multiple_of
+  EXPECT_EQ(c.model_spec().num_params(), sharding::model_preset("mixtral-8x7b").num_params());
 }
 
 TEST(TrainConfig, ToTomlParsesBackEqual) {

@@ -1,0 +1,63 @@
+// The mixture-of-experts feed-forward that takes the dense SwiGLU's place in a MoE block:
+//   y = beta * y + sum_j weight_tj * expert_{e_tj}(x_t)  [+ shared(x_t)]
+// router (model/moe_router.h) -> dispatch (model/moe_dispatch.h) -> grouped experts (model/moe_experts.h)
+// -> combine, plus an always-on shared SwiGLU expert when MoeDims::num_shared_experts > 0. The routing
+// weights multiply the expert outputs (TorchTitan's score_before_experts = false, as DeepSeek-V3 and
+// Qwen3-MoE). Forward returns the load-balancing auxiliary loss; backward takes its scale.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/memory_tracker.h"
+#include "model/dims.h"
+
+namespace fsdp::model {
+
+class MoeFeedForward {
+ public:
+  // `rows` tokens per call, `dim` wide; moe must be enabled (validated here).
+  MoeFeedForward(const MoeDims& moe, int64_t dim, int64_t rows, MemoryTracker& tracker);
+
+  // w: MoeDims::param_count() pointers in spec order: router gate (E, dim); w1 (H, dim), w2 (dim, H),
+  // w3 (H, dim) of experts 0..E-1; shared w1 (Hs, dim), w2 (dim, Hs), w3 (Hs, dim) if any.
+  // x, y: (rows, dim), y = beta * y + moe(x); x must stay unchanged until backward, which reads it again
+  // (the block keeps it saved anyway). Returns the auxiliary loss of this call (0 if its coefficient is).
+  double forward(Weights w, const float* x, float* y, float beta);
+  // dy: (rows, dim); dx = d x + dx_beta * dx, must not alias dy. ADDS into g (order of w). aux_scale is
+  // d loss / d aux, normally the scale the step's loss gets. Frees the saved tensors; throws
+  // std::logic_error without a preceding forward.
+  void backward(Weights w, Grads g, const float* x, const float* dy, float* dx, float dx_beta, float aux_scale);
+
+  void release_saved();
+  int64_t saved_bytes() const { return saved_.bytes() + saved_index_.bytes(); }
+  // Tokens each expert took in the last forward (after capacity drops): (E).
+  const std::vector<int64_t>& tokens_per_expert() const { return counts_; }
+  // (token, expert) pairs the last forward dropped for capacity (0 when dropless).
+  int64_t dropped() const { return rows_ * moe_.top_k - grouped_rows_; }
+
+  // Floats / int32s one forward keeps over `rows` tokens (grouped arrays sized for the dropless n*k):
+  //   rows * (E + 2k)                         scores, routing weights, their gradients
+  //   rows * k * (2*dim + 4*H)                grouped inputs and outputs, each expert's SwiGLU saves
+  //   rows * 4*Hs                             the shared expert's SwiGLU saves
+  static int64_t saved_elements(const MoeDims& moe, int64_t dim, int64_t rows);
+  static int64_t saved_index_elements(const MoeDims& moe, int64_t rows) { return 3 * rows * moe.top_k; }
+
+ private:
+  struct Views {
+    float *scores, *weight, *dweight, *xg, *yg, *a1, *a3, *act, *gate, *s_a1, *s_a3, *s_act, *s_gate;
+    int32_t *expert, *row_of_choice, *token_of_row;
+  };
+  Views views();
+  void check(size_t n_weights, size_t n_grads, const char* op) const;
+
+  MoeDims moe_;
+  int64_t dim_, rows_;
+  MemoryTracker* tracker_;
+  TrackedBuffer<float> saved_;
+  TrackedBuffer<int32_t> saved_index_;
+  std::vector<int64_t> counts_;
+  int64_t grouped_rows_ = 0;
+};
+
+}  // namespace fsdp::model
