@@ -32,12 +32,6 @@ uint64_t parse_hex(const std::string& s, const std::string& where) {
   throw std::runtime_error(where + ": comm '" + s + "' is not a hex number");
 }
 
-std::string hex(uint64_t v) {
-  char text[24];
-  std::snprintf(text, sizeof(text), "0x%016llx", static_cast<unsigned long long>(v));
-  return text;
-}
-
 // "all_gather seq 17 (4096 bytes, started)".
 std::string what(const FlightEntry& e) {
   return std::string(e.op) + " seq " + std::to_string(e.seq) + " (" + std::to_string(e.bytes) + " bytes, " +
@@ -135,7 +129,7 @@ std::vector<FlightFinding> analyze_findings(const std::vector<FlightDump>& dumps
 
   std::vector<FlightFinding> out;
   for (const auto& [id, c] : comms) {
-    const std::string comm = "comm " + hex(id) + " (" + std::to_string(c.size) + " ranks)";
+    const std::string comm = "comm " + comm_id_text(id) + " (" + std::to_string(c.size) + " ranks)";
     // Ranks that left no record of this communicator: dead before dumping, frozen, or never failed.
     std::vector<int> missing;
     for (int r = 0; r < c.size; ++r) {

@@ -22,12 +22,6 @@ double clock_seconds(clockid_t clock) {
 
 double now() { return clock_seconds(CLOCK_MONOTONIC); }
 
-std::string hex(uint64_t v) {
-  char text[24];
-  std::snprintf(text, sizeof(text), "0x%016llx", static_cast<unsigned long long>(v));
-  return text;
-}
-
 // Writes text to path through path.tmp-<pid> and a rename, so a reader never sees half a file.
 bool write_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
@@ -48,6 +42,12 @@ bool write_atomically(const std::string& path, const std::string& text) {
 }
 
 }  // namespace
+
+std::string comm_id_text(uint64_t comm) {
+  char text[24];
+  std::snprintf(text, sizeof(text), "0x%016llx", static_cast<unsigned long long>(comm));
+  return text;
+}
 
 const char* name(FlightEntry::State s) {
   switch (s) {
@@ -172,7 +172,7 @@ std::string FlightRecorder::dump(const std::string& reason) {
   for (const FlightEntry& e : entries) {
     w.begin_object();
     w.key("rank").value(e.rank);
-    w.key("comm").value(hex(e.comm));
+    w.key("comm").value(comm_id_text(e.comm));
     w.key("comm_rank").value(e.comm_rank);
     w.key("comm_size").value(e.comm_size);
     w.key("op").value(e.op);

@@ -46,6 +46,8 @@ struct FlightEntry {
 };
 
 const char* name(FlightEntry::State s);  // "queued", "started", "done", "failed"
+// A communicator id as dumps write it and reports show it: "0x" and 16 hex digits.
+std::string comm_id_text(uint64_t comm);
 
 class FlightRecorder {
  public:
