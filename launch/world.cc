@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/atomic_file.h"
 #include "common/knobs.h"
 #include "collectives/core/errors.h"
 #include "collectives/transports/shm.h"
@@ -142,17 +143,9 @@ bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno 
 
 // Rank 0: "<port> <pid>", written to a temporary name and renamed so no reader sees half of it.
 void publish_rendezvous_file(const std::string& path, uint16_t port) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << port << ' ' << ::getpid() << '\n';
-    if (!out) throw CommError(ErrorContext{0, -1, "rendezvous", 0, 0}, "cannot write rendezvous file " + tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw CommError(ErrorContext{0, -1, "rendezvous", 0, 0},
-                    "cannot rename rendezvous file to " + path + ": " + std::strerror(err));
+  const std::string text = std::to_string(port) + ' ' + std::to_string(::getpid()) + '\n';
+  if (const std::string error = write_file_atomically(path, text); !error.empty()) {
+    throw CommError(ErrorContext{0, -1, "rendezvous", 0, 0}, "cannot publish the rendezvous file: " + error);
   }
 }
 

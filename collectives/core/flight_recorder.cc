@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/atomic_file.h"
 #include "common/json.h"
 #include "common/knobs.h"
 
@@ -21,25 +22,6 @@ double clock_seconds(clockid_t clock) {
 }
 
 double now() { return clock_seconds(CLOCK_MONOTONIC); }
-
-// Writes text to path through path.tmp-<pid> and a rename, so a reader never sees half a file.
-bool write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return false;
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  const bool ok = done == text.size() && ::close(fd) == 0;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -192,9 +174,8 @@ std::string FlightRecorder::dump(const std::string& reason) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const std::string path = dir + "/flight_recorder_rank" + std::to_string(rank) + ".json";
-  if (!write_atomically(path, w.text() + "\n")) {
-    std::fprintf(stderr, "fsdp: rank %d could not write its flight recorder to %s: %s\n", rank, path.c_str(),
-                 std::strerror(errno));
+  if (const std::string error = write_file_atomically(path, w.text() + "\n"); !error.empty()) {
+    std::fprintf(stderr, "fsdp: rank %d could not write its flight recorder: %s\n", rank, error.c_str());
     return "";
   }
   std::fprintf(stderr, "fsdp: rank %d wrote its last %zu collectives to %s (fsdp-flight %s)\n", rank, entries.size(),

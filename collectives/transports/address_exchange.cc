@@ -6,19 +6,15 @@
 #include <thread>
 
 #include "collectives/core/errors.h"
+#include "common/atomic_file.h"
 
 namespace fsdp {
 
 AddressExchange directory_exchange(std::string dir, int rank, int size, std::chrono::milliseconds timeout) {
   return [dir = std::move(dir), rank, size, timeout](const std::string& mine) {
     const std::string path = dir + "/" + std::to_string(rank);
-    {
-      std::ofstream out(path + ".tmp", std::ios::trunc);
-      out << mine;
-      if (!out) throw CommError(ErrorContext{rank, -1, "address_exchange", 0, 0}, "cannot write " + path + ".tmp");
-    }
-    if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
-      throw CommError(ErrorContext{rank, -1, "address_exchange", 0, 0}, "cannot rename " + path + ".tmp");
+    if (const std::string error = write_file_atomically(path, mine); !error.empty()) {
+      throw CommError(ErrorContext{rank, -1, "address_exchange", 0, 0}, "cannot publish this rank's address: " + error);
     }
     std::vector<std::string> all(size);
     std::vector<bool> have(size, false);
