@@ -18,15 +18,20 @@ enum Param : size_t { kWq, kWk, kWv, kWo, kW1, kW2, kW3 };
 size_t attn_norm_index(size_t count) { return count - 2; }
 size_t ffn_norm_index(size_t count) { return count - 1; }
 
-// cos and sin (seq, head_dim/2) for this call; small, rebuilt per call rather than kept per block.
+// cos then sin, each (seq, head_dim/2), into buf's seq * head_dim floats.
+void fill_rope_tables(const LlamaDims& d, int64_t seq, float* buf) {
+  ops::rope_table(seq, d.head_dim(), d.rope_theta, buf, buf + seq * d.head_dim() / 2,
+                  d.rope_scaling ? &*d.rope_scaling : nullptr);
+}
+
+// The tables for this call; small, rebuilt per call rather than kept per block.
 struct RopeTables {
   TrackedBuffer<float> buf;
   const float* cos() const { return buf.data(); }
   const float* sin() const { return buf.data() + buf.size() / 2; }
   RopeTables(const LlamaDims& d, int64_t seq, MemoryTracker& tracker)
       : buf(tracker, MemoryCategory::kActivations, static_cast<size_t>(seq * d.head_dim())) {
-    ops::rope_table(seq, d.head_dim(), d.rope_theta, buf.data(), buf.data() + buf.size() / 2,
-                    d.rope_scaling ? &*d.rope_scaling : nullptr);
+    fill_rope_tables(d, seq, buf.data());
   }
 };
 
@@ -60,7 +65,7 @@ int64_t TransformerBlock::kept_elements(const LlamaDims& d, int64_t rows, Activa
     case ActivationCheckpointing::kNone:
       return saved_elements(d, rows);
     case ActivationCheckpointing::kSelective:
-      return saved_elements(d, rows) - rows * (2 * d.dim + 2 * ffn + 2);
+      return saved_elements(d, rows) - rows * (3 * d.dim + d.kv_dim() + 3 * ffn + 2);
     case ActivationCheckpointing::kFull:
       return rows * d.dim;
   }
@@ -81,12 +86,13 @@ const std::vector<int64_t>& TransformerBlock::tokens_per_expert() const {
 TransformerBlock::Saved TransformerBlock::views() {
   const int64_t n = rows_, D = dims_.dim, KV = dims_.kv_dim(), QD = dims_.q_dim();
   const int64_t F = dims_.moe.enabled() ? 0 : dims_.ffn_hidden;
-  const bool none = ac_ == ActivationCheckpointing::kNone, full = ac_ == ActivationCheckpointing::kFull;
+  const bool none = ac_ == ActivationCheckpointing::kNone, op = ac_ == ActivationCheckpointing::kSelective;
+  const bool keep = none || op;  // what the op-level policy keeps too
   float* kept = kept_.data();
   float* transient = transient_.data();
   // Kept tensors are carved from kept_, the others from transient_, each in this order.
-  auto take = [&](int64_t width, bool keep) {
-    float*& p = keep ? kept : transient;
+  auto take = [&](int64_t width, bool in_kept) {
+    float*& p = in_kept ? kept : transient;
     float* v = p;
     p += n * width;
     return v;
@@ -94,19 +100,19 @@ TransformerBlock::Saved TransformerBlock::views() {
   Saved s;
   s.x = take(D, true);
   s.n1 = take(D, none);
-  s.q = take(QD, !full);
-  s.k = take(KV, !full);
-  s.v = take(KV, !full);
-  s.att = take(QD, !full);
-  s.h = take(D, !full);
+  s.q = take(QD, keep);
+  s.k = take(KV, none);
+  s.v = take(KV, keep);
+  s.att = take(QD, keep);
+  s.h = take(D, none);
   s.n2 = take(D, none);
-  s.a1 = take(F, !full);
-  s.a3 = take(F, !full);
+  s.a1 = take(F, keep);
+  s.a3 = take(F, none);
   s.act = take(F, none);
   s.gate = take(F, none);
   s.rstd1 = take(1, none);
   s.rstd2 = take(1, none);
-  s.lse = take(dims_.n_heads, !full);
+  s.lse = take(dims_.n_heads, keep);
   return s;
 }
 
@@ -158,16 +164,28 @@ void TransformerBlock::run_forward(Weights w, const Saved& s, float* y) {
   }
 }
 
-void TransformerBlock::recompute(Weights w, const Saved& s, float* y_scratch) {
+void TransformerBlock::recompute(Weights w, const Saved& s, float* y_scratch, float* rope_scratch) {
   if (ac_ == ActivationCheckpointing::kFull) {
     run_forward(w, s, y_scratch);
     return;
   }
-  // The op-level policy: the calls forward made, on the kept inputs, into the same buffers' twins.
-  const int64_t n = rows_, D = dims_.dim;
-  ops::rmsnorm_forward(s.x, w[attn_norm_index(w.size())], n, D, dims_.norm_eps, s.n1, s.rstd1);
-  ops::rmsnorm_forward(s.h, w[ffn_norm_index(w.size())], n, D, dims_.norm_eps, s.n2, s.rstd2);
-  if (!moe_) ops::swiglu_forward(s.a1, s.a3, s.act, s.gate, n * dims_.ffn_hidden);
+  // The op-level policy: the calls forward made, on the kept tensors, in forward's order.
+  const size_t kAttnNorm = attn_norm_index(w.size()), kFfnNorm = ffn_norm_index(w.size());
+  const int64_t n = rows_, D = dims_.dim, KV = dims_.kv_dim(), F = dims_.ffn_hidden, QD = dims_.q_dim();
+  ops::rmsnorm_forward(s.x, w[kAttnNorm], n, D, dims_.norm_eps, s.n1, s.rstd1);
+  ops::linear_forward(s.n1, w[kWk], n, D, KV, s.k);
+  // The tables in backward's scratch rather than a buffer of their own: nothing above the backward's
+  // own peak, which the planner counts.
+  fill_rope_tables(dims_, seq_, rope_scratch);
+  ops::rope_apply(s.k, n, seq_, dims_.n_kv_heads, dims_.head_dim(), rope_scratch,
+                  rope_scratch + seq_ * dims_.head_dim() / 2, false);
+  copy_rows(s.h, s.x, n * D);
+  ops::linear_forward(s.att, w[kWo], n, QD, D, s.h, 1.f);
+  ops::rmsnorm_forward(s.h, w[kFfnNorm], n, D, dims_.norm_eps, s.n2, s.rstd2);
+  if (!moe_) {
+    ops::linear_forward(s.n2, w[kW3], n, D, F, s.a3);
+    ops::swiglu_forward(s.a1, s.a3, s.act, s.gate, n * F);
+  }
 }
 
 void TransformerBlock::backward(Weights w, Grads g, const float* dy, float* dx, float aux_scale) {
@@ -188,8 +206,9 @@ void TransformerBlock::backward(Weights w, Grads g, const float* dy, float* dx, 
     transient_.reset_for_overwrite(*tracker_, MemoryCategory::kActivations, recomputed_elements(dims_, n, ac_));
   }
   const Saved s = views();
-  // dn is written whole by the FFN backward before it is read: a full recompute's block output goes there.
-  if (ac_ != ActivationCheckpointing::kNone) recompute(w, s, dn);
+  // dn and dq are written whole before they are read: a full recompute's block output goes to dn, the
+  // op policy's RoPE tables (seq * head_dim <= rows * q_dim floats) to dq.
+  if (ac_ != ActivationCheckpointing::kNone) recompute(w, s, dn, dq);
 
   // FFN. Its saved tensors become its gradient buffers (swiglu_ffn_backward).
   if (moe_) {

@@ -7,9 +7,12 @@
 // every tensor, keeps those of its mode and frees the rest; backward recomputes the rest with the same
 // functions on the same inputs in the same order, so the gradients are bitwise those of mode none.
 //   none:      keeps everything backward reads;
-//   selective: (the op-level policy) keeps the matmul and attention outputs x, q, k, v (after RoPE),
-//              attention output and its log-sum-exp, h, w1/w3 outputs; recomputes both norms and
-//              silu(w1 out) * w3 out. A MoE block recomputes the norms only (the MoE keeps its saves);
+//   selective: the op-level policy of TorchTitan's TOML releases: matmul and attention outputs are kept
+//              except every second matmul of the block (wk, wo, w3 of wq wk wv wo w1 w3 w2), elementwise
+//              results are recomputed. Kept: x, q (after RoPE: the same bytes as wq's output), v, the
+//              attention output and its log-sum-exp, w1's output. Recomputed: attention_norm, k = wk(n1)
+//              with RoPE, h = x + wo(att), ffn_norm, w3's output, silu and the product. A MoE block
+//              recomputes the same attention side and its norms; the MoE feed-forward keeps its saves;
 //   full:      keeps its input x only and reruns the whole forward inside backward.
 #pragma once
 
@@ -59,7 +62,8 @@ class TransformerBlock {
   static int64_t saved_elements(const LlamaDims& dims, int64_t rows);
   // Floats kept from forward to backward under checkpointing mode `ac` (saved_elements for none), and
   // the floats recomputed in backward (held during forward and again during backward):
-  //   selective: rows * (2*dim + 2*ffn_hidden + 2) recomputed (n1, n2, silu out, product, both rstd);
+  //   selective: rows * (3*dim + kv_dim + 3*ffn_hidden + 2) recomputed (n1, k, h, n2, w3 out, silu out,
+  //              product, both rstd);
   //   full:      everything but x (rows * dim kept).
   static int64_t kept_elements(const LlamaDims& dims, int64_t rows, sharding::ActivationCheckpointing ac);
   static int64_t recomputed_elements(const LlamaDims& dims, int64_t rows, sharding::ActivationCheckpointing ac) {
@@ -75,8 +79,9 @@ class TransformerBlock {
   Saved views();
   // Everything forward computes after copying its input into s.x; y = the block output.
   void run_forward(Weights w, const Saved& s, float* y);
-  // Rebuilds in transient_ what mode ac_ dropped; y_scratch: (rows, dim), overwritten.
-  void recompute(Weights w, const Saved& s, float* y_scratch);
+  // Rebuilds in transient_ what mode ac_ dropped; y_scratch: (rows, dim), rope_scratch: seq * head_dim
+  // floats, both overwritten.
+  void recompute(Weights w, const Saved& s, float* y_scratch, float* rope_scratch);
   void check(size_t n_weights, size_t n_grads, const char* op) const;
 
   LlamaDims dims_;

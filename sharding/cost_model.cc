@@ -52,9 +52,10 @@ int64_t layer_saved_elements_per_token(const ModelDims& d, ActivationCheckpointi
     case ActivationCheckpointing::kNone:
       return 6 * d.dim + 2 * kv + 4 * ffn + routing;
     case ActivationCheckpointing::kSelective:
-      // The two norm outputs are recomputed; a dense FFN recomputes silu and the product too, a MoE
-      // feed-forward keeps all its saves.
-      return 4 * d.dim + 2 * kv + (d.num_experts > 0 ? 4 : 2) * ffn + routing;
+      // Kept: block input, q, v, attention output, w1 output (every second matmul's output, k, wo's
+      // residual h and w3's, is recomputed with the norms and the SwiGLU product); a MoE feed-forward
+      // keeps all its saves.
+      return 3 * d.dim + kv + (d.num_experts > 0 ? 4 * ffn + routing : ffn);
     case ActivationCheckpointing::kFull:
       return d.dim;
   }
@@ -237,8 +238,14 @@ double model_flops_per_token(const ModelSpec& model, int64_t seq_len) {
 
 double unit_recompute_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len,
                                       ActivationCheckpointing ac) {
-  if (ac != ActivationCheckpointing::kFull || !unit.is_layer) return 0;
-  return unit_flops_per_token(unit, dims, seq_len) / 3;
+  if (!unit.is_layer) return 0;
+  if (ac == ActivationCheckpointing::kFull) return unit_flops_per_token(unit, dims, seq_len) / 3;
+  if (ac != ActivationCheckpointing::kSelective) return 0;
+  // The op-level policy's recomputed matmuls: wk, wo and (dense) w3, 2 FLOPs per multiply-add.
+  const double kv = dims.n_heads > 0 ? static_cast<double>(dims.kv_dim()) : static_cast<double>(dims.dim);
+  const double q = dims.n_heads > 0 ? static_cast<double>(dims.n_heads * dims.head_dim()) : static_cast<double>(dims.dim);
+  const double ffn = dims.num_experts > 0 ? 0.0 : static_cast<double>(dims.ffn_hidden);
+  return 2.0 * static_cast<double>(dims.dim) * (kv + q + ffn);
 }
 
 double ring_bytes_sent(double bytes, int64_t n) {

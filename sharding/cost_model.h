@@ -41,8 +41,9 @@ int64_t optimizer_state_bytes(int64_t shard_numel, Optimizer optimizer);
 //                                                  (experts per token + shared experts))
 //              + for MoE: experts + 2k + 2k*dim + 3k   (scores, routing weights and their gradients,
 //                                                  expert-major copies of input and output, indices)
-//   selective: 4*dim + 2*kv_dim + 2*ffn            (norm outputs and silu/product recomputed; a MoE block
-//                                                  recomputes the norms only: 4*ffn + routing)
+//   selective: 3*dim + kv_dim + ffn                (TorchTitan's op policy: input, q, v, attention output,
+//                                                  w1 output; k, h, w3 output, norms, silu and product are
+//                                                  recomputed; a MoE block keeps its MoE saves: 4*ffn + routing)
 //   full:      dim                                 (the block input only)
 int64_t layer_saved_elements_per_token(const ModelDims& dims, ActivationCheckpointing ac);
 // fp32 statistics saved per token: none 2 + n_heads (both norms' inverse RMS, one softmax log-sum-exp
@@ -93,7 +94,8 @@ MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t bas
 double unit_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len);
 double model_flops_per_token(const ModelSpec& model, int64_t seq_len);
 // Extra FLOPs per token that checkpointing recomputes: full repeats a block's forward (a third of the
-// above); selective recomputes elementwise ops only (no matmul FLOPs, priced as memory traffic).
+// above); selective (the op policy) recomputes the wk, wo and, in a dense block, w3 matmuls:
+// 2 * dim * (kv_dim + q_dim + ffn_hidden); its elementwise recomputation is priced as memory traffic.
 double unit_recompute_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len,
                                       ActivationCheckpointing ac);
 

@@ -18,9 +18,10 @@ int64_t optimizer_state_bytes_per_element(Optimizer o);
 
 // TorchTitan's activation_checkpoint.mode. What one block does under each (model/transformer_block.h):
 //   none:      saves everything its backward reads;
-//   selective: with ac_every = 0 (selective_ac_option = "op") keeps the matmul and attention outputs and
-//              recomputes the norms and the SwiGLU activation in backward; with ac_every = k > 0 every
-//              k-th block is full and the others none (block_ac);
+//   selective: with ac_every = 0 (selective_ac_option = "op") TorchTitan's op policy: keeps the matmul
+//              and attention outputs except every second matmul's, recomputes those and the elementwise
+//              ops in backward; with ac_every = k > 0 every k-th block is full and the others none
+//              (block_ac);
 //   full:      saves its input only and reruns its forward inside its backward.
 enum class ActivationCheckpointing { kNone, kSelective, kFull };
 std::string_view name(ActivationCheckpointing ac);

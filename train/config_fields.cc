@@ -427,8 +427,9 @@ const std::vector<Field>& fields() {
                              activation_mode));
     f.push_back(string_field("activation_checkpoint", "selective_ac_option",
                              FSDP_ACC(std::string, activation_checkpoint.selective_ac_option), true,
-                             "with mode selective: \"op\" (recompute norms and SwiGLU, keep matmul and attention "
-                             "outputs) or K (every K-th block fully checkpointed, TorchTitan's count from 1)",
+                             "with mode selective: \"op\" (TorchTitan's op policy: keep matmul and attention outputs "
+                             "except every second matmul's, recompute the rest) or K (every K-th block fully "
+                             "checkpointed, TorchTitan's count from 1)",
                              selective_ac_option));
     add_torchtitan_only_fields(f);
     // Grouped by section in the order sections first appear, so to_toml() opens each table once.
