@@ -18,15 +18,20 @@ enum Param : size_t { kWq, kWk, kWv, kWo, kW1, kW2, kW3 };
 size_t attn_norm_index(size_t count) { return count - 2; }
 size_t ffn_norm_index(size_t count) { return count - 1; }
 
-// cos and sin (seq, head_dim/2) for this call; small, rebuilt per call rather than kept per block.
+// cos then sin, each (seq, head_dim/2), into buf's seq * head_dim floats.
+void fill_rope_tables(const LlamaDims& d, int64_t seq, float* buf) {
+  ops::rope_table(seq, d.head_dim(), d.rope_theta, buf, buf + seq * d.head_dim() / 2,
+                  d.rope_scaling ? &*d.rope_scaling : nullptr);
+}
+
+// The tables for this call; small, rebuilt per call rather than kept per block.
 struct RopeTables {
   TrackedBuffer<float> buf;
   const float* cos() const { return buf.data(); }
   const float* sin() const { return buf.data() + buf.size() / 2; }
   RopeTables(const LlamaDims& d, int64_t seq, MemoryTracker& tracker)
       : buf(tracker, MemoryCategory::kActivations, static_cast<size_t>(seq * d.head_dim())) {
-    ops::rope_table(seq, d.head_dim(), d.rope_theta, buf.data(), buf.data() + buf.size() / 2,
-                    d.rope_scaling ? &*d.rope_scaling : nullptr);
+    fill_rope_tables(d, seq, buf.data());
   }
 };
 
@@ -36,8 +41,11 @@ void copy_rows(float* dst, const float* src, int64_t n) {
 
 }  // namespace
 
-TransformerBlock::TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker)
-    : dims_(dims), batch_(batch), seq_(seq), rows_(batch * seq), tracker_(&tracker) {
+using sharding::ActivationCheckpointing;
+
+TransformerBlock::TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker,
+                                   ActivationCheckpointing ac)
+    : dims_(dims), batch_(batch), seq_(seq), rows_(batch * seq), tracker_(&tracker), ac_(ac) {
   dims_.validate();
   if (batch <= 0 || seq <= 0) {
     throw std::invalid_argument("TransformerBlock: batch and seq must be positive (got " + std::to_string(batch) +
@@ -51,8 +59,22 @@ int64_t TransformerBlock::saved_elements(const LlamaDims& d, int64_t rows) {
   return rows * (6 * d.dim + 2 * d.kv_dim() + 4 * ffn) + rows * (2 + d.n_heads);
 }
 
+int64_t TransformerBlock::kept_elements(const LlamaDims& d, int64_t rows, ActivationCheckpointing ac) {
+  const int64_t ffn = d.moe.enabled() ? 0 : d.ffn_hidden;
+  switch (ac) {
+    case ActivationCheckpointing::kNone:
+      return saved_elements(d, rows);
+    case ActivationCheckpointing::kSelective:
+      return saved_elements(d, rows) - rows * (3 * d.dim + d.kv_dim() + 3 * ffn + 2);
+    case ActivationCheckpointing::kFull:
+      return rows * d.dim;
+  }
+  return 0;
+}
+
 void TransformerBlock::release_saved() {
-  saved_.release();
+  kept_.release();
+  transient_.release();
   if (moe_) moe_->release_saved();
 }
 
@@ -64,28 +86,33 @@ const std::vector<int64_t>& TransformerBlock::tokens_per_expert() const {
 TransformerBlock::Saved TransformerBlock::views() {
   const int64_t n = rows_, D = dims_.dim, KV = dims_.kv_dim(), QD = dims_.q_dim();
   const int64_t F = dims_.moe.enabled() ? 0 : dims_.ffn_hidden;
-  float* p = saved_.data();
-  auto take = [&](int64_t width) {
+  const bool none = ac_ == ActivationCheckpointing::kNone, op = ac_ == ActivationCheckpointing::kSelective;
+  const bool keep = none || op;  // what the op-level policy keeps too
+  float* kept = kept_.data();
+  float* transient = transient_.data();
+  // Kept tensors are carved from kept_, the others from transient_, each in this order.
+  auto take = [&](int64_t width, bool in_kept) {
+    float*& p = in_kept ? kept : transient;
     float* v = p;
     p += n * width;
     return v;
   };
   Saved s;
-  s.x = take(D);
-  s.n1 = take(D);
-  s.q = take(QD);
-  s.k = take(KV);
-  s.v = take(KV);
-  s.att = take(QD);
-  s.h = take(D);
-  s.n2 = take(D);
-  s.a1 = take(F);
-  s.a3 = take(F);
-  s.act = take(F);
-  s.gate = take(F);
-  s.rstd1 = take(1);
-  s.rstd2 = take(1);
-  s.lse = take(dims_.n_heads);
+  s.x = take(D, true);
+  s.n1 = take(D, none);
+  s.q = take(QD, keep);
+  s.k = take(KV, none);
+  s.v = take(KV, keep);
+  s.att = take(QD, keep);
+  s.h = take(D, none);
+  s.n2 = take(D, none);
+  s.a1 = take(F, keep);
+  s.a3 = take(F, none);
+  s.act = take(F, none);
+  s.gate = take(F, none);
+  s.rstd1 = take(1, none);
+  s.rstd2 = take(1, none);
+  s.lse = take(dims_.n_heads, keep);
   return s;
 }
 
@@ -100,13 +127,20 @@ void TransformerBlock::check(size_t n_weights, size_t n_grads, const char* op) c
 
 void TransformerBlock::forward(Weights w, const float* x, float* y) {
   check(w.size(), block_param_count(dims_), "forward");
+  const int64_t n = rows_;
+  // Every saved tensor below is written whole before it is read.
+  if (kept_.empty()) kept_.reset_for_overwrite(*tracker_, MemoryCategory::kActivations, kept_elements(dims_, n, ac_));
+  transient_.reset_for_overwrite(*tracker_, MemoryCategory::kActivations, recomputed_elements(dims_, n, ac_));
+  const Saved s = views();
+  copy_rows(s.x, x, n * dims_.dim);
+  run_forward(w, s, y);
+  transient_.release();
+  if (moe_ && ac_ == ActivationCheckpointing::kFull) moe_->release_saved();
+}
+
+void TransformerBlock::run_forward(Weights w, const Saved& s, float* y) {
   const size_t kAttnNorm = attn_norm_index(w.size()), kFfnNorm = ffn_norm_index(w.size());
   const int64_t n = rows_, D = dims_.dim, KV = dims_.kv_dim(), F = dims_.ffn_hidden, QD = dims_.q_dim();
-  // Every saved tensor below is written whole before it is read.
-  if (saved_.empty()) saved_.reset_for_overwrite(*tracker_, MemoryCategory::kActivations, saved_elements(dims_, n));
-  const Saved s = views();
-
-  copy_rows(s.x, x, n * D);
   ops::rmsnorm_forward(s.x, w[kAttnNorm], n, D, dims_.norm_eps, s.n1, s.rstd1);
   ops::linear_forward(s.n1, w[kWq], n, D, QD, s.q);
   ops::linear_forward(s.n1, w[kWk], n, D, KV, s.k);
@@ -130,12 +164,35 @@ void TransformerBlock::forward(Weights w, const float* x, float* y) {
   }
 }
 
+void TransformerBlock::recompute(Weights w, const Saved& s, float* y_scratch, float* rope_scratch) {
+  if (ac_ == ActivationCheckpointing::kFull) {
+    run_forward(w, s, y_scratch);
+    return;
+  }
+  // The op-level policy: the calls forward made, on the kept tensors, in forward's order.
+  const size_t kAttnNorm = attn_norm_index(w.size()), kFfnNorm = ffn_norm_index(w.size());
+  const int64_t n = rows_, D = dims_.dim, KV = dims_.kv_dim(), F = dims_.ffn_hidden, QD = dims_.q_dim();
+  ops::rmsnorm_forward(s.x, w[kAttnNorm], n, D, dims_.norm_eps, s.n1, s.rstd1);
+  ops::linear_forward(s.n1, w[kWk], n, D, KV, s.k);
+  // The tables in backward's scratch rather than a buffer of their own: nothing above the backward's
+  // own peak, which the planner counts.
+  fill_rope_tables(dims_, seq_, rope_scratch);
+  ops::rope_apply(s.k, n, seq_, dims_.n_kv_heads, dims_.head_dim(), rope_scratch,
+                  rope_scratch + seq_ * dims_.head_dim() / 2, false);
+  copy_rows(s.h, s.x, n * D);
+  ops::linear_forward(s.att, w[kWo], n, QD, D, s.h, 1.f);
+  ops::rmsnorm_forward(s.h, w[kFfnNorm], n, D, dims_.norm_eps, s.n2, s.rstd2);
+  if (!moe_) {
+    ops::linear_forward(s.n2, w[kW3], n, D, F, s.a3);
+    ops::swiglu_forward(s.a1, s.a3, s.act, s.gate, n * F);
+  }
+}
+
 void TransformerBlock::backward(Weights w, Grads g, const float* dy, float* dx, float aux_scale) {
   check(w.size(), g.size(), "backward");
-  if (saved_.empty()) throw std::logic_error("TransformerBlock::backward without a saved forward");
+  if (kept_.empty()) throw std::logic_error("TransformerBlock::backward without a saved forward");
   const int64_t n = rows_, D = dims_.dim, KV = dims_.kv_dim(), F = dims_.ffn_hidden, QD = dims_.q_dim();
   const size_t kAttnNorm = attn_norm_index(w.size()), kFfnNorm = ffn_norm_index(w.size());
-  const Saved s = views();
   // Transient gradients: d n1 / d n2 (n, D), d att (n, QD), dq (n, QD), dk and dv (n, KV); each is
   // written whole (beta 0, or zeroed by the attention backward) before it is read.
   TrackedBuffer<float> scratch;
@@ -145,6 +202,13 @@ void TransformerBlock::backward(Weights w, Grads g, const float* dy, float* dx, 
   float* dq = datt + n * QD;
   float* dk = dq + n * QD;
   float* dv = dk + n * KV;
+  if (ac_ != ActivationCheckpointing::kNone) {
+    transient_.reset_for_overwrite(*tracker_, MemoryCategory::kActivations, recomputed_elements(dims_, n, ac_));
+  }
+  const Saved s = views();
+  // dn and dq are written whole before they are read: a full recompute's block output goes to dn, the
+  // op policy's RoPE tables (seq * head_dim <= rows * q_dim floats) to dq.
+  if (ac_ != ActivationCheckpointing::kNone) recompute(w, s, dn, dq);
 
   // FFN. Its saved tensors become its gradient buffers (swiglu_ffn_backward).
   if (moe_) {
@@ -176,7 +240,8 @@ void TransformerBlock::backward(Weights w, Grads g, const float* dy, float* dx, 
   ops::linear_backward_input(dv, w[kWv], n, D, KV, dn, 1.f);
   ops::rmsnorm_backward(s.x, w[kAttnNorm], s.rstd1, dn, n, D, dx, g[kAttnNorm]);
 
-  saved_.release();
+  kept_.release();
+  transient_.release();
 }
 
 }  // namespace fsdp::model

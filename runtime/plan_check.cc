@@ -75,6 +75,18 @@ std::string canonical_reshard(const std::string& text) {
   }
 }
 
+// A plan's activation checkpointing as this build names it ("selective" is "selective:op"); unreadable
+// text stays as it is (and differs).
+std::string canonical_ac(const std::string& text) {
+  try {
+    sharding::Policy p;
+    sharding::parse_ac(text, p);
+    return sharding::ac_to_string(p);
+  } catch (const sharding::PlanError&) {
+    return text;
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> plan_mismatches(const proto::ShardingPlan& plan, const sharding::ModelSpec& model,
@@ -92,6 +104,8 @@ std::vector<std::string> plan_mismatches(const proto::ShardingPlan& plan, const 
   d.field("policy", "reshard_after_forward", canonical_reshard(plan.policy().reshard_after_forward()),
           want.policy().reshard_after_forward());
   d.field("policy", "prefetch", plan.policy().prefetch_depth(), want.policy().prefetch_depth());
+  d.field("policy", "activation checkpointing", canonical_ac(plan.policy().activation_checkpointing()),
+          want.policy().activation_checkpointing());
   compare_units(plan, want, d);
   return d.take();
 }

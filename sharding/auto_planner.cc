@@ -83,7 +83,7 @@ std::string differences(const AutoCandidate& a, const AutoCandidate& b) {
   add("shard", std::to_string(a.mesh.shard_degree()), std::to_string(b.mesh.shard_degree()));
   add("reshard", a.policy.reshard.to_string(), b.policy.reshard.to_string());
   add("prefetch", std::to_string(a.policy.prefetch), std::to_string(b.policy.prefetch));
-  add("ac", std::string(name(a.policy.ac)), std::string(name(b.policy.ac)));
+  add("ac", ac_to_string(a.policy), ac_to_string(b.policy));
   add("micro-batch", std::to_string(a.policy.micro_batch), std::to_string(b.policy.micro_batch));
   std::string out;
   for (const auto& x : d) out += (out.empty() ? "" : ", ") + x;
@@ -95,7 +95,7 @@ std::string differences(const AutoCandidate& a, const AutoCandidate& b) {
 std::string AutoCandidate::describe() const {
   std::ostringstream s;
   s << "shard " << mesh.shard_degree() << " x replicate " << mesh.replicate_degree() << ", reshard "
-    << policy.reshard.to_string() << ", prefetch " << policy.prefetch << ", ac " << name(policy.ac) << ", micro-batch "
+    << policy.reshard.to_string() << ", prefetch " << policy.prefetch << ", ac " << ac_to_string(policy) << ", micro-batch "
     << policy.micro_batch << " x " << policy.grad_accum << " accumulation";
   return s.str();
 }

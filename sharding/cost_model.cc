@@ -52,9 +52,24 @@ int64_t layer_saved_elements_per_token(const ModelDims& d, ActivationCheckpointi
     case ActivationCheckpointing::kNone:
       return 6 * d.dim + 2 * kv + 4 * ffn + routing;
     case ActivationCheckpointing::kSelective:
-      return 4 * d.dim + 2 * kv + 2 * ffn + routing;
+      // Kept: block input, q, v, attention output, w1 output (every second matmul's output, k, wo's
+      // residual h and w3's, is recomputed with the norms and the SwiGLU product); a MoE feed-forward
+      // keeps all its saves.
+      return 3 * d.dim + kv + (d.num_experts > 0 ? 4 * ffn + routing : ffn);
     case ActivationCheckpointing::kFull:
       return d.dim;
+  }
+  return 0;
+}
+
+int64_t layer_saved_stats_per_token(const ModelDims& d, ActivationCheckpointing ac) {
+  switch (ac) {
+    case ActivationCheckpointing::kNone:
+      return 2 + d.n_heads;
+    case ActivationCheckpointing::kSelective:
+      return d.n_heads;
+    case ActivationCheckpointing::kFull:
+      return 0;
   }
   return 0;
 }
@@ -76,21 +91,26 @@ std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<Un
   const int64_t tokens = policy.seq_len * policy.micro_batch;
   const int64_t a = activation_element_bytes(policy.param_dtype, fp32_compute);
   std::vector<UnitMemory> out(units.size());
+  int64_t layer = 0;
   for (size_t i = 0; i < units.size(); ++i) {
     out[i].flat_numel = units[i].flat_numel();
     out[i].numel = units[i].numel();
     if (!d.known()) continue;
     const UnitSpec& spec = model.units[i];
     if (spec.is_layer) {
-      const int64_t saved = layer_saved_elements_per_token(d, policy.ac);
+      const ActivationCheckpointing ac = block_ac(policy, layer++);
+      const int64_t saved = layer_saved_elements_per_token(d, ac);
       const int64_t full = layer_saved_elements_per_token(d, ActivationCheckpointing::kNone);
-      const int64_t stats = (2 + d.n_heads) * 4;  // fp32 inverse RMS of both norms, log-sum-exp per head
+      const int64_t stats = layer_saved_stats_per_token(d, ac);  // fp32
+      const int64_t all_stats = layer_saved_stats_per_token(d, ActivationCheckpointing::kNone);
       const int64_t q_dim = d.n_heads * d.head_dim();
-      out[i].activations = tokens * (saved * a + (policy.ac == ActivationCheckpointing::kNone ? stats : 0));
-      // Gradient temporaries (d norm output, d attention output, dq, dk, dv) and, with checkpointing,
-      // the recomputed tensors.
-      int64_t scratch = tokens * (d.dim + 2 * q_dim + 2 * d.kv_dim()) * a;
-      if (policy.ac != ActivationCheckpointing::kNone) scratch += tokens * ((full - saved) * a + stats);
+      out[i].activations = tokens * (saved * a + stats * 4);
+      // What checkpointing drops: held while the forward computes it, and again while the backward
+      // recomputes and consumes it.
+      const int64_t recomputed = tokens * ((full - saved) * a + (all_stats - stats) * 4);
+      out[i].forward_scratch = recomputed;
+      // Gradient temporaries (d norm output, d attention output, dq, dk, dv) and the recomputed tensors.
+      int64_t scratch = tokens * (d.dim + 2 * q_dim + 2 * d.kv_dim()) * a + recomputed;
       // Without fused attention kernels (fp32 compute: the CPU reference) the softmax of one
       // (sequence, head) pair is recomputed at a time with its gradient: 2 * seq^2 fp32.
       if (fp32_compute) scratch += 2 * policy.seq_len * policy.seq_len * 4;
@@ -167,8 +187,9 @@ MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t bas
       issue(i);
       for (int64_t k = 1; k <= policy.prefetch; ++k) issue(i + static_cast<int>(k));
       copy_out(i);
-      act += units[i].activations;
+      act += units[i].activations + units[i].forward_scratch;
       mark();
+      act -= units[i].forward_scratch;
       if (policy.reshard.reshards(i, n)) release_params(i);
     }
     for (int i = n - 1; i >= 0; --i) {
@@ -217,8 +238,14 @@ double model_flops_per_token(const ModelSpec& model, int64_t seq_len) {
 
 double unit_recompute_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len,
                                       ActivationCheckpointing ac) {
-  if (ac != ActivationCheckpointing::kFull || !unit.is_layer) return 0;
-  return unit_flops_per_token(unit, dims, seq_len) / 3;
+  if (!unit.is_layer) return 0;
+  if (ac == ActivationCheckpointing::kFull) return unit_flops_per_token(unit, dims, seq_len) / 3;
+  if (ac != ActivationCheckpointing::kSelective) return 0;
+  // The op-level policy's recomputed matmuls: wk, wo and (dense) w3, 2 FLOPs per multiply-add.
+  const double kv = dims.n_heads > 0 ? static_cast<double>(dims.kv_dim()) : static_cast<double>(dims.dim);
+  const double q = dims.n_heads > 0 ? static_cast<double>(dims.n_heads * dims.head_dim()) : static_cast<double>(dims.dim);
+  const double ffn = dims.num_experts > 0 ? 0.0 : static_cast<double>(dims.ffn_hidden);
+  return 2.0 * static_cast<double>(dims.dim) * (kv + q + ffn);
 }
 
 double ring_bytes_sent(double bytes, int64_t n) {

@@ -33,32 +33,38 @@ int64_t grad_shard_bytes(const ModelSpec& model, const std::vector<UnitShardLayo
 // fp32 optimizer state over the rank's padded shard elements.
 int64_t optimizer_state_bytes(int64_t shard_numel, Optimizer optimizer);
 
-// Elements saved per token by one transformer block for backward (flash attention: no score matrix):
+// Elements saved per token by one transformer block for backward (flash attention: no score matrix), in
+// the activation dtype, under the block's own mode (block_ac: kSelective is the op-level policy here):
 //   none:      6*dim + 2*kv_dim + 4*ffn            (block input, norm outputs, q/k/v, attention output,
 //                                                  residual, w1/w3 outputs, silu output, their product;
 //                                                  ffn = ffn_hidden, or for MoE the expert width times
 //                                                  (experts per token + shared experts))
 //              + for MoE: experts + 2k + 2k*dim + 3k   (scores, routing weights and their gradients,
 //                                                  expert-major copies of input and output, indices)
-//   selective: 4*dim + 2*kv_dim + 2*ffn            (norm outputs and silu/product recomputed)
+//   selective: 3*dim + kv_dim + ffn                (TorchTitan's op policy: input, q, v, attention output,
+//                                                  w1 output; k, h, w3 output, norms, silu and product are
+//                                                  recomputed; a MoE block keeps its MoE saves: 4*ffn + routing)
 //   full:      dim                                 (the block input only)
-// plus, without checkpointing, fp32 statistics: the two norms' inverse RMS and one softmax
-// log-sum-exp per head.
 int64_t layer_saved_elements_per_token(const ModelDims& dims, ActivationCheckpointing ac);
+// fp32 statistics saved per token: none 2 + n_heads (both norms' inverse RMS, one softmax log-sum-exp
+// per head), selective n_heads (the norms are recomputed), full 0.
+int64_t layer_saved_stats_per_token(const ModelDims& dims, ActivationCheckpointing ac);
 
 // What the runtime holds for one unit.
 struct UnitMemory {
   int64_t flat_numel = 0;        // all-gather / reduce-scatter buffer elements (padded)
   int64_t numel = 0;             // unsharded parameter / gradient elements
   int64_t activations = 0;       // bytes its forward saves until its backward
+  int64_t forward_scratch = 0;   // transient bytes during its forward (what checkpointing drops at its end)
   int64_t backward_scratch = 0;  // transient bytes during its backward (recomputation, gradient temporaries)
 };
 
 // Per unit: blocks (is_layer) save layer_saved_elements_per_token; the output head (the last unit, when
 // it is not a block) saves its input, the normed input, their inverse RMS, the targets and the logits
-// with their fp32 softmax (one buffer when computing in fp32); the embedding saves nothing. A block's
-// backward holds its gradient temporaries (d norm output, d attention output, dq, dk, dv) plus, with
-// checkpointing, the recomputed tensors. All zero when the model's dims are unknown.
+// with their fp32 softmax (one buffer when computing in fp32); the embedding saves nothing. Block l runs
+// block_ac(policy, l); its backward holds its gradient temporaries (d norm output, d attention output, dq,
+// dk, dv) plus, with checkpointing, the recomputed tensors, which its forward also holds until it ends.
+// All zero when the model's dims are unknown.
 std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<UnitShardLayout>& units,
                                     const Policy& policy, bool fp32_compute);
 
@@ -88,7 +94,8 @@ MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t bas
 double unit_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len);
 double model_flops_per_token(const ModelSpec& model, int64_t seq_len);
 // Extra FLOPs per token that checkpointing recomputes: full repeats a block's forward (a third of the
-// above); selective recomputes elementwise ops only (no matmul FLOPs, priced as memory traffic).
+// above); selective (the op policy) recomputes the wk, wo and, in a dense block, w3 matmuls:
+// 2 * dim * (kv_dim + q_dim + ffn_hidden); its elementwise recomputation is priced as memory traffic.
 double unit_recompute_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len,
                                       ActivationCheckpointing ac);
 

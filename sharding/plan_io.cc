@@ -65,7 +65,7 @@ fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
   pol->set_optimizer_state_bytes_per_element(optimizer_state_bytes_per_element(p.optimizer));
   pol->set_reshard_after_forward(p.reshard.to_string());
   pol->set_prefetch_depth(p.prefetch);
-  pol->set_activation_checkpointing(std::string(name(p.ac)));
+  pol->set_activation_checkpointing(ac_to_string(p));
   pol->set_micro_batch(p.micro_batch);
   pol->set_seq_len(p.seq_len);
   pol->set_grad_accum_steps(p.grad_accum);
@@ -145,7 +145,7 @@ fsdp::proto::AutoPlanReport to_proto(const AutoPlanResult& r) {
     x->set_replicate_degree(c.mesh.replicate_degree());
     x->set_reshard_after_forward(c.policy.reshard.to_string());
     x->set_prefetch_depth(c.policy.prefetch);
-    x->set_activation_checkpointing(std::string(name(c.policy.ac)));
+    x->set_activation_checkpointing(ac_to_string(c.policy));
     x->set_micro_batch(c.policy.micro_batch);
     x->set_grad_accum_steps(c.policy.grad_accum);
     x->set_peak_bytes(c.estimate.memory.peak());

@@ -80,14 +80,13 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   const double tokens = static_cast<double>(policy.seq_len * policy.micro_batch);
   const double peak = chip.peak_flops(policy.param_dtype) * chip.matmul_efficiency;
   const int64_t a = activation_element_bytes(policy.param_dtype, chip.fp32_compute);
-  const double saved_per_token =
-      model.dims.known() ? static_cast<double>(layer_saved_elements_per_token(model.dims, policy.ac) * a) : 0.0;
-  const double recomputed_per_token =
-      model.dims.known()
-          ? static_cast<double>((layer_saved_elements_per_token(model.dims, ActivationCheckpointing::kNone) -
-                                 layer_saved_elements_per_token(model.dims, policy.ac)) *
-                                a)
-          : 0.0;
+  // Per block, by its own checkpointing mode (block_ac): bytes saved and bytes recomputed per token.
+  auto saved_per_token = [&](ActivationCheckpointing ac) {
+    return model.dims.known() ? static_cast<double>(layer_saved_elements_per_token(model.dims, ac) * a) : 0.0;
+  };
+  auto recomputed_per_token = [&](ActivationCheckpointing ac) {
+    return saved_per_token(ActivationCheckpointing::kNone) - saved_per_token(ac);
+  };
   const Link shard_link{chip.bandwidth(mesh.shard_level()), chip.latency(mesh.shard_level())};
   const int64_t back_group = policy.reshard.backward_group(shard);
   const LinkLevel back_level = back_group > 1 ? mesh.level_of_block(back_group) : LinkLevel::kIntra;
@@ -103,14 +102,16 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
 
   std::vector<UnitTimes> times(units.size());
   double recompute_s = 0;
+  int64_t layer = 0;
   for (size_t i = 0; i < units.size(); ++i) {
     const UnitSpec& spec = model.units[i];
     const UnitShardLayout& u = units[i];
+    const ActivationCheckpointing ac = spec.is_layer ? block_ac(policy, layer++) : ActivationCheckpointing::kNone;
     const double flops = unit_flops_per_token(spec, model.dims, policy.seq_len) * tokens;
-    const double recompute = unit_recompute_flops_per_token(spec, model.dims, policy.seq_len, policy.ac) * tokens;
+    const double recompute = unit_recompute_flops_per_token(spec, model.dims, policy.seq_len, ac) * tokens;
     const double param_bytes = static_cast<double>(u.numel() * pb);
-    const double act = spec.is_layer ? saved_per_token * tokens : 0.0;
-    const double recompute_traffic = spec.is_layer ? 2 * recomputed_per_token * tokens : 0.0;
+    const double act = spec.is_layer ? saved_per_token(ac) * tokens : 0.0;
+    const double recompute_traffic = spec.is_layer ? 2 * recomputed_per_token(ac) * tokens : 0.0;
     // Forward reads the weights and writes the saved activations; backward reads the weights twice
     // (input and weight gradients), reads the activations, writes full gradients and redoes recomputation.
     times[i].forward = roofline_seconds(flops / 3, peak, param_bytes + act, chip.hbm_bytes_per_s);

@@ -35,6 +35,36 @@ ActivationCheckpointing parse_activation_checkpointing(std::string_view s) {
   throw PlanError("unknown activation checkpointing '" + std::string(s) + "' (expected none, selective or full)");
 }
 
+ActivationCheckpointing block_ac(const Policy& policy, int64_t layer) {
+  if (policy.ac != ActivationCheckpointing::kSelective || policy.ac_every == 0) return policy.ac;
+  return (layer + 1) % policy.ac_every == 0 ? ActivationCheckpointing::kFull : ActivationCheckpointing::kNone;
+}
+
+std::string ac_to_string(const Policy& policy) {
+  if (policy.ac != ActivationCheckpointing::kSelective) return std::string(name(policy.ac));
+  return policy.ac_every == 0 ? "selective:op" : "selective:" + std::to_string(policy.ac_every);
+}
+
+void parse_ac(std::string_view s, Policy& policy) {
+  constexpr std::string_view kSelective = "selective:";
+  if (!s.starts_with(kSelective)) {
+    policy.ac = parse_activation_checkpointing(s);
+    policy.ac_every = 0;
+    return;
+  }
+  const std::string_view option = s.substr(kSelective.size());
+  int64_t k = 0;
+  if (option != "op") {
+    const auto [end, ec] = std::from_chars(option.data(), option.data() + option.size(), k);
+    if (ec != std::errc() || end != option.data() + option.size() || k <= 0) {
+      throw PlanError("activation checkpointing '" + std::string(s) +
+                      "': expected none, full, selective:op or selective:K with K a positive layer interval");
+    }
+  }
+  policy.ac = ActivationCheckpointing::kSelective;
+  policy.ac_every = k;
+}
+
 Reshard Reshard::parse(std::string_view s) {
   if (s == "default" || s == "true") return Reshard{Mode::kDefault, 0};
   if (s == "always") return Reshard{Mode::kAlways, 0};
@@ -102,6 +132,10 @@ void validate(const Policy& p, int64_t shard_degree) {
     throw PlanError("policy: micro-batch is " + std::to_string(p.micro_batch) + " (must be >= 1)");
   if (p.seq_len <= 0) throw PlanError("policy: sequence length is " + std::to_string(p.seq_len) + " (must be >= 1)");
   if (p.grad_accum <= 0) throw PlanError("policy: gradient accumulation steps must be >= 1");
+  if (p.ac_every < 0 || (p.ac_every > 0 && p.ac != ActivationCheckpointing::kSelective)) {
+    throw PlanError("policy: activation checkpointing layer interval " + std::to_string(p.ac_every) +
+                    " needs selective mode and must be positive");
+  }
   if (p.reshard.mode == Reshard::Mode::kGroup) {
     if (p.reshard.group <= 0 || shard_degree % p.reshard.group != 0) {
       throw PlanError("policy: reshard group " + std::to_string(p.reshard.group) + " must divide the shard degree " +

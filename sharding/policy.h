@@ -16,6 +16,13 @@ Optimizer parse_optimizer(std::string_view s);  // "adamw", "sgd" (with momentum
 // fp32 state per parameter element: AdamW exp_avg + exp_avg_sq = 8, SGD momentum buffer = 4.
 int64_t optimizer_state_bytes_per_element(Optimizer o);
 
+// TorchTitan's activation_checkpoint.mode. What one block does under each (model/transformer_block.h):
+//   none:      saves everything its backward reads;
+//   selective: with ac_every = 0 (selective_ac_option = "op") TorchTitan's op policy: keeps the matmul
+//              and attention outputs except every second matmul's, recomputes those and the elementwise
+//              ops in backward; with ac_every = k > 0 every k-th block is full and the others none
+//              (block_ac);
+//   full:      saves its input only and reruns its forward inside its backward.
 enum class ActivationCheckpointing { kNone, kSelective, kFull };
 std::string_view name(ActivationCheckpointing ac);
 ActivationCheckpointing parse_activation_checkpointing(std::string_view s);  // none, selective, full
@@ -63,12 +70,23 @@ struct Policy {
   Reshard reshard;
   int64_t prefetch = 1;  // units all-gathered ahead of the one computing
   ActivationCheckpointing ac = ActivationCheckpointing::kNone;
+  int64_t ac_every = 0;  // kSelective only: 0 = op-level policy, k > 0 = every k-th block fully checkpointed
   int64_t micro_batch = 1;  // sequences per rank per micro-step
   int64_t seq_len = 8192;
   int64_t grad_accum = 1;  // micro-steps per optimizer step
 };
 
 inline constexpr int64_t kMaxPrefetch = 8;
+
+// What transformer block `layer` (0-based) does under the policy: kNone, kSelective (the op-level policy)
+// or kFull. Layer-interval selective follows TorchTitan's _apply_layer_sac, which counts blocks from 1 and
+// wraps block number c when c % k == 0: blocks k-1, 2k-1, ... (0-based) are full, the rest none.
+ActivationCheckpointing block_ac(const Policy& policy, int64_t layer);
+// The policy's checkpointing as the plan file keeps it: "none", "full", "selective:op" or "selective:K".
+std::string ac_to_string(const Policy& policy);
+// Reads ac_to_string()'s forms into policy.ac / ac_every; plain "selective" means "selective:op".
+// Throws PlanError naming the accepted forms.
+void parse_ac(std::string_view s, Policy& policy);
 
 // Throws PlanError for non-floating dtypes, negative prefetch, non-positive batch or sequence sizes,
 // and a reshard group that does not divide the shard degree.

@@ -141,7 +141,10 @@ struct MetricsConfig {
 };
 
 struct ActivationCheckpointConfig {
-  std::string mode = "none";  // only "none": the reference model does not recompute
+  // "none", "selective" or "full". TorchTitan defaults to selective; we keep none for files that omit the
+  // key (docs/config.md says why).
+  std::string mode = "none";
+  std::string selective_ac_option = "2";  // "op" or a positive layer interval (TorchTitan's default "2")
 };
 
 struct TrainConfig {

@@ -152,14 +152,21 @@ std::string global_batch(const Value& v) {
 }
 std::string activation_mode(const Value& v) {
   const auto& s = std::get<std::string>(v);
-  if (s == "none") return "";
-  if (s == "selective" || s == "full" || s == "memory_budget") {
-    return "'" + s +
-           "' is a TorchTitan mode the reference model does not support (it keeps every activation); "
-           "use \"none\"";
+  if (s == "none" || s == "selective" || s == "full") return "";
+  if (s == "memory_budget") {
+    return "'memory_budget' needs torch.compile's min-cut partitioner, which this runtime does not have; use "
+           "\"selective\" or \"full\"";
   }
-  return "'" + s + "' is not a mode (TorchTitan's are none, selective, full, memory_budget; only none is supported "
-         "here)";
+  return "'" + s + "' is not a mode (none, selective or full; TorchTitan also has memory_budget)";
+}
+// TorchTitan's selective_ac_option: "op" or a positive layer interval.
+std::string selective_ac_option(const Value& v) {
+  const auto& s = std::get<std::string>(v);
+  if (s == "op") return "";
+  const bool digits = !s.empty() && s.size() <= 9 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits && std::stoll(s) > 0) return "";
+  return "'" + s + "' is neither \"op\" nor a positive layer interval such as \"2\" (for every block use "
+         "mode = \"full\")";
 }
 
 std::vector<std::string> flavor_choices() {
@@ -415,11 +422,15 @@ const std::vector<Field>& fields() {
                              "short for it); empty = off"));
     // [activation_checkpoint]
     f.push_back(string_field("activation_checkpoint", "mode", FSDP_ACC(std::string, activation_checkpoint.mode), true,
-                             "recompute activations in backward: only none is supported (TorchTitan default: "
-                             "selective)",
+                             "recompute activations in backward: none, selective or full (docs/config.md; "
+                             "TorchTitan's default is selective, ours none)",
                              activation_mode));
-    f.back().kind = Kind::kChoice;
-    f.back().choices = {"none"};
+    f.push_back(string_field("activation_checkpoint", "selective_ac_option",
+                             FSDP_ACC(std::string, activation_checkpoint.selective_ac_option), true,
+                             "with mode selective: \"op\" (TorchTitan's op policy: keep matmul and attention outputs "
+                             "except every second matmul's, recompute the rest) or K (every K-th block fully "
+                             "checkpointed, TorchTitan's count from 1)",
+                             selective_ac_option));
     add_torchtitan_only_fields(f);
     // Grouped by section in the order sections first appear, so to_toml() opens each table once.
     std::vector<std::string> order;

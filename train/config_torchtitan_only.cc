@@ -29,7 +29,8 @@ constexpr const char* kFp32Master =
 constexpr const char* kDataParallelOnly = "only data parallelism (FSDP/HSDP) is implemented";
 constexpr const char* kCheckpointExtras = "this checkpoint option is not implemented";
 constexpr const char* kNoActivationCheckpoint =
-    "activation_checkpoint.mode is none: the reference model keeps every activation";
+    "activation checkpointing reruns the model's own deterministic forward (no torch.utils.checkpoint, no RNG "
+    "state, a fixed op policy: docs/config.md)";
 constexpr const char* kNoFaultTolerance = "no torchft: a failed rank stops the job (docs/launch.md)";
 constexpr const char* kCommKnobs = "communication timeouts are the FSDP_* environment knobs (docs/config.md)";
 constexpr const char* kNoMemoryEstimation = "memory is estimated by fsdp-plan and bounded by validate()";
@@ -140,7 +141,6 @@ void add_torchtitan_only_fields(std::vector<Field>& f) {
   f.push_back(accepted("checkpoint", "create_seed_checkpoint", K::kBool, "false", kCheckpointExtras));
   f.push_back(accepted("checkpoint", "load_only", K::kBool, "false", kCheckpointExtras));
   // [activation_checkpoint]
-  f.push_back(accepted("activation_checkpoint", "selective_ac_option", K::kString, "\"2\"", kNoActivationCheckpoint));
   f.push_back(accepted("activation_checkpoint", "per_op_sac_force_recompute_mm_shapes_by_fqns", K::kList,
                        "[ 'moe.router.gate' ]", kNoActivationCheckpoint));
   f.push_back(accepted("activation_checkpoint", "early_stop", K::kBool, "false", kNoActivationCheckpoint));

@@ -157,6 +157,11 @@ TrainerOptions trainer_options(const TrainConfig& c) {
   trainer.fsdp.policy.grad_comm = sharding::parse_comm_precision(c.training.grad_comm_dtype);
   trainer.fsdp.policy.reshard = c.parallelism.fsdp_reshard_after_forward;
   trainer.fsdp.policy.prefetch = c.parallelism.prefetch;
+  const auto& ac = c.activation_checkpoint;
+  sharding::parse_ac(ac.mode != "selective"          ? ac.mode
+                     : ac.selective_ac_option == "op" ? "selective:op"
+                                                      : "selective:" + ac.selective_ac_option,
+                     trainer.fsdp.policy);
   trainer.optimizer = c.optimizer.name == "SGD" ? OptimizerKind::kSgd : OptimizerKind::kAdamW;
   trainer.adamw = runtime::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2, c.optimizer.eps, c.optimizer.weight_decay};
   trainer.sgd = runtime::SgdConfig{c.optimizer.momentum, c.optimizer.weight_decay};

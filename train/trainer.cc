@@ -38,7 +38,8 @@ Trainer::Trainer(const TrainerOptions& options, Communicator& world, BatchSource
   const int64_t b = options_.local_batch, t = options_.seq_len;
   embedding_ = std::make_unique<model::Embedding>(dims_, tracker_);
   for (int64_t i = 0; i < dims_.layers; ++i) {
-    blocks_.push_back(std::make_unique<model::TransformerBlock>(dims_, b, t, tracker_));
+    blocks_.push_back(std::make_unique<model::TransformerBlock>(dims_, b, t, tracker_,
+                                                                sharding::block_ac(options_.fsdp.policy, i)));
   }
   head_ = std::make_unique<model::OutputHead>(dims_, b, t, tracker_);
   inputs_.resize(static_cast<size_t>(b * t));

@@ -41,7 +41,8 @@ mesh and policy (plain plan)
   --optimizer O          adamw | sgd (momentum) (default adamw)
   --reshard R            reshard after forward: true | false | group size (default true)
   --prefetch N           units all-gathered ahead (default 1)
-  --ac MODE              activation checkpointing: none | selective | full (default none)
+  --ac MODE              activation checkpointing: none | selective:op | selective:K | full (default none;
+                         selective alone is selective:op; K: every K-th block full)
   --micro-batch N        sequences per rank per micro-step (default 1)
   --seq-len N            tokens per sequence (default 8192)
   --global-batch N       sequences per optimizer step over all ranks (default world x micro-batch)
@@ -164,7 +165,7 @@ int run(int argc, char** argv) {
   if (v.count("--optimizer")) policy.optimizer = fs::parse_optimizer(v["--optimizer"]);
   if (v.count("--reshard")) policy.reshard = fs::Reshard::parse(v["--reshard"]);
   if (v.count("--prefetch")) policy.prefetch = parse_int("--prefetch", v["--prefetch"]);
-  if (v.count("--ac")) policy.ac = fs::parse_activation_checkpointing(v["--ac"]);
+  if (v.count("--ac")) fs::parse_ac(v["--ac"], policy);
   if (v.count("--micro-batch")) policy.micro_batch = parse_int("--micro-batch", v["--micro-batch"]);
   if (v.count("--seq-len")) policy.seq_len = parse_int("--seq-len", v["--seq-len"]);
   const int64_t global_batch = v.count("--global-batch") ? parse_int("--global-batch", v["--global-batch"]) : 0;

@@ -21,6 +21,30 @@ struct RefMoe {
   std::vector<std::vector<bool>> kept;    // per token and choice: not dropped for capacity
 };
 
+// The test MoE: 4 experts of width 8, top 2, aux loss 0.05, with the given routing and shared experts.
+inline MoeDims moe_dims(RouterScore score, bool norm, float scale, int64_t shared, float capacity) {
+  MoeDims m;
+  m.num_experts = 4;
+  m.top_k = 2;
+  m.expert_hidden = 8;
+  m.num_shared_experts = shared;
+  m.score = score;
+  m.route_norm = norm;
+  m.route_scale = scale;
+  m.aux_loss_coeff = 0.05f;
+  m.capacity_factor = capacity;
+  return m;
+}
+
+inline std::vector<int64_t> moe_param_sizes(const MoeDims& m, int64_t dim) {
+  std::vector<int64_t> s{m.num_experts * dim};
+  for (int64_t e = 0; e < m.num_experts; ++e) {
+    s.insert(s.end(), {m.expert_hidden * dim, dim * m.expert_hidden, m.expert_hidden * dim});
+  }
+  if (m.num_shared_experts > 0) s.insert(s.end(), {m.shared_hidden() * dim, dim * m.shared_hidden(), m.shared_hidden() * dim});
+  return s;
+}
+
 // One token's SwiGLU: (silu(x w1^T) * x w3^T) w2^T with w1, w3: (H, dim), w2: (dim, H).
 inline Vec ref_swiglu_row(const double* x, const Vec& w1, const Vec& w2, const Vec& w3, int64_t dim, int64_t H) {
   Vec g(static_cast<size_t>(H)), out(static_cast<size_t>(dim), 0.0);

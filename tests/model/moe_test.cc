@@ -26,19 +26,6 @@ struct Case {
   MoeDims moe;
 };
 
-MoeDims moe_dims(RouterScore score, bool norm, float scale, int64_t shared, float capacity) {
-  MoeDims m;
-  m.num_experts = 4;
-  m.top_k = 2;
-  m.expert_hidden = 8;
-  m.num_shared_experts = shared;
-  m.score = score;
-  m.route_norm = norm;
-  m.route_scale = scale;
-  m.aux_loss_coeff = 0.05f;
-  m.capacity_factor = capacity;
-  return m;
-}
 
 const Case kCases[] = {
     {"softmax", moe_dims(RouterScore::kSoftmax, false, 1.f, 0, 0.f)},                  // Mixtral-like
@@ -47,14 +34,6 @@ const Case kCases[] = {
     {"sigmoid_capacity", moe_dims(RouterScore::kSigmoid, false, 1.f, 0, 0.75f)},       // drops choices
 };
 
-std::vector<int64_t> moe_param_sizes(const MoeDims& m, int64_t dim) {
-  std::vector<int64_t> s{m.num_experts * dim};
-  for (int64_t e = 0; e < m.num_experts; ++e) {
-    s.insert(s.end(), {m.expert_hidden * dim, dim * m.expert_hidden, m.expert_hidden * dim});
-  }
-  if (m.num_shared_experts > 0) s.insert(s.end(), {m.shared_hidden() * dim, dim * m.shared_hidden(), m.shared_hidden() * dim});
-  return s;
-}
 
 std::string param_name(const MoeDims& m, size_t i) {
   if (i == 0) return "router.gate";

@@ -65,6 +65,17 @@ TEST(PlanCheck, AnotherMeshOrPolicyIsNamed) {
   EXPECT_TRUE(mentions(diffs, "rows per rank"));  // the layout itself differs at another shard degree
   const auto hsdp = plan_mismatches(plan_for(model, 4, 2, fp32_policy()), model, mesh(4, 1), fp32_policy());
   EXPECT_TRUE(mentions(hsdp, "mesh: replicate degree 2 in the plan, 1 in this job"));
+  // Activation checkpointing, mode and layer interval; a plan's plain "selective" is the op policy.
+  sharding::Policy every2 = fp32_policy();
+  sharding::parse_ac("selective:2", every2);
+  const auto ac = plan_mismatches(plan_for(model, 2, 1, every2), model, mesh(2, 1), fp32_policy());
+  EXPECT_TRUE(mentions(ac, "policy: activation checkpointing selective:2 in the plan, none in this job"))
+      << ::testing::PrintToString(ac);
+  sharding::Policy op = fp32_policy();
+  sharding::parse_ac("selective", op);
+  auto old_style = plan_for(model, 2, 1, op);
+  old_style.mutable_policy()->set_activation_checkpointing("selective");
+  EXPECT_TRUE(plan_mismatches(old_style, model, mesh(2, 1), op).empty());
 }
 
 TEST(PlanCheck, CheckThrowsWithTheDifferencesAndFilesRoundTrip) {

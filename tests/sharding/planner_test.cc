@@ -192,6 +192,28 @@ TEST(PlannerTest, StepTimeAndMfuAreSane) {
   EXPECT_NEAR(e.time.model_flops_per_rank, model_flops_per_token(model_preset("llama3-70b"), 8192) * 8192, 1e3);
 }
 
+// Each checkpointing mode: less memory than none, more recompute time (full > every 2nd block full >
+// the op policy's three matmuls > none's 0); the plan file keeps mode and layer interval.
+TEST(PlannerTest, CheckpointingModesTradeMemoryForRecompute) {
+  auto estimate = [](const char* ac) {
+    Policy p;
+    parse_ac(ac, p);
+    const Plan plan = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, p);
+    EXPECT_EQ(to_proto(plan).policy().activation_checkpointing(), ac);
+    return plan.estimate;
+  };
+  const auto none = estimate("none"), op = estimate("selective:op"), every2 = estimate("selective:2"),
+             full = estimate("full");
+  EXPECT_EQ(none.time.recompute, 0);
+  EXPECT_GT(op.time.recompute, 0);
+  EXPECT_GT(every2.time.recompute, op.time.recompute);
+  EXPECT_GT(full.time.recompute, every2.time.recompute);
+  EXPECT_NEAR(every2.time.recompute, full.time.recompute / 2, 1e-9 * full.time.recompute);  // 16 of 32 blocks
+  EXPECT_LT(op.memory.peak(), none.memory.peak());
+  EXPECT_LT(every2.memory.peak(), none.memory.peak());
+  EXPECT_LT(full.memory.peak(), every2.memory.peak());
+}
+
 TEST(PlannerTest, DeterministicSerialisation) {
   Policy p;
   p.ac = ActivationCheckpointing::kSelective;

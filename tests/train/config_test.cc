@@ -107,11 +107,27 @@ TEST(TrainConfig, OutOfRangeValueNamesKey) {
                       {"job.toml:2:", "lr_scheduler.decay_ratio", "[0, 1]"});
 }
 
-TEST(TrainConfig, ActivationCheckpointModesRejectedClearly) {
-  expect_config_error([] { parse_train_config("[activation_checkpoint]\nmode = \"selective\"\n", "job.toml"); },
-                      {"job.toml:2:", "activation_checkpoint.mode", "'selective'", "not support", "none"});
+TEST(TrainConfig, ActivationCheckpointModesTakeEffect) {
+  const TrainConfig selective =
+      parse_train_config("[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = \"op\"\n", "job.toml");
+  EXPECT_EQ(selective.activation_checkpoint.mode, "selective");
+  EXPECT_EQ(selective.activation_checkpoint.selective_ac_option, "op");
+  const TrainConfig by_default = parse_train_config("", "job.toml");
+  EXPECT_EQ(by_default.activation_checkpoint.mode, "none");  // ours; TorchTitan's is selective
+  EXPECT_EQ(by_default.activation_checkpoint.selective_ac_option, "2");
+  EXPECT_TRUE(by_default.no_effect_keys.empty());
+  expect_config_error([] { parse_train_config("[activation_checkpoint]\nmode = \"memory_budget\"\n", "job.toml"); },
+                      {"job.toml:2:", "activation_checkpoint.mode", "'memory_budget'", "torch.compile"});
   expect_config_error([] { parse_train_config("[activation_checkpoint]\nmode = \"fancy\"\n", "job.toml"); },
                       {"activation_checkpoint.mode", "'fancy' is not a mode"});
+  for (const char* bad : {"0", "-2", "x", ""}) {
+    expect_config_error(
+        [&] {
+          parse_train_config(std::string("[activation_checkpoint]\nselective_ac_option = \"") + bad + "\"\n",
+                             "job.toml");
+        },
+        {"job.toml:2:", "activation_checkpoint.selective_ac_option", "positive layer interval"});
+  }
 }
 
 TEST(TrainConfig, MalformedTomlNamesLineAndColumn) {

@@ -16,13 +16,13 @@ namespace fsdp::train {
 namespace {
 
 // Keys of JobConfig whose implementation belongs to other parts of this runtime (weights import/export,
-// tokenizers and data sets, activation checkpointing): until they land they may be refused, and only
+// tokenizers and data sets): until they land they may be refused, and only
 // they. The tests below hold either way.
 const std::vector<std::string> kImplementedElsewhere = {
     "model.hf_assets_path",          "model.tokenizer_path",           "training.dataset",
     "training.dataset_path",         "checkpoint.initial_load_path",   "checkpoint.initial_load_model_only",
     "checkpoint.initial_load_in_hf", "checkpoint.initial_load_in_hf_quantized", "checkpoint.last_save_model_only",
-    "checkpoint.last_save_in_hf",    "checkpoint.export_dtype",        "activation_checkpoint.mode"};
+    "checkpoint.last_save_in_hf",    "checkpoint.export_dtype"};
 
 bool implemented_elsewhere(const std::string& line) {
   return std::any_of(kImplementedElsewhere.begin(), kImplementedElsewhere.end(),
@@ -49,7 +49,7 @@ TrainConfig parse_allowing_elsewhere(const std::string& text, const std::string&
   return TrainConfig{};
 }
 
-// Lines naming a key of kImplementedElsewhere dropped and activation checkpointing off: what this
+// Lines naming a key of kImplementedElsewhere dropped: what this
 // part of the runtime must accept with no error at all.
 std::string without_elsewhere_keys(const std::string& text) {
   std::istringstream in(text);
@@ -59,9 +59,7 @@ std::string without_elsewhere_keys(const std::string& text) {
     const bool elsewhere = std::any_of(kImplementedElsewhere.begin(), kImplementedElsewhere.end(),
                                        [&](const std::string& k) { return k.ends_with("." + key); }) &&
                            key != "mode" && key != "dataset";
-    if (line.starts_with("mode = \"selective\"")) {
-      out += "mode = \"none\"\n";
-    } else if (line.starts_with("dataset = \"c4")) {
+    if (line.starts_with("dataset = \"c4")) {
       if (out.rfind("[training]") > out.rfind("[validation]") || out.find("[validation]") == std::string::npos) {
         continue;  // the training data set: the data part's
       }
@@ -472,9 +470,14 @@ TEST(TorchTitanConfig, RealDebugModelAndLlama8bFilesLoad) {
   EXPECT_EQ(m.dims.ffn_hidden, 768);  // int(2 x 4 x 256 / 3) = 682 rounded up to multiple_of 256
   EXPECT_EQ(m.dims.vocab, 2048);
   EXPECT_DOUBLE_EQ(debug.model.rope_theta, 500000);
+  // What the files say about activation checkpointing is what runs.
+  EXPECT_EQ(debug.activation_checkpoint.mode, "selective");
+  EXPECT_EQ(debug.activation_checkpoint.selective_ac_option, "2");
 
   TrainConfig llama8b = parse_train_config(without_elsewhere_keys(kLlama8bToml), "llama3_8b.toml");
   EXPECT_EQ(llama8b.model_spec().dims.ffn_hidden, 14336);
+  EXPECT_EQ(llama8b.activation_checkpoint.mode, "selective");
+  EXPECT_EQ(llama8b.activation_checkpoint.selective_ac_option, "op");
   EXPECT_NE(llama8b.no_effect_line().find("profiling.enable_profiling, profiling.save_traces_folder, "
                                           "profiling.profile_freq (no PyTorch profiler"),
             std::string::npos)
@@ -504,7 +507,7 @@ TEST(TorchTitanConfig, EveryMistakeInFileOrderWithItsLine) {
       "[trainig]\n"                          // 9: unknown section
       "steps = 3\n"                          // 10
       "[activation_checkpoint]\n"            // 11
-      "mode = \"full\"\n"                    // 12: not supported yet
+      "mode = \"memory_budget\"\n"           // 12: not supported
       "[compile]\n"                          // 13
       "enable = 1\n";                        // 14: wrong type for an accepted key
   try {
@@ -521,7 +524,7 @@ TEST(TorchTitanConfig, EveryMistakeInFileOrderWithItsLine) {
         {"bad.toml:6:", "unknown key 'optimizer.lrr'"},
         {"bad.toml:8:", "parallelism.tensor_parallel_degree: is 2, but tensor parallelism is not implemented"},
         {"bad.toml:9:", "unknown section [trainig]"},
-        {"bad.toml:12:", "activation_checkpoint.mode: 'full'"},
+        {"bad.toml:12:", "activation_checkpoint.mode: 'memory_budget'"},
         {"bad.toml:14:", "compile.enable: expected true or false, got an integer"}};
     ASSERT_EQ(got.size(), want.size()) << all;
     for (size_t i = 0; i < want.size(); ++i) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -56,6 +57,7 @@ struct TrainRun {
   int64_t global_batch = full_equivalence() ? 24 : 12;
   int64_t steps = full_equivalence() ? 20 : 5;
   DataType param_dtype = DataType::kFloat32;
+  const char* ac = "none";  // sharding::parse_ac form: none, selective:op, selective:K, full
 };
 
 struct Result {
@@ -78,6 +80,7 @@ TrainerOptions options_for(const TrainRun& r) {
   o.fsdp.policy.reduce_dtype = DataType::kFloat32;
   o.fsdp.policy.reshard = sharding::Reshard::parse(r.reshard);
   o.fsdp.policy.prefetch = r.prefetch;
+  sharding::parse_ac(r.ac, o.fsdp.policy);
   // Full mode trains as configs/debug_model.toml does (peak 8e-4); CI's tiny model learns faster at 3e-3.
   o.lr = runtime::LrSchedule{.lr = full_equivalence() ? 8e-4 : 3e-3, .total_steps = r.steps, .warmup_steps = 2};
   o.seed = 7;
@@ -248,7 +251,6 @@ MemoryComparison compare_memory(const TrainRun& r, const sharding::ModelSpec& mo
     policy.micro_batch = o.local_batch;
     policy.seq_len = o.seq_len;
     policy.grad_accum = o.grad_accum;
-    policy.ac = sharding::ActivationCheckpointing::kNone;
     const auto mesh = sharding::Mesh::create(
         sharding::MeshSpec{1, world.size(), r.replicate, world.size() / r.replicate});
     const auto plan = sharding::make_plan(model, sharding::chip_preset("cpu"), mesh, policy);
@@ -277,16 +279,21 @@ void expect_within_five_percent(const MemoryComparison& c) {
       << c.breakdown;
 }
 
-TEST(TrainerMemory, DebugModelPeakMatchesThePlan) {
-  // The debug model's shape (configs/debug_model.toml) at 2 ranks.
-  const auto model = sharding::make_llama("debug", sharding::LlamaConfig{.dim = 128, .layers = 4, .n_heads = 8,
-                                                                        .n_kv_heads = 4, .vocab = 256,
-                                                                        .multiple_of = 64});
+// The debug model's shape (configs/debug_model.toml) at 2 ranks, 4 sequences of 64 each, 2 steps.
+sharding::ModelSpec debug_shape() {
+  return sharding::make_llama("debug", sharding::LlamaConfig{.dim = 128, .layers = 4, .n_heads = 8, .n_kv_heads = 4,
+                                                            .vocab = 256, .multiple_of = 64});
+}
+TrainRun debug_shape_run() {
   TrainRun r;
   r.world = 2;
   r.global_batch = 8;
   r.steps = 2;
-  expect_within_five_percent(compare_memory(r, model, 64));
+  return r;
+}
+
+TEST(TrainerMemory, DebugModelPeakMatchesThePlan) {
+  expect_within_five_percent(compare_memory(debug_shape_run(), debug_shape(), 64));
 }
 
 struct MemoryCase {
@@ -331,6 +338,42 @@ INSTANTIATE_TEST_SUITE_P(
              "_prefetch" + std::to_string(m.prefetch) + "_accum" + std::to_string(m.accum) + "_" +
              (m.param_dtype == DataType::kFloat32 ? "fp32" : "bf16");
     });
+
+// Activation checkpointing on the debug model's shape at 2 ranks: the measured peak is the planner's to
+// the byte in every mode, lower than mode none's, and training (losses and parameters) is bitwise mode
+// none's, dense and MoE.
+class TrainerCheckpointing : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TrainerCheckpointing, PeakIsExactlyThePlansAndTrainingIsBitwiseModeNones) {
+  const auto model = debug_shape();
+  TrainRun r = debug_shape_run();
+  const MemoryComparison none = compare_memory(r, model, 64);
+  r.ac = GetParam();
+  const MemoryComparison ac = compare_memory(r, model, 64);
+  std::cout << r.ac << ": peak measured " << ac.measured << ", planned " << ac.predicted << " (none: " << none.measured
+            << ")\n";
+  EXPECT_EQ(ac.measured, ac.predicted) << ac.breakdown;
+  EXPECT_LT(ac.measured, none.measured);
+
+  for (bool moe : {false, true}) {
+    TrainRun t;
+    t.moe = moe;
+    t.world = 2;
+    t.steps = 3;
+    const Result want = train(t);
+    t.ac = GetParam();
+    const Result got = train(t);
+    EXPECT_EQ(got.losses, want.losses) << (moe ? "moe" : "dense");
+    EXPECT_EQ(got.params, want.params) << (moe ? "moe" : "dense");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, TrainerCheckpointing, ::testing::Values("selective:op", "selective:2", "full"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), ':', '_');
+                           return n;
+                         });
 
 // After warm-up a step takes every buffer from the tracker's block cache: on every rank no block is
 // allocated from or freed to the system, and the process gains no mapping. (Minor page faults are
