@@ -191,10 +191,12 @@ TEST(BadArguments, CountsThatDisagreeAreDetected) {
 
 // Buffers of many default-sized chunks, at the sizes FSDP moves, through every large-message path.
 TEST(LargeBuffers, MultiChunkRingsMatchReference) {
-  for (int n : {2, 3, 4}) {
+  // Under a sanitizer: 3 ranks at most and half the bytes (f32 still takes 2 chunks per ring step).
+  const std::vector<int> sizes = kUnderSanitizer ? std::vector<int>{2, 3} : std::vector<int>{2, 3, 4};
+  for (int n : sizes) {
     InProcJob job(n, quick());
     for (DataType t : {DataType::kFloat32, DataType::kBfloat16}) {
-      const size_t count = (1u << 20) + 17;  // about 4 MiB of f32 per rank: 8+ chunks
+      const size_t count = (kUnderSanitizer ? (1u << 19) : (1u << 20)) + 17;  // 4 MiB of f32 per rank: 8+ chunks
       std::vector<std::vector<std::byte>> inputs;
       for (int r = 0; r < n; ++r) inputs.push_back(make_input(t, ReduceKind::kSum, r, count));
       const std::vector<std::byte> want = reference_reduce(t, ReduceOp::sum(), inputs, count);

@@ -139,7 +139,8 @@ TEST(Fingerprint, AllToAllVChecksTheTypeNotTheCounts) {
 }
 
 TEST(Fingerprint, MatchingCallsGiveTheReferenceResults) {
-  for (int n : {1, 2, 3, 4, 7}) {
+  const std::vector<int> sizes = kUnderSanitizer ? std::vector<int>{1, 2, 3} : std::vector<int>{1, 2, 3, 4, 7};
+  for (int n : sizes) {
     InProcJob job(n, checked());
     std::vector<int> codes(n, -1);
     job.run([&](Communicator& c) { codes[c.rank()] = run_collectives_suite(c, c.rank(), n); });
