@@ -32,7 +32,8 @@ const std::string kMpirun = fsdp::testing::kMpirunForTests;
 // Variables a surrounding launcher may have set: each test starts from none of them.
 const std::string kClean =
     "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT "
-    "-u FSDP_MASTER_ADDR -u FSDP_MASTER_PORT -u FSDP_STORE_EXTERNAL -u FSDP_TRANSPORT "
+    "-u FSDP_MASTER_ADDR -u FSDP_MASTER_PORT -u FSDP_STORE_EXTERNAL -u FSDP_TRANSPORT -u FSDP_JOB_SECRET "
+    "-u FSDP_JOB_SECRET_FILE "
     "-u OMP_NUM_THREADS OPENBLAS_NUM_THREADS=1 ";  // a chosen thread count: fsdp-run says nothing of threads
 
 using Result = fsdp::testing::ShellResult;  // exit status (128+signal for a signal), output, seconds
