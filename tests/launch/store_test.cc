@@ -586,6 +586,29 @@ TEST(StoreAuth, AReplayedProofIsRefused) {
   EXPECT_TRUE(second.closed_by_peer(2s));
 }
 
+// Fifty strangers with a wrong secret: every one is closed, the log says who and why, but in at most
+// 5 lines (the window is 10 s, longer than this test), and the job's client is served throughout.
+TEST(StoreAuth, RefusalsAreLoggedRateLimited) {
+  const std::string secret = random_bytes(32);
+  StoreServer server("127.0.0.1", 0, with_secret(secret));
+  StoreClient good("127.0.0.1", server.port(), quick_with_secret(secret));
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 50; ++i) {
+    RawSocket forger(server.port(), RawSocket::kUnauthenticated);
+    ASSERT_TRUE(forger.connected());
+    EXPECT_FALSE(forger.handshake(random_bytes(32)));
+  }
+  good.set("k", "v");
+  EXPECT_EQ(good.get("k"), "v");
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  int lines = 0;
+  for (size_t at = log.find("refused: wrong proof"); at != std::string::npos; at = log.find("refused: wrong proof", at + 1))
+    ++lines;
+  EXPECT_GE(lines, 1) << log;
+  EXPECT_LE(lines, 5) << log;
+  EXPECT_NE(log.find("closing connection from 127.0.0.1:"), std::string::npos) << log;
+}
+
 // Something that is not a store (no challenge, or another protocol's greeting) is refused at once.
 TEST(StoreAuth, AServerThatIsNotAStoreIsRefused) {
   const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
