@@ -1,6 +1,7 @@
 // SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), self-contained: what the job's authentication
 // (common/job_secret.h) needs, without linking a crypto library for 32-byte proofs over short
-// challenges. Not for bulk data: it is a plain portable implementation (~200 MB/s).
+// challenges. A plain portable implementation: each handshake hashes a few hundred bytes, so speed
+// does not matter here; do not use it for bulk data.
 //
 //   Digest mac = hmac_sha256(key, message);
 //   if (!equal_constant_time(mac, received)) refuse();
