@@ -405,8 +405,8 @@ TEST(JobSecret, AStoreClientWithoutTheSecretIsRefused) {
   }
 }
 
-// The secret from an owner-only file reaches every rank (the job passes); a file others may read is
-// refused before anything starts.
+// The secret from an owner-only file reaches every rank (the job passes); a file others may read, or
+// a secret that is not hex, is refused before anything starts.
 TEST(JobSecret, SecretFileMustBeOwnerOnly) {
   char path[] = "/tmp/fsdp-secret-XXXXXX";
   const int fd = ::mkstemp(path);
@@ -423,14 +423,24 @@ TEST(JobSecret, SecretFileMustBeOwnerOnly) {
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("chmod 600"), std::string::npos) << bad.output;
   ::unlink(path);
+  const Result garbled = sh(kClean + "FSDP_JOB_SECRET=not-a-secret " + kRun + " --nproc 1 -- true");
+  EXPECT_EQ(garbled.code, 2) << garbled.output;
+  EXPECT_NE(garbled.output.find("FSDP_JOB_SECRET is not a hex string"), std::string::npos) << garbled.output;
 }
 
-// fsdp-store: the loopback by default; another address only with a secret; the job's ranks prove the
-// store's secret, and a job without it is refused.
+// fsdp-store: the loopback by default, or a named interface's address; another address only with a
+// secret; the job's ranks prove the store's secret, and a job without it is refused.
 TEST(JobSecret, FsdpStoreWithASecret) {
   const Result open = sh(kClean + kStore + " --port 0 --host 0.0.0.0");
   EXPECT_EQ(open.code, 2) << open.output;
   EXPECT_NE(open.output.find("refusing to serve 0.0.0.0 without a job secret"), std::string::npos) << open.output;
+
+  const Result missing = sh(kClean + kStore + " --port 0 --interface fsdp-no-such-if0");
+  EXPECT_EQ(missing.code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("interface 'fsdp-no-such-if0' does not exist"), std::string::npos) << missing.output;
+  Background by_name({kStore, "--port", "0", "--interface", "lo"});
+  EXPECT_NE(by_name.line().find("serving on 127.0.0.1:"), std::string::npos);
+  EXPECT_EQ(by_name.stop(SIGTERM), 0);
 
   const std::string secret = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
   ::setenv("FSDP_JOB_SECRET", secret.c_str(), 1);
