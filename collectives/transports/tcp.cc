@@ -548,6 +548,7 @@ class TcpFabric final : public Fabric {
     TcpHello hello{};  // the dialer's
     TcpHello reply{};  // ours: our nonce and proof
     Digest proof{};    // the dialer's answer
+    std::string transcript;  // what both proofs cover, once the hello is in
     size_t got = 0, sent = 0, proof_got = 0;
   };
 
@@ -678,7 +679,8 @@ class TcpFabric final : public Fabric {
       if (a.got < sizeof(TcpHello)) return false;
       if (const std::string why = check_wire(a.hello); !why.empty()) return refuse(a, why);
       a.reply = hello_to(a.hello.from_rank, a.hello.connection);
-      const Digest proof = auth_proof(options_.secret, kTcpAcceptLabel, tcp_handshake_transcript(a.hello, a.reply));
+      a.transcript = tcp_handshake_transcript(a.hello, a.reply);
+      const Digest proof = auth_proof(options_.secret, kTcpAcceptLabel, a.transcript);
       std::memcpy(a.reply.proof, proof.data(), proof.size());
     }
     if (a.sent < sizeof(TcpHello)) {
@@ -700,8 +702,7 @@ class TcpFabric final : public Fabric {
     }
     a.proof_got += static_cast<size_t>(n);
     if (a.proof_got < a.proof.size()) return false;
-    const Digest expected = auth_proof(options_.secret, kTcpDialLabel, tcp_handshake_transcript(a.hello, a.reply));
-    if (!equal_constant_time(a.proof, expected)) {
+    if (!equal_constant_time(a.proof, auth_proof(options_.secret, kTcpDialLabel, a.transcript))) {
       return refuse(a, "claimed rank " + std::to_string(a.hello.from_rank) +
                            " with a wrong proof of the job secret (a forged or replayed hello, or " + secret_hint() +
                            ")");
