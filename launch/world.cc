@@ -269,16 +269,16 @@ void find_or_serve_store(World& w, const ProcessEnv& env, const WorldOptions& op
                             "FSDP_MASTER_PORT) to rank 0's host and a free port. Only mpirun or srun with every "
                             "rank on one host finds the store without them");
     }
-    w.rendezvous_file = rendezvous_file_path(key);
+    const std::string path = rendezvous_file_path(key);
     store_host = "127.0.0.1";
     if (rank == 0) {
       if (w.secret.empty()) w.secret = generate_job_secret();
       w.store_server = std::make_unique<StoreServer>(store_host, 0, server_options(w.secret));
       store_port = w.store_server->port();
-      publish_rendezvous_file(w.rendezvous_file, store_port, w.secret);
+      publish_rendezvous_file(path, store_port, w.secret);
+      w.rendezvous_file = path;  // rank 0's to remove, even when this rank fails
     } else {
-      store_port = read_rendezvous_file(w.rendezvous_file, rank, options.rendezvous_timeout, &w.secret);
-      w.rendezvous_file.clear();  // rank 0's to remove
+      store_port = read_rendezvous_file(path, rank, options.rendezvous_timeout, &w.secret);
     }
   } else if (!store_host.empty() && rank == 0 && !options.external_store) {
     // Loopback stays loopback (nothing outside the host may talk to a single-host job's store);
