@@ -8,8 +8,9 @@
 
 namespace fsdp {
 
-// Writes text to path through path.tmp-<pid> and rename(2). Returns "" on success, else what
-// failed and why ("write /dir/f.tmp-12: No space left on device"); the temporary is removed.
-std::string write_file_atomically(const std::string& path, std::string_view text);
+// Writes text to path through path.tmp-<pid> and rename(2), the file created with `mode` (less the
+// umask; 0600 for what only its owner may read). Returns "" on success, else what failed and why
+// ("write /dir/f.tmp-12: No space left on device"); the temporary is removed.
+std::string write_file_atomically(const std::string& path, std::string_view text, unsigned mode = 0644);
 
 }  // namespace fsdp

@@ -92,6 +92,12 @@ const Knob<double> kStoreIoTimeoutSec{"FSDP_STORE_IO_TIMEOUT_SEC", 10.0,
                                       0, kInf, true};
 const Knob<std::string> kRunId{"FSDP_RUN_ID", "default",
                                "namespace of the job's store keys and shared-memory names (fsdp-run sets a fresh one)"};
+const Knob<std::string> kJobSecret{"FSDP_JOB_SECRET", "",
+                                   "the job's shared secret, hex (at least 32 digits): authenticates every store "
+                                   "connection and TCP handshake (fsdp-run generates one per job; listings hide it)"};
+const Knob<std::string> kJobSecretFile{"FSDP_JOB_SECRET_FILE", "",
+                                       "a file holding the job secret in hex, readable by its owner only (chmod "
+                                       "600); not together with FSDP_JOB_SECRET"};
 const Knob<std::string> kRendezvousDir{"FSDP_RENDEZVOUS_DIR", "",
                                        "folder of the file rendezvous of mpirun/srun jobs without a store (unset: "
                                        "TMPDIR, else /tmp)"};
@@ -254,7 +260,8 @@ KnobInfo info_of(const Knob<T>& k) {
   i.set = k.is_set();
   i.doc = std::string(k.doc);
   try {
-    i.value = text_of(k.get());
+    // A secret never reaches a listing or a log.
+    i.value = k.env == kJobSecret.env && i.set ? std::string("(set, hidden)") : text_of(k.get());
   } catch (const std::exception& e) {
     i.value = std::string("invalid: ") + e.what();
   }
@@ -311,6 +318,8 @@ std::vector<KnobInfo> all_knobs() {
           info_of(kStoreIdleTimeoutSec),
           info_of(kStoreIoTimeoutSec),
           info_of(kRunId),
+          info_of(kJobSecret),
+          info_of(kJobSecretFile),
           info_of(kRendezvousDir),
           info_of(kHostId),
           info_of(kMasterAddr),

@@ -62,6 +62,8 @@ extern const Knob<int64_t> kStoreMaxConnections;
 extern const Knob<double> kStoreIdleTimeoutSec;
 extern const Knob<double> kStoreIoTimeoutSec;
 extern const Knob<std::string> kRunId;
+extern const Knob<std::string> kJobSecret;
+extern const Knob<std::string> kJobSecretFile;
 extern const Knob<std::string> kRendezvousDir;
 extern const Knob<std::string> kHostId;
 extern const Knob<std::string> kMasterAddr;

@@ -28,7 +28,8 @@ int64_t parse_count(const std::string& text) {
 }  // namespace
 
 Heartbeat::Heartbeat(std::string store_host, uint16_t store_port, std::string key_prefix, int rank, int size,
-                     std::shared_ptr<Transport> transport, milliseconds timeout, int store_rank)
+                     std::shared_ptr<Transport> transport, milliseconds timeout, int store_rank,
+                     std::string secret)
     : host_(std::move(store_host)),
       port_(store_port),
       prefix_(std::move(key_prefix)),
@@ -38,6 +39,7 @@ Heartbeat::Heartbeat(std::string store_host, uint16_t store_port, std::string ke
       transport_(std::move(transport)),
       timeout_(timeout),
       period_(std::max(milliseconds(10), timeout / 4)),
+      secret_(std::move(secret)),
       watched_since_(Clock::now()),
       store_ok_at_(Clock::now()),
       thread_([this] { run(); }) {}
@@ -56,6 +58,7 @@ void Heartbeat::run() {
   StoreClientOptions options;
   options.connect_timeout = period_;
   options.timeout = period_;
+  options.secret = secret_;
   std::unique_ptr<StoreClient> store;
   std::unique_lock lock(mu_);
   while (!stop_) {

@@ -30,9 +30,11 @@ class StoreClient;
 class Heartbeat {
  public:
   // Starts beating on its own thread and store connection. `store_rank`: the rank whose process serves
-  // the store (its silence then means that rank froze), or -1 for an external store.
+  // the store (its silence then means that rank froze), or -1 for an external store. `secret`: the
+  // job secret its store connection proves (common/job_secret.h; empty: none).
   Heartbeat(std::string store_host, uint16_t store_port, std::string key_prefix, int rank, int size,
-            std::shared_ptr<Transport> transport, std::chrono::milliseconds timeout, int store_rank);
+            std::shared_ptr<Transport> transport, std::chrono::milliseconds timeout, int store_rank,
+            std::string secret);
   // Stops beating and joins the thread (at most one store call's bound, timeout/4).
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
@@ -49,6 +51,7 @@ class Heartbeat {
   const int rank_, size_, store_rank_;
   const std::shared_ptr<Transport> transport_;
   const std::chrono::milliseconds timeout_, period_;
+  const std::string secret_;
 
   // Thread state.
   int64_t watched_count_ = -1;

@@ -15,6 +15,7 @@
 #include <boost/asio/write.hpp>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -24,7 +25,9 @@
 #include <utility>
 
 #include "collectives/core/errors.h"
+#include "common/job_secret.h"
 #include "common/knobs.h"
+#include "common/rate_limited_log.h"
 #include "proto/store.pb.h"
 
 // Why callbacks on one thread for the server: the store's state (the map and the parked requests)
@@ -55,9 +58,6 @@ constexpr size_t kReadChunk = 64 << 10;
 constexpr std::chrono::milliseconds kAcceptRetry{100};
 // Descriptors the server leaves to the rest of its process when capping max_connections.
 constexpr size_t kReservedDescriptors = 64;
-// Rejected peers are logged at most kLogBurst lines per kLogWindow.
-constexpr int kLogBurst = 5;
-constexpr std::chrono::seconds kLogWindow{10};
 
 using LengthPrefix = std::array<unsigned char, 4>;
 
@@ -118,33 +118,6 @@ const char* op_name(StoreRequest::Op op) {
   }
 }
 
-// At most kLogBurst lines per kLogWindow; the lines held back are counted and the count rides on the
-// next line let through, so thousands of rejected connections print a handful of lines. One thread.
-class RateLimitedLog {
- public:
-  void line(const std::string& prefix, const std::string& text) {
-    const auto now = Clock::now();
-    if (now - window_start_ >= kLogWindow) {
-      window_start_ = now;
-      used_ = 0;
-    }
-    if (used_ >= kLogBurst) {
-      ++suppressed_;
-      return;
-    }
-    ++used_;
-    const std::string held =
-        suppressed_ == 0 ? "" : " (" + std::to_string(suppressed_) + " similar lines before this one not shown)";
-    suppressed_ = 0;
-    std::fprintf(stderr, "%s%s%s\n", prefix.c_str(), text.c_str(), held.c_str());
-  }
-
- private:
-  Clock::time_point window_start_{};
-  int used_ = 0;
-  uint64_t suppressed_ = 0;
-};
-
 // max_connections, but never more than the descriptors this process may open, less a reserve.
 size_t connection_cap(size_t wanted) {
   rlimit limit{};
@@ -175,6 +148,7 @@ StoreServerOptions StoreServerOptions::from_env() {
   o.max_connections = static_cast<size_t>(knobs::kStoreMaxConnections.get());
   o.idle_timeout = seconds_knob(knobs::kStoreIdleTimeoutSec);
   o.io_timeout = seconds_knob(knobs::kStoreIoTimeoutSec);
+  o.secret = job_secret_from_env().key;
   return o;
 }
 
@@ -244,6 +218,7 @@ class StoreServer::Impl {
     std::string body;                    // the request being read, as much as arrived
     std::string reply;                   // the frame being written; must live until the write completes
     std::optional<StoreRequest> parked;  // a GET or WAIT waiting for its keys
+    std::string nonce;                   // the server's half of the handshake's challenge
     // Tells a timer callback that was already queued when its request got its keys (and so could not
     // be cancelled) that it belongs to an earlier park.
     uint64_t park_generation = 0;
@@ -287,7 +262,7 @@ class StoreServer::Impl {
       boost::system::error_code ignored;
       session->socket.set_option(tcp::no_delay(true), ignored);
       sessions_.insert(session);
-      read_request(session);
+      authenticate(session);
       if (sessions_.size() >= max_connections_) {
         evict_idle(session, "the connection limit is reached (FSDP_STORE_MAX_CONNECTIONS)");
       }
@@ -324,6 +299,48 @@ class StoreServer::Impl {
   void disarm(const SessionPtr& session) {
     ++session->deadline_generation;
     session->deadline.cancel();
+  }
+
+  // The handshake (store.h): challenge, check the client's proof, answer with ours. Until it passed
+  // the connection counts as idle (the first to go at the connection limit) and lives at most the
+  // shorter of the two timeouts; nothing it sends is parsed as a request.
+  void authenticate(const SessionPtr& session) {
+    session->idle = true;
+    session->idle_since = Clock::now();
+    session->nonce = random_bytes(kAuthNonceBytes);
+    session->reply = std::string(kStoreAuthMagic) + session->nonce;
+    arm(session, std::min(options_.io_timeout, options_.idle_timeout),
+        "sent no proof of the job secret in time (not an fsdp client of this version?)");
+    asio::async_write(session->socket, asio::buffer(session->reply), [this, session](const boost::system::error_code& ec,
+                                                                                     size_t) {
+      if (ec) return close(session, nullptr);
+      session->body.assign(kAuthNonceBytes + sizeof(Digest), '\0');
+      asio::async_read(session->socket, asio::buffer(session->body), [this, session](const boost::system::error_code& e,
+                                                                                   size_t) {
+        if (e) return close(session, e == asio::error::eof ? "closed the connection before proving the job secret"
+                                                           : nullptr);
+        const std::string client_nonce = session->body.substr(0, kAuthNonceBytes);
+        const std::string transcript = session->nonce + client_nonce;
+        Digest proof;
+        std::memcpy(proof.data(), session->body.data() + kAuthNonceBytes, proof.size());
+        if (!equal_constant_time(proof, auth_proof(options_.secret, kStoreClientLabel, transcript))) {
+          return close(session, options_.secret.empty()
+                                    ? "refused: its proof is not of the empty key this store runs with (the client "
+                                      "holds a job secret, this store none)"
+                                    : "refused: wrong proof of the job secret (a different FSDP_JOB_SECRET, none, or "
+                                      "not a rank of this job)");
+        }
+        const Digest answer = auth_proof(options_.secret, kStoreServerLabel, transcript);
+        session->reply.assign(reinterpret_cast<const char*>(answer.data()), answer.size());
+        session->body = std::string();
+        asio::async_write(session->socket, asio::buffer(session->reply),
+                          [this, session](const boost::system::error_code& w, size_t) {
+                            if (w) return close(session, nullptr);
+                            session->reply = std::string();
+                            read_request(session);
+                          });
+      });
+    });
   }
 
   void read_request(const SessionPtr& session) {
@@ -677,6 +694,47 @@ class StoreClient::Impl {
     return asio::error::timed_out;
   }
 
+  // The client's side of the handshake (store.h). A wrong proof either way throws CommError at once:
+  // no retry fixes two different secrets. Transport errors return for the caller's retry loop.
+  boost::system::error_code authenticate(Clock::time_point deadline) {
+    std::string challenge(kStoreAuthMagic.size() + kAuthNonceBytes, '\0');
+    boost::system::error_code ec = run_until(deadline, [&](auto done) {
+      asio::async_read(socket_, asio::buffer(challenge), [done](const boost::system::error_code& e, size_t) { done(e); });
+    });
+    if (ec) return ec;
+    const ErrorContext ctx{-1, -1, "store_connect", 0, 0};
+    if (challenge.compare(0, kStoreAuthMagic.size(), kStoreAuthMagic) != 0) {
+      throw CommError(ctx, "the server at " + where_ + " is not an fsdp store of this version (it opened with " +
+                               "0x" + to_hex(challenge.substr(0, kStoreAuthMagic.size())) + ")");
+    }
+    const std::string server_nonce = challenge.substr(kStoreAuthMagic.size());
+    const std::string nonce = random_bytes(kAuthNonceBytes);
+    const std::string transcript = server_nonce + nonce;
+    const Digest proof = auth_proof(options_.secret, kStoreClientLabel, transcript);
+    const std::string message = nonce + std::string(reinterpret_cast<const char*>(proof.data()), proof.size());
+    ec = run_until(deadline, [&](auto done) {
+      asio::async_write(socket_, asio::buffer(message), [done](const boost::system::error_code& e, size_t) { done(e); });
+    });
+    if (ec) return ec;
+    Digest answer;
+    ec = run_until(deadline, [&](auto done) {
+      asio::async_read(socket_, asio::buffer(answer), [done](const boost::system::error_code& e, size_t) { done(e); });
+    });
+    const char* hint = options_.secret.empty()
+                           ? " (this client has no job secret: set FSDP_JOB_SECRET or FSDP_JOB_SECRET_FILE as the "
+                             "job's other processes have it)"
+                           : " (FSDP_JOB_SECRET / FSDP_JOB_SECRET_FILE differs from the store's, or the store runs "
+                             "without one)";
+    if (ec == asio::error::eof || ec == asio::error::connection_reset) {
+      throw CommError(ctx, "the store at " + where_ + " refused this client's proof of the job secret" + hint);
+    }
+    if (ec) return ec;
+    if (!equal_constant_time(answer, auth_proof(options_.secret, kStoreServerLabel, transcript))) {
+      throw CommError(ctx, "the server at " + where_ + " could not prove the job secret" + hint);
+    }
+    return {};
+  }
+
   // Retries with exponential backoff, since ranks may start before the server does.
   void connect() {
     const auto deadline = Clock::now() + options_.connect_timeout;
@@ -695,8 +753,11 @@ class StoreClient::Impl {
         if (!ec) {
           boost::system::error_code ignored;
           socket_.set_option(tcp::no_delay(true), ignored);
-          connected_ = true;
-          return;
+          ec = authenticate(deadline);
+          if (!ec) {
+            connected_ = true;
+            return;
+          }
         }
       }
       last_error = ec.message();

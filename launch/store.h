@@ -6,8 +6,9 @@
 //   store.set("rank3", listener.address());
 //   std::string peer = store.get("rank4");                     // waits until rank 4 has set it
 //
-// Wire format: frames of a 4-byte little-endian length and a serialized fsdp.proto.StoreRequest or
-// StoreResponse (proto/store.proto, which also documents each op's semantics). Boost.Asio does the
+// Wire format: every connection first passes the job-secret handshake below; then frames of a 4-byte
+// little-endian length and a serialized fsdp.proto.StoreRequest or StoreResponse (proto/store.proto,
+// which also documents each op's semantics). Boost.Asio does the
 // networking, hidden behind the pimpls so including this header costs nothing.
 #pragma once
 
@@ -15,8 +16,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "common/job_secret.h"
 #include "launch/key_value_store.h"
 
 namespace fsdp::launch {
@@ -25,6 +28,18 @@ namespace fsdp::launch {
 // prefix above it means a corrupt or foreign stream, and the server drops the connection rather than
 // allocate it.
 inline constexpr uint32_t kStoreMaxFrameBytes = 64u << 20;
+
+// Every connection opens with a challenge-response on the job secret (common/job_secret.h), so only
+// processes holding the secret read or write keys, and the secret never crosses the wire:
+//   server -> client  kStoreAuthMagic (8 bytes), the server's nonce (kAuthNonceBytes)
+//   client -> server  the client's nonce, auth_proof(secret, kStoreClientLabel, server nonce + client nonce)
+//   server -> client  auth_proof(secret, kStoreServerLabel, server nonce + client nonce)
+// A client whose proof is wrong is closed and logged (rate-limited) before any request of its is read;
+// a server whose proof is wrong is refused by the client (mutual: a squatter on the port learns nothing
+// and serves no one). With no secret on either side the proofs use the empty key.
+inline constexpr std::string_view kStoreAuthMagic = "fsdpsto1";
+inline constexpr std::string_view kStoreClientLabel = "fsdp-store client";
+inline constexpr std::string_view kStoreServerLabel = "fsdp-store server";
 
 // What a store server tolerates from its clients, so a few misbehaving connections cannot stall or
 // exhaust it (docs/launch.md, "The store under abuse").
@@ -37,6 +52,9 @@ struct StoreServerOptions {
   // Once a length prefix arrived, the body must follow within this; a reply must be taken within it.
   // FSDP_STORE_IO_TIMEOUT_SEC.
   std::chrono::milliseconds io_timeout{10000};
+  // The job secret clients must prove (raw bytes; empty: the empty key, no authentication).
+  // FSDP_JOB_SECRET / FSDP_JOB_SECRET_FILE.
+  std::string secret = job_secret_from_env().key;
 
   static StoreServerOptions from_env();
 };
@@ -73,12 +91,16 @@ struct StoreClientOptions {
   // Bound on every call. get() and wait() without their own timeout wait this long for keys; with
   // one, the server answers after that timeout and the client allows this much more for the reply.
   std::chrono::milliseconds timeout{30000};
+  // The job secret this client proves and expects the server to prove (raw bytes; empty: the empty
+  // key). FSDP_JOB_SECRET / FSDP_JOB_SECRET_FILE.
+  std::string secret = job_secret_from_env().key;
 };
 
 // A blocking client. Each call sends one request and waits for its answer; calls from several threads
 // are serialized (use one client per thread for parallelism). Errors: TimeoutError when a call or the
 // keys it waits for ran past its timeout (naming the keys or host:port), CommError when the connection
-// broke (the next call reconnects), InvalidArgument when the server rejected the request.
+// broke (the next call reconnects) or the handshake failed (the two sides hold different job
+// secrets), InvalidArgument when the server rejected the request.
 class StoreClient : public KeyValueStore {
  public:
   StoreClient(std::string host, uint16_t port, StoreClientOptions options = {});

@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -141,21 +142,35 @@ std::string rendezvous_file_path(const std::string& key) {
 
 bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
-// Rank 0: "<port> <pid>", written to a temporary name and renamed so no reader sees half of it.
-void publish_rendezvous_file(const std::string& path, uint16_t port) {
-  const std::string text = std::to_string(port) + ' ' + std::to_string(::getpid()) + '\n';
-  if (const std::string error = write_file_atomically(path, text); !error.empty()) {
+// Rank 0: "<port> <pid> <secret hex>", written to a temporary name and renamed so no reader sees half
+// of it, readable by its owner only: the ranks of an mpirun job on one host are one user, so the
+// file is the channel that hands them the job secret nobody configured.
+void publish_rendezvous_file(const std::string& path, uint16_t port, const JobSecret& secret) {
+  const std::string text =
+      std::to_string(port) + ' ' + std::to_string(::getpid()) + ' ' + to_hex(secret.key) + '\n';
+  if (const std::string error = write_file_atomically(path, text, 0600); !error.empty()) {
     throw CommError(ErrorContext{0, -1, "rendezvous", 0, 0}, "cannot publish the rendezvous file: " + error);
   }
 }
 
-// Other ranks: the store's port, once rank 0 (a live process) has written it.
-uint16_t read_rendezvous_file(const std::string& path, int rank, milliseconds timeout) {
+// True when the file is ours and no one else may read or write it: a file someone else planted
+// under the rendezvous name must not point us at their store nor hand us their secret.
+bool owned_and_private(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && st.st_uid == ::geteuid() && (st.st_mode & 077) == 0;
+}
+
+// Other ranks: the store's port and the job secret, once rank 0 (a live process) has written them.
+uint16_t read_rendezvous_file(const std::string& path, int rank, milliseconds timeout, JobSecret* secret) {
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     std::ifstream in(path);
     long port = 0, pid = 0;
-    if (in >> port >> pid && port > 0 && port < 65536 && process_alive(static_cast<pid_t>(pid))) {
+    std::string hex;
+    if (owned_and_private(path) && in >> port >> pid >> hex && port > 0 && port < 65536 &&
+        process_alive(static_cast<pid_t>(pid))) {
+      std::string key;
+      if (secret->empty() && from_hex(hex, &key)) *secret = JobSecret{key, "the rendezvous file " + path};
       return static_cast<uint16_t>(port);
     }
     if (Clock::now() > deadline) {
@@ -165,6 +180,26 @@ uint16_t read_rendezvous_file(const std::string& path, int rank, milliseconds ti
     }
     std::this_thread::sleep_for(milliseconds(10));
   }
+}
+
+StoreServerOptions server_options(const JobSecret& secret) {
+  StoreServerOptions o = StoreServerOptions::from_env();
+  o.secret = secret.key;
+  return o;
+}
+
+// Rank 0's one line when nothing authenticates the job although something of it is reachable: a
+// store beyond the loopback, or TCP listeners.
+void note_if_unauthenticated(const World& w, const std::string& store_host) {
+  if (w.env.rank != 0 || !w.secret.empty() || w.env.world_size == 1) return;
+  const bool tcp = w.transport_name.find("tcp") != std::string::npos;
+  const bool exposed_store = w.store_server && !is_loopback(store_host);
+  if (!tcp && !exposed_store) return;
+  std::fprintf(stderr,
+               "fsdp: note: no job secret (FSDP_JOB_SECRET / FSDP_JOB_SECRET_FILE; fsdp-run sets one): the %s not "
+               "authenticated, so any process that reaches %s can join or disturb this job\n",
+               tcp && exposed_store ? "store and TCP handshakes are" : tcp ? "TCP handshakes are" : "store is",
+               tcp ? "its ports" : "the store");
 }
 
 // --- Store helpers with errors that say who waited for whom -----------------------------------------
@@ -234,25 +269,28 @@ void find_or_serve_store(World& w, const ProcessEnv& env, const WorldOptions& op
                             "FSDP_MASTER_PORT) to rank 0's host and a free port. Only mpirun or srun with every "
                             "rank on one host finds the store without them");
     }
-    w.rendezvous_file = rendezvous_file_path(key);
+    const std::string path = rendezvous_file_path(key);
     store_host = "127.0.0.1";
     if (rank == 0) {
-      w.store_server = std::make_unique<StoreServer>(store_host, 0);
+      if (w.secret.empty()) w.secret = generate_job_secret();
+      w.store_server = std::make_unique<StoreServer>(store_host, 0, server_options(w.secret));
       store_port = w.store_server->port();
-      publish_rendezvous_file(w.rendezvous_file, store_port);
+      publish_rendezvous_file(path, store_port, w.secret);
+      w.rendezvous_file = path;  // rank 0's to remove, even when this rank fails
     } else {
-      store_port = read_rendezvous_file(w.rendezvous_file, rank, options.rendezvous_timeout);
-      w.rendezvous_file.clear();  // rank 0's to remove
+      store_port = read_rendezvous_file(path, rank, options.rendezvous_timeout, &w.secret);
     }
   } else if (!store_host.empty() && rank == 0 && !options.external_store) {
     // Loopback stays loopback (nothing outside the host may talk to a single-host job's store);
     // otherwise every interface, since MASTER_ADDR may be a name or a NAT address of this host.
-    w.store_server = std::make_unique<StoreServer>(is_loopback(store_host) ? store_host : "0.0.0.0", store_port);
+    w.store_server = std::make_unique<StoreServer>(is_loopback(store_host) ? store_host : "0.0.0.0", store_port,
+                                                   server_options(w.secret));
   }
   if (!store_host.empty()) {
     StoreClientOptions so;
     so.connect_timeout = options.rendezvous_timeout;
     so.timeout = options.rendezvous_timeout;
+    so.secret = w.secret.key;
     try {
       w.store = std::make_unique<StoreClient>(store_host, store_port, so);
     } catch (const TimeoutError& e) {
@@ -369,6 +407,7 @@ World& World::operator=(World&& o) noexcept {
   job_id = std::move(o.job_id);
   key_prefix = std::move(o.key_prefix);
   rendezvous_file = std::move(o.rendezvous_file);
+  secret = std::move(o.secret);
   rendezvous_timeout = o.rendezvous_timeout;
   return *this;
 }
@@ -429,6 +468,7 @@ void World::shutdown() noexcept {
 World connect_world(const ProcessEnv& env, const WorldOptions& options) {
   World w;
   w.env = env;
+  w.secret = options.secret;
   w.rendezvous_timeout = options.rendezvous_timeout;
   w.key_prefix = options.key_prefix.empty() ? "fsdp/" + knobs::kRunId.get() + "/" : options.key_prefix;
   const int rank = env.rank, n = env.world_size;
@@ -497,6 +537,8 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
     }
   }
 
+  note_if_unauthenticated(w, store_host);
+
   // 4. Connect: one transport, or shared memory within each host plus the network between them.
   auto network = [&](const std::string& name) -> std::shared_ptr<Transport> {
 #ifdef FSDP_HAVE_UCX
@@ -523,7 +565,9 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
     } else {
       peers[0] = listener.endpoint();
     }
-    return make_tcp_transport(rank, n, std::move(listener), peers, options.rendezvous_timeout, TcpOptions::from_env());
+    TcpOptions tcp = TcpOptions::from_env();
+    tcp.secret = w.secret.key;
+    return make_tcp_transport(rank, n, std::move(listener), peers, options.rendezvous_timeout, tcp);
   };
   if (w.transport_name == "shm") {
     w.transport = make_shm_transport(w.job_id, rank, n, options.rendezvous_timeout);
@@ -545,7 +589,8 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
   // Over its own connection to our store; a caller's store (torch's) gets no second user.
   if (w.store && !options.store && n > 1 && options.heartbeat_timeout.count() > 0) {
     w.heartbeat = std::make_unique<Heartbeat>(store_host, store_port, w.key_prefix, rank, n, w.transport,
-                                              options.heartbeat_timeout, options.external_store ? -1 : 0);
+                                              options.heartbeat_timeout, options.external_store ? -1 : 0,
+                                              w.secret.key);
   }
   return w;
 }

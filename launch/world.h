@@ -28,6 +28,7 @@
 #include "collectives/communicator.h"
 #include "collectives/core/options.h"
 #include "collectives/transports/transport.h"
+#include "common/job_secret.h"
 #include "launch/bootstrap.h"
 #include "launch/key_value_store.h"
 #include "launch/heartbeat.h"
@@ -65,6 +66,10 @@ struct WorldOptions {
   // A rank silent this long in the store's heartbeat counts as frozen and fails whatever waits on it
   // (launch/heartbeat.h); zero: no heartbeat, nor with a caller's `store`. FSDP_HEARTBEAT_TIMEOUT_SEC.
   std::chrono::milliseconds heartbeat_timeout = heartbeat_timeout_from_env();
+  // The job secret the store connections and TCP handshakes prove (common/job_secret.h). Empty: none
+  // configured; a file rendezvous (mpirun on one host) then makes one, others run unauthenticated
+  // with a note from rank 0. FSDP_JOB_SECRET / FSDP_JOB_SECRET_FILE.
+  JobSecret secret = job_secret_from_env();
 };
 
 struct World {
@@ -80,6 +85,7 @@ struct World {
   std::string job_id;           // random, chosen by rank 0; names the shm segment
   std::string key_prefix;       // "fsdp/<FSDP_RUN_ID>/": every store key of this job starts with it
   std::string rendezvous_file;  // rank 0 under mpirun without MASTER_*: the file that names the store
+  JobSecret secret;             // what this job's connections prove; empty: unauthenticated
   std::chrono::milliseconds rendezvous_timeout{0};
 
   World() = default;

@@ -55,6 +55,8 @@ ncclComm* join(int nranks, int rank, const UniqueId& id, const Config& config) {
   launch::WorldOptions options;
   options.external_store = id.mode == IdMode::kCallerServes;
   options.key_prefix = "nccl/" + id.job + "/";
+  // The id is the capability: its secret authenticates this communicator's store and TCP connections.
+  if (!id.secret.empty()) options.secret = JobSecret{id.secret, "the ncclUniqueId"};
   auto world = std::make_unique<launch::World>(launch::connect_world(env, options));
   ncclComm* c = make_comm(rank, nranks, config.name);
   c->comm = world->comm.get();

@@ -16,6 +16,7 @@
 
 #include "collectives/core/errors.h"
 #include "common/crc32c.h"
+#include "common/job_secret.h"
 #include "collectives/transports/tcp.h"
 #include "common/knobs.h"
 #include "launch/store.h"
@@ -25,8 +26,9 @@ namespace fsdp::nccl {
 namespace {
 
 constexpr char kMagic[8] = {'f', 's', 'd', 'p', 'N', 'C', 'C', 'L'};
-constexpr uint8_t kLayoutVersion = 2;
-constexpr size_t kModeAt = 9, kPortAt = 10, kJobAt = 12, kHostAt = 32, kChecksumAt = 124;
+constexpr uint8_t kLayoutVersion = 3;  // 3: the listener's secret
+constexpr size_t kModeAt = 9, kPortAt = 10, kJobAt = 12, kSecretAt = 32, kHostAt = 48, kChecksumAt = 124;
+static_assert(kJobAt + kIdMaxJobChars + 1 == kSecretAt && kSecretAt + kIdSecretBytes == kHostAt);
 static_assert(kHostAt + kIdMaxHostChars + 1 == kChecksumAt && kChecksumAt + 4 == sizeof(ncclUniqueId::internal));
 
 uint32_t checksum_of(const ncclUniqueId& raw) { return crc32c(raw.internal, kChecksumAt); }
@@ -72,8 +74,9 @@ std::string random_job_id() {
 struct Listener {
   std::mutex mu;
   std::unique_ptr<launch::StoreServer> server;
-  std::string host;  // what ids announce
-  pid_t owner = 0;   // the process that started it
+  std::string host;    // what ids announce
+  std::string secret;  // what its clients prove; carried in every id it hands out
+  pid_t owner = 0;     // the process that started it
 
   // A child forked after the listener started has the object but not its thread: it must not join it.
   ~Listener() {
@@ -113,6 +116,12 @@ ncclUniqueId encode(const UniqueId& id) {
   raw.internal[kPortAt + 1] = static_cast<char>(id.port >> 8);
   put_string(raw, kJobAt, kIdMaxJobChars, id.job, "job id");
   put_string(raw, kHostAt, kIdMaxHostChars, id.host, "host");
+  if (!id.secret.empty()) {
+    if (id.secret.size() != kIdSecretBytes) {
+      throw ApiError(ncclInternalError, "an ncclUniqueId secret of " + std::to_string(id.secret.size()) + " bytes");
+    }
+    std::memcpy(raw.internal + kSecretAt, id.secret.data(), kIdSecretBytes);
+  }
   const uint32_t sum = checksum_of(raw);
   for (int i = 0; i < 4; ++i) raw.internal[kChecksumAt + i] = static_cast<char>((sum >> (8 * i)) & 0xff);
   return raw;
@@ -144,6 +153,8 @@ UniqueId decode(const ncclUniqueId& raw) {
                                   (static_cast<uint8_t>(raw.internal[kPortAt + 1]) << 8));
   id.job = get_string(raw, kJobAt, kIdMaxJobChars);
   id.host = get_string(raw, kHostAt, kIdMaxHostChars);
+  const std::string secret(raw.internal + kSecretAt, kIdSecretBytes);
+  if (secret != std::string(kIdSecretBytes, '\0')) id.secret = secret;
   if (id.port == 0 || id.host.empty() || id.job.empty()) {
     throw ApiError(ncclInvalidArgument, "corrupt ncclUniqueId: no store address or job id");
   }
@@ -173,7 +184,10 @@ UniqueId new_unique_id() {
     std::string host = knobs::kNcclHost.get();
     if (host.empty()) host = first_interface_address();
     if (host.empty()) host = "127.0.0.1";
-    l.server = std::make_unique<launch::StoreServer>(is_loopback(host) ? host : "0.0.0.0", 0);
+    l.secret = random_bytes(kIdSecretBytes);
+    launch::StoreServerOptions options = launch::StoreServerOptions::from_env();
+    options.secret = l.secret;
+    l.server = std::make_unique<launch::StoreServer>(is_loopback(host) ? host : "0.0.0.0", 0, options);
     l.host = host;
     l.owner = ::getpid();
     debug_info("rendezvous listener serving on " + l.server->address() + ", announced as " + host + ":" +
@@ -183,6 +197,7 @@ UniqueId new_unique_id() {
   id.host = l.host;
   id.port = l.server->port();
   id.job = random_job_id();
+  id.secret = l.secret;
   return id;
 }
 

@@ -1,9 +1,12 @@
 // What the 128 bytes of an ncclUniqueId carry, and the rendezvous listener ncclGetUniqueId starts.
 //
 // Layout (all ranks share one architecture, like NCCL's own id):
-//   [0, 8)    magic "fsdpNCCL"           [8]  layout version (2)      [9]  mode (IdMode)
+//   [0, 8)    magic "fsdpNCCL"           [8]  layout version (3)      [9]  mode (IdMode)
 //   [10, 12)  store port, little endian  [12, 32) job id, NUL-terminated
-//   [32, 124) store host (numeric address or name), NUL-terminated
+//   [32, 48)  the listener's secret (kCallerServes): whoever holds the id may join, as in NCCL, and
+//             nobody else: the store and the TCP handshakes prove it (docs/architecture.md,
+//             "Authentication"). All zero under NCCL_COMM_ID: then FSDP_JOB_SECRET, if any
+//   [48, 124) store host (numeric address or name), NUL-terminated
 //   [124, 128) CRC32C of bytes [0, 124), little endian: an id damaged on its way from rank 0 (a short
 //              MPI_Bcast, a wrong buffer) is refused before anything in it is used
 //
@@ -32,10 +35,12 @@ struct UniqueId {
   std::string host;
   uint16_t port = 0;
   std::string job;
+  std::string secret;  // kIdSecretBytes raw bytes, or empty (NCCL_COMM_ID: the environment's, if any)
 };
 
 inline constexpr size_t kIdMaxJobChars = 19;
-inline constexpr size_t kIdMaxHostChars = 91;
+inline constexpr size_t kIdSecretBytes = 16;
+inline constexpr size_t kIdMaxHostChars = 75;
 
 // Throws ApiError(ncclInvalidArgument) when host or job do not fit.
 ncclUniqueId encode(const UniqueId& id);

@@ -20,7 +20,9 @@
 #include "collectives/core/errors.h"
 #include "collectives/transports/fabric.h"
 #include "collectives/transports/fabric_transport.h"
+#include "common/job_secret.h"
 #include "common/knobs.h"
+#include "common/rate_limited_log.h"
 
 // TCP is a Fabric (fabric.h): what is here is only what is TCP. Sockets, the connection set-up and
 // its handshake, framing of a byte stream, striping of data over a pair's connections and
@@ -474,12 +476,17 @@ class TcpFabric final : public Fabric {
     s.non_blocking(true);
   }
 
+  // Ours, with a fresh nonce; proof zero (the acceptor fills it in its reply).
   TcpHello hello_to(int peer, int connection) const {
-    return TcpHello{kTcpHelloMagic, kTcpVersion, rank_, peer, size_, connection, options_.connections_per_peer};
+    TcpHello h{kTcpHelloMagic, kTcpVersion, rank_, peer, size_, connection, options_.connections_per_peer, {}, {}};
+    const std::string nonce = random_bytes(kAuthNonceBytes);
+    std::memcpy(h.nonce, nonce.data(), sizeof(h.nonce));
+    return h;
   }
 
-  // Empty when `h` is a valid handshake of this job; otherwise why not.
-  std::string check_hello(const TcpHello& h, bool accepted) const {
+  // Empty when `h` is a handshake of this transport's version; otherwise why not. Checked before
+  // authentication: what fails here is refused, not an error of the job.
+  static std::string check_wire(const TcpHello& h) {
     if (h.magic != kTcpHelloMagic) {
       return "opened with " + magic_text(h.magic) +
              " instead of the fsdp tcp handshake (not an fsdp rank? a port scanner?)";
@@ -487,6 +494,11 @@ class TcpFabric final : public Fabric {
     if (h.version != kTcpVersion) {
       return "speaks protocol version " + std::to_string(h.version) + ", this rank " + std::to_string(kTcpVersion);
     }
+    return {};
+  }
+
+  // Empty when `h`, from a peer that proved the job secret, describes this job; otherwise why not.
+  std::string check_hello(const TcpHello& h, bool accepted) const {
     if (h.size != size_) {
       return "is rank " + std::to_string(h.from_rank) + " of a job of " + std::to_string(h.size) + " ranks, not " +
              std::to_string(size_) + " (two jobs share addresses, or stale addresses?)";
@@ -507,27 +519,37 @@ class TcpFabric final : public Fabric {
     return {};
   }
 
+  std::string secret_hint() const {
+    return options_.secret.empty()
+               ? "this rank has no job secret while the peer has one (set the same FSDP_JOB_SECRET or "
+                 "FSDP_JOB_SECRET_FILE on every rank)"
+               : "FSDP_JOB_SECRET / FSDP_JOB_SECRET_FILE differs between the two ranks, or the peer has none";
+  }
+
   // One connection this rank opens to a higher rank, retried with backoff until it passed the handshake.
   struct Dial {
     int peer;
     int index;
     tcp::endpoint target;
     std::unique_ptr<tcp::socket> socket;
-    enum class State { kIdle, kConnecting, kHello, kReply, kDone } state = State::kIdle;
+    enum class State { kIdle, kConnecting, kHello, kReply, kProof, kDone } state = State::kIdle;
     Clock::time_point next_try{};
     std::chrono::milliseconds backoff{5};
     TcpHello hello;
     TcpHello reply{};
-    size_t done = 0;  // bytes of the hello sent, then of the reply received
+    Digest proof{};   // ours, answering the reply's challenge
+    size_t done = 0;  // bytes of the hello sent, then of the reply received, then of the proof sent
     std::string last_error;
   };
-  // A connection a lower rank opened to us, until its handshake is read and answered.
+  // A connection a lower rank (or anyone) opened to us, until it proved the secret or was refused.
   struct Accepted {
     std::unique_ptr<tcp::socket> socket;
     std::string from;
-    TcpHello hello;
-    size_t got = 0;
-    size_t sent = 0;
+    TcpHello hello{};  // the dialer's
+    TcpHello reply{};  // ours: our nonce and proof
+    Digest proof{};    // the dialer's answer
+    std::string transcript;  // what both proofs cover, once the hello is in
+    size_t got = 0, sent = 0, proof_got = 0;
   };
 
   static std::byte* bytes_of(TcpHello& h) { return reinterpret_cast<std::byte*>(&h); }
@@ -538,6 +560,7 @@ class TcpFabric final : public Fabric {
     d.socket.reset();
     d.state = Dial::State::kIdle;
     d.done = 0;
+    d.hello = hello_to(d.peer, d.index);  // a fresh nonce: no reply recorded earlier fits the next try
     d.last_error = why;
     d.next_try = Clock::now() + d.backoff;
     d.backoff = std::min(d.backoff * 2, std::chrono::milliseconds(500));
@@ -592,31 +615,61 @@ class TcpFabric final : public Fabric {
       }
       d.done += static_cast<size_t>(n);
       if (d.done < sizeof(TcpHello)) return;
+      ErrorContext c = ctx;
+      c.peer = d.peer;
+      const std::string where = "the listener of rank " + std::to_string(d.peer) + " at " + endpoint_text(d.target);
+      std::string why = check_wire(reply);
+      if (!why.empty()) throw CommError(c, where + " rejected the handshake: it " + why);
+      // The listener proves the secret first: a stranger squatting on the address is refused before
+      // this rank proves anything to it.
+      const std::string transcript = tcp_handshake_transcript(d.hello, reply);
+      Digest theirs;
+      std::memcpy(theirs.data(), reply.proof, theirs.size());
+      if (!equal_constant_time(theirs, auth_proof(options_.secret, kTcpAcceptLabel, transcript))) {
+        throw CommError(c, where + " could not prove the job secret: " + secret_hint() +
+                               " (or something else listens there)");
+      }
       // The reply comes from the peer: it must name us and itself.
-      std::string why = check_hello(reply, false);
+      why = check_hello(reply, false);
       if (why.empty() && reply.from_rank != d.peer) why = "answered as rank " + std::to_string(reply.from_rank);
       if (why.empty() && reply.connection != d.index)
         why = "answered for connection " + std::to_string(reply.connection);
-      if (!why.empty()) {
-        ErrorContext c = ctx;
-        c.peer = d.peer;
-        throw CommError(c, "the listener of rank " + std::to_string(d.peer) + " at " + endpoint_text(d.target) +
-                               " rejected the handshake: it " + why);
+      if (!why.empty()) throw CommError(c, where + " rejected the handshake: it " + why);
+      d.proof = auth_proof(options_.secret, kTcpDialLabel, transcript);
+      d.done = 0;
+      d.state = Dial::State::kProof;
+    }
+    if (d.state == Dial::State::kProof) {
+      const ssize_t n = ::send(d.socket->native_handle(), d.proof.data() + d.done, d.proof.size() - d.done,
+                               MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) retry(d, std::strerror(errno));
+        return;
       }
+      d.done += static_cast<size_t>(n);
+      if (d.done < d.proof.size()) return;
       peers_[d.peer].connections[d.index].socket = std::move(d.socket);
       d.state = Dial::State::kDone;
     }
   }
 
-  // Returns true once the handshake is answered and the connection is in place.
+  // Drops a connection that did not prove the job secret: logged (rate-limited), remembered for the
+  // timeout message, closed when `a` goes. Returns true (the connection is finished with).
+  bool refuse(const Accepted& a, const std::string& why) {
+    ++refused_;
+    last_refusal_ = "from " + a.from + ": " + why;
+    refusals_log_.line("fsdp tcp rank " + std::to_string(rank_) + ": ", "refused connection " + last_refusal_);
+    return true;
+  }
+
+  // Returns true once the connection is in place or was refused.
   bool step(Accepted& a, const ErrorContext& ctx) {
     const int fd = a.socket->native_handle();
     if (a.got < sizeof(TcpHello)) {
       const ssize_t n = ::recv(fd, bytes_of(a.hello) + a.got, sizeof(TcpHello) - a.got, MSG_DONTWAIT);
       if (n == 0) {
         if (a.got == 0) return true;  // a probe that connected and left: nothing to answer
-        throw CommError(ctx, "connection from " + a.from + " closed after " + std::to_string(a.got) +
-                                 " bytes of the handshake (not an fsdp rank?)");
+        return refuse(a, "closed after " + std::to_string(a.got) + " bytes of the handshake (not an fsdp rank?)");
       }
       if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
@@ -624,23 +677,45 @@ class TcpFabric final : public Fabric {
       }
       a.got += static_cast<size_t>(n);
       if (a.got < sizeof(TcpHello)) return false;
-      const std::string why = check_hello(a.hello, true);
-      if (!why.empty()) throw CommError(ctx, "bad handshake: the connection from " + a.from + " " + why);
-      auto& slot = peers_[a.hello.from_rank].connections[a.hello.connection].socket;
-      if (slot) {
-        throw CommError(ctx, "bad handshake: rank " + std::to_string(a.hello.from_rank) + " opened connection " +
-                                 std::to_string(a.hello.connection) + " twice (two processes claim that rank?)");
-      }
-      a.hello = hello_to(a.hello.from_rank, a.hello.connection);
+      if (const std::string why = check_wire(a.hello); !why.empty()) return refuse(a, why);
+      a.reply = hello_to(a.hello.from_rank, a.hello.connection);
+      a.transcript = tcp_handshake_transcript(a.hello, a.reply);
+      const Digest proof = auth_proof(options_.secret, kTcpAcceptLabel, a.transcript);
+      std::memcpy(a.reply.proof, proof.data(), proof.size());
     }
-    const ssize_t n = ::send(fd, bytes_of(a.hello) + a.sent, sizeof(TcpHello) - a.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (a.sent < sizeof(TcpHello)) {
+      const ssize_t n =
+          ::send(fd, bytes_of(a.reply) + a.sent, sizeof(TcpHello) - a.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
+        return true;
+      }
+      a.sent += static_cast<size_t>(n);
+      if (a.sent < sizeof(TcpHello)) return false;
+    }
+    const ssize_t n = ::recv(fd, a.proof.data() + a.proof_got, a.proof.size() - a.proof_got, MSG_DONTWAIT);
+    if (n == 0) return refuse(a, "claimed rank " + std::to_string(a.hello.from_rank) +
+                                     " but closed the connection before proving the job secret");
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
       return true;
     }
-    a.sent += static_cast<size_t>(n);
-    if (a.sent < sizeof(TcpHello)) return false;
-    peers_[a.hello.to_rank].connections[a.hello.connection].socket = std::move(a.socket);
+    a.proof_got += static_cast<size_t>(n);
+    if (a.proof_got < a.proof.size()) return false;
+    if (!equal_constant_time(a.proof, auth_proof(options_.secret, kTcpDialLabel, a.transcript))) {
+      return refuse(a, "claimed rank " + std::to_string(a.hello.from_rank) +
+                           " with a wrong proof of the job secret (a forged or replayed hello, or " + secret_hint() +
+                           ")");
+    }
+    // Authenticated: a disagreement now is a misconfigured job, not a stranger.
+    const std::string why = check_hello(a.hello, true);
+    if (!why.empty()) throw CommError(ctx, "bad handshake: the connection from " + a.from + " " + why);
+    auto& slot = peers_[a.hello.from_rank].connections[a.hello.connection].socket;
+    if (slot) {
+      throw CommError(ctx, "bad handshake: rank " + std::to_string(a.hello.from_rank) + " opened connection " +
+                               std::to_string(a.hello.connection) + " twice (two processes claim that rank?)");
+    }
+    slot = std::move(a.socket);
     return true;
   }
 
@@ -673,6 +748,7 @@ class TcpFabric final : public Fabric {
       }
     }
     std::list<Accepted> accepted;
+    const size_t max_pending = 64 + 2 * static_cast<size_t>(size_) * options_.connections_per_peer;
     auto complete = [&] {
       for (int peer = 0; peer < size_; ++peer) {
         if (peer == rank_) continue;
@@ -701,6 +777,10 @@ class TcpFabric final : public Fabric {
             }
           }
         }
+        if (refused_ > 0) {
+          details += "; refused " + std::to_string(refused_) + " connection" + (refused_ == 1 ? "" : "s") +
+                     " that did not prove the job secret, the last " + last_refusal_;
+        }
         throw TimeoutError(ctx, "ranks" + missing + " never connected to rank " + std::to_string(rank_) + " (" +
                                     own.to_string() + ") within " + std::to_string(timeout.count()) + " ms" + details);
       }
@@ -713,7 +793,14 @@ class TcpFabric final : public Fabric {
         configure(*s);
         boost::system::error_code ignored;
         const std::string from = endpoint_text(s->remote_endpoint(ignored));
-        accepted.push_back(Accepted{std::move(s), from, {}, 0, 0});
+        // A flood of connections that never finish the handshake: the oldest pending one goes, so
+        // memory stays bounded; a real rank whose connection went that way redials.
+        if (accepted.size() >= max_pending) {
+          refuse(accepted.front(), "still had not proved the job secret when " + std::to_string(max_pending) +
+                                       " connections were pending");
+          accepted.pop_front();
+        }
+        accepted.push_back(Accepted{std::move(s), from});
       }
       for (Dial& d : dials) {
         if (d.state != Dial::State::kDone) step(d, ctx);
@@ -735,9 +822,21 @@ class TcpFabric final : public Fabric {
   std::vector<pollfd> pollfds_;
   std::vector<std::pair<int, size_t>> poll_index_;
   std::array<std::byte, 64 * 1024> discard_{};  // where pieces of withdrawn receives go
+  // Connections refused at start-up for not proving the job secret.
+  RateLimitedLog refusals_log_;
+  size_t refused_ = 0;
+  std::string last_refusal_;
 };
 
 }  // namespace
+
+std::string tcp_handshake_transcript(TcpHello hello, TcpHello reply) {
+  std::memset(hello.proof, 0, sizeof(hello.proof));
+  std::memset(reply.proof, 0, sizeof(reply.proof));
+  std::string out(reinterpret_cast<const char*>(&hello), sizeof(hello));
+  out.append(reinterpret_cast<const char*>(&reply), sizeof(reply));
+  return out;
+}
 
 std::string TcpEndpoint::to_string() const {
   const bool v6 = host.find(':') != std::string::npos;
@@ -799,6 +898,7 @@ TcpOptions TcpOptions::from_env() {
   TcpOptions o;
   o.connections_per_peer = static_cast<int>(knobs::kTcpConnections.get());
   o.socket_buffer_bytes = static_cast<int>(knobs::kTcpSocketBufferBytes.get());
+  o.secret = job_secret_from_env().key;
   return o;
 }
 

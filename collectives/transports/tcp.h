@@ -21,9 +21,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "collectives/transports/transport.h"
+#include "common/job_secret.h"
 
 namespace fsdp {
 
@@ -44,6 +46,9 @@ struct TcpOptions {
   // SO_SNDBUF and SO_RCVBUF of every connection; 0 leaves the kernel's autotuning on. The kernel caps
   // it at net.core.wmem_max / rmem_max.
   int socket_buffer_bytes = 4 << 20;
+  // The job secret every connection's handshake proves (raw bytes; empty: the empty key, which
+  // authenticates nothing). FSDP_JOB_SECRET / FSDP_JOB_SECRET_FILE.
+  std::string secret = job_secret_from_env().key;
 
   // FSDP_TCP_CONNECTIONS and FSDP_TCP_SOCKET_BUFFER_BYTES (common/knobs.h), the defaults where unset.
   // Throws InvalidArgument naming the variable on a malformed or out-of-range value.
@@ -79,16 +84,23 @@ class TcpListener {
 
 // Joins the job as `rank` of `size`. peers[r] is rank r's published listener (peers[rank] is ours and
 // unused). Blocks until every connection is up and has passed the handshake, or `connect_timeout`
-// passed: then throws TimeoutError naming the ranks that never connected. A handshake from another
-// job (wrong size, rank or connection count) or from something that is not this transport throws
-// CommError saying which.
+// passed: then throws TimeoutError naming the ranks that never connected (and the last connection
+// refused, if any). A connection that does not prove the job secret (garbage, a forged or replayed
+// hello, a rank of another job or secret) is refused, logged (rate-limited) and closed, and the
+// wait goes on: a stranger cannot take a rank's place nor stop the job from starting. A peer that
+// proved the secret but disagrees about the job (size, rank, connection count) throws CommError
+// saying which, as does a listener that cannot prove the secret to this rank.
 std::shared_ptr<Transport> make_tcp_transport(int rank, int size, TcpListener listener,
                                               const std::vector<TcpEndpoint>& peers,
                                               std::chrono::milliseconds connect_timeout, TcpOptions options = {});
 
-// The handshake each connection opens with, in host byte order (all ranks share one architecture).
-// The connecting rank sends it; the accepting rank checks it and answers with its own. Public so
-// tests can speak the protocol.
+// The handshake each connection opens with, in host byte order (all ranks share one architecture):
+//   dialer   -> acceptor  TcpHello with the dialer's nonce, proof zero
+//   acceptor -> dialer    TcpHello reply with the acceptor's nonce and
+//                         proof = auth_proof(secret, kTcpAcceptLabel, tcp_handshake_transcript(hello, reply))
+//   dialer   -> acceptor  auth_proof(secret, kTcpDialLabel, the same transcript)   (32 bytes)
+// Both proofs cover both nonces and every field, so neither can be replayed on another connection
+// nor reflected, and the secret never crosses the wire. Public so tests can speak the protocol.
 struct TcpHello {
   uint64_t magic;
   uint32_t version;
@@ -97,8 +109,17 @@ struct TcpHello {
   int32_t size;
   int32_t connection;   // index within the pair, 0 .. connections_per_peer - 1
   int32_t connections;  // connections_per_peer; both sides must agree
+  uint8_t nonce[kAuthNonceBytes];
+  uint8_t proof[32];  // the acceptor's reply only; zero in the dialer's hello
 };
+static_assert(sizeof(TcpHello) == 80);
 inline constexpr uint64_t kTcpHelloMagic = 0x6673647074637031ull;  // "fsdptcp1"
-inline constexpr uint32_t kTcpVersion = 2;                         // 2: the shared fabric protocol over the connections
+// 3: the authenticated handshake; 2: the shared fabric protocol over the connections.
+inline constexpr uint32_t kTcpVersion = 3;
+inline constexpr std::string_view kTcpDialLabel = "fsdp-tcp dial";
+inline constexpr std::string_view kTcpAcceptLabel = "fsdp-tcp accept";
+
+// What both proofs cover: the dialer's hello and the acceptor's reply, each with its proof zeroed.
+std::string tcp_handshake_transcript(TcpHello hello, TcpHello reply);
 
 }  // namespace fsdp

@@ -5,7 +5,9 @@
 //
 // By default fsdp-run serves the rendezvous store itself (like torchrun's agent) on
 // --master-addr:--master-port (port 0: a free one, bound before any child starts, so no race) and sets
-// FSDP_STORE_EXTERNAL=1; with --no-store rank 0 serves it. docs/launch.md describes every option.
+// FSDP_STORE_EXTERNAL=1; with --no-store rank 0 serves it. Every job is authenticated: the secret
+// from FSDP_JOB_SECRET / FSDP_JOB_SECRET_FILE, else a fresh one per job, reaches the ranks in
+// FSDP_JOB_SECRET (never on a command line). docs/launch.md describes every option.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -26,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "common/job_secret.h"
 #include "common/knobs.h"
 #include "launch/store.h"
 #include "launch/thread_budget.h"
@@ -552,8 +555,31 @@ T knob_or_exit(const fsdp::knobs::Knob<T>& knob) {
 
 }  // namespace
 
+// The job's secret, put in this process's environment as FSDP_JOB_SECRET so that the store served
+// here and every rank (their environments copy ours) hold the same one. Generated when none is
+// configured, except when the ranks use a store someone else serves (--no-store with
+// FSDP_STORE_EXTERNAL): that store's secret can only come from the user.
+void settle_job_secret(const Args& a) {
+  fsdp::JobSecret secret;
+  bool external_store = false;
+  try {
+    secret = fsdp::job_secret_from_env();
+    external_store = !a.serve_store && fsdp::knobs::kStoreExternal.get();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fsdp-run: %s\n", e.what());
+    std::exit(2);
+  }
+  if (secret.empty()) {
+    if (external_store) return;
+    secret = fsdp::generate_job_secret();
+  }
+  ::setenv(std::string(fsdp::knobs::kJobSecret.env).c_str(), fsdp::to_hex(secret.key).c_str(), 1);
+  ::unsetenv(std::string(fsdp::knobs::kJobSecretFile.env).c_str());
+}
+
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
+  settle_job_secret(a);
   const double grace_sec = knob_or_exit(fsdp::knobs::kRunGraceSec);
   const double term_delay_sec = knob_or_exit(fsdp::knobs::kRunTermDelaySec);
   const std::string program = resolve_program(a.command[0]);

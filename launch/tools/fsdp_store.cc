@@ -1,29 +1,56 @@
 // fsdp-store: a standalone rendezvous store for jobs whose rank 0 should not serve it (FSDP_STORE_EXTERNAL=1).
 //
-//   fsdp-store --port 29500 [--host 0.0.0.0]
+//   fsdp-store --port 29500 [--host ADDRESS | --interface NAME]
 //
-// Prints "fsdp-store: serving on HOST:PORT" once it listens (with --port 0, the port the kernel chose)
-// and runs until SIGTERM or SIGINT.
+// Listens on the loopback unless told an address or a network interface (never every interface by
+// default). Clients must prove the job secret (FSDP_JOB_SECRET or FSDP_JOB_SECRET_FILE, the same the
+// ranks get); on anything but the loopback it refuses to start without one. Prints "fsdp-store:
+// serving on HOST:PORT" once it listens (with --port 0, the port the kernel chose) and runs until
+// SIGTERM or SIGINT.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "common/job_secret.h"
 #include "launch/store.h"
 
 namespace {
 
 [[noreturn]] void usage(const std::string& error) {
   if (!error.empty()) std::fprintf(stderr, "fsdp-store: %s\n", error.c_str());
-  std::fprintf(stderr, "usage: fsdp-store --port P [--host H]   (P 0: a free port; H default 0.0.0.0)\n");
+  std::fprintf(stderr,
+               "usage: fsdp-store --port P [--host ADDRESS | --interface NAME]\n"
+               "  P 0: a free port; ADDRESS default 127.0.0.1; NAME: a network interface (eth0), its IPv4 address\n"
+               "  clients prove FSDP_JOB_SECRET / FSDP_JOB_SECRET_FILE; required unless on the loopback\n");
   std::exit(error.empty() ? 0 : 2);
 }
+
+// The first IPv4 address of interface `name`, or "" when it has none.
+std::string interface_address(const std::string& name) {
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return "";
+  std::string found;
+  for (ifaddrs* a = all; a && found.empty(); a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET || name != a->ifa_name) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    if (::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text))) found = text;
+  }
+  ::freeifaddrs(all);
+  return found;
+}
+
+bool is_loopback(const std::string& host) { return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0; }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string host = "0.0.0.0";
+  std::string host = "127.0.0.1";
   long port = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
@@ -38,6 +65,10 @@ int main(int argc, char** argv) {
       if (text.empty() || *end != '\0' || port < 0 || port > 65535) usage("--port wants 0..65535, got '" + text + "'");
     } else if (k == "--host") {
       host = value();
+    } else if (k == "--interface") {
+      const std::string name = value();
+      host = interface_address(name);
+      if (host.empty()) usage("interface '" + name + "' does not exist or has no IPv4 address");
     } else if (k == "-h" || k == "--help") {
       usage("");
     } else {
@@ -56,9 +87,24 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   try {
-    fsdp::launch::StoreServer server(host, static_cast<uint16_t>(port));
+    const fsdp::JobSecret secret = fsdp::job_secret_from_env();
+    if (secret.empty() && !is_loopback(host)) {
+      std::fprintf(stderr,
+                   "fsdp-store: refusing to serve %s without a job secret: anyone who reaches it could rewrite the "
+                   "job's keys. Set FSDP_JOB_SECRET (openssl rand -hex 32) or FSDP_JOB_SECRET_FILE here and on "
+                   "every rank\n",
+                   host.c_str());
+      return 2;
+    }
+    fsdp::launch::StoreServerOptions options = fsdp::launch::StoreServerOptions::from_env();
+    options.secret = secret.key;
+    fsdp::launch::StoreServer server(host, static_cast<uint16_t>(port), options);
     std::printf("fsdp-store: serving on %s\n", server.address().c_str());
     std::fflush(stdout);
+    if (secret.empty()) {
+      std::fprintf(stderr, "fsdp-store: note: no job secret (FSDP_JOB_SECRET / FSDP_JOB_SECRET_FILE): any local "
+                           "process may use this store\n");
+    }
     int sig = 0;
     sigwait(&stop, &sig);
     std::printf("fsdp-store: got signal %d, stopping\n", sig);

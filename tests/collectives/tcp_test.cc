@@ -70,6 +70,27 @@ int raw_connect(uint16_t port) {
   return fd;
 }
 
+// Plays the dialing side of the handshake over `fd` as rank hello.from_rank holding `key`: sends the
+// hello, reads the reply (into *reply) and answers with the proof. `proof_for` replaces the transcript
+// the proof covers (a replay: a proof that was right for another connection's challenge). 0 when
+// every byte went; otherwise which step failed.
+int dial_handshake(int fd, TcpHello hello, const std::string& key, TcpHello* reply,
+                   const std::string& proof_for = "") {
+  if (::write(fd, &hello, sizeof(hello)) != sizeof(hello)) return 20;
+  if (::recv(fd, reply, sizeof(*reply), MSG_WAITALL) != sizeof(*reply)) return 21;
+  const Digest proof =
+      auth_proof(key, kTcpDialLabel, proof_for.empty() ? tcp_handshake_transcript(hello, *reply) : proof_for);
+  if (::write(fd, proof.data(), proof.size()) != static_cast<ssize_t>(proof.size())) return 22;
+  return 0;
+}
+
+TcpHello hello_of(int from, int to, int size) {
+  TcpHello h{kTcpHelloMagic, kTcpVersion, from, to, size, 0, 1, {}, {}};
+  const std::string nonce = random_bytes(kAuthNonceBytes);
+  std::memcpy(h.nonce, nonce.data(), sizeof(h.nonce));
+  return h;
+}
+
 // (ranks, connections per peer)
 class TcpProcesses : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
@@ -154,24 +175,19 @@ TEST(TcpFaults, RankThatNeverConnectsTimesOut) {
   EXPECT_EQ(codes[1], 0);
 }
 
-// What a misbehaving "rank 0" sends to rank 1's listener: garbage instead of a handshake, or a
-// handshake from a job of another size.
-class TcpBadHandshake : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(TcpBadHandshake, IsRejectedWithAClearError) {
-  const std::string mode = GetParam();
+// A "rank 0" that proved the job secret (the empty one here) but belongs to a job of another size:
+// rank 1 fails at once with an error naming both sizes.
+TEST(TcpBadHandshake, AnAuthenticatedPeerOfAnotherJobIsAnError) {
   Job job = bind_job(2);
   auto codes = run_processes(2, 30s, [&](int rank) {
     if (rank == 0) {
       const int fd = raw_connect(job.peers[1].port);
       if (fd < 0) return 5;
-      TcpHello hello{kTcpHelloMagic, kTcpVersion, 0, 1, 3, 0, 1};
-      const char garbage[] = "GET / HTTP/1.1\r\nHost: fsdp\r\n\r\nxxxxxxxxxxxxxxxx";
-      const bool ok = mode == "garbage" ? ::write(fd, garbage, sizeof(garbage)) > 0
-                                        : ::write(fd, &hello, sizeof(hello)) == sizeof(hello);
+      TcpHello reply{};
+      const int rc = dial_handshake(fd, hello_of(0, 1, 3), "", &reply);
       std::this_thread::sleep_for(1s);
       ::close(fd);
-      return ok ? 0 : 6;
+      return rc;
     }
     try {
       make_tcp_transport(1, 2, std::move(job.listeners[1]), job.peers, 5s);
@@ -180,15 +196,95 @@ TEST_P(TcpBadHandshake, IsRejectedWithAClearError) {
       std::fprintf(stderr, "timed out instead: %s\n", e.what());
       return 4;
     } catch (const CommError& e) {
-      return expect_in(e.what(), "bad handshake") +
-             expect_in(e.what(), mode == "garbage" ? "instead of the fsdp tcp handshake" : "job of 3 ranks, not 2");
+      return expect_in(e.what(), "bad handshake") + expect_in(e.what(), "job of 3 ranks, not 2");
     }
   });
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, TcpBadHandshake, ::testing::Values("garbage", "wrong_size"));
+// Strangers at rank 1's listener before the real rank 0: garbage (a port scanner), a hello whose proof
+// uses another secret (forged), a proof that was right for another connection's challenge (replayed),
+// and a hello that never proves anything. Each is refused and logged, and the job starts regardless
+// once the real rank 0 dials. Rank 1 and the real rank 0 hold one secret; the stranger does not.
+class TcpStranger : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TcpStranger, IsRefusedAndTheJobStillStarts) {
+  const std::string mode = GetParam();
+  const std::string secret = random_bytes(32), other = random_bytes(32);
+  Job job = bind_job(2);
+  int refused[2];  // the stranger tells the real rank 0 it is done (rank 1 closed its connection)
+  ASSERT_EQ(::pipe(refused), 0);
+  auto codes = run_processes(3, 30s, [&](int rank) {
+    if (rank == 2) {  // the stranger, claiming to be rank 0
+      ::close(refused[0]);
+      const int fd = raw_connect(job.peers[1].port);
+      if (fd < 0) return 5;
+      int rc = 0;
+      TcpHello reply{};
+      if (mode == "garbage") {
+        const std::string garbage = "GET / HTTP/1.1\r\nHost: fsdp\r\n\r\n" + std::string(100, 'x');
+        rc = ::write(fd, garbage.data(), garbage.size()) == static_cast<ssize_t>(garbage.size()) ? 0 : 6;
+      } else if (mode == "forged") {
+        rc = dial_handshake(fd, hello_of(0, 1, 2), other, &reply);
+      } else if (mode == "replayed") {
+        // The proof a real rank 0 gave for some earlier challenge, replayed against a fresh one.
+        TcpHello earlier = hello_of(0, 1, 2);
+        earlier.nonce[0] ^= 1;
+        rc = dial_handshake(fd, hello_of(0, 1, 2), secret, &reply, tcp_handshake_transcript(earlier, reply));
+      } else {  // "silent": a hello, then nothing
+        TcpHello hello = hello_of(0, 1, 2);
+        rc = ::write(fd, &hello, sizeof(hello)) == sizeof(hello) ? 0 : 6;
+      }
+      char byte;
+      if (rc == 0 && mode != "silent" && ::recv(fd, &byte, 1, 0) > 0) rc = 7;  // refused: closed, nothing more
+      ::write(refused[1], "r", 1);
+      std::this_thread::sleep_for(200ms);
+      ::close(fd);
+      return rc;
+    }
+    if (rank == 0) {
+      ::close(refused[1]);
+      char byte;
+      if (::read(refused[0], &byte, 1) != 1) return 9;
+    }
+    TcpOptions options;
+    options.secret = secret;
+    auto transport = make_tcp_transport(rank, 2, std::move(job.listeners[rank]), job.peers, 10s, options);
+    job.listeners.clear();
+    CommOptions o;
+    o.timeout = 10s;
+    auto comm = Communicator::create(transport, o);
+    std::vector<float> x(16, static_cast<float>(rank + 1));
+    comm->all_reduce(x.data(), x.data(), x.size(), DataType::kFloat32, ReduceOp::sum()).wait();
+    return x[0] == 3.0f && x[15] == 3.0f ? 0 : 10;
+  });
+  ::close(refused[0]);
+  ::close(refused[1]);
+  EXPECT_EQ(codes, (std::vector<int>{0, 0, 0})) << mode;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, TcpStranger, ::testing::Values("garbage", "forged", "replayed", "silent"));
+
+// Ranks holding different secrets never connect: the dialer refuses a listener that cannot prove its
+// secret with an error that says so; the listener refuses the dialer and, at its timeout, says why.
+TEST(TcpAuth, RanksWithDifferentSecretsRefuseEachOther) {
+  Job job = bind_job(2);
+  auto codes = run_processes(2, 30s, [&](int rank) {
+    TcpOptions options;
+    options.secret = random_bytes(32);  // each process its own
+    try {
+      make_tcp_transport(rank, 2, std::move(job.listeners[rank]), job.peers, 2s, options);
+      return 2;
+    } catch (const TimeoutError& e) {
+      return rank == 1 ? expect_in(e.what(), "did not prove the job secret") : 3;
+    } catch (const CommError& e) {
+      return rank == 0 ? expect_in(e.what(), "could not prove the job secret") : 4;
+    }
+  });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+}
 
 // A fake rank 0 passes the connection handshake and the protocol's hello, waits until rank 1 is up,
 // then sends a broken frame (the shared MessageHeader with one field spoiled): rank 1's pending
@@ -205,9 +301,9 @@ TEST_P(TcpMalformedFrame, FailsTheReceiveClearly) {
       ::close(up[1]);
       int fd = -1;
       for (int i = 0; i < 200 && fd < 0; ++i) fd = raw_connect(job.peers[1].port);
-      TcpHello hello{kTcpHelloMagic, kTcpVersion, 0, 1, 2, 0, 1};
-      if (fd < 0 || ::write(fd, &hello, sizeof(hello)) != sizeof(hello)) return 5;
-      if (::recv(fd, &hello, sizeof(hello), MSG_WAITALL) != sizeof(hello)) return 6;
+      TcpHello reply{};
+      if (fd < 0) return 5;
+      if (const int rc = dial_handshake(fd, hello_of(0, 1, 2), "", &reply); rc != 0) return rc;
       MessageHeader greeting = make_header(MessageKind::kHello, Tag{}, kProtocolVersion, 0);
       greeting.aux = 2;
       if (::write(fd, &greeting, sizeof(greeting)) != sizeof(greeting)) return 7;

@@ -11,29 +11,12 @@
 #include <string>
 
 #include "common/errors.h"
+#include "tests/common/scoped_env.h"
 
 namespace fsdp::knobs {
 namespace {
 
-// Sets a variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(std::string_view name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name_.c_str())) old_ = old;
-    ::setenv(name_.c_str(), value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_.c_str());
-    }
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using testing::ScopedEnv;
 
 std::string error_of(auto&& f) {
   try {

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -32,7 +34,8 @@ const std::string kMpirun = fsdp::testing::kMpirunForTests;
 // Variables a surrounding launcher may have set: each test starts from none of them.
 const std::string kClean =
     "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT "
-    "-u FSDP_MASTER_ADDR -u FSDP_MASTER_PORT -u FSDP_STORE_EXTERNAL -u FSDP_TRANSPORT "
+    "-u FSDP_MASTER_ADDR -u FSDP_MASTER_PORT -u FSDP_STORE_EXTERNAL -u FSDP_TRANSPORT -u FSDP_JOB_SECRET "
+    "-u FSDP_JOB_SECRET_FILE "
     "-u OMP_NUM_THREADS OPENBLAS_NUM_THREADS=1 ";  // a chosen thread count: fsdp-run says nothing of threads
 
 using Result = fsdp::testing::ShellResult;  // exit status (128+signal for a signal), output, seconds
@@ -370,6 +373,90 @@ TEST(ExternalStore, TwoJobsInARowThenSigterm) {
     ASSERT_EQ(r.code, 0) << "job " << job << "\n" << r.output;
     EXPECT_EQ(count(r.output, "fsdp-world-check OK"), 2) << r.output;
   }
+  EXPECT_EQ(store.stop(SIGTERM), 0);
+}
+
+// --- Authenticated jobs -----------------------------------------------------------------------------
+
+// fsdp-run gives every rank of a job the same fresh secret, and another job another one.
+TEST(JobSecret, FsdpRunGivesEachJobItsOwnSecret) {
+  const std::string print = " --nproc 2 -- sh -c 'echo secret=$FSDP_JOB_SECRET'";
+  const Result a = sh(kClean + kRun + print), b = sh(kClean + kRun + print);
+  ASSERT_EQ(a.code, 0) << a.output;
+  std::smatch m0, m1;
+  ASSERT_TRUE(std::regex_search(a.output, m0, std::regex(R"(\[rank 0\] secret=([0-9a-f]{64})\n)"))) << a.output;
+  ASSERT_TRUE(std::regex_search(a.output, m1, std::regex(R"(\[rank 1\] secret=([0-9a-f]{64})\n)"))) << a.output;
+  EXPECT_EQ(m0[1], m1[1]);
+  EXPECT_EQ(b.output.find(m0[1].str()), std::string::npos) << "two jobs got the same secret";
+}
+
+// A rank of an fsdp-run job that lacks the job's secret is refused by the store fsdp-run serves, and
+// says why; so is one with another secret.
+TEST(JobSecret, AStoreClientWithoutTheSecretIsRefused) {
+  for (const std::string without : {"env -u FSDP_JOB_SECRET",
+                                    "env FSDP_JOB_SECRET=00112233445566778899aabbccddeeff"}) {
+    const Result r = sh(kClean + "FSDP_RENDEZVOUS_TIMEOUT_SEC=3 " + kRun + " --nproc 2 -- sh -c 'if [ $RANK = 1 ]; then " +
+                        without + " " + kCheck + "; else " + kCheck + "; fi'");
+    EXPECT_NE(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("rank 1 FAILED: CommError"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("refused this client's proof of the job secret"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("refused: wrong proof of the job secret"), std::string::npos) << r.output;
+    EXPECT_LT(r.seconds, 30);
+  }
+}
+
+// The secret from an owner-only file reaches every rank (the job passes); a file others may read, or
+// a secret that is not hex, is refused before anything starts.
+TEST(JobSecret, SecretFileMustBeOwnerOnly) {
+  char path[] = "/tmp/fsdp-secret-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string hex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
+  ASSERT_EQ(::write(fd, hex.data(), hex.size()), static_cast<ssize_t>(hex.size()));
+  ::close(fd);
+  ASSERT_EQ(::chmod(path, 0600), 0);
+  const Result ok = sh(kClean + "FSDP_TRANSPORT=tcp FSDP_JOB_SECRET_FILE=" + path + " " + kRun + " --nproc 2 -- " + kCheck);
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_EQ(count(ok.output, "fsdp-world-check OK"), 2) << ok.output;
+  ASSERT_EQ(::chmod(path, 0644), 0);
+  const Result bad = sh(kClean + "FSDP_JOB_SECRET_FILE=" + path + " " + kRun + " --nproc 2 -- true");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("chmod 600"), std::string::npos) << bad.output;
+  ::unlink(path);
+  const Result garbled = sh(kClean + "FSDP_JOB_SECRET=not-a-secret " + kRun + " --nproc 1 -- true");
+  EXPECT_EQ(garbled.code, 2) << garbled.output;
+  EXPECT_NE(garbled.output.find("FSDP_JOB_SECRET is not a hex string"), std::string::npos) << garbled.output;
+}
+
+// fsdp-store: the loopback by default, or a named interface's address; another address only with a
+// secret; the job's ranks prove the store's secret, and a job without it is refused.
+TEST(JobSecret, FsdpStoreWithASecret) {
+  const Result open = sh(kClean + kStore + " --port 0 --host 0.0.0.0");
+  EXPECT_EQ(open.code, 2) << open.output;
+  EXPECT_NE(open.output.find("refusing to serve 0.0.0.0 without a job secret"), std::string::npos) << open.output;
+
+  const Result missing = sh(kClean + kStore + " --port 0 --interface fsdp-no-such-if0");
+  EXPECT_EQ(missing.code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("interface 'fsdp-no-such-if0' does not exist"), std::string::npos) << missing.output;
+  Background by_name({kStore, "--port", "0", "--interface", "lo"});
+  EXPECT_NE(by_name.line().find("serving on 127.0.0.1:"), std::string::npos);
+  EXPECT_EQ(by_name.stop(SIGTERM), 0);
+
+  const std::string secret = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+  ::setenv("FSDP_JOB_SECRET", secret.c_str(), 1);
+  Background store({kStore, "--port", "0"});
+  ::unsetenv("FSDP_JOB_SECRET");
+  const std::string first = store.line();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(first, m, std::regex(R"(serving on 127\.0\.0\.1:(\d+))"))) << first;
+  const std::string job = kRun + " --no-store --master-port " + std::string(m[1]) + " --nproc 2 -- " + kCheck;
+  const Result good = sh(kClean + "FSDP_STORE_EXTERNAL=1 FSDP_JOB_SECRET=" + secret + " " + job);
+  EXPECT_EQ(good.code, 0) << good.output;
+  EXPECT_EQ(count(good.output, "fsdp-world-check OK"), 2) << good.output;
+  const Result stranger = sh(kClean + "FSDP_STORE_EXTERNAL=1 FSDP_RENDEZVOUS_TIMEOUT_SEC=3 " + job);
+  EXPECT_NE(stranger.code, 0) << stranger.output;
+  EXPECT_NE(stranger.output.find("refused this client's proof of the job secret"), std::string::npos)
+      << stranger.output;
   EXPECT_EQ(store.stop(SIGTERM), 0);
 }
 

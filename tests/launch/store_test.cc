@@ -15,6 +15,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -38,15 +39,35 @@ StoreClientOptions quick_options() {
   return options;
 }
 
-// A plain socket, to send what no StoreClient would.
+// A plain socket, to send what no StoreClient would. It passes the job-secret handshake first (with
+// `key`, the empty one of a server without a secret) unless told not to, so what it sends next
+// reaches the request parser.
 class RawSocket {
  public:
-  explicit RawSocket(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+  static constexpr bool kUnauthenticated = false;
+
+  explicit RawSocket(uint16_t port, bool authenticate = true, const std::string& key = "")
+      : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+    if (connected_ && authenticate) connected_ = handshake(key);
+  }
+  // The client's side of the handshake (store.h); false when the server did not accept the proof.
+  bool handshake(const std::string& key) {
+    std::string challenge(kStoreAuthMagic.size() + kAuthNonceBytes, '\0');
+    if (!recv_all(&challenge)) return false;
+    const std::string nonce = random_bytes(kAuthNonceBytes);
+    const std::string transcript = challenge.substr(kStoreAuthMagic.size()) + nonce;
+    const Digest proof = auth_proof(key, kStoreClientLabel, transcript);
+    if (!send_all(nonce + std::string(reinterpret_cast<const char*>(proof.data()), proof.size()))) return false;
+    std::string answer(sizeof(Digest), '\0');
+    return recv_all(&answer);
+  }
+  bool recv_all(std::string* bytes) {
+    return ::recv(fd_, bytes->data(), bytes->size(), MSG_WAITALL) == static_cast<ssize_t>(bytes->size());
   }
   ~RawSocket() {
     if (fd_ >= 0) ::close(fd_);
@@ -461,6 +482,154 @@ TEST(StoreAbuse, OutOfDescriptorsTheServerStillAdmitsAClient) {
   });
   for (int fd : {to_server[0], to_server[1], to_client[0], to_client[1]}) ::close(fd);
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
+// --- Authentication: every connection proves the job secret before any request is read ---------
+
+StoreServerOptions with_secret(const std::string& secret) {
+  StoreServerOptions options;
+  options.secret = secret;
+  return options;
+}
+
+StoreClientOptions quick_with_secret(const std::string& secret) {
+  StoreClientOptions options = quick_options();
+  options.secret = secret;
+  return options;
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const CommError& e) {
+    return e.what();
+  }
+  return "(no CommError)";
+}
+
+TEST(StoreAuth, ClientsWithTheSecretAreServed) {
+  const std::string secret = random_bytes(32);
+  StoreServer server("127.0.0.1", 0, with_secret(secret));
+  StoreClient client("127.0.0.1", server.port(), quick_with_secret(secret));
+  client.set("k", "v");
+  EXPECT_EQ(client.get("k"), "v");
+}
+
+// A client without the secret, or with another, is refused before any request and says why; the
+// server goes on serving the job's clients and nothing the stranger meant to write is there.
+TEST(StoreAuth, ClientsWithoutTheSecretAreRefused) {
+  const std::string secret = random_bytes(32);
+  StoreServer server("127.0.0.1", 0, with_secret(secret));
+  StoreClient good("127.0.0.1", server.port(), quick_with_secret(secret));
+  const std::string none = message_of([&] { StoreClient("127.0.0.1", server.port(), quick_with_secret("")); });
+  EXPECT_NE(none.find("refused this client's proof of the job secret"), std::string::npos) << none;
+  EXPECT_NE(none.find("this client has no job secret"), std::string::npos) << none;
+  const std::string other =
+      message_of([&] { StoreClient("127.0.0.1", server.port(), quick_with_secret(random_bytes(32))); });
+  EXPECT_NE(other.find("refused this client's proof of the job secret"), std::string::npos) << other;
+  good.set("k", "v");
+  EXPECT_EQ(good.get("k"), "v");
+}
+
+// A client holding the secret refuses a server that cannot prove it (a squatter on the port, or a
+// store started without the job's secret).
+TEST(StoreAuth, ServersWithoutTheSecretAreRefusedByClients) {
+  StoreServer server("127.0.0.1", 0, with_secret(""));
+  const std::string what =
+      message_of([&] { StoreClient("127.0.0.1", server.port(), quick_with_secret(random_bytes(32))); });
+  EXPECT_NE(what.find("job secret"), std::string::npos) << what;
+}
+
+// A raw client that skips the handshake and sends a SET at once: its bytes are taken for a proof,
+// which is wrong, so the connection is closed and the key never written.
+TEST(StoreAuth, AnUnauthenticatedRequestIsNeverExecuted) {
+  const std::string secret = random_bytes(32);
+  StoreServer server("127.0.0.1", 0, with_secret(secret));
+  StoreClient good("127.0.0.1", server.port(), quick_with_secret(secret));
+  proto::StoreRequest set;
+  set.set_op(proto::StoreRequest::OP_SET);
+  set.add_keys("fsdp/default/tcp/0");
+  set.set_value("10.6.6.6:1");
+  RawSocket stranger(server.port(), RawSocket::kUnauthenticated);
+  ASSERT_TRUE(stranger.connected());
+  std::string challenge(kStoreAuthMagic.size() + kAuthNonceBytes, '\0');
+  ASSERT_TRUE(stranger.recv_all(&challenge));
+  ASSERT_TRUE(stranger.send_all(request_frame(set) + std::string(64, 'x')));
+  EXPECT_TRUE(stranger.closed_by_peer(2s));
+  EXPECT_EQ(good.num_keys(), 0);
+  // And with the handshake done using the wrong key, likewise.
+  RawSocket forger(server.port(), RawSocket::kUnauthenticated);
+  ASSERT_TRUE(forger.connected());
+  EXPECT_FALSE(forger.handshake(random_bytes(32)));
+  EXPECT_EQ(good.num_keys(), 0);
+}
+
+// A proof recorded from one connection is worthless on the next: the server's challenge differs.
+TEST(StoreAuth, AReplayedProofIsRefused) {
+  const std::string secret = random_bytes(32);
+  StoreServer server("127.0.0.1", 0, with_secret(secret));
+  RawSocket first(server.port(), RawSocket::kUnauthenticated);
+  std::string challenge1(kStoreAuthMagic.size() + kAuthNonceBytes, '\0');
+  ASSERT_TRUE(first.recv_all(&challenge1));
+  const std::string nonce = random_bytes(kAuthNonceBytes);
+  const Digest proof = auth_proof(secret, kStoreClientLabel, challenge1.substr(kStoreAuthMagic.size()) + nonce);
+  const std::string recorded = nonce + std::string(reinterpret_cast<const char*>(proof.data()), proof.size());
+  ASSERT_TRUE(first.send_all(recorded));
+  std::string answer(sizeof(Digest), '\0');
+  ASSERT_TRUE(first.recv_all(&answer));  // accepted: the proof was right for this challenge
+
+  RawSocket second(server.port(), RawSocket::kUnauthenticated);
+  std::string challenge2(challenge1.size(), '\0');
+  ASSERT_TRUE(second.recv_all(&challenge2));
+  EXPECT_NE(challenge1, challenge2);
+  ASSERT_TRUE(second.send_all(recorded));
+  EXPECT_TRUE(second.closed_by_peer(2s));
+}
+
+// Fifty strangers with a wrong secret: every one is closed, the log says who and why, but in at most
+// 5 lines (the window is 10 s, longer than this test), and the job's client is served throughout.
+TEST(StoreAuth, RefusalsAreLoggedRateLimited) {
+  const std::string secret = random_bytes(32);
+  StoreServer server("127.0.0.1", 0, with_secret(secret));
+  StoreClient good("127.0.0.1", server.port(), quick_with_secret(secret));
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 50; ++i) {
+    RawSocket forger(server.port(), RawSocket::kUnauthenticated);
+    ASSERT_TRUE(forger.connected());
+    EXPECT_FALSE(forger.handshake(random_bytes(32)));
+  }
+  good.set("k", "v");
+  EXPECT_EQ(good.get("k"), "v");
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  int lines = 0;
+  for (size_t at = log.find("refused: wrong proof"); at != std::string::npos; at = log.find("refused: wrong proof", at + 1))
+    ++lines;
+  EXPECT_GE(lines, 1) << log;
+  EXPECT_LE(lines, 5) << log;
+  EXPECT_NE(log.find("closing connection from 127.0.0.1:"), std::string::npos) << log;
+}
+
+// Something that is not a store (no challenge, or another protocol's greeting) is refused at once.
+TEST(StoreAuth, AServerThatIsNotAStoreIsRefused) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::thread impostor([&] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    const std::string greeting = "SSH-2.0-OpenSSH_9.2p1 Debian\r\n";
+    (void)::send(fd, greeting.data(), greeting.size(), MSG_NOSIGNAL);
+    std::this_thread::sleep_for(500ms);
+    ::close(fd);
+  });
+  const std::string what = message_of([&] { StoreClient("127.0.0.1", ntohs(addr.sin_port), quick_options()); });
+  EXPECT_NE(what.find("is not an fsdp store of this version"), std::string::npos) << what;
+  impostor.join();
+  ::close(listener);
 }
 
 }  // namespace

@@ -4,12 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <thread>
 #include <vector>
 
 #include "collectives/core/errors.h"
+#include "common/atomic_file.h"
 #include "tests/collectives/test_support.h"
+#include "tests/common/scoped_env.h"
 
 namespace fsdp::launch {
 namespace {
@@ -92,9 +97,12 @@ TEST(WorldOptions, RendezvousTimeoutFromEnv) {
   EXPECT_EQ(WorldOptions().rendezvous_timeout, 120s);
 }
 
-// n ranks as threads against an external store; each runs the multi-process collectives suite.
-void run_threads(int n, const std::string& transport) {
-  StoreServer server("127.0.0.1", 0);
+// n ranks as threads against an external store; each runs the multi-process collectives suite. With
+// a `secret`, the store and every rank hold it (the store and TCP handshakes prove it).
+void run_threads(int n, const std::string& transport, const std::string& secret = "") {
+  StoreServerOptions server_options;
+  server_options.secret = secret;
+  StoreServer server("127.0.0.1", 0, server_options);
   std::vector<int> failures(n, 0);
   std::vector<std::string> names(n), jobs(n);
   std::vector<std::thread> threads;
@@ -112,6 +120,7 @@ void run_threads(int n, const std::string& transport) {
       o.transport = transport;
       o.external_store = true;
       o.rendezvous_timeout = 20s;
+      o.secret = JobSecret{secret, "test"};
       try {
         World w = connect_world(env, o);
         EXPECT_EQ(w.topology.host_count, 1);
@@ -133,7 +142,9 @@ void run_threads(int n, const std::string& transport) {
     EXPECT_EQ(jobs[r], jobs[0]);
   }
   // The job cleaned up after itself: a second job on the same store starts from nothing.
-  StoreClient probe("127.0.0.1", server.port());
+  StoreClientOptions probe_options;
+  probe_options.secret = secret;
+  StoreClient probe("127.0.0.1", server.port(), probe_options);
   EXPECT_EQ(probe.num_keys(), 0);
 }
 
@@ -144,6 +155,8 @@ TEST(ConnectWorld, ThreadsOverShm) {
 TEST(ConnectWorld, ThreadsOverTcp) {
   for (int n : {2, 4}) run_threads(n, "tcp");
 }
+
+TEST(ConnectWorld, ThreadsOverTcpWithAJobSecret) { run_threads(3, "tcp", random_bytes(32)); }
 
 // FSDP_TCP_CONNECTIONS reaches the transport: 3 connections per pair, data striped across them.
 TEST(ConnectWorld, ThreadsOverTcpStripedByEnvironment) {
@@ -183,6 +196,71 @@ TEST(ConnectWorld, NoRendezvousAddressIsAnError) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("MASTER_ADDR"), std::string::npos) << e.what();
   }
+}
+
+// mpirun on one host without MASTER_*: rank 0 makes the job secret and hands it over in the 0600
+// rendezvous file, so both ranks hold the same fresh one. A file under that name that others may
+// read (planted, or left with a wide mode) is never believed; the same file made private is.
+TEST(ConnectWorld, FileRendezvousHandsOverTheSecretAndIgnoresPlantedFiles) {
+  char dir[] = "/tmp/fsdp-rdv-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  testing::ScopedEnv job("OMPI_MCA_ess_base_jobid", "4242"), where("FSDP_RENDEZVOUS_DIR", dir),
+      none("FSDP_JOB_SECRET", nullptr), no_file("FSDP_JOB_SECRET_FILE", nullptr);
+  auto env_of = [](int rank) {
+    ProcessEnv env;
+    env.rank = rank;
+    env.world_size = 2;
+    env.local_rank = rank;
+    env.local_world_size = 2;
+    env.source = "mpirun";
+    return env;
+  };
+  WorldOptions o;
+  o.rendezvous_timeout = 10s;
+  std::vector<std::string> secrets(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        World w = connect_world(env_of(r), o);
+        secrets[r] = w.secret.key;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << r << ": " << e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(secrets[0].size(), kGeneratedSecretBytes);
+  EXPECT_EQ(secrets[0], secrets[1]);
+
+  // A store rank 1 would talk to if it believed the file, and the file pointing at it.
+  const std::string secret = random_bytes(32);
+  StoreServerOptions server_options;
+  server_options.secret = secret;
+  StoreServer planted_store("127.0.0.1", 0, server_options);
+  const std::string path = std::string(dir) + "/fsdp-rendezvous-4242";
+  ASSERT_EQ(write_file_atomically(path,
+                                  std::to_string(planted_store.port()) + " " + std::to_string(::getpid()) + " " +
+                                      to_hex(secret) + "\n",
+                                  0644),
+            "");
+  ::chmod(path.c_str(), 0644);  // whatever the umask
+  o.rendezvous_timeout = 300ms;
+  auto failure_of_rank1 = [&] {
+    try {
+      connect_world(env_of(1), o);
+    } catch (const TimeoutError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no TimeoutError)");
+  };
+  const std::string ignored = failure_of_rank1();
+  EXPECT_NE(ignored.find("never published the store's port"), std::string::npos) << ignored;
+  ::chmod(path.c_str(), 0600);
+  const std::string believed = failure_of_rank1();  // reaches the store, then waits for rank 0 there
+  EXPECT_NE(believed.find("rank 0 never arrived"), std::string::npos) << believed;
+  ::unlink(path.c_str());
+  ::rmdir(dir);
 }
 
 TEST(ConnectWorld, RendezvousTimeoutNamesTheMissingRank) {
