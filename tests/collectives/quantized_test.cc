@@ -41,7 +41,8 @@ std::vector<float> values(size_t count, int rank, int salt) {
 }
 
 class QuantizedCollectives : public ::testing::TestWithParam<int> {};
-INSTANTIATE_TEST_SUITE_P(Ranks, QuantizedCollectives, ::testing::ValuesIn(kWorldSizes));
+INSTANTIATE_TEST_SUITE_P(Ranks, QuantizedCollectives, ::testing::ValuesIn(kWorldSizes),
+                         [](const auto& info) { return "n" + std::to_string(info.param); });
 
 TEST_P(QuantizedCollectives, AllToAllDeliversEveryBlock) {
   const int n = GetParam();

@@ -57,7 +57,8 @@ std::vector<std::byte> reference_reduce(DataType t, ReduceOp op, const std::vect
 std::string compare(const std::byte* got, const std::byte* want, size_t count, DataType t, size_t offset_elems = 0);
 
 // One rank's share of a small suite for real multi-process transports: every collective, fp32, bf16
-// and int32, counts 1, 1000 and 300000 (single- and multi-chunk), each checked against the reference.
+// and int32, counts 1, 1000 and 300000 (140000 under a sanitizer; single- and multi-chunk), each
+// checked against the reference.
 // Returns 0 when every result matched, else 1 (and prints each mismatch to stderr).
 int run_collectives_suite(Communicator& comm, int rank, int n);
 

@@ -37,6 +37,9 @@ const std::string kClean =
     "-u FSDP_MASTER_ADDR -u FSDP_MASTER_PORT -u FSDP_STORE_EXTERNAL -u FSDP_TRANSPORT -u FSDP_JOB_SECRET "
     "-u FSDP_JOB_SECRET_FILE "
     "-u OMP_NUM_THREADS OPENBLAS_NUM_THREADS=1 ";  // a chosen thread count: fsdp-run says nothing of threads
+// How long past its collective timeout a failed job may take to end: the 5 s the contract promises.
+// Under a sanitizer the ranks start and unwind 3-10x slower, so there the bound only proves "no hang".
+constexpr double kEndSlackSec = fsdp::testing::kUnderSanitizer ? 30 : 5;
 
 using Result = fsdp::testing::ShellResult;  // exit status (128+signal for a signal), output, seconds
 Result sh(const std::string& command) { return fsdp::testing::run_shell(command); }
@@ -193,7 +196,7 @@ TEST_P(KillUnderFsdpRun, SurvivorsNameTheLostPeer) {
   EXPECT_EQ(r.code, 128 + SIGKILL) << r.output;
   EXPECT_NE(r.output.find("fsdp-run: failed: rank 1 was killed by signal 9 (SIGKILL)"), std::string::npos) << r.output;
   expect_survivors_name_rank1(r.output, "[rank %d] ");
-  EXPECT_LT(r.seconds, 5 + 5) << r.output;
+  EXPECT_LT(r.seconds, 5 + kEndSlackSec) << r.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, KillUnderFsdpRun, ::testing::Values("shm", "tcp", "ucx_tcp", "ucx_sm"),
@@ -213,7 +216,7 @@ TEST_P(KillUnderMpirun, SurvivorsNameTheLostPeer) {
   EXPECT_EQ(count(r.output, "rank 0 exit 1\n"), 1) << r.output;
   EXPECT_EQ(count(r.output, "rank 2 exit 1\n"), 1) << r.output;
   expect_survivors_name_rank1(r.output, "");
-  EXPECT_LT(r.seconds, 5 + 5) << r.output;
+  EXPECT_LT(r.seconds, 5 + kEndSlackSec) << r.output;
 }
 
 // Plain mpirun: it notices the signal, ends the job and exits non-zero; nothing hangs.
@@ -223,7 +226,7 @@ TEST(KillUnderMpirunDefault, JobEndsNonZero) {
                       " --die-rank 1 --die-after 3");
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("exited on signal 9"), std::string::npos) << r.output;
-  EXPECT_LT(r.seconds, 5 + 5) << r.output;
+  EXPECT_LT(r.seconds, 5 + kEndSlackSec) << r.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, KillUnderMpirun, ::testing::Values("shm", "tcp", "ucx_tcp", "ucx_sm"),
@@ -244,7 +247,7 @@ TEST(KillUnderMpirunMpi, JobEndsNamingTheLostRank) {
       r.output, std::regex("fsdp-world-check: rank [02] FAILED: PeerLostError: [^\n]*(peer 1,|also lost: rank 1 )"));
   const bool mpirun_named = r.output.find("process rank 1 with PID") != std::string::npos;
   EXPECT_TRUE(survivor_named || mpirun_named) << r.output;
-  EXPECT_LT(r.seconds, 5 + 5) << r.output;
+  EXPECT_LT(r.seconds, 5 + kEndSlackSec) << r.output;
 }
 
 // --- fsdp-run's own contract ------------------------------------------------------------------------
@@ -261,14 +264,14 @@ TEST(FsdpRun, PropagatesExitCodeAndTagsLines) {
   }
   EXPECT_EQ(count(r.output, "[rank 2] oops\n"), 1) << r.output;
   EXPECT_NE(r.output.find("fsdp-run: failed: rank 2 exited with status 7"), std::string::npos) << r.output;
-  EXPECT_LT(r.seconds, 5) << "the sleeping ranks were not stopped\n" << r.output;
+  EXPECT_LT(r.seconds, kEndSlackSec) << "the sleeping ranks were not stopped\n" << r.output;
 }
 
 TEST(FsdpRun, SignalDeathExitsWith128PlusSignal) {
   const Result r = sh(kClean + kRun + " --nproc 2 -- sh -c 'if [ $RANK = 1 ]; then kill -9 $$; fi; exec sleep 30'");
   EXPECT_EQ(r.code, 137) << r.output;
   EXPECT_NE(r.output.find("rank 1 was killed by signal 9 (SIGKILL)"), std::string::npos) << r.output;
-  EXPECT_LT(r.seconds, 5) << r.output;
+  EXPECT_LT(r.seconds, kEndSlackSec) << r.output;
 }
 
 TEST(FsdpRun, AllSucceedExitsZero) {
@@ -349,7 +352,7 @@ TEST(Rendezvous, TimeoutNamesTheRankThatNeverCame) {
        {"rank 0 FAILED: TimeoutError", "'fsdp/default/host/1'", "rank 1 never arrived", "1000 ms"}) {
     EXPECT_NE(r.output.find(needle), std::string::npos) << needle << "\n" << r.output;
   }
-  EXPECT_LT(r.seconds, 5);
+  EXPECT_LT(r.seconds, kEndSlackSec);
 }
 
 TEST(Rendezvous, NoStoreForRankOneNamesTheStore) {
