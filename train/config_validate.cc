@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "sharding/expert_parallel.h"
 #include "sharding/plan_error.h"
 #include "train/config.h"
 #include "train/config_fields.h"
@@ -245,6 +246,15 @@ std::vector<std::string> model_problems(const TrainConfig& c) {
   }
   if (c.training.dataset == "synthetic" && m.vocab < 2) {
     problems.push_back("training.dataset = \"synthetic\" needs model.vocab_size >= 2");
+  }
+  const int64_t ep = c.parallelism.expert_parallel_degree;
+  if (ep > 1) {
+    try {
+      const int64_t shard = c.resolved_mesh ? c.resolved_mesh->shard_degree() : ep;
+      sharding::validate_expert_parallel(sharding::make_llama("model", m), ep, shard);
+    } catch (const sharding::PlanError& e) {
+      problems.push_back(e.what());
+    }
   }
   return problems;
 }
