@@ -255,6 +255,10 @@ std::vector<std::string> model_problems(const TrainConfig& c) {
     } catch (const sharding::PlanError& e) {
       problems.push_back(e.what());
     }
+    if (c.checkpoint.enable_checkpoint || !c.checkpoint.initial_load_path.empty()) {
+      problems.push_back("checkpoint.enable / checkpoint.initial_load_path with parallelism.expert_parallel_degree = " +
+                         std::to_string(ep) + ": checkpoints of expert-parallel jobs are not implemented yet (use 1)");
+    }
   }
   return problems;
 }

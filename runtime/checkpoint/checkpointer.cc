@@ -143,6 +143,11 @@ Checkpointer::Checkpointer(FsdpModel& model, ShardedOptimizer* optimizer, Commun
                            CheckpointOptions options, MemoryTracker& tracker)
     : model_(model), optimizer_(optimizer), options_(std::move(options)), tracker_(tracker) {
   if (options_.folder.empty()) throw CheckpointError("CheckpointOptions.folder is empty");
+  if (model_.expert_parallel() > 1) {
+    // Shard files hold one shard group's rows of every tensor; expert units shard over other groups.
+    throw CheckpointError("checkpoints with parallelism.expert_parallel_degree = " +
+                          std::to_string(model_.expert_parallel()) + " are not implemented (use 1 to checkpoint)");
+  }
   if (options_.checksum_block_bytes < 4 || options_.checksum_block_bytes % 4 != 0) {
     throw CheckpointError("checksum_block_bytes must be a positive multiple of 4 (got " +
                           std::to_string(options_.checksum_block_bytes) + ")");

@@ -98,6 +98,14 @@ TEST(TrainConfig, ExpertParallelDegree) {
   expect_config_error(
       [] { parse_train_config("[parallelism]\nexpert_parallel_degree = 2\n", "job.toml").validate(2); },
       {"parallelism.expert_parallel_degree = 2 needs a MoE model"});
+  expect_config_error(
+      [] {
+        parse_train_config("[model]\nflavor = \"debugmodel_byte_moe\"\n[parallelism]\nexpert_parallel_degree = 2\n"
+                           "[checkpoint]\nenable = true\n",
+                           "job.toml")
+            .validate(2);
+      },
+      {"checkpoint.enable", "expert_parallel_degree = 2", "not implemented"});
   expect_config_error([] { parse_train_config("[parallelism]\nexpert_parallel_degree = 0\n", "job.toml"); },
                       {"job.toml:2:", "parallelism.expert_parallel_degree", "must be positive"});
 }
