@@ -25,7 +25,7 @@ sharding::Mesh mesh_of(const FsdpOptions& o, const Communicator& world) {
 
 FsdpModel::FsdpModel(const sharding::ModelSpec& model, const FsdpOptions& options, Communicator& world,
                      MemoryTracker& tracker)
-    : model_(model), options_(options), tracker_(tracker) {
+    : model_(model), full_model_(model), options_(options), tracker_(tracker) {
   const sharding::Mesh mesh = mesh_of(options_, world);
   sharding::validate(options_.policy, mesh.shard_degree());
   const int64_t ep = options_.expert_parallel;

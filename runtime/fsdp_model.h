@@ -68,6 +68,8 @@ class FsdpModel {
   // Expert parallelism: the groups of the expert units (the EP group is expert_groups().expert_parallel);
   // without it, groups().
   int64_t expert_parallel() const { return options_.expert_parallel; }
+  // The model as given, whatever this rank holds of it: checkpoints name its tensors.
+  const sharding::ModelSpec& full_model() const { return full_model_; }
   const ProcessGroups& expert_groups() const { return expert_parallel() > 1 ? expert_groups_ : groups_; }
 
   // Fills every unit's master shard: fn writes the unit's full parameters (param-major, spec order)
@@ -111,6 +113,7 @@ class FsdpModel {
   void prefetch_after(int u, int direction);
 
   sharding::ModelSpec model_;
+  sharding::ModelSpec full_model_;
   FsdpOptions options_;
   MemoryTracker& tracker_;
   ProcessGroups groups_;

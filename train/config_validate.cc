@@ -255,9 +255,15 @@ std::vector<std::string> model_problems(const TrainConfig& c) {
     } catch (const sharding::PlanError& e) {
       problems.push_back(e.what());
     }
-    if (c.checkpoint.enable_checkpoint || !c.checkpoint.initial_load_path.empty()) {
-      problems.push_back("checkpoint.enable / checkpoint.initial_load_path with parallelism.expert_parallel_degree = " +
-                         std::to_string(ep) + ": checkpoints of expert-parallel jobs are not implemented yet (use 1)");
+    // Safetensors in or out (runtime/checkpoint/safetensors.h); checkpoints themselves reshard across degrees.
+    const auto& ck = c.checkpoint;
+    const bool safetensors_in = ck.initial_load_in_hf || ck.initial_load_path.ends_with(".safetensors");
+    const bool safetensors_out = ck.last_save_model_only && (ck.export_dtype != "float32" || ck.last_save_in_hf);
+    if (ck.enable_checkpoint && (safetensors_in || safetensors_out)) {
+      problems.push_back(std::string("checkpoint.") + (safetensors_in ? "initial_load_path" : "last_save_model_only") +
+                         ": safetensors " + (safetensors_in ? "import" : "export") +
+                         " with parallelism.expert_parallel_degree = " + std::to_string(ep) +
+                         " is not implemented (sharded checkpoints are)");
     }
   }
   return problems;

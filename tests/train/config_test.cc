@@ -101,11 +101,15 @@ TEST(TrainConfig, ExpertParallelDegree) {
   expect_config_error(
       [] {
         parse_train_config("[model]\nflavor = \"debugmodel_byte_moe\"\n[parallelism]\nexpert_parallel_degree = 2\n"
-                           "[checkpoint]\nenable = true\n",
+                           "[checkpoint]\nenable = true\nexport_dtype = \"bfloat16\"\n",
                            "job.toml")
             .validate(2);
       },
-      {"checkpoint.enable", "expert_parallel_degree = 2", "not implemented"});
+      {"checkpoint.last_save_model_only: safetensors export", "expert_parallel_degree = 2", "not implemented"});
+  EXPECT_NO_THROW(parse_train_config("[model]\nflavor = \"debugmodel_byte_moe\"\n[parallelism]\n"
+                                     "expert_parallel_degree = 2\n[checkpoint]\nenable = true\n",
+                                     "job.toml")
+                      .validate(2));
   expect_config_error([] { parse_train_config("[parallelism]\nexpert_parallel_degree = 0\n", "job.toml"); },
                       {"job.toml:2:", "parallelism.expert_parallel_degree", "must be positive"});
 }
