@@ -117,6 +117,8 @@ void FsdpModel::finalize_backward() {
 double FsdpModel::clip_grad_norm(double max_norm) {
   // Sum of squares over the rank's shards (padding is zero), then over the shard group; replicas hold
   // the same averaged shards after HSDP's all-reduce, so the shard group alone gives the global norm.
+  // Under expert parallelism the shard group's ranks also hold every expert's shards exactly once
+  // (EP rank x place in the expert FSDP group).
   double local = 0;
   for (auto& unit : units_) {
     for (float g : unit->grad_shard()) local += static_cast<double>(g) * g;
