@@ -36,7 +36,8 @@ bench: build
 	bench/run_standard.sh $(BUILD)
 
 # The full equivalence check (CI runs the same tests on a tiny model): the debug model for 20 steps at
-# N = 2, 3, 4 and HSDP 2 x 2, reshard on/off/2, 2 accumulation steps, against the 1-rank run within 1e-5;
+# N = 2, 3, 4 and HSDP 2 x 2, reshard on/off/2, 2 accumulation steps, against the 1-rank run within 1e-5
+# (and the MoE debug model with expert parallelism, N = 2, 4, EP 2, 4: Layouts/TrainerExpertParallel);
 # and checkpoint resume N = 4 -> M = 2, 3, 4 (bitwise at M = N).
 equivalence: build
 	FSDP_EQUIVALENCE=full $(BUILD)/tests/train/trainer_test --gtest_filter='Trainer.*:Layouts/*'

@@ -43,6 +43,10 @@ void MoeDims::validate() const {
   if (!(route_scale > 0)) moe_fail("route_scale must be positive");
   if (!(aux_loss_coeff >= 0)) moe_fail("aux_loss_coeff must not be negative");
   if (!(capacity_factor >= 0)) moe_fail("capacity_factor must not be negative (0 is dropless)");
+  if (expert_parallel < 1 || num_experts % expert_parallel != 0) {
+    moe_fail("expert_parallel = " + std::to_string(expert_parallel) + " must divide num_experts = " +
+             std::to_string(num_experts));
+  }
 }
 
 LlamaDims LlamaDims::from_spec(const sharding::ModelSpec& spec) {

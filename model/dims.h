@@ -31,12 +31,21 @@ struct MoeDims {
   // 0: dropless. > 0: each expert takes at most ceil(capacity_factor * tokens * top_k / num_experts)
   // (token, expert) pairs, first come (lowest token row) first served; the rest are dropped.
   float capacity_factor = 0.f;
+  // Expert parallelism: the experts are split evenly over a group of this many ranks, which exchange
+  // token rows through a model::ExpertExchange (model/moe_expert_exchange.h); the feed-forward of one
+  // rank holds experts [ep_rank * local_experts(), (ep_rank + 1) * local_experts()). 1: all experts local.
+  int64_t expert_parallel = 1;
 
   bool enabled() const { return num_experts > 0; }
   int64_t shared_hidden() const { return num_shared_experts * expert_hidden; }
-  // Parameters of the MoE feed-forward in spec order: router gate, w1 w2 w3 of each expert, shared w1 w2 w3.
-  size_t param_count() const { return 1 + 3 * static_cast<size_t>(num_experts) + (num_shared_experts > 0 ? 3 : 0); }
-  // Throws std::invalid_argument naming the field (top_k outside [1, num_experts], widths, factors).
+  int64_t local_experts() const { return num_experts / expert_parallel; }
+  // Parameters of the MoE feed-forward in spec order: router gate, w1 w2 w3 of each local expert, shared
+  // w1 w2 w3.
+  size_t param_count() const {
+    return 1 + 3 * static_cast<size_t>(local_experts()) + (num_shared_experts > 0 ? 3 : 0);
+  }
+  // Throws std::invalid_argument naming the field (top_k outside [1, num_experts], widths, factors,
+  // expert_parallel not dividing num_experts).
   void validate() const;
 };
 
@@ -75,6 +84,8 @@ inline constexpr size_t kEmbeddingParams = 1;  // tok_embeddings.weight
 inline constexpr size_t kBlockParams = 9;      // wq wk wv wo w1 w2 w3 attention_norm ffn_norm
 // A MoE block: wq wk wv wo, the MoE feed-forward's MoeDims::param_count(), attention_norm ffn_norm.
 inline size_t block_param_count(const LlamaDims& d) { return d.moe.enabled() ? 6 + d.moe.param_count() : kBlockParams; }
-inline constexpr size_t kOutputParams = 2;     // norm.weight output.weight
+inline constexpr size_t kOutputParams = 2;
+// Where a MoE block's routed experts start: after wq wk wv wo and the router gate.
+inline constexpr size_t kBlockExpertsAt = 5;     // norm.weight output.weight
 
 }  // namespace fsdp::model

@@ -92,4 +92,49 @@ void combine_rows_backward(const float* dy, const float* yg, const float* weight
   }
 }
 
+void rows_per_owner(const int64_t* counts, int64_t num_experts, int64_t group, int64_t* send_rows) {
+  const int64_t local = num_experts / group;
+  for (int64_t p = 0; p < group; ++p) {
+    send_rows[p] = 0;
+    for (int64_t l = 0; l < local; ++l) send_rows[p] += counts[p * local + l];
+  }
+}
+
+namespace {
+
+// Copies each (s, l) block between the source-major layout and the expert-major one.
+void regroup(const float* src, const int64_t* recv_counts, int64_t group, int64_t local, int64_t dim, float* dst,
+             bool to_expert_major) {
+  std::vector<int64_t> source_major(static_cast<size_t>(group * local));  // first row of block (s, l)
+  int64_t row = 0;
+  for (int64_t s = 0; s < group; ++s) {
+    for (int64_t l = 0; l < local; ++l) {
+      source_major[static_cast<size_t>(s * local + l)] = row;
+      row += recv_counts[s * local + l];
+    }
+  }
+  int64_t expert_row = 0;
+  for (int64_t l = 0; l < local; ++l) {
+    for (int64_t s = 0; s < group; ++s) {
+      const int64_t rows = recv_counts[s * local + l];
+      const int64_t from = to_expert_major ? source_major[static_cast<size_t>(s * local + l)] : expert_row;
+      const int64_t to = to_expert_major ? expert_row : source_major[static_cast<size_t>(s * local + l)];
+      std::memcpy(dst + to * dim, src + from * dim, sizeof(float) * static_cast<size_t>(rows * dim));
+      expert_row += rows;
+    }
+  }
+}
+
+}  // namespace
+
+void source_to_expert_major(const float* src, const int64_t* recv_counts, int64_t group, int64_t local, int64_t dim,
+                            float* dst) {
+  regroup(src, recv_counts, group, local, dim, dst, true);
+}
+
+void expert_to_source_major(const float* src, const int64_t* recv_counts, int64_t group, int64_t local, int64_t dim,
+                            float* dst) {
+  regroup(src, recv_counts, group, local, dim, dst, false);
+}
+
 }  // namespace fsdp::model

@@ -44,4 +44,15 @@ void combine_rows(const float* yg, const float* weight, const int32_t* row_of_ch
 void combine_rows_backward(const float* dy, const float* yg, const float* weight, const int32_t* row_of_choice,
                            int64_t n, int64_t k, int64_t dim, float* dyg, float* dweight);
 
+// --- Expert parallelism over P ranks of L = E / P experts each (see the header comment) ---
+// send_rows (P): rows for each owner, the sums of counts (E) over its L experts.
+void rows_per_owner(const int64_t* counts, int64_t num_experts, int64_t group, int64_t* send_rows);
+// recv_counts (P, L): rows source s sent for local expert l. An all_to_all_v delivers them source-major
+// (s, then l); the local experts read them expert-major (l, then s). Both move (rows, dim) blocks:
+// source_to_expert_major is the forward regrouping, expert_to_source_major its inverse.
+void source_to_expert_major(const float* src, const int64_t* recv_counts, int64_t group, int64_t local, int64_t dim,
+                            float* dst);
+void expert_to_source_major(const float* src, const int64_t* recv_counts, int64_t group, int64_t local, int64_t dim,
+                            float* dst);
+
 }  // namespace fsdp::model

@@ -44,14 +44,14 @@ void copy_rows(float* dst, const float* src, int64_t n) {
 using sharding::ActivationCheckpointing;
 
 TransformerBlock::TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker,
-                                   ActivationCheckpointing ac)
+                                   ActivationCheckpointing ac, ExpertExchange* exchange)
     : dims_(dims), batch_(batch), seq_(seq), rows_(batch * seq), tracker_(&tracker), ac_(ac) {
   dims_.validate();
   if (batch <= 0 || seq <= 0) {
     throw std::invalid_argument("TransformerBlock: batch and seq must be positive (got " + std::to_string(batch) +
                                 ", " + std::to_string(seq) + ")");
   }
-  if (dims_.moe.enabled()) moe_ = std::make_unique<MoeFeedForward>(dims_.moe, dims_.dim, rows_, tracker);
+  if (dims_.moe.enabled()) moe_ = std::make_unique<MoeFeedForward>(dims_.moe, dims_.dim, rows_, tracker, exchange);
 }
 
 int64_t TransformerBlock::saved_elements(const LlamaDims& d, int64_t rows) {

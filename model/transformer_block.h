@@ -29,8 +29,11 @@ namespace fsdp::model {
 class TransformerBlock {
  public:
   // batch * seq rows per call; sequences are contiguous runs of seq rows (RoPE position = row % seq).
+  // exchange: the expert-parallel group of a MoE block with dims.moe.expert_parallel > 1 (see
+  // model/moe_feed_forward.h); it must outlive the block.
   TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker,
-                   sharding::ActivationCheckpointing ac = sharding::ActivationCheckpointing::kNone);
+                   sharding::ActivationCheckpointing ac = sharding::ActivationCheckpointing::kNone,
+                   ExpertExchange* exchange = nullptr);
 
   // w: the unit's block_param_count(dims) parameters in spec order (wq wk wv wo w1 w2 w3 attention_norm
   // ffn_norm; a MoE block has the MoE feed-forward's parameters in place of w1 w2 w3).

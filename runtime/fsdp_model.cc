@@ -6,6 +6,7 @@
 #include "collectives/types/reduce_kernels.h"
 #include "runtime/flat_copy.h"
 #include "runtime/plan_check.h"
+#include "sharding/expert_parallel.h"
 
 namespace fsdp::runtime {
 namespace {
@@ -24,14 +25,29 @@ sharding::Mesh mesh_of(const FsdpOptions& o, const Communicator& world) {
 
 FsdpModel::FsdpModel(const sharding::ModelSpec& model, const FsdpOptions& options, Communicator& world,
                      MemoryTracker& tracker)
-    : model_(model), options_(options), tracker_(tracker) {
+    : model_(model), full_model_(model), options_(options), tracker_(tracker) {
   const sharding::Mesh mesh = mesh_of(options_, world);
   sharding::validate(options_.policy, mesh.shard_degree());
+  const int64_t ep = options_.expert_parallel;
+  sharding::validate_expert_parallel(model_, ep, mesh.shard_degree());
+  if (ep > 1 && options_.plan) {
+    throw InvalidArgument("fsdp: parallelism.plan_file with parallelism.expert_parallel_degree = " +
+                          std::to_string(ep) + " is not supported (plans describe no expert parallelism yet)");
+  }
+  if (ep > 1 && options_.policy.grad_comm == sharding::CommPrecision::kMxfp8) {
+    throw InvalidArgument("fsdp: MXFP8 gradient reduce-scatters (grad_comm = mxfp8) with "
+                          "parallelism.expert_parallel_degree = " + std::to_string(ep) + " are not supported");
+  }
   if (options_.plan) check_plan(*options_.plan, model_, mesh, options_.policy);
   const bool grouped = options_.policy.reshard.mode == sharding::Reshard::Mode::kGroup;
   groups_ = ProcessGroups::create(world, mesh, grouped ? options_.policy.reshard.group : 0);
+  if (ep > 1) {
+    expert_groups_ = ProcessGroups::create_experts(world, mesh, ep);
+    model_ = sharding::expert_parallel_units(model_, ep, expert_groups_.expert_parallel->rank(), mesh.shard_degree());
+  }
   for (size_t u = 0; u < model_.units.size(); ++u) {
-    units_.push_back(std::make_unique<FsdpUnit>(static_cast<int>(u), model_.units[u], options_.policy, groups_, tracker_));
+    ProcessGroups& g = model_.units[u].experts ? expert_groups_ : groups_;
+    units_.push_back(std::make_unique<FsdpUnit>(static_cast<int>(u), model_.units[u], options_.policy, g, tracker_));
   }
 }
 
@@ -101,6 +117,8 @@ void FsdpModel::finalize_backward() {
 double FsdpModel::clip_grad_norm(double max_norm) {
   // Sum of squares over the rank's shards (padding is zero), then over the shard group; replicas hold
   // the same averaged shards after HSDP's all-reduce, so the shard group alone gives the global norm.
+  // Under expert parallelism the shard group's ranks also hold every expert's shards exactly once
+  // (EP rank x place in the expert FSDP group).
   double local = 0;
   for (auto& unit : units_) {
     for (float g : unit->grad_shard()) local += static_cast<double>(g) * g;
@@ -131,9 +149,10 @@ std::vector<float> FsdpModel::gather_full_parameters(int u) {
   const auto& layout = unit.layout();
   std::vector<float> flat(static_cast<size_t>(layout.flat_numel()));
   const int64_t chunk = layout.chunk_numel();
-  float* mine = flat.data() + groups_.shard_rank() * chunk;
+  const ProcessGroups& g = model_.units[static_cast<size_t>(u)].experts ? expert_groups_ : groups_;
+  float* mine = flat.data() + g.shard_rank() * chunk;
   std::copy(unit.master_shard().begin(), unit.master_shard().end(), mine);
-  groups_.shard_gather->all_gather(mine, flat.data(), static_cast<size_t>(chunk), DataType::kFloat32).wait();
+  g.shard_gather->all_gather(mine, flat.data(), static_cast<size_t>(chunk), DataType::kFloat32).wait();
   std::vector<float> full(static_cast<size_t>(layout.numel()));
   copy_out(layout, flat.data(), DataType::kFloat32, full.data());
   return full;

@@ -45,6 +45,9 @@ struct FsdpOptions {
   // model, mesh and policy. Without one, the layout is the planner's for the options above
   // (sharding::UnitShardLayout), which is what such a plan would hold.
   std::shared_ptr<const proto::ShardingPlan> plan;
+  // Expert parallelism of a MoE model (sharding/expert_parallel.h): > 1 splits the experts over groups
+  // of this many shard ranks; the model's units then become sharding::expert_parallel_units of this rank.
+  int64_t expert_parallel = 1;
 };
 
 class FsdpModel {
@@ -59,7 +62,15 @@ class FsdpModel {
   const ProcessGroups& groups() const { return groups_; }
   const sharding::Mesh& mesh() const { return groups_.mesh; }
   const sharding::Policy& policy() const { return options_.policy; }
+  // The units this rank holds: the model given, or under expert parallelism its dense units and this
+  // rank's expert units (sharding::expert_parallel_units).
   const sharding::ModelSpec& model() const { return model_; }
+  // Expert parallelism: the groups of the expert units (the EP group is expert_groups().expert_parallel);
+  // without it, groups().
+  int64_t expert_parallel() const { return options_.expert_parallel; }
+  // The model as given, whatever this rank holds of it: checkpoints name its tensors.
+  const sharding::ModelSpec& full_model() const { return full_model_; }
+  const ProcessGroups& expert_groups() const { return expert_parallel() > 1 ? expert_groups_ : groups_; }
 
   // Fills every unit's master shard: fn writes the unit's full parameters (param-major, spec order)
   // into the views it is given. Every rank must produce the same values (seeded, rank-independent).
@@ -86,7 +97,7 @@ class FsdpModel {
   void discard_step();
 
   // The full fp32 parameters of unit u in param-major order, gathered from the master shards
-  // (collective over the shard group): for tests, equivalence checks and exports.
+  // (collective over the unit's shard group: the expert FSDP group for an expert unit): for tests, equivalence checks and exports.
   std::vector<float> gather_full_parameters(int u);
 
   void set_comm_observer(CommObserver observer);
@@ -102,9 +113,11 @@ class FsdpModel {
   void prefetch_after(int u, int direction);
 
   sharding::ModelSpec model_;
+  sharding::ModelSpec full_model_;
   FsdpOptions options_;
   MemoryTracker& tracker_;
   ProcessGroups groups_;
+  ProcessGroups expert_groups_;  // expert parallelism only
   std::vector<std::unique_ptr<FsdpUnit>> units_;
   bool sync_grads_ = true;
   int pending_reduce_ = -1;  // unit whose reduce-scatter is in flight

@@ -168,7 +168,7 @@ void FsdpUnit::start_reduce_grads() {
     return;
   }
   std::byte* mine = element_at(reduce_buf_, shard_rank_ * layout_.chunk_numel(), type);
-  reduce_work_ = group.reduce_scatter(reduce_buf_.data(), mine, count, type, ReduceOp{ReduceKind::kAvg, 1.0});
+  reduce_work_ = group.reduce_scatter(reduce_buf_.data(), mine, count, type, groups_.grad_reduce);
   notify_bytes_ = static_cast<int64_t>(reduce_buf_.bytes());
 }
 

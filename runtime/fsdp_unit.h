@@ -47,6 +47,8 @@ class FsdpUnit {
   const std::string& name() const { return name_; }
   const sharding::UnitShardLayout& layout() const { return layout_; }
   const std::vector<std::string>& param_names() const { return param_names_; }
+  // This rank's place in the unit's shard group (the expert FSDP group for an expert unit).
+  int64_t shard_rank() const { return shard_rank_; }
 
   // The rank's fp32 master shard and gradient shard: chunk_numel elements each, padding zero.
   // Handing out the writable master marks its MXFP8 encoding stale (param_comm = mxfp8), so the shard

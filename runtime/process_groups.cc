@@ -33,4 +33,27 @@ ProcessGroups ProcessGroups::create(Communicator& world, const sharding::Mesh& m
   return g;
 }
 
+ProcessGroups ProcessGroups::create_experts(Communicator& world, const sharding::Mesh& mesh, int64_t ep) {
+  const int64_t shard_degree = mesh.shard_degree();
+  if (ep < 2 || shard_degree % ep != 0) {
+    throw InvalidArgument("process groups: expert_parallel_degree " + std::to_string(ep) +
+                          " must be at least 2 and divide the shard degree " + std::to_string(shard_degree));
+  }
+  const int rank = world.rank();
+  const auto replica = static_cast<int>(mesh.replica_index(rank));
+  const auto shard_rank = static_cast<int>(mesh.shard_rank(rank));
+  const int e = static_cast<int>(ep);
+  const int expert_shards = static_cast<int>(shard_degree / ep);
+  ProcessGroups g;
+  g.mesh = sharding::Mesh::for_world(mesh.replicate_degree() * expert_shards, mesh.replicate_degree());
+  // Same experts: shard ranks equal mod ep, ordered by shard_rank / ep.
+  g.shard_gather = world.split(replica * e + shard_rank % e, shard_rank / e);
+  g.shard_reduce = world.split(replica * e + shard_rank % e, shard_rank / e);
+  auto replicate = world.split(mesh.replicate_degree() > 1 ? shard_rank : -1, replica);
+  if (mesh.replicate_degree() > 1) g.replicate = std::move(replicate);
+  g.expert_parallel = world.split(replica * expert_shards + shard_rank / e, shard_rank % e);
+  g.grad_reduce = ReduceOp::premul_sum(1.0 / static_cast<double>(shard_degree));
+  return g;
+}
+
 }  // namespace fsdp::runtime

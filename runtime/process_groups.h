@@ -21,6 +21,12 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> shard_reduce;  // reduce-scatters (and norms) over the shard group
   std::unique_ptr<Communicator> replicate;     // HSDP all-reduce; null when replicate_degree == 1
   std::unique_ptr<Communicator> reshard;       // backward all-gathers of reshard_after_forward = k; or null
+  // The gradient reduce-scatter's operation: the average over the shard group, or for expert units a
+  // sum scaled by 1 / (the dense shard degree) (see create_experts).
+  ReduceOp grad_reduce{ReduceKind::kAvg, 1.0};
+  // Expert parallelism (sharding/expert_parallel.h): the EP group the tokens' all_to_all_v runs over;
+  // null without it.
+  std::unique_ptr<Communicator> expert_parallel;
 
   int64_t shard_degree() const { return mesh.shard_degree(); }
   int64_t replicate_degree() const { return mesh.replicate_degree(); }
@@ -30,6 +36,13 @@ struct ProcessGroups {
   // Collective over `world`. Throws InvalidArgument when the mesh is not of the world's size or
   // reshard_group does not divide the shard degree.
   static ProcessGroups create(Communicator& world, const sharding::Mesh& mesh, int64_t reshard_group = 0);
+  // The groups of the expert units under expert parallelism of degree ep (> 1, dividing the shard
+  // degree S): shard_* over the S / ep ranks of the shard group holding the same experts (shard ranks
+  // equal mod ep), replicate as create()'s, expert_parallel over the ep consecutive shard ranks, and
+  // mesh = replicate x (S / ep). An expert's gradient arrives summed over its EP group's tokens, so
+  // the reduce-scatter sums and scales by 1 / S: the data-parallel average a dense gradient gets.
+  // Collective over `world`.
+  static ProcessGroups create_experts(Communicator& world, const sharding::Mesh& mesh, int64_t ep);
 };
 
 }  // namespace fsdp::runtime

@@ -34,6 +34,9 @@ struct UnitSpec {
   std::string name;
   bool is_layer = false;  // a transformer block: carries attention FLOPs and per-layer activations
   std::vector<ParamSpec> params;
+  // The routed experts of a MoE block under expert parallelism (sharding/expert_parallel.h): sharded over
+  // the expert FSDP group, not the whole shard group.
+  bool experts = false;
 
   int64_t numel() const;
 };

@@ -113,6 +113,8 @@ struct ParallelismConfig {
   sharding::Reshard fsdp_reshard_after_forward;
   int64_t prefetch = 1;  // ours: units all-gathered ahead of the one computing
   std::string plan_file;  // ours: a plan from `fsdp-plan --out`, checked against the job; empty: none
+  // Experts split over groups of this many shard ranks (sharding/expert_parallel.h); 1: none.
+  int64_t expert_parallel_degree = 1;
 
   int64_t dp_degree() const { return data_parallel_replicate_degree * data_parallel_shard_degree; }
 };

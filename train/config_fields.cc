@@ -368,6 +368,11 @@ const std::vector<Field>& fields() {
               }};
       f.push_back(std::move(r));
     }
+    f.push_back(int_field("parallelism", "expert_parallel_degree", FSDP_ACC(int64_t, parallelism.expert_parallel_degree),
+                          true,
+                          "MoE experts split over groups of this many shard ranks (all_to_all_v token dispatch); "
+                          "must divide data_parallel_shard_degree and the number of experts; 1 = none",
+                          positive));
     f.push_back(int_field("parallelism", "prefetch", FSDP_ACC(int64_t, parallelism.prefetch), false,
                           "units all-gathered ahead of the one computing", non_negative));
     f.push_back(string_field("parallelism", "plan_file", FSDP_ACC(std::string, parallelism.plan_file), false,

@@ -116,7 +116,6 @@ void add_torchtitan_only_fields(std::vector<Field>& f) {
   f.push_back(degree_one("tensor_parallel_degree", "tensor"));
   f.push_back(degree_one("pipeline_parallel_degree", "pipeline"));
   f.push_back(degree_one("context_parallel_degree", "context"));
-  f.push_back(degree_one("expert_parallel_degree", "expert"));
   f.push_back(degree_one("expert_tensor_parallel_degree", "expert tensor"));
   f.push_back(accepted("parallelism", "disable_loss_parallel", K::kBool, "false", kDataParallelOnly));
   f.push_back(accepted("parallelism", "enable_async_tensor_parallel", K::kBool, "false", kDataParallelOnly));

@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "sharding/expert_parallel.h"
 #include "sharding/plan_error.h"
 #include "train/config.h"
 #include "train/config_fields.h"
@@ -245,6 +246,25 @@ std::vector<std::string> model_problems(const TrainConfig& c) {
   }
   if (c.training.dataset == "synthetic" && m.vocab < 2) {
     problems.push_back("training.dataset = \"synthetic\" needs model.vocab_size >= 2");
+  }
+  const int64_t ep = c.parallelism.expert_parallel_degree;
+  if (ep > 1) {
+    try {
+      const int64_t shard = c.resolved_mesh ? c.resolved_mesh->shard_degree() : ep;
+      sharding::validate_expert_parallel(sharding::make_llama("model", m), ep, shard);
+    } catch (const sharding::PlanError& e) {
+      problems.push_back(e.what());
+    }
+    // Safetensors in or out (runtime/checkpoint/safetensors.h); checkpoints themselves reshard across degrees.
+    const auto& ck = c.checkpoint;
+    const bool safetensors_in = ck.initial_load_in_hf || ck.initial_load_path.ends_with(".safetensors");
+    const bool safetensors_out = ck.last_save_model_only && (ck.export_dtype != "float32" || ck.last_save_in_hf);
+    if (ck.enable_checkpoint && (safetensors_in || safetensors_out)) {
+      problems.push_back(std::string("checkpoint.") + (safetensors_in ? "initial_load_path" : "last_save_model_only") +
+                         ": safetensors " + (safetensors_in ? "import" : "export") +
+                         " with parallelism.expert_parallel_degree = " + std::to_string(ep) +
+                         " is not implemented (sharded checkpoints are)");
+    }
   }
   return problems;
 }

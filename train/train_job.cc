@@ -157,6 +157,7 @@ TrainerOptions trainer_options(const TrainConfig& c) {
   trainer.fsdp.policy.grad_comm = sharding::parse_comm_precision(c.training.grad_comm_dtype);
   trainer.fsdp.policy.reshard = c.parallelism.fsdp_reshard_after_forward;
   trainer.fsdp.policy.prefetch = c.parallelism.prefetch;
+  trainer.fsdp.expert_parallel = c.parallelism.expert_parallel_degree;
   const auto& ac = c.activation_checkpoint;
   sharding::parse_ac(ac.mode != "selective"          ? ac.mode
                      : ac.selective_ac_option == "op" ? "selective:op"

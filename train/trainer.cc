@@ -7,6 +7,7 @@
 #include "model/init.h"
 #include "model/output_head.h"
 #include "model/transformer_block.h"
+#include "train/expert_exchange.h"
 
 namespace fsdp::train {
 namespace {
@@ -25,11 +26,29 @@ Trainer::Trainer(const TrainerOptions& options, Communicator& world, BatchSource
   if (options_.local_batch < 1 || options_.seq_len < 1 || options_.grad_accum < 1) {
     throw std::invalid_argument("trainer: local_batch, seq_len and grad_accum must be positive");
   }
+  // FsdpModel refuses a bad expert-parallel degree naming the config key; the blocks then hold its experts.
   fsdp_ = std::make_unique<runtime::FsdpModel>(options_.model, options_.fsdp, world_, tracker_);
+  if (dims_.moe.enabled()) dims_.moe.expert_parallel = fsdp_->expert_parallel();
   const uint64_t seed = options_.seed;
+  // By name (model/init.h): an expert is initialised the same whichever rank holds it.
   fsdp_->init_parameters([&](int u, std::span<float* const> params) {
-    model::init_parameters(options_.model.units[static_cast<size_t>(u)], params, seed, options_.init);
+    model::init_parameters(fsdp_->model().units[static_cast<size_t>(u)], params, seed, options_.init);
   });
+  const auto& units = fsdp_->model().units;
+  for (int u = 1; u + 1 < static_cast<int>(units.size()); ++u) {
+    if (units[static_cast<size_t>(u)].experts) {
+      block_units_.back().experts = u;
+    } else {
+      block_units_.push_back({u, -1});
+    }
+  }
+  if (static_cast<int64_t>(block_units_.size()) != dims_.layers) {
+    throw std::logic_error("trainer: " + std::to_string(block_units_.size()) + " block units for " +
+                           std::to_string(dims_.layers) + " layers");
+  }
+  if (fsdp_->expert_parallel() > 1) {
+    exchange_ = std::make_unique<CommExpertExchange>(*fsdp_->expert_groups().expert_parallel);
+  }
   if (options_.optimizer == OptimizerKind::kAdamW) {
     optimizer_ = std::make_unique<runtime::AdamW>(*fsdp_, options_.adamw, tracker_);
   } else {
@@ -39,7 +58,8 @@ Trainer::Trainer(const TrainerOptions& options, Communicator& world, BatchSource
   embedding_ = std::make_unique<model::Embedding>(dims_, tracker_);
   for (int64_t i = 0; i < dims_.layers; ++i) {
     blocks_.push_back(std::make_unique<model::TransformerBlock>(dims_, b, t, tracker_,
-                                                                sharding::block_ac(options_.fsdp.policy, i)));
+                                                                sharding::block_ac(options_.fsdp.policy, i),
+                                                                exchange_.get()));
   }
   head_ = std::make_unique<model::OutputHead>(dims_, b, t, tracker_);
   inputs_.resize(static_cast<size_t>(b * t));
@@ -57,6 +77,15 @@ void Trainer::record(std::string_view phase, int unit, Clock::time_point start) 
   if (compute_observer_) record(std::string(phase) + " " + fsdp_->unit(unit).name(), start);
 }
 
+template <class T>
+std::span<T* const> Trainer::block_params(std::span<T* const> dense, std::span<T* const> experts,
+                                          std::vector<T*>& out) {
+  out.assign(dense.begin(), dense.begin() + static_cast<std::ptrdiff_t>(model::kBlockExpertsAt));
+  out.insert(out.end(), experts.begin(), experts.end());
+  out.insert(out.end(), dense.begin() + static_cast<std::ptrdiff_t>(model::kBlockExpertsAt), dense.end());
+  return out;
+}
+
 double Trainer::micro_step(int64_t micro) {
   const int64_t rows = options_.local_batch * options_.seq_len;
   batches_(step_, micro, inputs_.data(), targets_.data());
@@ -70,12 +99,15 @@ double Trainer::micro_step(int64_t micro) {
   embedding_->forward(w, inputs_.data(), rows, x);
   record("forward", 0, t0);
   fsdp.post_forward(0);
-  for (int u = 1; u < last; ++u) {
-    w = fsdp.pre_forward(u);
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const BlockUnits b = block_units_[i];
+    w = fsdp.pre_forward(b.dense);
+    if (b.experts >= 0) w = block_params(w, fsdp.pre_forward(b.experts), merged_params_);
     t0 = Clock::now();
-    blocks_[static_cast<size_t>(u - 1)]->forward(w, x, x);
-    record("forward", u, t0);
-    fsdp.post_forward(u);
+    blocks_[i]->forward(w, x, x);
+    record("forward", b.dense, t0);
+    if (b.experts >= 0) fsdp.post_forward(b.experts);
+    fsdp.post_forward(b.dense);
   }
   w = fsdp.pre_forward(last);
   t0 = Clock::now();
@@ -92,12 +124,22 @@ double Trainer::micro_step(int64_t micro) {
   head_->backward(w, fsdp.grads(last), loss_scale, x);
   record("backward", last, t0);
   fsdp.post_backward(last);
-  for (int u = last - 1; u >= 1; --u) {
-    w = fsdp.pre_backward(u);
+  for (size_t i = blocks_.size(); i-- > 0;) {
+    const BlockUnits b = block_units_[i];
+    std::span<float* const> g;
+    if (b.experts >= 0) {
+      const auto we = fsdp.pre_backward(b.experts);
+      w = block_params(fsdp.pre_backward(b.dense), we, merged_params_);
+      g = block_params(fsdp.grads(b.dense), fsdp.grads(b.experts), merged_grads_);
+    } else {
+      w = fsdp.pre_backward(b.dense);
+      g = fsdp.grads(b.dense);
+    }
     t0 = Clock::now();
-    blocks_[static_cast<size_t>(u - 1)]->backward(w, fsdp.grads(u), x, x, loss_scale);
-    record("backward", u, t0);
-    fsdp.post_backward(u);
+    blocks_[i]->backward(w, g, x, x, loss_scale);
+    record("backward", b.dense, t0);
+    if (b.experts >= 0) fsdp.post_backward(b.experts);
+    fsdp.post_backward(b.dense);
   }
   fsdp.pre_backward(0);
   t0 = Clock::now();

@@ -26,6 +26,7 @@
 #include "sharding/model_spec.h"
 
 namespace fsdp::model {
+class ExpertExchange;
 class Embedding;
 class TransformerBlock;
 class OutputHead;
@@ -101,6 +102,16 @@ class Trainer {
   void record(std::string_view what, std::chrono::steady_clock::time_point start);
   // "forward layers.2": the phase and the unit's name.
   void record(std::string_view phase, int unit, std::chrono::steady_clock::time_point start);
+  // A block's parameters (or gradients): its unit's, with the rank's routed experts spliced in from
+  // its expert unit under expert parallelism (model order: wq wk wv wo router, experts, the rest).
+  template <class T>
+  std::span<T* const> block_params(std::span<T* const> dense, std::span<T* const> experts, std::vector<T*>& out);
+
+  // The FSDP units of block i: its own, and its expert unit under expert parallelism (-1 otherwise).
+  struct BlockUnits {
+    int dense = -1;
+    int experts = -1;
+  };
 
   TrainerOptions options_;
   Communicator& world_;
@@ -108,6 +119,10 @@ class Trainer {
   MemoryTracker tracker_;
   model::LlamaDims dims_;
   std::unique_ptr<runtime::FsdpModel> fsdp_;
+  std::unique_ptr<model::ExpertExchange> exchange_;  // expert parallelism only
+  std::vector<BlockUnits> block_units_;
+  std::vector<const float*> merged_params_;
+  std::vector<float*> merged_grads_;
   std::unique_ptr<runtime::ShardedOptimizer> optimizer_;
   std::unique_ptr<model::Embedding> embedding_;
   std::vector<std::unique_ptr<model::TransformerBlock>> blocks_;

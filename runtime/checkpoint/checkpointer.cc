@@ -205,16 +205,19 @@ void Checkpointer::save(int64_t step, const std::string& model_config_hash, cons
 
   const ProcessGroups& groups = model_.groups();
   if (groups.replica_index() == 0) {
-    const int64_t shard_rank = groups.shard_rank();
-    job->file = detail::shard_file_name(shard_rank, groups.shard_degree());
-    const auto refs = detail::tensor_refs(model_, optimizer_kind(job->optimizer).second);
-    for (int t = 0; t < static_cast<int>(refs.size()); ++t) {
-      const auto& pl = model_.unit(refs[t].unit).layout().params().at(static_cast<size_t>(refs[t].param));
-      const sharding::RowRange rows = pl.rows_of(shard_rank);
+    job->file = detail::shard_file_name(groups.shard_rank(), groups.shard_degree());
+    const auto state_names = optimizer_kind(job->optimizer).second;
+    // Pieces name the tensors of the whole model (under expert parallelism the rank holds only some
+    // experts, each sharded over its expert FSDP group: unit.shard_rank()).
+    const auto index = detail::tensor_index(detail::full_tensor_refs(model_, state_names));
+    for (const auto& ref : detail::tensor_refs(model_, state_names)) {
+      const FsdpUnit& unit = model_.unit(ref.unit);
+      const auto& pl = unit.layout().params().at(static_cast<size_t>(ref.param));
+      const sharding::RowRange rows = pl.rows_of(unit.shard_rank());
       if (rows.size() == 0) continue;  // padding only
       // Real rows come first in a shard; the padding after them is never written.
-      job->pieces.push_back(Piece{t, rows.begin, rows.end, detail::shard_of(model_, job->optimizer, refs[t]).data(),
-                                  rows.size() * pl.row_numel});
+      job->pieces.push_back(Piece{index.at(ref.role_name + "/" + ref.name), rows.begin, rows.end,
+                                  detail::shard_of(model_, job->optimizer, ref).data(), rows.size() * pl.row_numel});
     }
     if (options_.async) {
       int64_t total = 0;
@@ -299,7 +302,7 @@ void Checkpointer::run_save(SaveJob& job) {
     if (error.empty()) {
       try {
         const auto [opt_name, state_names] = optimizer_kind(job.optimizer);
-        const auto refs = detail::tensor_refs(model_, state_names);
+        const auto refs = detail::full_tensor_refs(model_, state_names);
         CheckpointMetadata meta;
         meta.set_format_version(detail::kFormatVersion);
         meta.set_step(job.step);
@@ -316,7 +319,7 @@ void Checkpointer::run_save(SaveJob& job) {
           t->set_role(r.role_name);
           t->set_dtype("F32");
           for (int64_t d : r.shape) t->add_shape(d);
-          t->set_unit(model_.model().units.at(static_cast<size_t>(r.unit)).name);
+          t->set_unit(model_.full_model().units.at(static_cast<size_t>(r.unit)).name);
         }
         for (const auto& idx : indices) {  // rank order == shard rank order for replica 0
           if (idx.file().empty()) continue;
@@ -414,9 +417,8 @@ LoadResult Checkpointer::load_step_dir(const std::string& dir, const std::string
                             (meta.optimizer().empty() ? "none (a model-only save)" : meta.optimizer()) +
                             "' but this run uses '" + opt_name + "'");
     }
-    const auto refs = detail::tensor_refs(model_, state_names);
-    detail::check_tensors_match(meta, refs, dir);
-    read_shards(meta, refs, dir, optimizer);
+    detail::check_tensors_match(meta, detail::full_tensor_refs(model_, state_names), dir);
+    read_shards(meta, detail::tensor_refs(model_, state_names), dir, optimizer);
     result.saved_shard_degree = meta.shard_degree();
     result.saved_replicate_degree = meta.replicate_degree();
     result.optimizer_steps = meta.optimizer_steps();
@@ -435,7 +437,6 @@ void Checkpointer::read_shards(const CheckpointMetadata& meta, const std::vector
   std::unordered_map<std::string, int> by_key;  // role + "/" + name -> tensor index
   for (int i = 0; i < meta.tensors_size(); ++i) by_key[meta.tensors(i).role() + "/" + meta.tensors(i).name()] = i;
   detail::ShardReader reader(dir, meta);
-  const int64_t shard_rank = model_.groups().shard_rank();
   for (const auto& r : refs) {
     if (r.role != 0 && optimizer == nullptr) continue;
     const auto it = by_key.find(r.role_name + "/" + r.name);
@@ -443,7 +444,7 @@ void Checkpointer::read_shards(const CheckpointMetadata& meta, const std::vector
     const auto& pl = model_.unit(r.unit).layout().params().at(static_cast<size_t>(r.param));
     std::span<float> dst = detail::shard_of(model_, optimizer, r);
     std::fill(dst.begin(), dst.end(), 0.f);  // padding rows stay zero
-    reader.read_rows(meta.tensors(it->second), pl.rows_of(shard_rank), pl.row_numel, dst,
+    reader.read_rows(meta.tensors(it->second), pl.rows_of(model_.unit(r.unit).shard_rank()), pl.row_numel, dst,
                      "parameter '" + r.name + "' (" + r.role_name + ")");
   }
 }

@@ -279,8 +279,22 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
   return h;
 }
 
+namespace {
+
+// Safetensors files hold whole tensors, written and read over the shard group; expert units shard over
+// other groups. Every rank has the same degree, so all refuse together.
+void refuse_expert_parallel(const FsdpModel& model, const char* what) {
+  if (model.expert_parallel() > 1) {
+    throw CheckpointError(std::string("safetensors ") + what + " with parallelism.expert_parallel_degree = " +
+                          std::to_string(model.expert_parallel()) + " is not implemented (checkpoints are)");
+  }
+}
+
+}  // namespace
+
 void export_safetensors(FsdpModel& model, Communicator& comm, const std::string& path,
                         const std::map<std::string, std::string>& metadata, const SafetensorsFormat& format) {
+  refuse_expert_parallel(model, "export");
   const auto refs = detail::tensor_refs(model, {});
   const auto tensors = place(model_tensors(model), format);  // names checked here, before any file exists
   const std::string header = make_header(tensors, format.dtype, metadata);
@@ -349,6 +363,7 @@ void export_safetensors(FsdpModel& model, Communicator& comm, const std::string&
 std::map<std::string, std::string> import_safetensors(FsdpModel& model, Communicator& comm,
                                                       const std::vector<std::string>& paths,
                                                       const SafetensorsFormat& format) {
+  refuse_expert_parallel(model, "import");
   model.discard_step();  // prefetched all-gathers hold the old values
   std::string error;
   SafetensorsHeader header;

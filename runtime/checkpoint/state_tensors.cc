@@ -37,11 +37,13 @@ std::string agree_on_error(Communicator& comm, const std::string& mine) {
   return {};
 }
 
-std::vector<TensorRef> tensor_refs(FsdpModel& model, const std::vector<std::string>& state_names) {
+namespace {
+
+std::vector<TensorRef> refs_of(const sharding::ModelSpec& model, const std::vector<std::string>& state_names) {
   std::vector<TensorRef> refs;
   for (int role = 0; role <= static_cast<int>(state_names.size()); ++role) {
-    for (int u = 0; u < model.num_units(); ++u) {
-      const auto& spec = model.model().units.at(static_cast<size_t>(u));
+    for (int u = 0; u < static_cast<int>(model.units.size()); ++u) {
+      const auto& spec = model.units.at(static_cast<size_t>(u));
       for (int p = 0; p < static_cast<int>(spec.params.size()); ++p) {
         const auto& ps = spec.params[static_cast<size_t>(p)];
         refs.push_back(TensorRef{u, p, role, ps.name, role == 0 ? "param" : state_names[static_cast<size_t>(role - 1)],
@@ -50,6 +52,22 @@ std::vector<TensorRef> tensor_refs(FsdpModel& model, const std::vector<std::stri
     }
   }
   return refs;
+}
+
+}  // namespace
+
+std::vector<TensorRef> tensor_refs(FsdpModel& model, const std::vector<std::string>& state_names) {
+  return refs_of(model.model(), state_names);
+}
+
+std::unordered_map<std::string, int> tensor_index(const std::vector<TensorRef>& refs) {
+  std::unordered_map<std::string, int> index;
+  for (size_t i = 0; i < refs.size(); ++i) index[refs[i].role_name + "/" + refs[i].name] = static_cast<int>(i);
+  return index;
+}
+
+std::vector<TensorRef> full_tensor_refs(const FsdpModel& model, const std::vector<std::string>& state_names) {
+  return refs_of(model.full_model(), state_names);
 }
 
 std::span<float> shard_of(FsdpModel& model, ShardedOptimizer* optimizer, const TensorRef& t) {

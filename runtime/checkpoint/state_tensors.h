@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "collectives/communicator.h"
@@ -41,7 +42,13 @@ struct TensorRef {
   std::string role_name;
   std::vector<int64_t> shape;
 };
+// The rank's tensors (units of model.model()).
 std::vector<TensorRef> tensor_refs(FsdpModel& model, const std::vector<std::string>& state_names);
+// Every tensor of the whole model (units of model.full_model()): what a checkpoint lists. The same as
+// tensor_refs without expert parallelism; with it, every expert of every rank.
+std::vector<TensorRef> full_tensor_refs(const FsdpModel& model, const std::vector<std::string>& state_names);
+// role_name + "/" + name -> position in refs.
+std::unordered_map<std::string, int> tensor_index(const std::vector<TensorRef>& refs);
 // The rank's shard of that tensor in the current layout (shard_numel elements, padding included).
 std::span<float> shard_of(FsdpModel& model, ShardedOptimizer* optimizer, const TensorRef& t);
 

@@ -86,6 +86,34 @@ TEST(TrainConfig, WrongTypeNamesKeyAndLine) {
   expect_config_error([] { parse_train_config("training = 5\n", "job.toml"); }, {"job.toml:1:", "must be a table"});
 }
 
+// parallelism.expert_parallel_degree: checked against the MoE model and the resolved shard degree.
+TEST(TrainConfig, ExpertParallelDegree) {
+  const auto moe = [] {
+    return parse_train_config("[model]\nflavor = \"debugmodel_byte_moe\"\n[parallelism]\nexpert_parallel_degree = 2\n",
+                              "job.toml");
+  };
+  EXPECT_NO_THROW(moe().validate(4));
+  expect_config_error([&] { moe().validate(3); },
+                      {"parallelism.expert_parallel_degree = 2 must divide the data-parallel shard degree 3"});
+  expect_config_error(
+      [] { parse_train_config("[parallelism]\nexpert_parallel_degree = 2\n", "job.toml").validate(2); },
+      {"parallelism.expert_parallel_degree = 2 needs a MoE model"});
+  expect_config_error(
+      [] {
+        parse_train_config("[model]\nflavor = \"debugmodel_byte_moe\"\n[parallelism]\nexpert_parallel_degree = 2\n"
+                           "[checkpoint]\nenable = true\nexport_dtype = \"bfloat16\"\n",
+                           "job.toml")
+            .validate(2);
+      },
+      {"checkpoint.last_save_model_only: safetensors export", "expert_parallel_degree = 2", "not implemented"});
+  EXPECT_NO_THROW(parse_train_config("[model]\nflavor = \"debugmodel_byte_moe\"\n[parallelism]\n"
+                                     "expert_parallel_degree = 2\n[checkpoint]\nenable = true\n",
+                                     "job.toml")
+                      .validate(2));
+  expect_config_error([] { parse_train_config("[parallelism]\nexpert_parallel_degree = 0\n", "job.toml"); },
+                      {"job.toml:2:", "parallelism.expert_parallel_degree", "must be positive"});
+}
+
 TEST(TrainConfig, IntegerAcceptedWhereAFloatIsExpected) {
   EXPECT_DOUBLE_EQ(parse_train_config("[optimizer]\nlr = 1\n", "x.toml").optimizer.lr, 1.0);
 }

@@ -554,7 +554,7 @@ TEST(TorchTitanConfig, ValidateReportsEveryIndependentProblem) {
 
 TEST(TorchTitanConfig, ParallelDegreesOfOneOnly) {
   for (const char* key : {"tensor_parallel_degree", "pipeline_parallel_degree", "context_parallel_degree",
-                          "expert_parallel_degree", "expert_tensor_parallel_degree"}) {
+                          "expert_tensor_parallel_degree"}) {
     const std::string base = std::string("[parallelism]\n") + key + " = ";
     EXPECT_NO_THROW(parse_train_config(base + "1\n", "p.toml")) << key;
     try {

@@ -16,6 +16,7 @@
 #include "common/splitmix.h"
 #include "tests/collectives/test_support.h"
 #include "train/config.h"
+#include "model/dims.h"
 
 namespace fsdp::train {
 namespace {
@@ -53,6 +54,7 @@ struct TrainRun {
   const char* reshard = "true";
   int64_t prefetch = 1;
   int64_t accum = 1;
+  int64_t ep = 1;  // parallelism.expert_parallel_degree
   // Sequences per step over all ranks: divisible by every world size x accumulation count used.
   int64_t global_batch = full_equivalence() ? 24 : 12;
   int64_t steps = full_equivalence() ? 20 : 5;
@@ -80,6 +82,7 @@ TrainerOptions options_for(const TrainRun& r) {
   o.fsdp.policy.reduce_dtype = DataType::kFloat32;
   o.fsdp.policy.reshard = sharding::Reshard::parse(r.reshard);
   o.fsdp.policy.prefetch = r.prefetch;
+  o.fsdp.expert_parallel = r.ep;
   sharding::parse_ac(r.ac, o.fsdp.policy);
   // Full mode trains as configs/debug_model.toml does (peak 8e-4); CI's tiny model learns faster at 3e-3.
   o.lr = runtime::LrSchedule{.lr = full_equivalence() ? 8e-4 : 3e-3, .total_steps = r.steps, .warmup_steps = 2};
@@ -107,6 +110,35 @@ BatchSource batches_for(const TrainerOptions& o, int rank, int world) {
   };
 }
 
+// Under expert parallelism rank r holds the dense units and the expert units of its EP rank (r mod ep in
+// its shard group), each after its block: rebuilds the units of the model without expert parallelism
+// (a MoE block's experts sit after wq wk wv wo and the router) from ranks 0..ep-1.
+std::vector<std::vector<float>> merge_experts(const std::vector<Result>& ranks, const sharding::ModelSpec& model,
+                                              int64_t ep) {
+  std::vector<std::vector<float>> out;
+  size_t u = 0;  // unit index under expert parallelism
+  for (const auto& unit : model.units) {
+    const std::vector<float>& dense = ranks[0].params.at(u++);
+    const bool moe = std::any_of(unit.params.begin(), unit.params.end(),
+                                 [](const auto& p) { return p.kind == sharding::ParamKind::kExpert; });
+    if (!moe) {
+      out.push_back(dense);
+      continue;
+    }
+    int64_t prefix = 0;
+    for (size_t i = 0; i < model::kBlockExpertsAt; ++i) prefix += unit.params[i].numel();
+    std::vector<float> full(dense.begin(), dense.begin() + prefix);
+    for (int64_t p = 0; p < ep; ++p) {
+      const auto& e = ranks[static_cast<size_t>(p)].params.at(u);
+      full.insert(full.end(), e.begin(), e.end());
+    }
+    ++u;
+    full.insert(full.end(), dense.begin() + prefix, dense.end());
+    out.push_back(std::move(full));
+  }
+  return out;
+}
+
 Result train(const TrainRun& r) {
   testing::InProcJob job(r.world);
   std::vector<Result> results(static_cast<size_t>(r.world));
@@ -117,6 +149,7 @@ Result train(const TrainRun& r) {
     for (int64_t s = 0; s < r.steps; ++s) out.losses.push_back(trainer.step().loss);
     for (int u = 0; u < trainer.fsdp().num_units(); ++u) out.params.push_back(trainer.fsdp().gather_full_parameters(u));
   });
+  if (r.ep > 1) results[0].params = merge_experts(results, options_for(r).model, r.ep);
   return results[0];
 }
 
@@ -203,6 +236,65 @@ INSTANTIATE_TEST_SUITE_P(MoeLayouts, TrainerMoeEquivalence,
                            return "n" + std::to_string(c.world) + "_replicate" + std::to_string(c.replicate) +
                                   "_reshard_" + c.reshard + "_accum" + std::to_string(c.accum);
                          });
+
+// Expert parallelism: experts split over EP groups, tokens exchanged with all_to_all_v, expert weights
+// sharded over the ranks holding the same experts. Against the same 1-rank run as above.
+struct EpCase {
+  int world;
+  int64_t replicate;
+  int64_t ep;
+  int64_t accum;
+};
+
+class TrainerExpertParallel : public ::testing::TestWithParam<EpCase> {};
+
+TEST_P(TrainerExpertParallel, MatchesOneRankOverTheSameMicroBatchesWithin1e5) {
+  const EpCase c = GetParam();
+  TrainRun r{.moe = true, .world = c.world, .replicate = c.replicate, .accum = c.accum, .ep = c.ep};
+  expect_matches(train(r), moe_one_rank(c.world * c.accum), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, TrainerExpertParallel,
+                         ::testing::Values(EpCase{2, 1, 2, 1}, EpCase{4, 1, 2, 1}, EpCase{4, 1, 4, 1},
+                                           EpCase{4, 2, 2, 1}, EpCase{2, 1, 2, 2}),
+                         [](const auto& info) {
+                           const EpCase& c = info.param;
+                           return "n" + std::to_string(c.world) + "_replicate" + std::to_string(c.replicate) +
+                                  "_ep" + std::to_string(c.ep) + "_accum" + std::to_string(c.accum);
+                         });
+
+// Refused before any collective of the step, on every rank, naming the key and the values.
+std::vector<std::string> construction_errors(TrainRun r) {
+  testing::InProcJob job(r.world);
+  std::vector<std::string> errors(static_cast<size_t>(r.world));
+  job.run([&](Communicator& world) {
+    try {
+      TrainerOptions o = options_for(r);
+      Trainer trainer(o, world, batches_for(o, world.rank(), world.size()));
+    } catch (const std::exception& e) {
+      errors[static_cast<size_t>(world.rank())] = e.what();
+    }
+  });
+  return errors;
+}
+
+TEST(TrainerExpertParallel, RefusesBadDegrees) {
+  // 3 ranks, ep 3: divides the shard degree but not the MoE's 4 (8 in full mode) experts.
+  const std::string experts = std::to_string(tiny_moe().dims.num_experts);
+  for (const auto& e : construction_errors(TrainRun{.moe = true, .world = 3, .ep = 3, .global_batch = 3})) {
+    EXPECT_NE(e.find("parallelism.expert_parallel_degree = 3 must divide the number of experts " + experts),
+              std::string::npos)
+        << e;
+  }
+  for (const auto& e : construction_errors(TrainRun{.moe = true, .world = 2, .ep = 4})) {
+    EXPECT_NE(e.find("parallelism.expert_parallel_degree = 4 must divide the data-parallel shard degree 2"),
+              std::string::npos)
+        << e;
+  }
+  for (const auto& e : construction_errors(TrainRun{.moe = false, .world = 2, .ep = 2})) {
+    EXPECT_NE(e.find("parallelism.expert_parallel_degree = 2 needs a MoE model"), std::string::npos) << e;
+  }
+}
 
 std::vector<Case> equivalence_cases() {
   std::vector<Case> cases{{2, 1, "true", 1}, {3, 1, "true", 1}, {4, 1, "true", 1},

@@ -1,0 +1,57 @@
+#include "sharding/expert_parallel.h"
+
+#include <string>
+
+#include "sharding/plan_error.h"
+
+namespace fsdp::sharding {
+
+void validate_expert_parallel(const ModelSpec& model, int64_t ep, int64_t shard_degree) {
+  const std::string key = "parallelism.expert_parallel_degree = " + std::to_string(ep);
+  if (ep < 1) throw PlanError(key + " must be at least 1");
+  if (ep == 1) return;
+  const int64_t experts = model.dims.num_experts;
+  if (experts == 0) throw PlanError(key + " needs a MoE model; '" + model.name + "' has no experts");
+  if (shard_degree % ep != 0) {
+    throw PlanError(key + " must divide the data-parallel shard degree " + std::to_string(shard_degree) +
+                    " (the experts' FSDP degree is shard degree / expert_parallel_degree)");
+  }
+  if (experts % ep != 0) {
+    throw PlanError(key + " must divide the number of experts " + std::to_string(experts) + " of '" + model.name + "'");
+  }
+}
+
+ModelSpec expert_parallel_units(const ModelSpec& model, int64_t ep, int64_t ep_rank, int64_t shard_degree) {
+  validate_expert_parallel(model, ep, shard_degree);
+  if (ep == 1) return model;
+  if (ep_rank < 0 || ep_rank >= ep) {
+    throw PlanError("expert-parallel rank " + std::to_string(ep_rank) + " outside the group of " + std::to_string(ep));
+  }
+  const int64_t local = model.dims.num_experts / ep;
+  ModelSpec out = model;
+  out.units.clear();
+  for (const UnitSpec& unit : model.units) {
+    UnitSpec dense = unit;
+    dense.params.clear();
+    UnitSpec experts{.name = unit.name + ".moe.experts", .is_layer = false, .params = {}, .experts = true};
+    int64_t expert_param = 0;  // index among the unit's expert parameters: expert = index / 3
+    for (const ParamSpec& p : unit.params) {
+      if (p.kind != ParamKind::kExpert) {
+        dense.params.push_back(p);
+        continue;
+      }
+      if (expert_param / 3 / local == ep_rank) experts.params.push_back(p);
+      ++expert_param;
+    }
+    if (expert_param != 0 && expert_param != 3 * model.dims.num_experts) {
+      throw PlanError("unit '" + unit.name + "' has " + std::to_string(expert_param) +
+                      " expert parameters; expert parallelism needs w1 w2 w3 of each of " +
+                      std::to_string(model.dims.num_experts) + " experts");
+    }
+    out.units.push_back(std::move(dense));
+    if (expert_param != 0) out.units.push_back(std::move(experts));
+  }
+  return out;
+}
+
+}  // namespace fsdp::sharding
