@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <array>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -28,6 +27,7 @@
 #include "common/job_secret.h"
 #include "common/knobs.h"
 #include "common/rate_limited_log.h"
+#include "launch/store_frame.h"
 #include "proto/store.pb.h"
 
 // Why callbacks on one thread for the server: the store's state (the map and the parked requests)
@@ -47,37 +47,12 @@ using proto::StoreResponse;
 // A parked request's timeout is clamped to this, so that a huge timeout_ms cannot overflow the
 // timer's time_point.
 constexpr std::chrono::milliseconds kMaxParkTime = std::chrono::hours(24 * 365);
-// A GET's reply carries a value that itself fit in a request frame, plus a few bytes of framing: the
-// client allows that much over kStoreMaxFrameBytes.
-constexpr uint32_t kMaxReplyBytes = kStoreMaxFrameBytes + 4096;
 constexpr std::chrono::milliseconds kFirstBackoff{10};
 constexpr std::chrono::milliseconds kMaxBackoff{1000};
-// A request's body is read at most this much at a time, the buffer growing only by what arrived.
-constexpr size_t kReadChunk = 64 << 10;
 // After a failed accept (out of descriptors): wait this long before trying again, not spin.
 constexpr std::chrono::milliseconds kAcceptRetry{100};
 // Descriptors the server leaves to the rest of its process when capping max_connections.
 constexpr size_t kReservedDescriptors = 64;
-
-using LengthPrefix = std::array<unsigned char, 4>;
-
-// Little-endian on the wire whatever the host, so a store can serve mixed machines.
-LengthPrefix encode_length(uint32_t size) {
-  return {static_cast<unsigned char>(size), static_cast<unsigned char>(size >> 8),
-          static_cast<unsigned char>(size >> 16), static_cast<unsigned char>(size >> 24)};
-}
-
-uint32_t decode_length(const LengthPrefix& b) {
-  return uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24;
-}
-
-std::string frame_of(const google::protobuf::MessageLite& message) {
-  const std::string body = message.SerializeAsString();
-  const LengthPrefix prefix = encode_length(static_cast<uint32_t>(body.size()));
-  std::string frame(reinterpret_cast<const char*>(prefix.data()), prefix.size());
-  frame += body;
-  return frame;
-}
 
 std::string endpoint_text(const std::string& host, uint16_t port) {
   const bool ipv6 = host.find(':') != std::string::npos;
@@ -97,26 +72,6 @@ bool parse_int64(const std::string& text, int64_t* value) {
   return ec == std::errc() && ptr == end && !text.empty();
 }
 
-const char* op_name(StoreRequest::Op op) {
-  switch (op) {
-    case StoreRequest::OP_SET:
-      return "store_set";
-    case StoreRequest::OP_GET:
-      return "store_get";
-    case StoreRequest::OP_WAIT:
-      return "store_wait";
-    case StoreRequest::OP_ADD:
-      return "store_add";
-    case StoreRequest::OP_COMPARE_SET:
-      return "store_compare_set";
-    case StoreRequest::OP_DELETE:
-      return "store_delete";
-    case StoreRequest::OP_NUM_KEYS:
-      return "store_num_keys";
-    default:
-      return "store_unknown";
-  }
-}
 
 // max_connections, but never more than the descriptors this process may open, less a reserve.
 size_t connection_cap(size_t wanted) {
@@ -213,7 +168,7 @@ class StoreServer::Impl {
     uint64_t deadline_generation = 0;  // tells a stale deadline callback from the current one
     bool idle = false;                 // waiting for a request: the first to go at the connection limit
     Clock::time_point idle_since{};
-    LengthPrefix prefix{};
+    StoreLengthPrefix prefix{};
     uint32_t expected = 0;               // the body's announced length
     std::string body;                    // the request being read, as much as arrived
     std::string reply;                   // the frame being written; must live until the write completes
@@ -351,11 +306,9 @@ class StoreServer::Impl {
                      [this, session](const boost::system::error_code& ec, size_t) {
                        if (ec) return close(session, nullptr);  // includes a clean EOF: the client left
                        session->idle = false;
-                       const uint32_t size = decode_length(session->prefix);
-                       if (size > kStoreMaxFrameBytes) {
-                         return close(session, ("frame of " + std::to_string(size) + " bytes exceeds the " +
-                                                std::to_string(kStoreMaxFrameBytes) + "-byte bound")
-                                                   .c_str());
+                       const uint32_t size = decode_store_length(session->prefix);
+                       if (const std::string why = check_store_frame_length(size, kStoreMaxFrameBytes); !why.empty()) {
+                         return close(session, why.c_str());
                        }
                        arm(session, options_.io_timeout,
                            "the request's body did not arrive in time (FSDP_STORE_IO_TIMEOUT_SEC)");
@@ -365,18 +318,18 @@ class StoreServer::Impl {
                      });
   }
 
-  // Reads the body in pieces of 4 KiB doubling up to kReadChunk: the buffer holds about what arrived,
-  // so a 4-byte prefix announcing 64 MiB costs 4 KiB until the bytes actually come.
+  // Reads the body in pieces of 4 KiB doubling up to 64 KiB (store_body_read_size): the buffer holds
+  // about what arrived, so a 4-byte prefix announcing 64 MiB costs 4 KiB until the bytes actually come.
   void read_body(const SessionPtr& session) {
     const size_t have = session->body.size();
-    if (have == session->expected) {
+    const size_t want = store_body_read_size(have, session->expected);
+    if (want == 0) {
       disarm(session);
       StoreRequest request;
       if (!request.ParseFromString(session->body)) return close(session, "frame is not a StoreRequest");
       session->body = std::string();  // do not hold a big value's bytes
       return handle(session, std::move(request));
     }
-    const size_t want = std::min<size_t>({kReadChunk, session->expected - have, std::max<size_t>(have, 4096)});
     session->body.resize(have + want);
     session->socket.async_read_some(asio::buffer(session->body.data() + have, want),
                                     [this, session, have](const boost::system::error_code& ec, size_t n) {
@@ -387,7 +340,7 @@ class StoreServer::Impl {
   }
 
   void respond(const SessionPtr& session, const StoreResponse& response) {
-    session->reply = frame_of(response);
+    session->reply = store_frame_of(response);
     arm(session, options_.io_timeout, "the client did not take its reply in time (FSDP_STORE_IO_TIMEOUT_SEC)");
     asio::async_write(session->socket, asio::buffer(session->reply),
                       [this, session](const boost::system::error_code& ec, size_t) {
@@ -454,11 +407,8 @@ class StoreServer::Impl {
   void handle(const SessionPtr& session, StoreRequest request) {
     StoreResponse response;
     const StoreRequest::Op op = request.op();
-    const bool keyed = op == StoreRequest::OP_SET || op == StoreRequest::OP_GET || op == StoreRequest::OP_ADD ||
-                       op == StoreRequest::OP_COMPARE_SET || op == StoreRequest::OP_DELETE;
-    if (keyed && request.keys_size() != 1) {
-      reject(&response,
-             std::string(op_name(op)) + " takes exactly one key, got " + std::to_string(request.keys_size()));
+    if (const std::string why = store_request_error(request); !why.empty()) {
+      reject(&response, why);
       return respond(session, response);
     }
     switch (op) {
@@ -468,11 +418,6 @@ class StoreServer::Impl {
         break;
       }
       case StoreRequest::OP_WAIT:
-        if (request.keys_size() == 0) {
-          reject(&response, "store_wait needs at least one key");
-          break;
-        }
-        [[fallthrough]];
       case StoreRequest::OP_GET:
         if (!missing_keys(request).empty()) return park(session, std::move(request));
         if (op == StoreRequest::OP_GET) response.set_value(data_.at(request.keys(0)));
@@ -524,8 +469,7 @@ class StoreServer::Impl {
       case StoreRequest::OP_NUM_KEYS:
         response.set_number(static_cast<int64_t>(data_.size()));
         break;
-      default:
-        reject(&response, "unknown store op " + std::to_string(static_cast<int>(op)));
+      default:  // refused by store_request_error above
         break;
     }
     respond(session, response);
@@ -622,8 +566,8 @@ class StoreClient::Impl {
       connected_ = false;
     }
     if (!connected_) connect();
-    const std::string frame = frame_of(request);
-    const ErrorContext ctx{-1, -1, op_name(request.op()), 0, frame.size()};
+    const std::string frame = store_frame_of(request);
+    const ErrorContext ctx{-1, -1, store_op_name(request.op()), 0, frame.size()};
     const std::string what = "store at " + where_ + ", " + subject + ": ";
     const auto deadline = Clock::now() + budget;
     const auto budget_ms = std::chrono::duration_cast<std::chrono::milliseconds>(budget).count();
@@ -643,14 +587,14 @@ class StoreClient::Impl {
       asio::async_write(socket_, asio::buffer(frame), [done](const boost::system::error_code& e, size_t) { done(e); });
     });
     if (ec) fail(ec, "sending the request");
-    LengthPrefix prefix{};
+    StoreLengthPrefix prefix{};
     ec = run_until(deadline, [&](auto done) {
       asio::async_read(socket_, asio::buffer(prefix), [done](const boost::system::error_code& e, size_t) { done(e); });
     });
     if (ec) fail(ec, "reading the reply");
-    const uint32_t size = decode_length(prefix);
-    if (size > kMaxReplyBytes) {
-      fail(asio::error::message_size, ("reading a reply of " + std::to_string(size) + " bytes").c_str());
+    const uint32_t size = decode_store_length(prefix);
+    if (const std::string why = check_store_frame_length(size, kStoreMaxReplyBytes); !why.empty()) {
+      fail(asio::error::message_size, ("reading the reply: " + why).c_str());
     }
     std::string body(size, '\0');
     ec = run_until(deadline, [&](auto done) {
