@@ -66,7 +66,8 @@ void check_metadata(const CheckpointMetadata& meta, const std::string& step_dir)
         refuse(chunk + ": offset " + std::to_string(c.offset()) + " + length " + std::to_string(c.length()) +
                " is outside the file's " + std::to_string(f->second) + " bytes");
       }
-      if (c.block_crc32c_size() != (c.length() + block - 1) / block) {
+      // In 128 bits too: a length near 2^63 plus a block near 2^62 overflows int64.
+      if (c.block_crc32c_size() != (Wide(c.length()) + block - 1) / block) {
         refuse(chunk + ": " + std::to_string(c.block_crc32c_size()) + " block_crc32c for length " +
                std::to_string(c.length()));
       }
