@@ -12,14 +12,12 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <list>
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -27,6 +25,7 @@
 #include "common/job_secret.h"
 #include "common/knobs.h"
 #include "common/rate_limited_log.h"
+#include "launch/store_data.h"
 #include "launch/store_frame.h"
 #include "proto/store.pb.h"
 
@@ -63,13 +62,6 @@ std::string quoted_list(const std::vector<std::string>& keys) {
   std::string out;
   for (const std::string& key : keys) out += (out.empty() ? "'" : ", '") + key + "'";
   return out;
-}
-
-// The whole string must be a decimal int64; "12abc" or "" is not a counter.
-bool parse_int64(const std::string& text, int64_t* value) {
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, *value);
-  return ec == std::errc() && ptr == end && !text.empty();
 }
 
 
@@ -391,87 +383,12 @@ class StoreServer::Impl {
     session->socket.cancel(ignored);
   }
 
-  std::vector<std::string> missing_keys(const StoreRequest& request) const {
-    std::vector<std::string> missing;
-    for (const std::string& key : request.keys()) {
-      if (!data_.contains(key)) missing.push_back(key);
-    }
-    return missing;
-  }
-
-  static void reject(StoreResponse* response, const std::string& why) {
-    response->set_status(StoreResponse::STATUS_INVALID_ARGUMENT);
-    response->set_error(why);
-  }
-
+  // Every parsed request goes through StoreData::apply; only parking and waking are the server's.
   void handle(const SessionPtr& session, StoreRequest request) {
     StoreResponse response;
-    const StoreRequest::Op op = request.op();
-    if (const std::string why = store_request_error(request); !why.empty()) {
-      reject(&response, why);
-      return respond(session, response);
-    }
-    switch (op) {
-      case StoreRequest::OP_SET: {
-        const bool created = data_.insert_or_assign(request.keys(0), std::move(*request.mutable_value())).second;
-        if (created) wake_parked();
-        break;
-      }
-      case StoreRequest::OP_WAIT:
-      case StoreRequest::OP_GET:
-        if (!missing_keys(request).empty()) return park(session, std::move(request));
-        if (op == StoreRequest::OP_GET) response.set_value(data_.at(request.keys(0)));
-        break;
-      case StoreRequest::OP_ADD: {
-        const std::string& key = request.keys(0);
-        auto it = data_.find(key);
-        int64_t current = 0;
-        if (it != data_.end() && !parse_int64(it->second, &current)) {
-          reject(&response, "store_add on key '" + key + "', which holds '" + it->second.substr(0, 64) +
-                                "', not a decimal int64 counter");
-          break;
-        }
-        int64_t next = 0;
-        if (__builtin_add_overflow(current, request.delta(), &next)) {
-          reject(&response, "store_add on key '" + key + "' overflows int64: " + std::to_string(current) + " + " +
-                                std::to_string(request.delta()));
-          break;
-        }
-        if (it == data_.end()) {
-          data_.emplace(key, std::to_string(next));
-          wake_parked();
-        } else {
-          it->second = std::to_string(next);
-        }
-        response.set_number(next);
-        break;
-      }
-      case StoreRequest::OP_COMPARE_SET: {
-        const std::string& key = request.keys(0);
-        auto it = data_.find(key);
-        const std::string current = it == data_.end() ? std::string() : it->second;
-        if (current != request.expected()) {
-          response.set_value(current);
-          break;
-        }
-        response.set_value(request.desired());
-        if (it == data_.end()) {
-          data_.emplace(key, request.desired());
-          wake_parked();
-        } else {
-          it->second = request.desired();
-        }
-        break;
-      }
-      case StoreRequest::OP_DELETE:
-        response.set_number(static_cast<int64_t>(data_.erase(request.keys(0))));
-        break;
-      case StoreRequest::OP_NUM_KEYS:
-        response.set_number(static_cast<int64_t>(data_.size()));
-        break;
-      default:  // refused by store_request_error above
-        break;
-    }
+    const StoreData::Outcome outcome = data_.apply(request, &response);
+    if (outcome.park) return park(session, std::move(request));
+    if (outcome.created) wake_parked();
     respond(session, response);
   }
 
@@ -489,7 +406,7 @@ class StoreServer::Impl {
       if (session->closed || !session->parked || session->park_generation != generation) return;
       StoreResponse response;
       response.set_status(StoreResponse::STATUS_TIMEOUT);
-      const std::vector<std::string> missing = missing_keys(*session->parked);
+      const std::vector<std::string> missing = data_.missing_keys(*session->parked);
       for (const std::string& key : missing) response.add_missing_keys(key);
       response.set_error("key" + std::string(missing.size() == 1 ? " " : "s ") + quoted_list(missing) +
                          " still missing after " + std::to_string(timeout.count()) + " ms");
@@ -503,13 +420,13 @@ class StoreServer::Impl {
   void wake_parked() {
     for (auto it = parked_.begin(); it != parked_.end();) {
       const SessionPtr session = *it;
-      if (!missing_keys(*session->parked).empty()) {
+      if (!data_.missing_keys(*session->parked).empty()) {
         ++it;
         continue;
       }
       it = parked_.erase(it);
       StoreResponse response;
-      if (session->parked->op() == StoreRequest::OP_GET) response.set_value(data_.at(session->parked->keys(0)));
+      data_.apply(*session->parked, &response);  // its keys are all there now: GET gets its value
       unpark(session);
       session->timer.cancel();
       respond(session, response);  // asynchronous: cannot re-enter this loop
@@ -527,7 +444,7 @@ class StoreServer::Impl {
   bool accepting_ = false;
   RateLimitedLog log_;
   std::string log_prefix_;
-  std::unordered_map<std::string, std::string> data_;
+  StoreData data_;
   std::unordered_set<SessionPtr> sessions_;
   std::list<SessionPtr> parked_;
   bool stopping_ = false;

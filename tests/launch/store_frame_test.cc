@@ -1,8 +1,10 @@
-// The store's wire format as bytes (store_frame.h), with no socket: what the server and the client
-// run on every frame, and what fuzz/store_frame.cc fuzzes.
+// The store's wire format as bytes (store_frame.h) and its keys (store_data.h), with no socket: what
+// the server and the client run on every frame and request, and what fuzz/store_frame.cc fuzzes.
 #include "launch/store_frame.h"
 
 #include <gtest/gtest.h>
+
+#include "launch/store_data.h"
 
 #include "proto/store.pb.h"
 
@@ -10,6 +12,14 @@ namespace fsdp::launch {
 namespace {
 
 using proto::StoreRequest;
+using proto::StoreResponse;
+
+StoreRequest request(StoreRequest::Op op, std::vector<std::string> keys) {
+  StoreRequest r;
+  r.set_op(op);
+  for (auto& k : keys) r.add_keys(std::move(k));
+  return r;
+}
 
 TEST(StoreFrame, LengthPrefixIsLittleEndianAndRoundTrips) {
   EXPECT_EQ(encode_store_length(0x01020304u), (StoreLengthPrefix{4, 3, 2, 1}));
@@ -68,6 +78,42 @@ TEST(StoreFrame, MalformedRequestsSayWhy) {
   r.set_op(static_cast<StoreRequest::Op>(42));
   EXPECT_EQ(store_request_error(r), "unknown store op 42");
   EXPECT_STREQ(store_op_name(42), "store_unknown");
+}
+
+// What the server does with a request, minus the connection: GET/WAIT park while a key is missing and
+// get their answer when applied again; a created key is reported (parked requests may wake); counters
+// refuse text and int64 overflow; malformed requests are refused with store_request_error's reason.
+TEST(StoreData, RequestsParkCreateAndRefuseAsTheServerAnswersThem) {
+  StoreData data;
+  StoreResponse r;
+  StoreRequest get = request(StoreRequest::OP_GET, {"k"});
+  EXPECT_TRUE(data.apply(get, &r).park);
+  EXPECT_EQ(data.missing_keys(get), std::vector<std::string>{"k"});
+  StoreRequest set = request(StoreRequest::OP_SET, {"k"});
+  set.set_value("v");
+  EXPECT_TRUE(data.apply(set, &r).created);
+  r.Clear();
+  EXPECT_FALSE(data.apply(get, &r).park);
+  EXPECT_EQ(r.value(), "v");
+  StoreRequest add = request(StoreRequest::OP_ADD, {"k"});
+  add.set_delta(1);
+  r.Clear();
+  data.apply(add, &r);
+  EXPECT_EQ(r.status(), StoreResponse::STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(r.error(), "store_add on key 'k', which holds 'v', not a decimal int64 counter");
+  add.set_keys(0, "n");
+  add.set_delta(INT64_MAX);
+  r.Clear();
+  EXPECT_TRUE(data.apply(add, &r).created);
+  EXPECT_EQ(r.number(), INT64_MAX);
+  r.Clear();
+  data.apply(add, &r);
+  EXPECT_EQ(r.error(), "store_add on key 'n' overflows int64: 9223372036854775807 + 9223372036854775807");
+  StoreRequest bad = request(StoreRequest::OP_DELETE, {});
+  r.Clear();
+  EXPECT_FALSE(data.apply(bad, &r).park);
+  EXPECT_EQ(r.error(), "store_delete takes exactly one key, got 0");
+  EXPECT_EQ(data.size(), 2u);
 }
 
 }  // namespace
