@@ -58,11 +58,13 @@ write("message_header", "cts", header(4, 1 << 20, 7, 11))
 write("message_header", "data", header(5, 4096, 11, 8192))
 write("message_header", "pulled", header(6, 0, 7, 0, 1))
 
-# tcp_handshake: a TcpHello (magic, version, from, to, size, connection, connections) to rank 2 of 4
+# tcp_handshake: a TcpHello (magic, version, from, to, size, connection, connections, nonce, proof) to rank 2 of 4
 # with 2 connections per peer, then frames on that connection (data ids 1 and 2 have receives posted)
 TCP_MAGIC = 0x6673647074637031
-def tcp_hello(from_rank, connection, to_rank=2, size=4, connections=2, version=2):
-    return struct.pack("<QIiiiii", TCP_MAGIC, version, from_rank, to_rank, size, connection, connections)
+def tcp_hello(from_rank, connection, to_rank=2, size=4, connections=2, version=3):
+    nonce = bytes(range(16))  # then the proof: zero in a dialer's hello
+    return struct.pack("<QIiiiii16s32s", TCP_MAGIC, version, from_rank, to_rank, size, connection, connections,
+                       nonce, b"")
 write("tcp_handshake", "hello_only", tcp_hello(0, 0))
 write("tcp_handshake", "control", tcp_hello(1, 0) + header(2, 16) + b"x" * 16 + header(3, 1 << 20) + header(4, 4096, 7, 2))
 write("tcp_handshake", "data_pieces", tcp_hello(0, 1) + header(5, 8, 1, 0) + b"y" * 8 + header(5, 4088, 1, 8))

@@ -1,6 +1,7 @@
 // libFuzzer target: what a tcp connection of the fabric carries (tcp_handshake.h), as an accepting
-// rank reads it: the 32-byte TcpHello a connecting rank opens with, then frames (48-byte header, then
-// its payload) on the connection the hello named. The receiving job is rank 2 of 4 with 2 connections
+// rank reads it: the 80-byte TcpHello a connecting rank opens with (its wire check, the transcript the
+// job-secret proofs cover, then its fields, as once the proof passed), then frames (48-byte header,
+// then its payload) on the connection the hello named. The receiving job is rank 2 of 4 with 2 connections
 // per peer, with receives posted for data ids 1 (4 KiB) and 2 (1 MiB). A malformed hello or frame ends
 // the stream, as it fails the peer in tcp.cc. Properties: an accepted hello comes from a lower rank on
 // a connection in range; an accepted frame never asks to read past its receive or the eager limit.
@@ -33,6 +34,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::memcpy(&hello, data, sizeof(hello));
   data += sizeof(hello);
   size -= sizeof(hello);
+  if (!check_tcp_wire(hello).empty()) return 0;  // refused before authentication
+  // The proofs cover every byte of both hellos but the proofs themselves.
+  TcpHello reply = hello;
+  reply.proof[0] ^= 1;
+  if (tcp_handshake_transcript(hello, reply) != tcp_handshake_transcript(hello, hello)) __builtin_trap();
   // The same bytes as the reply to a connection this rank opened (any peer rank may answer).
   (void)check_tcp_hello(hello, kRank, kSize, kConnections, false);
   if (!check_tcp_hello(hello, kRank, kSize, kConnections, true).empty()) return 0;
