@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps build run test test-asan test-tsan test-sanitize equivalence clean
+.PHONY: all deps build run test test-asan test-tsan test-sanitize equivalence fuzz fuzz-smoke fuzz-build clean
 
 all: build
 
@@ -77,5 +77,18 @@ test-tsan: deps
 
 test-sanitize: test-asan test-tsan
 
+# libFuzzer targets over the decoders of bytes from outside (docs/fuzzing.md): a clang build of only
+# those (ASan + UBSan), then FUZZ_SECONDS per target from the checked-in seeds; fuzz-smoke is CI's.
+FUZZ_SECONDS ?= 60
+fuzz-build: deps
+	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFSDP_FUZZ=ON -DBUILD_TESTING=OFF
+	cmake --build $(BUILD)-fuzz -j $(JOBS)
+
+fuzz: fuzz-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh $(BUILD)-fuzz
+
+fuzz-smoke: fuzz-build
+	FUZZ_SECONDS=10 fuzz/run.sh $(BUILD)-fuzz
+
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz

@@ -6,6 +6,13 @@
 #include <stdexcept>
 
 namespace fsdp::json {
+
+Value::Value() = default;
+Value::~Value() = default;
+Value::Value(const Value&) = default;
+Value::Value(Value&&) noexcept = default;
+Value& Value::operator=(const Value&) = default;
+Value& Value::operator=(Value&&) noexcept = default;
 namespace {
 
 class Reader {

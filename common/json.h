@@ -28,6 +28,15 @@ class Value {
   std::vector<Value> items;                           // arrays
   std::vector<std::pair<std::string, Value>> fields;  // objects, in document order
 
+  // Defined in json.cc, where Value is complete: clang (unlike g++) refuses to instantiate
+  // pair<string, Value> members inline while the class is still being defined.
+  Value();
+  ~Value();
+  Value(const Value&);
+  Value(Value&&) noexcept;
+  Value& operator=(const Value&);
+  Value& operator=(Value&&) noexcept;
+
   bool is_null() const { return kind == Kind::kNull; }
   // Member lookup; throws std::runtime_error naming the key when absent or not an object.
   const Value& at(std::string_view key) const;

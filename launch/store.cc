@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <array>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -13,14 +12,12 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <list>
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -28,6 +25,8 @@
 #include "common/job_secret.h"
 #include "common/knobs.h"
 #include "common/rate_limited_log.h"
+#include "launch/store_data.h"
+#include "launch/store_frame.h"
 #include "proto/store.pb.h"
 
 // Why callbacks on one thread for the server: the store's state (the map and the parked requests)
@@ -47,37 +46,12 @@ using proto::StoreResponse;
 // A parked request's timeout is clamped to this, so that a huge timeout_ms cannot overflow the
 // timer's time_point.
 constexpr std::chrono::milliseconds kMaxParkTime = std::chrono::hours(24 * 365);
-// A GET's reply carries a value that itself fit in a request frame, plus a few bytes of framing: the
-// client allows that much over kStoreMaxFrameBytes.
-constexpr uint32_t kMaxReplyBytes = kStoreMaxFrameBytes + 4096;
 constexpr std::chrono::milliseconds kFirstBackoff{10};
 constexpr std::chrono::milliseconds kMaxBackoff{1000};
-// A request's body is read at most this much at a time, the buffer growing only by what arrived.
-constexpr size_t kReadChunk = 64 << 10;
 // After a failed accept (out of descriptors): wait this long before trying again, not spin.
 constexpr std::chrono::milliseconds kAcceptRetry{100};
 // Descriptors the server leaves to the rest of its process when capping max_connections.
 constexpr size_t kReservedDescriptors = 64;
-
-using LengthPrefix = std::array<unsigned char, 4>;
-
-// Little-endian on the wire whatever the host, so a store can serve mixed machines.
-LengthPrefix encode_length(uint32_t size) {
-  return {static_cast<unsigned char>(size), static_cast<unsigned char>(size >> 8),
-          static_cast<unsigned char>(size >> 16), static_cast<unsigned char>(size >> 24)};
-}
-
-uint32_t decode_length(const LengthPrefix& b) {
-  return uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24;
-}
-
-std::string frame_of(const google::protobuf::MessageLite& message) {
-  const std::string body = message.SerializeAsString();
-  const LengthPrefix prefix = encode_length(static_cast<uint32_t>(body.size()));
-  std::string frame(reinterpret_cast<const char*>(prefix.data()), prefix.size());
-  frame += body;
-  return frame;
-}
 
 std::string endpoint_text(const std::string& host, uint16_t port) {
   const bool ipv6 = host.find(':') != std::string::npos;
@@ -90,33 +64,6 @@ std::string quoted_list(const std::vector<std::string>& keys) {
   return out;
 }
 
-// The whole string must be a decimal int64; "12abc" or "" is not a counter.
-bool parse_int64(const std::string& text, int64_t* value) {
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, *value);
-  return ec == std::errc() && ptr == end && !text.empty();
-}
-
-const char* op_name(StoreRequest::Op op) {
-  switch (op) {
-    case StoreRequest::OP_SET:
-      return "store_set";
-    case StoreRequest::OP_GET:
-      return "store_get";
-    case StoreRequest::OP_WAIT:
-      return "store_wait";
-    case StoreRequest::OP_ADD:
-      return "store_add";
-    case StoreRequest::OP_COMPARE_SET:
-      return "store_compare_set";
-    case StoreRequest::OP_DELETE:
-      return "store_delete";
-    case StoreRequest::OP_NUM_KEYS:
-      return "store_num_keys";
-    default:
-      return "store_unknown";
-  }
-}
 
 // max_connections, but never more than the descriptors this process may open, less a reserve.
 size_t connection_cap(size_t wanted) {
@@ -213,7 +160,7 @@ class StoreServer::Impl {
     uint64_t deadline_generation = 0;  // tells a stale deadline callback from the current one
     bool idle = false;                 // waiting for a request: the first to go at the connection limit
     Clock::time_point idle_since{};
-    LengthPrefix prefix{};
+    StoreLengthPrefix prefix{};
     uint32_t expected = 0;               // the body's announced length
     std::string body;                    // the request being read, as much as arrived
     std::string reply;                   // the frame being written; must live until the write completes
@@ -351,11 +298,9 @@ class StoreServer::Impl {
                      [this, session](const boost::system::error_code& ec, size_t) {
                        if (ec) return close(session, nullptr);  // includes a clean EOF: the client left
                        session->idle = false;
-                       const uint32_t size = decode_length(session->prefix);
-                       if (size > kStoreMaxFrameBytes) {
-                         return close(session, ("frame of " + std::to_string(size) + " bytes exceeds the " +
-                                                std::to_string(kStoreMaxFrameBytes) + "-byte bound")
-                                                   .c_str());
+                       const uint32_t size = decode_store_length(session->prefix);
+                       if (const std::string why = check_store_frame_length(size, kStoreMaxFrameBytes); !why.empty()) {
+                         return close(session, why.c_str());
                        }
                        arm(session, options_.io_timeout,
                            "the request's body did not arrive in time (FSDP_STORE_IO_TIMEOUT_SEC)");
@@ -365,18 +310,18 @@ class StoreServer::Impl {
                      });
   }
 
-  // Reads the body in pieces of 4 KiB doubling up to kReadChunk: the buffer holds about what arrived,
-  // so a 4-byte prefix announcing 64 MiB costs 4 KiB until the bytes actually come.
+  // Reads the body in pieces of 4 KiB doubling up to 64 KiB (store_body_read_size): the buffer holds
+  // about what arrived, so a 4-byte prefix announcing 64 MiB costs 4 KiB until the bytes actually come.
   void read_body(const SessionPtr& session) {
     const size_t have = session->body.size();
-    if (have == session->expected) {
+    const size_t want = store_body_read_size(have, session->expected);
+    if (want == 0) {
       disarm(session);
       StoreRequest request;
       if (!request.ParseFromString(session->body)) return close(session, "frame is not a StoreRequest");
       session->body = std::string();  // do not hold a big value's bytes
       return handle(session, std::move(request));
     }
-    const size_t want = std::min<size_t>({kReadChunk, session->expected - have, std::max<size_t>(have, 4096)});
     session->body.resize(have + want);
     session->socket.async_read_some(asio::buffer(session->body.data() + have, want),
                                     [this, session, have](const boost::system::error_code& ec, size_t n) {
@@ -387,7 +332,7 @@ class StoreServer::Impl {
   }
 
   void respond(const SessionPtr& session, const StoreResponse& response) {
-    session->reply = frame_of(response);
+    session->reply = store_frame_of(response);
     arm(session, options_.io_timeout, "the client did not take its reply in time (FSDP_STORE_IO_TIMEOUT_SEC)");
     asio::async_write(session->socket, asio::buffer(session->reply),
                       [this, session](const boost::system::error_code& ec, size_t) {
@@ -438,96 +383,12 @@ class StoreServer::Impl {
     session->socket.cancel(ignored);
   }
 
-  std::vector<std::string> missing_keys(const StoreRequest& request) const {
-    std::vector<std::string> missing;
-    for (const std::string& key : request.keys()) {
-      if (!data_.contains(key)) missing.push_back(key);
-    }
-    return missing;
-  }
-
-  static void reject(StoreResponse* response, const std::string& why) {
-    response->set_status(StoreResponse::STATUS_INVALID_ARGUMENT);
-    response->set_error(why);
-  }
-
+  // Every parsed request goes through StoreData::apply; only parking and waking are the server's.
   void handle(const SessionPtr& session, StoreRequest request) {
     StoreResponse response;
-    const StoreRequest::Op op = request.op();
-    const bool keyed = op == StoreRequest::OP_SET || op == StoreRequest::OP_GET || op == StoreRequest::OP_ADD ||
-                       op == StoreRequest::OP_COMPARE_SET || op == StoreRequest::OP_DELETE;
-    if (keyed && request.keys_size() != 1) {
-      reject(&response,
-             std::string(op_name(op)) + " takes exactly one key, got " + std::to_string(request.keys_size()));
-      return respond(session, response);
-    }
-    switch (op) {
-      case StoreRequest::OP_SET: {
-        const bool created = data_.insert_or_assign(request.keys(0), std::move(*request.mutable_value())).second;
-        if (created) wake_parked();
-        break;
-      }
-      case StoreRequest::OP_WAIT:
-        if (request.keys_size() == 0) {
-          reject(&response, "store_wait needs at least one key");
-          break;
-        }
-        [[fallthrough]];
-      case StoreRequest::OP_GET:
-        if (!missing_keys(request).empty()) return park(session, std::move(request));
-        if (op == StoreRequest::OP_GET) response.set_value(data_.at(request.keys(0)));
-        break;
-      case StoreRequest::OP_ADD: {
-        const std::string& key = request.keys(0);
-        auto it = data_.find(key);
-        int64_t current = 0;
-        if (it != data_.end() && !parse_int64(it->second, &current)) {
-          reject(&response, "store_add on key '" + key + "', which holds '" + it->second.substr(0, 64) +
-                                "', not a decimal int64 counter");
-          break;
-        }
-        int64_t next = 0;
-        if (__builtin_add_overflow(current, request.delta(), &next)) {
-          reject(&response, "store_add on key '" + key + "' overflows int64: " + std::to_string(current) + " + " +
-                                std::to_string(request.delta()));
-          break;
-        }
-        if (it == data_.end()) {
-          data_.emplace(key, std::to_string(next));
-          wake_parked();
-        } else {
-          it->second = std::to_string(next);
-        }
-        response.set_number(next);
-        break;
-      }
-      case StoreRequest::OP_COMPARE_SET: {
-        const std::string& key = request.keys(0);
-        auto it = data_.find(key);
-        const std::string current = it == data_.end() ? std::string() : it->second;
-        if (current != request.expected()) {
-          response.set_value(current);
-          break;
-        }
-        response.set_value(request.desired());
-        if (it == data_.end()) {
-          data_.emplace(key, request.desired());
-          wake_parked();
-        } else {
-          it->second = request.desired();
-        }
-        break;
-      }
-      case StoreRequest::OP_DELETE:
-        response.set_number(static_cast<int64_t>(data_.erase(request.keys(0))));
-        break;
-      case StoreRequest::OP_NUM_KEYS:
-        response.set_number(static_cast<int64_t>(data_.size()));
-        break;
-      default:
-        reject(&response, "unknown store op " + std::to_string(static_cast<int>(op)));
-        break;
-    }
+    const StoreData::Outcome outcome = data_.apply(request, &response);
+    if (outcome.park) return park(session, std::move(request));
+    if (outcome.created) wake_parked();
     respond(session, response);
   }
 
@@ -545,7 +406,7 @@ class StoreServer::Impl {
       if (session->closed || !session->parked || session->park_generation != generation) return;
       StoreResponse response;
       response.set_status(StoreResponse::STATUS_TIMEOUT);
-      const std::vector<std::string> missing = missing_keys(*session->parked);
+      const std::vector<std::string> missing = data_.missing_keys(*session->parked);
       for (const std::string& key : missing) response.add_missing_keys(key);
       response.set_error("key" + std::string(missing.size() == 1 ? " " : "s ") + quoted_list(missing) +
                          " still missing after " + std::to_string(timeout.count()) + " ms");
@@ -559,13 +420,13 @@ class StoreServer::Impl {
   void wake_parked() {
     for (auto it = parked_.begin(); it != parked_.end();) {
       const SessionPtr session = *it;
-      if (!missing_keys(*session->parked).empty()) {
+      if (!data_.missing_keys(*session->parked).empty()) {
         ++it;
         continue;
       }
       it = parked_.erase(it);
       StoreResponse response;
-      if (session->parked->op() == StoreRequest::OP_GET) response.set_value(data_.at(session->parked->keys(0)));
+      data_.apply(*session->parked, &response);  // its keys are all there now: GET gets its value
       unpark(session);
       session->timer.cancel();
       respond(session, response);  // asynchronous: cannot re-enter this loop
@@ -583,7 +444,7 @@ class StoreServer::Impl {
   bool accepting_ = false;
   RateLimitedLog log_;
   std::string log_prefix_;
-  std::unordered_map<std::string, std::string> data_;
+  StoreData data_;
   std::unordered_set<SessionPtr> sessions_;
   std::list<SessionPtr> parked_;
   bool stopping_ = false;
@@ -622,8 +483,8 @@ class StoreClient::Impl {
       connected_ = false;
     }
     if (!connected_) connect();
-    const std::string frame = frame_of(request);
-    const ErrorContext ctx{-1, -1, op_name(request.op()), 0, frame.size()};
+    const std::string frame = store_frame_of(request);
+    const ErrorContext ctx{-1, -1, store_op_name(request.op()), 0, frame.size()};
     const std::string what = "store at " + where_ + ", " + subject + ": ";
     const auto deadline = Clock::now() + budget;
     const auto budget_ms = std::chrono::duration_cast<std::chrono::milliseconds>(budget).count();
@@ -643,14 +504,14 @@ class StoreClient::Impl {
       asio::async_write(socket_, asio::buffer(frame), [done](const boost::system::error_code& e, size_t) { done(e); });
     });
     if (ec) fail(ec, "sending the request");
-    LengthPrefix prefix{};
+    StoreLengthPrefix prefix{};
     ec = run_until(deadline, [&](auto done) {
       asio::async_read(socket_, asio::buffer(prefix), [done](const boost::system::error_code& e, size_t) { done(e); });
     });
     if (ec) fail(ec, "reading the reply");
-    const uint32_t size = decode_length(prefix);
-    if (size > kMaxReplyBytes) {
-      fail(asio::error::message_size, ("reading a reply of " + std::to_string(size) + " bytes").c_str());
+    const uint32_t size = decode_store_length(prefix);
+    if (const std::string why = check_store_frame_length(size, kStoreMaxReplyBytes); !why.empty()) {
+      fail(asio::error::message_size, ("reading the reply: " + why).c_str());
     }
     std::string body(size, '\0');
     ec = run_until(deadline, [&](auto done) {

@@ -21,13 +21,9 @@
 
 #include "common/job_secret.h"
 #include "launch/key_value_store.h"
+#include "launch/store_frame.h"  // kStoreMaxFrameBytes
 
 namespace fsdp::launch {
-
-// No request or response is near this large (keys and values are addresses and small blobs); a length
-// prefix above it means a corrupt or foreign stream, and the server drops the connection rather than
-// allocate it.
-inline constexpr uint32_t kStoreMaxFrameBytes = 64u << 20;
 
 // Every connection opens with a challenge-response on the job secret (common/job_secret.h), so only
 // processes holding the secret read or write keys, and the secret never crosses the wire:

@@ -122,23 +122,26 @@ void check_plan(const proto::ShardingPlan& plan, const sharding::ModelSpec& mode
   throw PlanMismatch(what);
 }
 
-proto::ShardingPlan read_plan_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw PlanMismatch("cannot read plan file '" + path + "'");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  const bool text = path.ends_with(".txtpb") || path.ends_with(".pbtxt");
+proto::ShardingPlan decode_plan(const std::string& bytes, bool text, const std::string& path) {
   proto::ShardingPlan plan;
   try {
     if (text) {
-      sharding::parse_text(bytes.str(), &plan);
+      sharding::parse_text(bytes, &plan);
     } else {
-      sharding::parse_binary(bytes.str(), &plan);
+      sharding::parse_binary(bytes, &plan);
     }
   } catch (const std::exception& e) {
     throw PlanMismatch("plan file '" + path + "': " + e.what());
   }
   return plan;
+}
+
+proto::ShardingPlan read_plan_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw PlanMismatch("cannot read plan file '" + path + "'");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return decode_plan(bytes.str(), path.ends_with(".txtpb") || path.ends_with(".pbtxt"), path);
 }
 
 }  // namespace fsdp::runtime

@@ -38,4 +38,9 @@ void check_plan(const proto::ShardingPlan& plan, const sharding::ModelSpec& mode
 // binary. Throws PlanMismatch naming the file when it cannot be read or parsed.
 proto::ShardingPlan read_plan_file(const std::string& path);
 
+// The file's bytes as a plan (what read_plan_file does once it has read them; the fuzz target
+// fuzz/plan_file.cc calls it directly). `text`: protobuf text format, else binary. Throws
+// PlanMismatch naming `path` when they do not parse.
+proto::ShardingPlan decode_plan(const std::string& bytes, bool text, const std::string& path);
+
 }  // namespace fsdp::runtime

@@ -15,6 +15,7 @@ packages=(
   libgloo-dev                                   # the Gloo benchmark peer (fsdp-bench --backend gloo)
   python3-torch libtorch-dev pybind11-dev python3-dev  # the PyTorch backend fsdp_runtime (python/, docs/pytorch.md)
   iproute2                                      # network namespaces for the two-host tests
+  clang libclang-rt-14-dev                      # libFuzzer and its sanitizer runtimes (make fuzz, docs/fuzzing.md)
 )
 
 missing=()

@@ -18,7 +18,8 @@ std::string check_header(const MessageHeader& h, size_t eager_limit) {
     case MessageKind::kPulled:
       return {};
     case MessageKind::kEager:
-      if (h.bytes > eager_limit) {
+      // kMaxMessageBytes too: an eager limit set absurdly high must not let a header ask for 2^64 bytes.
+      if (h.bytes > eager_limit || h.bytes > kMaxMessageBytes) {
         return "eager frame of " + std::to_string(h.bytes) + " bytes (limit " + std::to_string(eager_limit) + ")";
       }
       return {};

@@ -14,12 +14,14 @@
 #include <cstring>
 #include <deque>
 #include <list>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
 #include "collectives/core/errors.h"
 #include "collectives/transports/fabric.h"
 #include "collectives/transports/fabric_transport.h"
+#include "collectives/transports/tcp_handshake.h"
 #include "common/job_secret.h"
 #include "common/knobs.h"
 #include "common/rate_limited_log.h"
@@ -330,19 +332,11 @@ class TcpFabric final : public Fabric {
     Peer& p = peers_[peer];
     Reader& r = p.connections[c].reader;
     const MessageHeader& h = r.header;
-    std::string why = check_header(h, kFabricEagerBytes);
-    if (why.empty() && !h.is(MessageKind::kData) && c != 0) {
-      why = "control frame of kind " + std::to_string(h.kind) + " off connection 0";
+    std::optional<uint64_t> transfer_bytes;
+    if (h.is(MessageKind::kData)) {
+      if (auto it = p.receiving.find(h.id); it != p.receiving.end()) transfer_bytes = it->second->bytes;
     }
-    if (why.empty() && h.is(MessageKind::kData)) {
-      auto it = p.receiving.find(h.id);
-      if (it == p.receiving.end()) {
-        why = "data for unknown transfer " + std::to_string(h.id);
-      } else if (h.aux > it->second->bytes || h.bytes > it->second->bytes - h.aux) {
-        why = "data piece [" + std::to_string(h.aux) + ", +" + std::to_string(h.bytes) + ") outside the " +
-              std::to_string(it->second->bytes) + "-byte message";
-      }
-    }
+    const std::string why = check_tcp_frame(h, c, transfer_bytes);
     if (!why.empty()) {
       fail_peer(peer, malformed_frame_message(peer, "tcp connection " + std::to_string(c), why), false);
       return false;
@@ -486,37 +480,11 @@ class TcpFabric final : public Fabric {
 
   // Empty when `h` is a handshake of this transport's version; otherwise why not. Checked before
   // authentication: what fails here is refused, not an error of the job.
-  static std::string check_wire(const TcpHello& h) {
-    if (h.magic != kTcpHelloMagic) {
-      return "opened with " + magic_text(h.magic) +
-             " instead of the fsdp tcp handshake (not an fsdp rank? a port scanner?)";
-    }
-    if (h.version != kTcpVersion) {
-      return "speaks protocol version " + std::to_string(h.version) + ", this rank " + std::to_string(kTcpVersion);
-    }
-    return {};
-  }
+  static std::string check_wire(const TcpHello& h) { return check_tcp_wire(h); }
 
   // Empty when `h`, from a peer that proved the job secret, describes this job; otherwise why not.
   std::string check_hello(const TcpHello& h, bool accepted) const {
-    if (h.size != size_) {
-      return "is rank " + std::to_string(h.from_rank) + " of a job of " + std::to_string(h.size) + " ranks, not " +
-             std::to_string(size_) + " (two jobs share addresses, or stale addresses?)";
-    }
-    if (h.to_rank != rank_) {
-      return "addressed rank " + std::to_string(h.to_rank) + ", but this is rank " + std::to_string(rank_) +
-             " (stale or shuffled address list?)";
-    }
-    if (h.from_rank < 0 || h.from_rank >= size_ || (accepted && h.from_rank >= rank_)) {
-      return "claims rank " + std::to_string(h.from_rank) + ", but only ranks below " + std::to_string(rank_) +
-             " connect to rank " + std::to_string(rank_);
-    }
-    if (h.connections != options_.connections_per_peer || h.connection < 0 || h.connection >= h.connections) {
-      return "uses connection " + std::to_string(h.connection) + " of " + std::to_string(h.connections) +
-             " per peer, this rank " + std::to_string(options_.connections_per_peer) +
-             " (TcpOptions::connections_per_peer must agree)";
-    }
-    return {};
+    return check_tcp_hello(h, rank_, size_, options_.connections_per_peer, accepted);
   }
 
   std::string secret_hint() const {
@@ -829,14 +797,6 @@ class TcpFabric final : public Fabric {
 };
 
 }  // namespace
-
-std::string tcp_handshake_transcript(TcpHello hello, TcpHello reply) {
-  std::memset(hello.proof, 0, sizeof(hello.proof));
-  std::memset(reply.proof, 0, sizeof(reply.proof));
-  std::string out(reinterpret_cast<const char*>(&hello), sizeof(hello));
-  out.append(reinterpret_cast<const char*>(&reply), sizeof(reply));
-  return out;
-}
 
 std::string TcpEndpoint::to_string() const {
   const bool v6 = host.find(':') != std::string::npos;

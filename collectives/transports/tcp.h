@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "collectives/transports/tcp_handshake.h"  // TcpHello
 #include "collectives/transports/transport.h"
 #include "common/job_secret.h"
 
@@ -93,33 +94,5 @@ class TcpListener {
 std::shared_ptr<Transport> make_tcp_transport(int rank, int size, TcpListener listener,
                                               const std::vector<TcpEndpoint>& peers,
                                               std::chrono::milliseconds connect_timeout, TcpOptions options = {});
-
-// The handshake each connection opens with, in host byte order (all ranks share one architecture):
-//   dialer   -> acceptor  TcpHello with the dialer's nonce, proof zero
-//   acceptor -> dialer    TcpHello reply with the acceptor's nonce and
-//                         proof = auth_proof(secret, kTcpAcceptLabel, tcp_handshake_transcript(hello, reply))
-//   dialer   -> acceptor  auth_proof(secret, kTcpDialLabel, the same transcript)   (32 bytes)
-// Both proofs cover both nonces and every field, so neither can be replayed on another connection
-// nor reflected, and the secret never crosses the wire. Public so tests can speak the protocol.
-struct TcpHello {
-  uint64_t magic;
-  uint32_t version;
-  int32_t from_rank;
-  int32_t to_rank;
-  int32_t size;
-  int32_t connection;   // index within the pair, 0 .. connections_per_peer - 1
-  int32_t connections;  // connections_per_peer; both sides must agree
-  uint8_t nonce[kAuthNonceBytes];
-  uint8_t proof[32];  // the acceptor's reply only; zero in the dialer's hello
-};
-static_assert(sizeof(TcpHello) == 80);
-inline constexpr uint64_t kTcpHelloMagic = 0x6673647074637031ull;  // "fsdptcp1"
-// 3: the authenticated handshake; 2: the shared fabric protocol over the connections.
-inline constexpr uint32_t kTcpVersion = 3;
-inline constexpr std::string_view kTcpDialLabel = "fsdp-tcp dial";
-inline constexpr std::string_view kTcpAcceptLabel = "fsdp-tcp accept";
-
-// What both proofs cover: the dialer's hello and the acceptor's reply, each with its proof zeroed.
-std::string tcp_handshake_transcript(TcpHello hello, TcpHello reply);
 
 }  // namespace fsdp

@@ -12,6 +12,7 @@
 
 #include "proto/checkpoint.pb.h"
 #include "runtime/checkpoint/file_io.h"
+#include "runtime/checkpoint/metadata_check.h"  // check_metadata
 #include "runtime/checkpoint/state_tensors.h"
 #include "sharding/shard_layout.h"
 
@@ -27,13 +28,6 @@ namespace fsdp::runtime::checkpoint::detail {
 // The committed step to load from `folder`: `step`, or the latest when step < 0. Throws naming the
 // folder and the committed steps when there is no such step.
 int64_t choose_step(const std::string& folder, int64_t step);
-
-// Everything a reader of the data relies on in the metadata, the one check that both the loader and
-// `fsdp-ckpt verify` run: this build's format version, a positive checksum block size, shard and
-// replicate degrees >= 1, non-negative shapes and file sizes, and per chunk: 0 <= row_begin <= row_end
-// <= shape[0], length = rows x row elements x 4 bytes, inside its listed file, one CRC per block;
-// the chunks of a tensor cover its rows exactly once. Throws CheckpointError naming the field.
-void check_metadata(const proto::checkpoint::CheckpointMetadata& meta, const std::string& step_dir);
 
 // Every way the saved parameters differ from the model's (missing, extra, other shape, unsupported
 // dtype); throws listing the first few when there are any.

@@ -10,6 +10,7 @@
 #include "common/json.h"
 #include "runtime/checkpoint/errors.h"
 #include "runtime/checkpoint/file_io.h"
+#include "runtime/checkpoint/safetensors_header.h"
 #include "runtime/checkpoint/state_tensors.h"
 
 namespace fsdp::runtime::checkpoint {
@@ -17,8 +18,6 @@ namespace fsdp::runtime::checkpoint {
 static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian, written raw");
 
 namespace {
-
-constexpr int64_t kMaxHeaderBytes = 100 << 20;  // as the reference implementation limits it
 
 int64_t dtype_bytes(const std::string& dtype) {
   if (dtype == "F32") return 4;
@@ -233,50 +232,10 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
   const int64_t file_size = f.size();
   uint64_t len = 0;
   if (f.pread_some(&len, 8, 0) != 8) throw CheckpointError(path + ": too short for a safetensors header");
-  if (len > static_cast<uint64_t>(kMaxHeaderBytes) || static_cast<int64_t>(len) + 8 > file_size) {
-    throw CheckpointError(path + ": header length " + std::to_string(len) + " does not fit the file of " +
-                          std::to_string(file_size) + " bytes");
-  }
+  check_safetensors_header_length(len, file_size, path);
   std::string text(len, '\0');
   if (f.pread_some(text.data(), len, 8) != len) throw CheckpointError(path + ": truncated header");
-  SafetensorsHeader h;
-  h.header_bytes = static_cast<int64_t>(len);
-  const int64_t data_start = 8 + h.header_bytes;
-  json::Value root;
-  try {
-    root = json::parse(text);
-  } catch (const std::runtime_error& e) {
-    throw CheckpointError(path + ": header: " + e.what());
-  }
-  try {
-    for (const auto& [name, v] : root.object()) {
-      if (name == "__metadata__") {
-        for (const auto& [k, s] : v.object()) h.metadata[k] = s.string();
-        continue;
-      }
-      SafetensorsEntry e;
-      e.name = name;
-      e.path = path;
-      try {
-        e.dtype = v.at("dtype").string();
-        for (const auto& d : v.at("shape").array()) e.shape.push_back(d.integer());
-        const auto& off = v.at("data_offsets").array();
-        if (off.size() != 2) throw CheckpointError("data_offsets must have two entries");
-        e.begin = data_start + off[0].integer();
-        e.end = data_start + off[1].integer();
-      } catch (const std::runtime_error& err) {
-        throw CheckpointError("tensor '" + name + "': " + err.what());
-      }
-      if (e.begin < data_start || e.begin > e.end || e.end > file_size) {
-        throw CheckpointError("data_offsets of '" + name + "' lie outside the file of " + std::to_string(file_size) + " bytes");
-      }
-      h.tensors.push_back(std::move(e));
-    }
-  } catch (const std::runtime_error& e) {
-    throw CheckpointError(path + ": " + e.what());
-  }
-  std::sort(h.tensors.begin(), h.tensors.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
-  return h;
+  return decode_safetensors_header(text, file_size, path);
 }
 
 namespace {

@@ -21,6 +21,7 @@
 
 #include "collectives/communicator.h"
 #include "runtime/checkpoint/hf_llama.h"
+#include "runtime/checkpoint/safetensors_header.h"
 #include "runtime/fsdp_model.h"
 
 namespace fsdp::runtime::checkpoint {
@@ -52,19 +53,6 @@ std::map<std::string, std::string> import_safetensors(FsdpModel& model, Communic
                                                       const SafetensorsFormat& format = {});
 
 // A parsed safetensors header (no communication): for tools and tests.
-struct SafetensorsEntry {
-  std::string name;
-  std::string dtype;
-  std::vector<int64_t> shape;
-  int64_t begin = 0;  // absolute file offsets of the data
-  int64_t end = 0;
-  std::string path;  // the file it is in
-};
-struct SafetensorsHeader {
-  int64_t header_bytes = 0;  // H
-  std::map<std::string, std::string> metadata;
-  std::vector<SafetensorsEntry> tensors;  // in file order
-};
 SafetensorsHeader read_safetensors_header(const std::string& path);
 
 // --- without a model: what fsdp-ckpt export / import use ---

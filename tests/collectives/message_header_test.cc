@@ -40,6 +40,14 @@ TEST(MessageHeader, MalformedHeadersSayWhatIsWrong) {
   EXPECT_NE(check_header(make_header(MessageKind::kData, Tag{}, 1ull << 50, 1), kEagerLimit), "");
 }
 
+// Found by fuzz/message_header.cc (corpus file eager_over_max_message): with an eager limit past
+// kMaxMessageBytes an eager header of any size passed, so a peer could make the receiver allocate 2^63.
+TEST(MessageHeader, EagerFrameOverTheLargestMessageIsRefusedWhateverTheLimit) {
+  const MessageHeader h = make_header(MessageKind::kEager, Tag{}, kMaxMessageBytes + 1, 1);
+  EXPECT_EQ(check_header(h, SIZE_MAX), "eager frame of " + std::to_string(kMaxMessageBytes + 1) + " bytes (limit " +
+                                           std::to_string(SIZE_MAX) + ")");
+}
+
 TEST(MessageHeader, MalformedFrameMessageNamesPeerAndTransport) {
   EXPECT_EQ(malformed_frame_message(3, "tcp connection 1", "bad magic 0x1"),
             "malformed frame from rank 3 over tcp connection 1: bad magic 0x1 (a corrupted stream, or not an fsdp "

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <random>
 
@@ -16,6 +17,7 @@
 #include "runtime/checkpoint/checkpointer.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/inspect.h"
+#include "runtime/checkpoint/metadata_check.h"
 #include "runtime/checkpoint/metadata_file.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "tests/collectives/test_support.h"
@@ -431,6 +433,43 @@ TEST(CheckpointFaults, VerifyRefusesWhatTheLoaderRefusesNamingTheField) {
   ASSERT_FALSE(v.ok());
   EXPECT_NE(v.errors[0].find(shard), std::string::npos) << v.errors[0];
   EXPECT_NE(load_error(o, 2).find(shard), std::string::npos);
+}
+
+// Found while fuzzing check_metadata (fuzz/checkpoint_metadata.cc; the input is also a seed there,
+// fuzz/corpus/checkpoint_metadata/block_count_overflow): a chunk of 2^63 - 4 bytes, which the length and
+// file checks accept, with checksum blocks of 2^62 bytes made the block count overflow int64 (undefined
+// behaviour, reported by UBSan). The count is now taken in 128 bits: 2 blocks pass, 1 is refused.
+TEST(CheckpointFaults, BlockCountOfTheLargestChunkDoesNotOverflow) {
+  constexpr int64_t kRowElements = (int64_t{1} << 61) - 1;  // x 4 bytes = 2^63 - 4
+  proto::checkpoint::CheckpointMetadata meta;
+  meta.set_format_version(2);
+  meta.set_shard_degree(1);
+  meta.set_replicate_degree(1);
+  meta.set_checksum_block_bytes(int64_t{1} << 62);
+  auto* file = meta.add_files();
+  file->set_name("f");
+  file->set_bytes(std::numeric_limits<int64_t>::max());
+  auto* t = meta.add_tensors();
+  t->set_name("w");
+  t->set_role("param");
+  t->add_shape(1);
+  t->add_shape(kRowElements);
+  auto* c = t->add_chunks();
+  c->set_file("f");
+  c->set_row_begin(0);
+  c->set_row_end(1);
+  c->set_length(kRowElements * 4);
+  c->add_block_crc32c(7);
+  c->add_block_crc32c(7);
+  EXPECT_NO_THROW(detail::check_metadata(meta, "step-0"));
+  c->mutable_block_crc32c()->RemoveLast();
+  try {
+    detail::check_metadata(meta, "step-0");
+    ADD_FAILURE() << "one checksum block for 2^63 - 4 bytes in blocks of 2^62 was accepted";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("1 block_crc32c for length 9223372036854775804"), std::string::npos)
+        << e.what();
+  }
 }
 
 // Any single flipped bit of metadata.pb is refused by verify and by the loader, even where the

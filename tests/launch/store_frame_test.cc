@@ -1,0 +1,120 @@
+// The store's wire format as bytes (store_frame.h) and its keys (store_data.h), with no socket: what
+// the server and the client run on every frame and request, and what fuzz/store_frame.cc fuzzes.
+#include "launch/store_frame.h"
+
+#include <gtest/gtest.h>
+
+#include "launch/store_data.h"
+
+#include "proto/store.pb.h"
+
+namespace fsdp::launch {
+namespace {
+
+using proto::StoreRequest;
+using proto::StoreResponse;
+
+StoreRequest request(StoreRequest::Op op, std::vector<std::string> keys) {
+  StoreRequest r;
+  r.set_op(op);
+  for (auto& k : keys) r.add_keys(std::move(k));
+  return r;
+}
+
+TEST(StoreFrame, LengthPrefixIsLittleEndianAndRoundTrips) {
+  EXPECT_EQ(encode_store_length(0x01020304u), (StoreLengthPrefix{4, 3, 2, 1}));
+  for (uint32_t size : {0u, 1u, 255u, 256u, kStoreMaxFrameBytes, 0xffffffffu}) {
+    EXPECT_EQ(decode_store_length(encode_store_length(size)), size);
+  }
+  StoreRequest request;
+  request.set_op(StoreRequest::OP_SET);
+  request.add_keys("k");
+  const std::string frame = store_frame_of(request);
+  StoreLengthPrefix prefix;
+  std::copy_n(frame.begin(), 4, prefix.begin());
+  EXPECT_EQ(decode_store_length(prefix), frame.size() - 4);
+}
+
+TEST(StoreFrame, OversizedLengthIsRefusedBeforeAnyRead) {
+  EXPECT_EQ(check_store_frame_length(kStoreMaxFrameBytes, kStoreMaxFrameBytes), "");
+  EXPECT_EQ(check_store_frame_length(kStoreMaxFrameBytes + 1, kStoreMaxFrameBytes),
+            "frame of 67108865 bytes exceeds the 67108864-byte bound");
+  EXPECT_EQ(check_store_frame_length(kStoreMaxFrameBytes + 1, kStoreMaxReplyBytes), "");
+}
+
+// 64 MiB announced and arriving: 4 KiB first, doubling with what arrived, 64 KiB a read at most; the
+// buffer never holds more than twice what arrived plus 4 KiB, and never passes the announced size.
+TEST(StoreFrame, BodyReadsGrowWithWhatArrivedNotWithTheAnnouncedLength) {
+  EXPECT_EQ(store_body_read_size(0, kStoreMaxFrameBytes), 4096u);
+  EXPECT_EQ(store_body_read_size(4096, kStoreMaxFrameBytes), 4096u);
+  EXPECT_EQ(store_body_read_size(8192, kStoreMaxFrameBytes), 8192u);
+  EXPECT_EQ(store_body_read_size(1 << 20, kStoreMaxFrameBytes), 64u << 10);
+  EXPECT_EQ(store_body_read_size(10, 12), 2u);
+  EXPECT_EQ(store_body_read_size(12, 12), 0u);
+  EXPECT_EQ(store_body_read_size(0, 0), 0u);
+  size_t have = 0;
+  while (const size_t want = store_body_read_size(have, kStoreMaxFrameBytes)) {
+    ASSERT_LE(have + want, 2 * have + 4096);
+    have += want;
+  }
+  EXPECT_EQ(have, kStoreMaxFrameBytes);
+}
+
+TEST(StoreFrame, MalformedRequestsSayWhy) {
+  StoreRequest r;
+  EXPECT_EQ(store_request_error(r), "unknown store op 0");
+  r.set_op(StoreRequest::OP_NUM_KEYS);
+  EXPECT_EQ(store_request_error(r), "");
+  r.set_op(StoreRequest::OP_SET);
+  EXPECT_EQ(store_request_error(r), "store_set takes exactly one key, got 0");
+  r.add_keys("a");
+  EXPECT_EQ(store_request_error(r), "");
+  r.add_keys("b");
+  EXPECT_EQ(store_request_error(r), "store_set takes exactly one key, got 2");
+  r.set_op(StoreRequest::OP_WAIT);
+  EXPECT_EQ(store_request_error(r), "");
+  r.clear_keys();
+  EXPECT_EQ(store_request_error(r), "store_wait needs at least one key");
+  r.set_op(static_cast<StoreRequest::Op>(42));
+  EXPECT_EQ(store_request_error(r), "unknown store op 42");
+  EXPECT_STREQ(store_op_name(42), "store_unknown");
+}
+
+// What the server does with a request, minus the connection: GET/WAIT park while a key is missing and
+// get their answer when applied again; a created key is reported (parked requests may wake); counters
+// refuse text and int64 overflow; malformed requests are refused with store_request_error's reason.
+TEST(StoreData, RequestsParkCreateAndRefuseAsTheServerAnswersThem) {
+  StoreData data;
+  StoreResponse r;
+  StoreRequest get = request(StoreRequest::OP_GET, {"k"});
+  EXPECT_TRUE(data.apply(get, &r).park);
+  EXPECT_EQ(data.missing_keys(get), std::vector<std::string>{"k"});
+  StoreRequest set = request(StoreRequest::OP_SET, {"k"});
+  set.set_value("v");
+  EXPECT_TRUE(data.apply(set, &r).created);
+  r.Clear();
+  EXPECT_FALSE(data.apply(get, &r).park);
+  EXPECT_EQ(r.value(), "v");
+  StoreRequest add = request(StoreRequest::OP_ADD, {"k"});
+  add.set_delta(1);
+  r.Clear();
+  data.apply(add, &r);
+  EXPECT_EQ(r.status(), StoreResponse::STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(r.error(), "store_add on key 'k', which holds 'v', not a decimal int64 counter");
+  add.set_keys(0, "n");
+  add.set_delta(INT64_MAX);
+  r.Clear();
+  EXPECT_TRUE(data.apply(add, &r).created);
+  EXPECT_EQ(r.number(), INT64_MAX);
+  r.Clear();
+  data.apply(add, &r);
+  EXPECT_EQ(r.error(), "store_add on key 'n' overflows int64: 9223372036854775807 + 9223372036854775807");
+  StoreRequest bad = request(StoreRequest::OP_DELETE, {});
+  r.Clear();
+  EXPECT_FALSE(data.apply(bad, &r).park);
+  EXPECT_EQ(r.error(), "store_delete takes exactly one key, got 0");
+  EXPECT_EQ(data.size(), 2u);
+}
+
+}  // namespace
+}  // namespace fsdp::launch
