@@ -98,7 +98,7 @@ TEST(Timeout, RankThatNeverJoinsIsNamed) {
   } catch (const TimeoutError& e) {
     const auto elapsed = std::chrono::steady_clock::now() - start;
     EXPECT_GE(elapsed, 300ms);
-    EXPECT_LT(elapsed, 3s);
+    EXPECT_LT(elapsed, 10s);  // only "no hang": a loaded CI machine may be seconds late
     const std::string what = e.what();
     EXPECT_NE(what.find("rank 0"), std::string::npos) << what;
     EXPECT_NE(what.find("peer 1"), std::string::npos) << what;

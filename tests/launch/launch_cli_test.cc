@@ -332,7 +332,7 @@ TEST(FsdpRun, ForwardsSigterm) {
   EXPECT_NE(run.line().find("up"), std::string::npos);
   EXPECT_NE(run.line().find("up"), std::string::npos);
   EXPECT_EQ(run.stop(SIGTERM), 128 + SIGTERM);
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 20);  // well below the ranks' 30 s sleep
 }
 
 TEST(FsdpRun, UnknownOption) {

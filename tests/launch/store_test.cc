@@ -255,7 +255,7 @@ TEST(Store, WaitTimesOutAroundItsTimeoutNamingTheKeys) {
   } catch (const TimeoutError& e) {
     const auto elapsed = Clock::now() - start;
     EXPECT_GE(elapsed, 290ms);
-    EXPECT_LT(elapsed, 1000ms);
+    EXPECT_LT(elapsed, 10s);  // only "no hang": a loaded CI machine may be seconds late
     EXPECT_NE(std::string(e.what()).find("'absent'"), std::string::npos) << e.what();
     EXPECT_EQ(std::string(e.what()).find("'present' still"), std::string::npos) << e.what();
   }
@@ -281,7 +281,7 @@ TEST(Store, ConnectingToNothingTimesOutNamingTheAddress) {
     StoreClient client("127.0.0.1", port, options);
     FAIL() << "connected to a port with nothing listening";
   } catch (const TimeoutError& e) {
-    EXPECT_LT(Clock::now() - start, 1500ms);
+    EXPECT_LT(Clock::now() - start, 10s);  // only "no hang"
     EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(port)), std::string::npos) << e.what();
   }
 }
@@ -323,9 +323,10 @@ TEST(Store, StoppingTheServerReleasesParkedClients) {
     std::this_thread::sleep_for(100ms);
     server.reset();
   });
+  // The wait's own timeout is far away, so ending well before it proves the stop released it.
   const auto start = Clock::now();
-  EXPECT_THROW(client.wait({"never"}, 1500ms), CommError);
-  EXPECT_LT(Clock::now() - start, 1000ms);
+  EXPECT_THROW(client.wait({"never"}, 60s), CommError);
+  EXPECT_LT(Clock::now() - start, 30s);
   stopper.join();
 }
 
