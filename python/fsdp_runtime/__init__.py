@@ -8,9 +8,9 @@ Importing this package registers the torch.distributed backend "fsdp":
 import torch.distributed as dist
 
 from ._C import ProcessGroupFsdp
-from .fully_shard import full_parameters, fully_shard
+from .fully_shard import full_parameters, fully_shard, memory, reset_memory_peaks
 
-__all__ = ["ProcessGroupFsdp", "fully_shard", "full_parameters"]
+__all__ = ["ProcessGroupFsdp", "fully_shard", "full_parameters", "memory", "reset_memory_peaks"]
 
 
 def _create_process_group(store, rank, size, timeout):

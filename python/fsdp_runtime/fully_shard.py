@@ -1,90 +1,203 @@
-"""fully_shard for torch modules over the runtime's FSDP units (runtime/fsdp_unit.h).
+"""fully_shard for torch modules over the runtime's FSDP units (runtime/fsdp_unit.h), FSDP2's usage:
 
     for block in model.blocks:
-        fully_shard(block)
+        fully_shard(block)                   # reshard_after_forward=True by default
     fully_shard(model)                       # the root takes the parameters no block took
     opt = torch.optim.SGD(model.parameters(), lr=0.1)   # steps the rank's flat shards
 
 Each call makes one unit of the parameters of `module` not already in a unit. Between steps the module
 holds only this rank's flat float32 shard of them (FSDP2's dim-0 shards with padding, a parameter
-named `_fsdp_shard`, a view of the unit's master shard). Before the module's forward the unit
-all-gathers and the module's parameters become views of the unit's full buffer; as backward produces
-each parameter's gradient it is added into the unit's gradient buffer, and once the unit's last one
-arrived (or backward ended) the unit reduce-scatters them (averaged over the ranks) into the gradient
-shard, which is `_fsdp_shard.grad`, and frees the full parameters.
+named `_fsdp_shard`, a view of the unit's master shard).
 
-Not yet: resharding after forward (the full parameters stay until the unit's backward), prefetching
-the next unit, mixed precision, HSDP meshes from Python, set_requires_gradient_sync, state_dict.
+Lifecycle of one unit in a step (the C++ FsdpModel's, driven from torch's hooks):
+  forward pre-hook   all-gathers (waits), the module's parameters become views of the unit's full
+                     buffer (leaves of autograd), and saved-tensor hooks replace every tensor autograd
+                     saves from them by a marker (unit, parameter, view geometry);
+  forward post-hook  with reshard_after_forward frees the full buffer (True), or keeps a 1/k slice
+                     (int k), or keeps everything (False); the root unit (outermost in this forward)
+                     keeps its parameters, as FSDP2 does;
+  backward           the first marker autograd unpacks re-gathers the unit (FSDP2's pre-backward);
+                     each parameter's gradient is added into the unit's full-gradient buffer; once
+                     the unit's last one arrived (or backward ended, for parameters forward did not
+                     use) the unit frees its full parameters and starts the reduce-scatter (averaged
+                     over the ranks) into the gradient shard, `_fsdp_shard.grad`. At most one
+                     reduce-scatter is in flight: it overlaps the next unit's backward.
 """
 import torch
 import torch.distributed as dist
 
 from ._C import FsdpUnit, ProcessGroupFsdp, ShardingGroups
 
-_groups = {}          # process group -> ShardingGroups, split once per group
-_units_in_backward = []  # units whose gradients this backward has started filling
-_callback_queued = [False]
+_groups = {}             # (process group, reshard group) -> ShardingGroups, split once
 _unit_count = [0]
 
 
+class _Step:
+    """What the units share within one forward / backward of this process."""
+
+    def __init__(self):
+        self.depth = 0               # units whose forward is running (nested)
+        self.hooks = None            # the saved-tensor hooks context while depth > 0
+        self.order = []              # units in the order this forward ran them
+        self.storages = {}           # storage data_ptr of a live full parameter -> (unit state, index)
+        self.in_backward = []        # units this backward touched
+        self.callback_queued = False
+        self.pending_reduce = None   # the unit whose reduce-scatter is in flight
+
+
+_step = _Step()
+
+
+def _pack(tensor):
+    # Tensors viewing a unit's full parameters are saved as markers: the buffer may be freed after
+    # forward and re-gathered (at another address) before backward.
+    try:
+        key = tensor.storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return tensor
+    hit = _step.storages.get(key)
+    if hit is None or tensor.dtype != hit[0].compute[hit[1]].dtype:
+        return tensor
+    state, i = hit
+    offset = tensor.storage_offset() - state.compute[i].storage_offset()
+    return (state, i, tuple(tensor.shape), tuple(tensor.stride()), offset)
+
+
+def _unpack(packed):
+    if isinstance(packed, torch.Tensor):
+        return packed
+    state, i, shape, stride, offset = packed
+    state.unshard_for_backward()
+    base = state.compute[i]
+    return base.as_strided(shape, stride, base.storage_offset() + offset)
+
+
+def _queue_finish_backward():
+    if not _step.callback_queued:
+        _step.callback_queued = True
+        torch.autograd.Variable._execution_engine.queue_callback(_finish_backward)
+
+
 class _UnitState:
-    def __init__(self, module, unit, slots, names, shard):
+    def __init__(self, module, unit, groups, pg, slots, names, shard, reshard_after_forward):
         self.module = module
         self.unit = unit
+        self.groups = groups    # ShardingGroups (shard / replicate / reshard communicators, memory tracker)
+        self.pg = pg            # the torch process group the unit was made over
         self.slots = slots      # [(owning submodule, attribute name)], the unit's parameters in order
         self.names = names      # their names relative to the unit's module
         self.shard = shard      # nn.Parameter over the master shard
+        self.reshard_after_forward = reshard_after_forward  # True, False or the group size k
+        self.is_root = False    # outermost unit of the forward that ran it
+        self.compute = []       # the tensors torch computes with (leaves), while unsharded
         self.pending = set()    # parameter indices whose gradient this backward has not produced yet
         self.grads = None       # views of the unit's full gradients during backward
+        self.requires_sync = True
 
-    def unshard(self):
+    # --- parameters ---
+    def unshard(self, track):
         views = self.unit.unshard()
-        track = torch.is_grad_enabled() and self.shard.requires_grad
+        self.compute = []
         for i, ((owner, name), view) in enumerate(zip(self.slots, views)):
             t = view.detach().requires_grad_(track)
             if track:
                 t.register_hook(self._grad_hook(i))
+            self.compute.append(t)
+            _step.storages[t.storage().data_ptr()] = (self, i)
             setattr(owner, name, t)
-        if track:
-            self.pending = set(range(len(self.slots)))
+        self.pending = set(range(len(self.slots))) if track else set()
 
+    def unshard_for_backward(self):
+        """Before the unit's backward reads its parameters: all-gather them again if forward freed them."""
+        if self not in _step.in_backward:
+            _step.in_backward.append(self)
+            _queue_finish_backward()
+        if self.unit.unsharded:
+            return
+        self.compute = [view.detach() for view in self.unit.unshard()]
+        for i, t in enumerate(self.compute):
+            _step.storages[t.storage().data_ptr()] = (self, i)
+
+    def reshard(self, keep_for_backward=False):
+        """Frees the full parameters (keep_for_backward: but the 1/k slice of reshard_after_forward=k)."""
+        for t in self.compute:
+            _step.storages.pop(t.storage().data_ptr(), None)
+        self.compute = []
+        for owner, name in self.slots:
+            setattr(owner, name, None)  # the views die with the full buffer
+        self.unit.reshard(keep_for_backward)
+
+    # --- gradients ---
     def _grad_hook(self, i):
         def hook(grad):
             if self.grads is None:
                 self.grads = self.unit.grads()
-                _units_in_backward.append(self)
-                if not _callback_queued[0]:
-                    _callback_queued[0] = True
-                    torch.autograd.Variable._execution_engine.queue_callback(_finish_backward)
+                if self not in _step.in_backward:
+                    _step.in_backward.append(self)
+                _queue_finish_backward()
             self.grads[i].add_(grad)
             self.pending.discard(i)
             if not self.pending:
-                self.reduce()
+                self.post_backward()
         return hook
 
-    def reduce(self):
+    def post_backward(self):
+        """All of the unit's gradients are in: free the full parameters and start the reduce-scatter."""
+        self.reshard()  # also drops a slice reshard_after_forward=k kept that backward did not gather
         if self.grads is None:
             return
-        if self.shard.grad is None:  # zero_grad(set_to_none=True) dropped the previous gradient
-            self.unit.zero_grad_shard()
-        self.unit.reduce_grads()
         self.grads = None
         self.pending = set()
-        self.shard.grad = self.unit.grad_shard()
-        self.reshard()
+        if not self.requires_sync:
+            return  # the full gradients accumulate until a backward with sync on
+        if self.shard.grad is None:  # zero_grad(set_to_none=True) dropped the previous gradient
+            self.unit.zero_grad_shard()
+        previous, _step.pending_reduce = _step.pending_reduce, self
+        if previous is not None:
+            previous.finish_reduce()
+        self.unit.start_reduce_grads()
 
-    def reshard(self):
-        for owner, name in self.slots:
-            setattr(owner, name, None)  # the views die with the full buffer
-        self.unit.reshard()
+    def finish_reduce(self):
+        self.unit.finish_reduce_grads()
+        self.shard.grad = self.unit.grad_shard()
 
 
 def _finish_backward():
-    # Units with parameters forward did not use (their hooks never fired) reduce here.
-    _callback_queued[0] = False
-    units, _units_in_backward[:] = list(_units_in_backward), []
+    # Units with parameters forward did not use (their hooks never fired) reduce here; the last
+    # reduce-scatter finishes; units still holding full parameters free them.
+    _step.callback_queued = False
+    units, _step.in_backward = _step.in_backward, []
     for state in units:
-        state.reduce()
+        state.post_backward()
+    if _step.pending_reduce is not None:
+        _step.pending_reduce.finish_reduce()
+        _step.pending_reduce = None
+    for state in _step.order:
+        state.reshard()
+
+
+def _pre_forward(state):
+    track = torch.is_grad_enabled() and state.shard.requires_grad
+    if _step.depth == 0:
+        state.is_root = True
+        _step.order = []
+        _step.hooks = torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)
+        _step.hooks.__enter__()
+    _step.depth += 1
+    _step.order.append(state)
+    state.unshard(track)
+
+
+def _post_forward(state):
+    _step.depth -= 1
+    if _step.depth == 0:
+        _step.hooks.__exit__(None, None, None)
+        _step.hooks = None
+    grad = torch.is_grad_enabled() and state.shard.requires_grad
+    if not grad:
+        state.reshard()  # nothing will run backward
+    elif state.reshard_after_forward is not False and not state.is_root:
+        state.reshard(keep_for_backward=state.reshard_after_forward is not True)
 
 
 def _unclaimed_parameters(module, prefix=""):
@@ -97,21 +210,39 @@ def _unclaimed_parameters(module, prefix=""):
             yield from _unclaimed_parameters(child, prefix + child_name + ".")
 
 
-def _sharding_groups(pg):
-    if pg not in _groups:
-        _groups[pg] = ShardingGroups(pg, 1)
-    return _groups[pg]
+def _reshard_group(reshard_after_forward, shard_degree):
+    """The ProcessGroups' reshard group size for a reshard_after_forward value (0: none)."""
+    if reshard_after_forward is True or reshard_after_forward is False:
+        return 0
+    k = reshard_after_forward
+    if not isinstance(k, int) or k < 1 or shard_degree % k != 0:
+        raise ValueError(f"fully_shard: reshard_after_forward={k!r} must be True, False or a positive "
+                         f"integer dividing the shard group size {shard_degree}")
+    return k
 
 
-def fully_shard(module, *, group=None):
+def _sharding_groups(pg, reshard_group):
+    key = (pg, reshard_group)
+    if key not in _groups:
+        _groups[key] = ShardingGroups(pg, 1, reshard_group)
+    return _groups[key]
+
+
+def fully_shard(module, *, group=None, reshard_after_forward=True):
     """Makes the parameters of `module` not yet in a unit one FSDP unit; returns `module`. Collective
     over the group (the default group unless given, which must use backend "fsdp"): every rank calls
-    fully_shard on the same modules in the same order."""
+    fully_shard on the same modules in the same order.
+
+    reshard_after_forward: True frees the full parameters after the unit's forward and all-gathers
+    them again for its backward; False keeps them until the unit's backward; an integer k (dividing
+    the group size) keeps a 1/k slice so that backward all-gathers inside a group of k ranks only
+    (k = the group size is True). The root unit keeps its parameters whatever the value (FSDP2)."""
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
     if not isinstance(pg, ProcessGroupFsdp):
         raise TypeError(f"fully_shard needs a process group of backend 'fsdp', got {type(pg).__name__}")
     if hasattr(module, "_fsdp_state"):
         raise ValueError(f"fully_shard: {type(module).__name__} is already sharded")
+    reshard_group = _reshard_group(reshard_after_forward, pg.size())
     slots, names, params = [], [], []
     for owner, name, p in _unclaimed_parameters(module):
         if p.dtype != torch.float32 or p.device.type != "cpu":
@@ -122,7 +253,7 @@ def fully_shard(module, *, group=None):
         params.append(p)
     if not params:
         return module
-    groups = _sharding_groups(pg)
+    groups = _sharding_groups(pg, reshard_group)
     _unit_count[0] += 1
     unit = FsdpUnit(groups, _unit_count[0], type(module).__name__, names, [list(p.shape) for p in params])
     unit.load_full(torch.cat([p.detach().reshape(-1) for p in params]))
@@ -132,19 +263,46 @@ def fully_shard(module, *, group=None):
         setattr(owner, name, None)
     shard = torch.nn.Parameter(unit.master_shard(), requires_grad=requires_grad)
     module.register_parameter("_fsdp_shard", shard)
-    state = _UnitState(module, unit, slots, names, shard)
+    state = _UnitState(module, unit, groups, pg, slots, names, shard, reshard_after_forward)
     module._fsdp_state = state
-    module.register_forward_pre_hook(lambda mod, args: state.unshard())
+    module.register_forward_pre_hook(lambda mod, args: _pre_forward(state))
+    module.register_forward_hook(lambda mod, args, out: _post_forward(state))
     return module
+
+
+def _units(module):
+    """(qualified prefix, unit state) for every unit in `module`, in module order."""
+    for prefix, sub in module.named_modules():
+        state = getattr(sub, "_fsdp_state", None)
+        if state is not None:
+            yield prefix, state
+
+
+def _trackers(module):
+    return {id(s.groups): s.groups for _, s in _units(module)}.values()
+
+
+def memory(module):
+    """{category: (current bytes, peak bytes)} of the runtime's memory trackers of the units in
+    `module` (one per process group and reshard group, summed; shared with other modules sharded over
+    the same groups)."""
+    out = {}
+    for groups in _trackers(module):
+        for cat, (cur, peak) in groups.memory().items():
+            c, p = out.get(cat, (0, 0))
+            out[cat] = (c + cur, p + peak)
+    return out
+
+
+def reset_memory_peaks(module):
+    for groups in _trackers(module):
+        groups.reset_peaks()
 
 
 def full_parameters(module):
     """{qualified name: full parameter (a copy)} for every unit in `module`; collective (all-gathers)."""
     out = {}
-    for prefix, sub in module.named_modules():
-        state = getattr(sub, "_fsdp_state", None)
-        if state is None:
-            continue
+    for prefix, state in _units(module):
         was_unsharded = state.unit.unsharded
         views = state.unit.unshard()
         for name, view in zip(state.names, views):

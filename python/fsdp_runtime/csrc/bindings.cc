@@ -9,6 +9,7 @@
 #include <pybind11/chrono.h>
 #include <torch/extension.h>
 
+#include "common/dtype.h"
 #include "common/memory_tracker.h"
 #include "python/fsdp_runtime/csrc/process_group_fsdp.h"
 #include "runtime/fsdp_unit.h"
@@ -20,9 +21,10 @@ using fsdp::torch_backend::ProcessGroupFsdp;
 namespace {
 
 struct ShardingGroups {
-  ShardingGroups(ProcessGroupFsdp& pg, int64_t replicate)
-      : groups(fsdp::runtime::ProcessGroups::create(pg.communicator(),
-                                                    fsdp::sharding::Mesh::for_world(pg.getSize(), replicate))) {}
+  // reshard_group: reshard_after_forward = k keeps a 1/k slice over groups of k shard ranks (0: none).
+  ShardingGroups(ProcessGroupFsdp& pg, int64_t replicate, int64_t reshard_group)
+      : groups(fsdp::runtime::ProcessGroups::create(
+            pg.communicator(), fsdp::sharding::Mesh::for_world(pg.getSize(), replicate), reshard_group)) {}
   fsdp::MemoryTracker tracker;
   fsdp::runtime::ProcessGroups groups;
 };
@@ -36,9 +38,12 @@ at::Tensor view_of(float* data, std::vector<int64_t> shape) {
 class TorchUnit {
  public:
   TorchUnit(std::shared_ptr<ShardingGroups> groups, int index, const std::string& name,
-            const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes)
-      : groups_(std::move(groups)), shapes_(shapes), unit_(index, spec(name, names, shapes), policy(),
-                                                           groups_->groups, groups_->tracker) {}
+            const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
+            const std::string& param_dtype, const std::string& reduce_dtype)
+      : groups_(std::move(groups)),
+        shapes_(shapes),
+        unit_(index, spec(name, names, shapes), policy(name, param_dtype, reduce_dtype, groups_->groups.reshard_group),
+              groups_->groups, groups_->tracker) {}
 
   // Sets the master shard from the full parameters (flat float32, the unit's parameters in order).
   void load_full(const at::Tensor& flat) {
@@ -63,7 +68,14 @@ class TorchUnit {
     for (size_t i = 0; i < shapes_.size(); ++i) out.push_back(view_of(const_cast<float*>(unit_.params()[i]), shapes_[i]));
     return out;
   }
-  void reshard() { unit_.reshard(false); }
+  // Starts the all-gather (a prefetch) without waiting; unshard() waits for it.
+  void start_unshard() {
+    py::gil_scoped_release release;
+    if (!unit_.unsharded()) unit_.master_shard();  // as in unshard(): the optimizer wrote the shard
+    unit_.start_unshard();
+  }
+  // keep_for_backward: after forward under reshard_after_forward = k, keep this rank's 1/k slice.
+  void reshard(bool keep_for_backward) { unit_.reshard(keep_for_backward); }
   bool unsharded() const { return unit_.unsharded(); }
   // Views of the full gradients (zeroed when first asked for after a reduce); backward adds into them.
   std::vector<at::Tensor> grads() {
@@ -79,6 +91,17 @@ class TorchUnit {
     unit_.start_reduce_grads();
     unit_.finish_reduce_grads();
   }
+  // The same in two halves, so the reduce-scatter overlaps the rest of backward.
+  void start_reduce_grads() {
+    py::gil_scoped_release release;
+    unit_.start_reduce_grads();
+  }
+  void finish_reduce_grads() {
+    py::gil_scoped_release release;
+    unit_.finish_reduce_grads();
+  }
+  bool has_unsharded_grads() const { return unit_.has_unsharded_grads(); }
+  bool reduce_in_flight() const { return unit_.reduce_in_flight(); }
   void zero_grad_shard() { unit_.zero_grad_shard(); }
 
  private:
@@ -91,10 +114,24 @@ class TorchUnit {
     for (size_t i = 0; i < names.size(); ++i) s.params.push_back({names[i], shapes[i], fsdp::DataType::kFloat32});
     return s;
   }
-  static fsdp::sharding::Policy policy() {
+  static fsdp::DataType float_type(const std::string& unit, const char* what, const std::string& s) {
+    auto t = fsdp::parse_data_type(s);
+    TORCH_CHECK_VALUE(t && (*t == fsdp::DataType::kFloat32 || *t == fsdp::DataType::kBfloat16 ||
+                            *t == fsdp::DataType::kFloat16),
+                      "fsdp unit '", unit, "': ", what, " '", s, "' is not float32, bfloat16 or float16");
+    return *t;
+  }
+  // param_dtype: what the all-gather carries (the full parameters torch sees stay float32 buffers holding
+  // values rounded to it); reduce_dtype: what the reduce-scatter carries.
+  static fsdp::sharding::Policy policy(const std::string& unit, const std::string& param_dtype,
+                                       const std::string& reduce_dtype, int64_t reshard_group) {
     fsdp::sharding::Policy p;
-    p.param_dtype = fsdp::DataType::kFloat32;  // torch computes in the parameters' float32
-    p.reduce_dtype = fsdp::DataType::kFloat32;
+    p.param_dtype = float_type(unit, "param_dtype", param_dtype);
+    p.reduce_dtype = float_type(unit, "reduce_dtype", reduce_dtype);
+    if (reshard_group > 0) {
+      p.reshard.mode = fsdp::sharding::Reshard::Mode::kGroup;
+      p.reshard.group = reshard_group;
+    }
     return p;
   }
 
@@ -118,23 +155,42 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("transport", &ProcessGroupFsdp::transport);
 
   py::class_<ShardingGroups, std::shared_ptr<ShardingGroups>>(m, "ShardingGroups")
-      .def(py::init([](ProcessGroupFsdp& pg, int64_t replicate) { return std::make_shared<ShardingGroups>(pg, replicate); }),
-           py::arg("process_group"), py::arg("replicate_degree") = 1, py::call_guard<py::gil_scoped_release>())
+      .def(py::init([](ProcessGroupFsdp& pg, int64_t replicate, int64_t reshard_group) {
+             return std::make_shared<ShardingGroups>(pg, replicate, reshard_group);
+           }),
+           py::arg("process_group"), py::arg("replicate_degree") = 1, py::arg("reshard_group") = 0,
+           py::call_guard<py::gil_scoped_release>())
+      // {category: (current bytes, peak bytes)} of the runtime's memory tracker (common/memory_tracker.h).
+      .def("memory",
+           [](const ShardingGroups& g) {
+             py::dict out;
+             for (int c = 0; c < static_cast<int>(fsdp::MemoryCategory::kCount); ++c) {
+               const auto cat = static_cast<fsdp::MemoryCategory>(c);
+               out[py::str(std::string(fsdp::name(cat)))] = py::make_tuple(g.tracker.current(cat), g.tracker.peak(cat));
+             }
+             return out;
+           })
+      .def("reset_peaks", [](ShardingGroups& g) { g.tracker.reset_peaks(); })
       .def_property_readonly("shard_degree", [](const ShardingGroups& g) { return g.groups.shard_degree(); })
       .def_property_readonly("replicate_degree", [](const ShardingGroups& g) { return g.groups.replicate_degree(); });
 
   py::class_<TorchUnit>(m, "FsdpUnit")
       .def(py::init<std::shared_ptr<ShardingGroups>, int, const std::string&, const std::vector<std::string>&,
-                    const std::vector<std::vector<int64_t>>&>(),
+                    const std::vector<std::vector<int64_t>>&, const std::string&, const std::string&>(),
            py::arg("groups"), py::arg("index"), py::arg("name"), py::arg("param_names"), py::arg("shapes"),
-           py::keep_alive<1, 2>())
+           py::arg("param_dtype") = "float32", py::arg("reduce_dtype") = "float32", py::keep_alive<1, 2>())
       .def("load_full", &TorchUnit::load_full)
       .def("master_shard", &TorchUnit::master_shard, py::keep_alive<0, 1>())
       .def("grad_shard", &TorchUnit::grad_shard, py::keep_alive<0, 1>())
       .def("unshard", &TorchUnit::unshard)
-      .def("reshard", &TorchUnit::reshard)
+      .def("start_unshard", &TorchUnit::start_unshard)
+      .def("reshard", &TorchUnit::reshard, py::arg("keep_for_backward") = false)
       .def_property_readonly("unsharded", &TorchUnit::unsharded)
       .def("grads", &TorchUnit::grads)
       .def("reduce_grads", &TorchUnit::reduce_grads)
+      .def("start_reduce_grads", &TorchUnit::start_reduce_grads)
+      .def("finish_reduce_grads", &TorchUnit::finish_reduce_grads)
+      .def_property_readonly("has_unsharded_grads", &TorchUnit::has_unsharded_grads)
+      .def_property_readonly("reduce_in_flight", &TorchUnit::reduce_in_flight)
       .def("zero_grad_shard", &TorchUnit::zero_grad_shard);
 }
