@@ -23,6 +23,8 @@ Lifecycle of one unit in a step (the C++ FsdpModel's, driven from torch's hooks)
                      over the ranks) into the gradient shard, `_fsdp_shard.grad`. At most one
                      reduce-scatter is in flight: it overlaps the next unit's backward.
 """
+import collections
+
 import torch
 import torch.distributed as dist
 
@@ -259,11 +261,15 @@ def fully_shard(module, *, group=None, reshard_after_forward=True):
     unit.load_full(torch.cat([p.detach().reshape(-1) for p in params]))
     requires_grad = any(p.requires_grad for p in params)
     for owner, name in slots:
+        # The parameters' order in their module, for state dicts in the unsharded module's order.
+        owner.__dict__.setdefault("_fsdp_param_order", list(owner._parameters.keys()))
+    for owner, name in slots:
         del owner._parameters[name]
         setattr(owner, name, None)
     shard = torch.nn.Parameter(unit.master_shard(), requires_grad=requires_grad)
     module.register_parameter("_fsdp_shard", shard)
     state = _UnitState(module, unit, groups, pg, slots, names, shard, reshard_after_forward)
+    state.shapes = [tuple(p.shape) for p in params]
     module._fsdp_state = state
     module.__class__ = _fsdp_class(type(module))
     module.register_forward_pre_hook(lambda mod, args: _pre_forward(state))
@@ -279,6 +285,20 @@ class FSDPModule:
         backward with it True reduces the sum (gradient accumulation without communication)."""
         for _, state in (_units(self) if recurse else [("", self._fsdp_state)]):
             state.requires_sync = bool(requires_gradient_sync)
+
+
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+        """The full state dict (full_state_dict): collective, the unsharded module's names and order."""
+        if args:
+            raise TypeError("state_dict of a fully_shard module takes keyword arguments only")
+        destination = collections.OrderedDict() if destination is None else destination
+        for key, value in full_state_dict(self).items():
+            destination[prefix + key] = value
+        return destination
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Loads a full state dict (load_full_state_dict)."""
+        return load_full_state_dict(self, state_dict, strict=strict)
 
 
 _fsdp_classes = {}
@@ -364,3 +384,80 @@ def full_parameters(module):
         if not was_unsharded:
             state.unit.reshard()
     return out
+
+
+def _state_entries(module):
+    """(key, unit state and parameter index | tensor) in the order Module.state_dict gives the unsharded
+    module: each module's parameters (as they were before fully_shard), its persistent buffers, then its
+    children."""
+    in_units = {}
+    for prefix, state in _units(module):
+        for i, name in enumerate(state.names):
+            in_units[f"{prefix}.{name}" if prefix else name] = (state, i)
+
+    def visit(m, prefix):
+        for name in m.__dict__.get("_fsdp_param_order", list(m._parameters.keys())):
+            key = prefix + name
+            if key in in_units:
+                yield key, in_units[key]
+            elif name != "_fsdp_shard" and m._parameters.get(name) is not None:
+                yield key, m._parameters[name]
+        for name, b in m._buffers.items():
+            if b is not None and name not in m._non_persistent_buffers_set:
+                yield prefix + name, b
+        for child_name, child in m._modules.items():
+            if child is not None:
+                yield from visit(child, prefix + child_name + ".")
+
+    return list(visit(module, ""))
+
+
+def full_state_dict(module, rank0_only=False):
+    """The state dict of the unsharded module (same names, same order) with full tensors: the units'
+    parameters all-gathered (copies), the rest as Module.state_dict gives them. Collective over the
+    units' groups; with rank0_only the other ranks get an empty dict."""
+    full = full_parameters(module)
+    out = collections.OrderedDict()
+    for key, entry in _state_entries(module):
+        out[key] = full[key] if isinstance(entry, tuple) else entry.detach()
+    if rank0_only and dist.get_rank() != 0:
+        return collections.OrderedDict()
+    return out
+
+
+def load_full_state_dict(module, state_dict, strict=True):
+    """Loads a full state dict (full_state_dict's names and shapes, e.g. the unsharded module's) into
+    the shards: each rank keeps its slice of every unit's parameters. Every rank passes the full dict.
+    Not during a step (the units must be resharded). Returns (missing_keys, unexpected_keys) like
+    Module.load_state_dict; strict raises on either."""
+    entries = _state_entries(module)
+    keys = {k for k, _ in entries}
+    missing = [k for k, _ in entries if k not in state_dict]
+    unexpected = [k for k in state_dict if k not in keys]
+    if strict and (missing or unexpected):
+        raise RuntimeError(f"load_full_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+    by_unit = collections.OrderedDict()
+    with torch.no_grad():
+        for key, entry in entries:
+            if key not in state_dict:
+                continue
+            value = state_dict[key]
+            if isinstance(entry, tuple):
+                state, i = entry
+                if tuple(value.shape) != state.shapes[i]:
+                    raise ValueError(f"load_full_state_dict: {key} has shape {tuple(value.shape)}, the unit "
+                                     f"holds {state.shapes[i]}")
+                by_unit.setdefault(state, {})[i] = value
+            else:
+                entry.copy_(value)
+    for state, values in by_unit.items():
+        if state.unit.unsharded or len(values) != len(state.names):
+            # A partial load keeps the unit's other parameters: gather them first.
+            full = [v.clone() for v in state.unit.unshard()]
+            state.reshard()
+        else:
+            full = [None] * len(state.names)
+        for i, v in values.items():
+            full[i] = v
+        state.unit.load_full(torch.cat([v.detach().reshape(-1).to(torch.float32) for v in full]))
+    return torch.nn.modules.module._IncompatibleKeys(missing, unexpected)
