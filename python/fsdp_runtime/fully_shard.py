@@ -24,6 +24,7 @@ Lifecycle of one unit in a step (the C++ FsdpModel's, driven from torch's hooks)
                      reduce-scatter is in flight: it overlaps the next unit's backward.
 """
 import collections
+import dataclasses
 
 import torch
 import torch.distributed as dist
@@ -95,13 +96,14 @@ class _UnitState:
         self.pending = set()    # parameter indices whose gradient this backward has not produced yet
         self.grads = None       # views of the unit's full gradients during backward
         self.requires_sync = True
+        self.mp_policy = MixedPrecisionPolicy()
+        self.param_dtype = None  # the compute dtype when it is not float32
 
     # --- parameters ---
     def unshard(self, track):
-        views = self.unit.unshard()
         self.compute = []
-        for i, ((owner, name), view) in enumerate(zip(self.slots, views)):
-            t = view.detach().requires_grad_(track)
+        for i, ((owner, name), t) in enumerate(zip(self.slots, self._compute_tensors())):
+            t.requires_grad_(track)
             if track:
                 t.register_hook(self._grad_hook(i))
             self.compute.append(t)
@@ -116,14 +118,25 @@ class _UnitState:
             _queue_finish_backward()
         if self.unit.unsharded:
             return
-        self.compute = [view.detach() for view in self.unit.unshard()]
+        self.compute = self._compute_tensors()
         for i, t in enumerate(self.compute):
             _step.storages[t.storage().data_ptr()] = (self, i)
+
+    def _compute_tensors(self):
+        """Gathers (or waits for the prefetch) and gives the tensors torch computes with: views of the
+        unit's full float32 buffer, or under a param_dtype their copies in it."""
+        views = self.unit.unshard()
+        if self.param_dtype is None:
+            return [v.detach() for v in views]
+        with torch.no_grad():
+            return [v.to(self.param_dtype) for v in views]
 
     def reshard(self, keep_for_backward=False):
         """Frees the full parameters (keep_for_backward: but the 1/k slice of reshard_after_forward=k)."""
         for t in self.compute:
             _step.storages.pop(t.storage().data_ptr(), None)
+            if self.param_dtype is not None:
+                t.storage().resize_(0)  # autograd holds the leaf; its data is the unit's to free
         self.compute = []
         for owner, name in self.slots:
             setattr(owner, name, None)  # the views die with the full buffer
@@ -178,7 +191,17 @@ def _finish_backward():
         state.reshard()
 
 
-def _pre_forward(state):
+def _cast_floats(value, dtype):
+    if isinstance(value, torch.Tensor):
+        return value.to(dtype) if value.is_floating_point() else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(_cast_floats(v, dtype) for v in value)
+    if isinstance(value, dict):
+        return {k: _cast_floats(v, dtype) for k, v in value.items()}
+    return value
+
+
+def _pre_forward(state, args):
     track = torch.is_grad_enabled() and state.shard.requires_grad
     if _step.depth == 0:
         state.is_root = True
@@ -188,9 +211,12 @@ def _pre_forward(state):
     _step.depth += 1
     _step.order.append(state)
     state.unshard(track)
+    if state.param_dtype is not None and state.mp_policy.cast_forward_inputs:
+        return _cast_floats(args, state.param_dtype)
+    return None
 
 
-def _post_forward(state):
+def _post_forward(state, output):
     _step.depth -= 1
     if _step.depth == 0:
         _step.hooks.__exit__(None, None, None)
@@ -200,6 +226,9 @@ def _post_forward(state):
         state.reshard()  # nothing will run backward
     elif state.reshard_after_forward is not False and not state.is_root:
         state.reshard(keep_for_backward=state.reshard_after_forward is not True)
+    if state.mp_policy.output_dtype is not None:
+        return _cast_floats(output, state.mp_policy.output_dtype)
+    return None
 
 
 def _unclaimed_parameters(module, prefix=""):
@@ -230,7 +259,28 @@ def _sharding_groups(pg, reshard_group):
     return _groups[key]
 
 
-def fully_shard(module, *, group=None, reshard_after_forward=True):
+@dataclasses.dataclass(frozen=True)
+class MixedPrecisionPolicy:
+    """FSDP2's mixed precision: param_dtype is what the all-gather carries and torch computes in (the
+    unit's master shard stays float32); reduce_dtype what the gradient reduce-scatter carries (default:
+    param_dtype); output_dtype casts the module's floating outputs; cast_forward_inputs casts its
+    floating inputs to param_dtype. None: float32."""
+    param_dtype: torch.dtype = None
+    reduce_dtype: torch.dtype = None
+    output_dtype: torch.dtype = None
+    cast_forward_inputs: bool = True
+
+
+_dtype_names = {None: "float32", torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+def _dtype_name(dtype, what):
+    if dtype not in _dtype_names:
+        raise ValueError(f"fully_shard: MixedPrecisionPolicy {what}={dtype} is not float32, bfloat16 or float16")
+    return _dtype_names[dtype]
+
+
+def fully_shard(module, *, group=None, reshard_after_forward=True, mp_policy=MixedPrecisionPolicy()):
     """Makes the parameters of `module` not yet in a unit one FSDP unit; returns `module`. Collective
     over the group (the default group unless given, which must use backend "fsdp"): every rank calls
     fully_shard on the same modules in the same order.
@@ -238,7 +288,9 @@ def fully_shard(module, *, group=None, reshard_after_forward=True):
     reshard_after_forward: True frees the full parameters after the unit's forward and all-gathers
     them again for its backward; False keeps them until the unit's backward; an integer k (dividing
     the group size) keeps a 1/k slice so that backward all-gathers inside a group of k ranks only
-    (k = the group size is True). The root unit keeps its parameters whatever the value (FSDP2)."""
+    (k = the group size is True). The root unit keeps its parameters whatever the value (FSDP2).
+
+    mp_policy: MixedPrecisionPolicy (dtypes of the all-gather, compute, reduce-scatter and output)."""
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
     if not isinstance(pg, ProcessGroupFsdp):
         raise TypeError(f"fully_shard needs a process group of backend 'fsdp', got {type(pg).__name__}")
@@ -257,7 +309,10 @@ def fully_shard(module, *, group=None, reshard_after_forward=True):
         return module
     groups = _sharding_groups(pg, reshard_group)
     _unit_count[0] += 1
-    unit = FsdpUnit(groups, _unit_count[0], type(module).__name__, names, [list(p.shape) for p in params])
+    param_dtype = _dtype_name(mp_policy.param_dtype, "param_dtype")
+    reduce_dtype = _dtype_name(mp_policy.reduce_dtype or mp_policy.param_dtype, "reduce_dtype")
+    unit = FsdpUnit(groups, _unit_count[0], type(module).__name__, names, [list(p.shape) for p in params],
+                    param_dtype, reduce_dtype)
     unit.load_full(torch.cat([p.detach().reshape(-1) for p in params]))
     requires_grad = any(p.requires_grad for p in params)
     for owner, name in slots:
@@ -272,8 +327,10 @@ def fully_shard(module, *, group=None, reshard_after_forward=True):
     state.shapes = [tuple(p.shape) for p in params]
     module._fsdp_state = state
     module.__class__ = _fsdp_class(type(module))
-    module.register_forward_pre_hook(lambda mod, args: _pre_forward(state))
-    module.register_forward_hook(lambda mod, args, out: _post_forward(state))
+    state.mp_policy = mp_policy
+    state.param_dtype = mp_policy.param_dtype if mp_policy.param_dtype not in (None, torch.float32) else None
+    module.register_forward_pre_hook(lambda mod, args: _pre_forward(state, args))
+    module.register_forward_hook(lambda mod, args, out: _post_forward(state, out))
     return module
 
 
@@ -373,16 +430,40 @@ def reset_memory_peaks(module):
         groups.reset_peaks()
 
 
+def _gather_master(state):
+    """The unit's full float32 parameters from the master shards (one all-gather over the group), for
+    a param_dtype unit whose own all-gather rounds them: rank r's chunk holds, parameter after
+    parameter, rows [r * rows_per_rank, (r + 1) * rows_per_rank) of each (sharding/shard_layout.h)."""
+    chunk = state.shard.numel()
+    world = state.pg.size()
+    flat = torch.empty(chunk * world)
+    dist.all_gather_into_tensor(flat, state.shard.detach(), group=state.pg)
+    chunks = flat.view(world, chunk)
+    out, offset = [], 0
+    for shape in state.shapes:
+        rows = shape[0] if shape else 1
+        row_numel = max(1, int(torch.Size(shape[1:]).numel())) if shape else 1
+        per_rank = -(-rows // world) * row_numel
+        full = chunks[:, offset:offset + per_rank].reshape(-1)[:rows * row_numel]
+        out.append(full.clone().view(shape))
+        offset += per_rank
+    return out
+
+
 def full_parameters(module):
-    """{qualified name: full parameter (a copy)} for every unit in `module`; collective (all-gathers)."""
+    """{qualified name: full parameter (a copy)} for every unit in `module`; collective (all-gathers).
+    The float32 master values, also under a MixedPrecisionPolicy."""
     out = {}
     for prefix, state in _units(module):
-        was_unsharded = state.unit.unsharded
-        views = state.unit.unshard()
-        for name, view in zip(state.names, views):
-            out[f"{prefix}.{name}" if prefix else name] = view.clone()
-        if not was_unsharded:
-            state.unit.reshard()
+        if state.param_dtype is not None:
+            values = _gather_master(state)
+        else:
+            was_unsharded = state.unit.unsharded
+            values = [v.clone() for v in state.unit.unshard()]
+            if not was_unsharded:
+                state.unit.reshard()
+        for name, value in zip(state.names, values):
+            out[f"{prefix}.{name}" if prefix else name] = value
     return out
 
 
