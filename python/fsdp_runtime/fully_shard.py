@@ -42,6 +42,8 @@ class _Step:
         self.depth = 0               # units whose forward is running (nested)
         self.hooks = None            # the saved-tensor hooks context while depth > 0
         self.order = []              # units in the order this forward ran them
+        self.last_order = []         # ... and the previous forward: what forward prefetches follow
+        self.post_order = []         # units in the order their forward ended: backward runs it reversed
         self.storages = {}           # storage data_ptr of a live full parameter -> (unit state, index)
         self.in_backward = []        # units this backward touched
         self.callback_queued = False
@@ -96,6 +98,9 @@ class _UnitState:
         self.pending = set()    # parameter indices whose gradient this backward has not produced yet
         self.grads = None       # views of the unit's full gradients during backward
         self.requires_sync = True
+        self.prefetch = 1            # units whose all-gather this one starts ahead of them
+        self.gathering = False       # an all-gather started (a prefetch) and not waited for yet
+        self.prefetches_used = 0     # all-gathers found already started when the unit needed them
         self.mp_policy = MixedPrecisionPolicy()
         self.param_dtype = None  # the compute dtype when it is not float32
 
@@ -116,15 +121,25 @@ class _UnitState:
         if self not in _step.in_backward:
             _step.in_backward.append(self)
             _queue_finish_backward()
+            self.prefetches_used += self.gathering
+            if not self.unit.unsharded:
+                self.start_unshard()  # its own all-gather first, then the prefetches behind it
+            _prefetch(_step.post_order, self, -1)
         if self.unit.unsharded:
             return
         self.compute = self._compute_tensors()
         for i, t in enumerate(self.compute):
             _step.storages[t.storage().data_ptr()] = (self, i)
 
+    def start_unshard(self):
+        if not self.unit.unsharded and not self.gathering:
+            self.unit.start_unshard()
+            self.gathering = True
+
     def _compute_tensors(self):
         """Gathers (or waits for the prefetch) and gives the tensors torch computes with: views of the
         unit's full float32 buffer, or under a param_dtype their copies in it."""
+        self.gathering = False
         views = self.unit.unshard()
         if self.param_dtype is None:
             return [v.detach() for v in views]
@@ -133,6 +148,9 @@ class _UnitState:
 
     def reshard(self, keep_for_backward=False):
         """Frees the full parameters (keep_for_backward: but the 1/k slice of reshard_after_forward=k)."""
+        if self.gathering:  # a prefetch nobody used: let it land (the engine writes into the unit)
+            self.gathering = False
+            self.unit.unshard()
         for t in self.compute:
             _step.storages.pop(t.storage().data_ptr(), None)
             if self.param_dtype is not None:
@@ -201,15 +219,33 @@ def _cast_floats(value, dtype):
     return value
 
 
+def _prefetch(order, state, direction):
+    """Starts the all-gathers of the `state.prefetch` units after `state` in `order` (direction +1:
+    forward, in pre-forward order) or before it (-1: backward, in post-forward order, where the root
+    that wraps the others comes last), as the runtime's FsdpModel::prefetch_after does."""
+    if state not in order:
+        return
+    at = order.index(state)
+    for k in range(1, state.prefetch + 1):
+        nxt = at + direction * k
+        if nxt < 0 or nxt >= len(order):
+            break
+        order[nxt].start_unshard()
+
+
 def _pre_forward(state, args):
     track = torch.is_grad_enabled() and state.shard.requires_grad
     if _step.depth == 0:
         state.is_root = True
         _step.order = []
+        _step.post_order = []
         _step.hooks = torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)
         _step.hooks.__enter__()
     _step.depth += 1
     _step.order.append(state)
+    state.prefetches_used += state.gathering
+    state.start_unshard()
+    _prefetch(_step.last_order, state, +1)
     state.unshard(track)
     if state.param_dtype is not None and state.mp_policy.cast_forward_inputs:
         return _cast_floats(args, state.param_dtype)
@@ -218,9 +254,14 @@ def _pre_forward(state, args):
 
 def _post_forward(state, output):
     _step.depth -= 1
+    _step.post_order.append(state)
     if _step.depth == 0:
         _step.hooks.__exit__(None, None, None)
         _step.hooks = None
+        for unit in _step.last_order:  # forward prefetched a unit this forward did not run
+            if unit.gathering:
+                unit.reshard()
+        _step.last_order = list(_step.order)
     grad = torch.is_grad_enabled() and state.shard.requires_grad
     if not grad:
         state.reshard()  # nothing will run backward
@@ -280,7 +321,7 @@ def _dtype_name(dtype, what):
     return _dtype_names[dtype]
 
 
-def fully_shard(module, *, group=None, reshard_after_forward=True, mp_policy=MixedPrecisionPolicy()):
+def fully_shard(module, *, group=None, reshard_after_forward=True, mp_policy=MixedPrecisionPolicy(), prefetch=1):
     """Makes the parameters of `module` not yet in a unit one FSDP unit; returns `module`. Collective
     over the group (the default group unless given, which must use backend "fsdp"): every rank calls
     fully_shard on the same modules in the same order.
@@ -290,7 +331,10 @@ def fully_shard(module, *, group=None, reshard_after_forward=True, mp_policy=Mix
     the group size) keeps a 1/k slice so that backward all-gathers inside a group of k ranks only
     (k = the group size is True). The root unit keeps its parameters whatever the value (FSDP2).
 
-    mp_policy: MixedPrecisionPolicy (dtypes of the all-gather, compute, reduce-scatter and output)."""
+    mp_policy: MixedPrecisionPolicy (dtypes of the all-gather, compute, reduce-scatter and output).
+
+    prefetch: how many units' all-gathers this unit starts ahead: in its forward those that ran after
+    it in the previous forward, in its backward those before it in this forward (0: none)."""
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
     if not isinstance(pg, ProcessGroupFsdp):
         raise TypeError(f"fully_shard needs a process group of backend 'fsdp', got {type(pg).__name__}")
@@ -328,6 +372,9 @@ def fully_shard(module, *, group=None, reshard_after_forward=True, mp_policy=Mix
     module._fsdp_state = state
     module.__class__ = _fsdp_class(type(module))
     state.mp_policy = mp_policy
+    if not isinstance(prefetch, int) or prefetch < 0:
+        raise ValueError(f"fully_shard: prefetch={prefetch!r} must be a non-negative integer")
+    state.prefetch = prefetch
     state.param_dtype = mp_policy.param_dtype if mp_policy.param_dtype not in (None, torch.float32) else None
     module.register_forward_pre_hook(lambda mod, args: _pre_forward(state, args))
     module.register_forward_hook(lambda mod, args, out: _post_forward(state, out))

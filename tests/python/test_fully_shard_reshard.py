@@ -46,8 +46,8 @@ def train(rank, n, reference, reshard):
 
     model = copy.deepcopy(reference)
     for layer in model.inner:
-        fsdp_runtime.fully_shard(layer, reshard_after_forward=reshard)
-    fsdp_runtime.fully_shard(model, reshard_after_forward=reshard)
+        fsdp_runtime.fully_shard(layer, reshard_after_forward=reshard, prefetch=0)  # peaks of one unit
+    fsdp_runtime.fully_shard(model, reshard_after_forward=reshard, prefetch=0)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     rows = GLOBAL_BATCH // n
     grads, after_forward, peaks = [], [], []
