@@ -6,6 +6,7 @@ import copy
 import torch
 import torch.distributed as dist
 
+from compare import assert_parameters_match
 from spawn import main
 
 STEPS = 6
@@ -58,9 +59,7 @@ def sharded_matches_single(rank, n):
         dist.all_reduce(total, op=dist.ReduceOp.AVG)
         assert abs(total.item() - ref_loss.item()) <= 1e-5 * abs(ref_loss.item()), (step, total, ref_loss)
 
-    got = fsdp_runtime.full_parameters(sharded)
-    for name, p in reference.named_parameters():
-        assert torch.allclose(got[name], p, rtol=1e-5, atol=1e-6), (name, (got[name] - p).abs().max())
+    assert_parameters_match(sharded, reference)
     if rank == 0:
         print(f"fully_shard at {n} ranks: {STEPS} steps equal the 1-process run; "
               f"{held} of {full_numel} parameters held per rank", flush=True)

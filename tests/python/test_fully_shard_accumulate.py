@@ -7,6 +7,7 @@ import copy
 import torch
 import torch.distributed as dist
 
+from compare import assert_parameters_match
 from spawn import main
 
 STEPS = 4
@@ -67,9 +68,7 @@ def accumulate_and_clip(rank, n, norm_type):
         dist.all_reduce(total, op=dist.ReduceOp.AVG)
         assert abs(total.item() - ref_loss) <= 1e-5 * abs(ref_loss), (step, total, ref_loss)
 
-    got = fsdp_runtime.full_parameters(model)
-    for name, p in reference.named_parameters():
-        assert torch.allclose(got[name], p, rtol=1e-5, atol=1e-6), (name, (got[name] - p).abs().max())
+    assert_parameters_match(model, reference)
     if rank == 0:
         print(f"{n} ranks, {STEPS} steps of {MICRO} micro-batches, clip_grad_norm_({max_norm}, {norm_type}): "
               f"equal to the 1-process run (last norm {norm.item():.6f})", flush=True)

@@ -8,6 +8,7 @@ import copy
 import torch
 import torch.distributed as dist
 
+from compare import assert_parameters_match
 from spawn import main
 
 STEPS = 3
@@ -71,9 +72,7 @@ def bf16_compute_fp32_reduce(rank, n):
         total = loss.detach().reshape(1)
         dist.all_reduce(total, op=dist.ReduceOp.AVG)
         assert abs(total.item() - ref_loss) <= 1e-5 * abs(ref_loss), (step, total.item(), ref_loss)
-    got = fsdp_runtime.full_parameters(model)
-    for name, p in reference.named_parameters():
-        assert torch.allclose(got[name], p, rtol=1e-5, atol=1e-6), (name, (got[name] - p).abs().max())
+    assert_parameters_match(model, reference)
     # Inside the model the layers computed in bfloat16.
     with torch.no_grad():
         seen = []

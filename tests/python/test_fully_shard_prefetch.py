@@ -6,6 +6,7 @@ import copy
 
 import torch
 
+from compare import assert_parameters_match
 from spawn import main
 
 STEPS = 3
@@ -50,8 +51,6 @@ def train(rank, n, reference, prefetch):
 
 
 def prefetch_depths(rank, n):
-    import fsdp_runtime
-
     reference = Net()
     runs = {p: train(rank, n, reference, p) for p in (0, 1, 2)}
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
@@ -63,9 +62,7 @@ def prefetch_depths(rank, n):
         for step, (mine, base) in enumerate(zip(grads, runs[0][1])):
             for a, b in zip(mine, base):
                 assert torch.equal(a, b), (p, step, (a - b).abs().max())
-        got = fsdp_runtime.full_parameters(model)
-        for name, ref in reference.named_parameters():
-            assert torch.allclose(got[name], ref, rtol=1e-5, atol=1e-6), (p, name, (got[name] - ref).abs().max())
+        assert_parameters_match(model, reference, f"prefetch {p}")
         # Forward: from the second step on, each inner unit was prefetched by the one before it (the
         # root first); backward: at least the units the root and the last inner unit prefetch.
         expected = 0 if p == 0 else (STEPS - 1) * len(reference.inner) + STEPS * 2

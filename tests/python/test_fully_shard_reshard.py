@@ -7,6 +7,7 @@ import copy
 import torch
 import torch.distributed as dist
 
+from compare import assert_parameters_match
 from spawn import main
 
 STEPS = 3
@@ -66,8 +67,6 @@ def train(rank, n, reference, reshard):
 
 
 def reshard_choices(rank, n):
-    import fsdp_runtime
-
     reference = Net()
     # The full parameters torch sees are unpadded; the slice reshard_after_forward=k keeps is 1/k of
     # the padded all-gather buffer.
@@ -103,9 +102,7 @@ def reshard_choices(rank, n):
         for step, (mine, theirs) in enumerate(zip(grads, base)):
             for a, b in zip(mine, theirs):
                 assert torch.equal(a, b), (r, step, (a - b).abs().max())
-        got = fsdp_runtime.full_parameters(model)
-        for name, p in reference.named_parameters():
-            assert torch.allclose(got[name], p, rtol=1e-5, atol=1e-6), (r, name, (got[name] - p).abs().max())
+        assert_parameters_match(model, reference, f"reshard_after_forward {r}")
     if rank == 0:
         print(f"reshard_after_forward at {n} ranks, full parameters held between forward and backward "
               "(unsharded + kept bytes) and their peak in the step: "
