@@ -109,7 +109,8 @@ int64_t planned_peak(const TrainConfig& config, const TrainerOptions& trainer) {
   policy.seq_len = trainer.seq_len;
   policy.grad_accum = trainer.grad_accum;
   policy.optimizer = trainer.optimizer == OptimizerKind::kAdamW ? sharding::Optimizer::kAdamW : sharding::Optimizer::kSgdMomentum;
-  return sharding::make_plan(trainer.model, sharding::chip_preset("cpu"), config.mesh(), policy, 0.0).estimate.memory.peak();
+  const sharding::Mesh mesh = config.mesh().with_expert_parallel(trainer.fsdp.expert_parallel);
+  return sharding::make_plan(trainer.model, sharding::chip_preset("cpu"), mesh, policy, 0.0).estimate.memory.peak();
 }
 
 // Every rank's text, on rank 0 (empty elsewhere): a size, then the bytes, from each rank in turn.
