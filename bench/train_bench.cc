@@ -4,7 +4,9 @@
 //   - step time per token against the same model on 1 rank processing the same global batch;
 //   - the share of all-gather and reduce-scatter time hidden behind compute (from the same spans the
 //     trace shows), with prefetch on and off;
-//   - the step-time cost of checkpointing every few steps, synchronous and asynchronous.
+//   - the step-time cost of checkpointing every few steps, synchronous and asynchronous;
+//   - the MoE debug flavor without and with expert parallelism (EP 2): tokens/s and the share of the
+//     step spent in the tokens' all-to-alls, which block the compute (none of it is hidden).
 // Medians over --repeats runs of the per-run medians (the first step of a run is warm-up and left out).
 //
 //   fsdp-train-bench [--config FILE] [--steps 20] [--repeats 3] [--markdown FILE]
@@ -48,6 +50,7 @@ struct Measured {
   double mean_step_seconds = 0;  // mean over steps 2..n (checkpoint saves land on some steps only)
   double ag_hidden = 0, rs_hidden = 0;
   int64_t tokens_per_step = 0;  // over all ranks
+  double all_to_all_seconds = 0;  // per step, median over steps 2..n (expert parallelism only)
 };
 
 double median(std::vector<double> v) {
@@ -102,7 +105,7 @@ Measured run_scenario(const Scenario& sc, const std::string& config_file, int64_
       std::ofstream out(result_file);
       out.precision(17);
       out << median(secs) << ' ' << mean << ' ' << share("all_gather") << ' ' << share("reduce_scatter") << ' '
-          << r.steps.front().tokens * sc.world << '\n';
+          << r.steps.front().tokens * sc.world << ' ' << r.all_to_all_seconds_per_step << '\n';
     }
     return 0;
   });
@@ -114,7 +117,8 @@ Measured run_scenario(const Scenario& sc, const std::string& config_file, int64_
   }
   Measured m;
   std::ifstream in(result_file);
-  if (!(in >> m.step_seconds >> m.mean_step_seconds >> m.ag_hidden >> m.rs_hidden >> m.tokens_per_step)) {
+  if (!(in >> m.step_seconds >> m.mean_step_seconds >> m.ag_hidden >> m.rs_hidden >> m.tokens_per_step >>
+        m.all_to_all_seconds)) {
     throw std::runtime_error("scenario '" + sc.name + "': rank 0 wrote no result");
   }
   return m;
@@ -183,12 +187,18 @@ int main(int argc, char** argv) {
         {"checkpoint.interval", "5"},
         {"checkpoint.last_save_model_only", "false"},
         {"checkpoint.async_mode", "async"}}},
+      {"MoE 2 ranks, EP 1", 2, {{"training.local_batch_size", "4"}, {"model.flavor", "debugmodel_byte_moe"}}},
+      {"MoE 2 ranks, EP 2",
+       2,
+       {{"training.local_batch_size", "4"},
+        {"model.flavor", "debugmodel_byte_moe"},
+        {"parallelism.expert_parallel_degree", "2"}}},
   };
   const fs::path scratch = fs::temp_directory_path() / ("fsdp_train_bench_" + std::to_string(::getpid()));
   std::map<std::string, Measured> results;
   try {
     for (const auto& sc : scenarios) {
-      std::vector<double> med, mean, ag, rs;
+      std::vector<double> med, mean, ag, rs, a2a;
       int64_t tokens = 0;
       for (int k = 0; k < repeats; ++k) {
         const Measured m = run_scenario(sc, config_file, steps, scratch);
@@ -196,9 +206,10 @@ int main(int argc, char** argv) {
         mean.push_back(m.mean_step_seconds);
         ag.push_back(m.ag_hidden);
         rs.push_back(m.rs_hidden);
+        a2a.push_back(m.all_to_all_seconds);
         tokens = m.tokens_per_step;
       }
-      results[sc.name] = Measured{median(med), median(mean), median(ag), median(rs), tokens};
+      results[sc.name] = Measured{median(med), median(mean), median(ag), median(rs), tokens, median(a2a)};
       std::cerr << "fsdp-train-bench: " << sc.name << " done\n";
     }
   } catch (const std::exception& e) {
@@ -216,6 +227,7 @@ int main(int argc, char** argv) {
         "hidden | mean step (ms) | checkpoint cost per step |\n"
      << "|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& sc : scenarios) {
+    if (sc.name.starts_with("MoE")) continue;  // their own table below
     const Measured& m = results.at(sc.name);
     const double per_token = m.step_seconds / static_cast<double>(m.tokens_per_step);
     const bool ckpt = sc.name.find("checkpoint") != std::string::npos;
@@ -226,6 +238,20 @@ int main(int argc, char** argv) {
        << " | "
        << (ckpt ? signed_percent(m.mean_step_seconds / plain.mean_step_seconds - 1) : std::string("-"))
        << " |\n";
+  }
+  // MoE: the same global batch on the MoE debug flavor; the all-to-alls block the compute.
+  md << "\n| scenario | ranks | step (ms, median) | tokens/s | all-to-all per step (ms) | all-to-all share of step "
+        "| all-to-all hidden |\n"
+     << "|---|---|---|---|---|---|---|\n";
+  for (const auto& sc : scenarios) {
+    if (!sc.name.starts_with("MoE")) continue;
+    const Measured& m = results.at(sc.name);
+    const bool ep = m.all_to_all_seconds > 0;
+    md << "| " << sc.name << " | " << sc.world << " | " << fixed(1e3 * m.step_seconds, 2) << " | "
+       << fixed(static_cast<double>(m.tokens_per_step) / m.step_seconds, 0) << " | "
+       << (ep ? fixed(1e3 * m.all_to_all_seconds, 2) : "-") << " | "
+       << (ep ? fixed(100 * m.all_to_all_seconds / m.step_seconds, 1) + "%" : "-") << " | "
+       << (ep ? "0% (blocking)" : "-") << " |\n";
   }
   std::cout << md.str();
   if (!markdown.empty()) {

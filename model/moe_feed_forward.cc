@@ -66,20 +66,22 @@ MoeFeedForward::MoeFeedForward(const MoeDims& moe, int64_t dim, int64_t rows, Me
 }
 
 int64_t MoeFeedForward::saved_elements(const MoeDims& m, int64_t dim, int64_t rows) {
-  return rows * (m.num_experts + 2 * m.top_k) + rows * m.top_k * (2 * dim + 4 * m.expert_hidden) +
+  // Under expert parallelism the experts' SwiGLU saves are those of the rows received (ep_saved_).
+  const int64_t expert_saves = m.expert_parallel > 1 ? 0 : 4 * m.expert_hidden;
+  return rows * (m.num_experts + 2 * m.top_k) + rows * m.top_k * (2 * dim + expert_saves) +
          rows * 4 * m.shared_hidden();
 }
 
 MoeFeedForward::Views MoeFeedForward::views() {
   const int64_t n = rows_, R = rows_ * moe_.top_k, H = moe_.expert_hidden, Hs = moe_.shared_hidden();
   Carve take{saved_.data()};
-  Views v;
+  Views v{};
   v.scores = take(n * moe_.num_experts);
   v.weight = take(n * moe_.top_k);
   v.dweight = take(n * moe_.top_k);
   v.xg = take(R * dim_);
   v.yg = take(R * dim_);
-  v.experts = take.swiglu(R * H);
+  if (moe_.expert_parallel <= 1) v.experts = take.swiglu(R * H);  // else parallel_views() holds them
   v.shared = take.swiglu(n * Hs);
   v.expert = saved_index_.data();
   v.row_of_choice = v.expert + R;

@@ -49,7 +49,9 @@ class MoeFeedForward {
 
   // Floats / int32s one forward keeps over `rows` tokens (grouped arrays sized for the dropless n*k):
   //   rows * (E + 2k)                         scores, routing weights, their gradients
-  //   rows * k * (2*dim + 4*H)                grouped inputs and outputs, each expert's SwiGLU saves
+  //   rows * k * (2*dim + 4*H)                grouped inputs and outputs, each expert's SwiGLU saves (4*H
+  //                                           without expert parallelism only: under it ep_saved_ holds
+  //                                           the SwiGLU saves of the rows the rank received)
   //   rows * 4*Hs                             the shared expert's SwiGLU saves
   static int64_t saved_elements(const MoeDims& moe, int64_t dim, int64_t rows);
   static int64_t saved_index_elements(const MoeDims& moe, int64_t rows) { return 3 * rows * moe.top_k; }

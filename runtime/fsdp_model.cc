@@ -30,15 +30,11 @@ FsdpModel::FsdpModel(const sharding::ModelSpec& model, const FsdpOptions& option
   sharding::validate(options_.policy, mesh.shard_degree());
   const int64_t ep = options_.expert_parallel;
   sharding::validate_expert_parallel(model_, ep, mesh.shard_degree());
-  if (ep > 1 && options_.plan) {
-    throw InvalidArgument("fsdp: parallelism.plan_file with parallelism.expert_parallel_degree = " +
-                          std::to_string(ep) + " is not supported (plans describe no expert parallelism yet)");
-  }
   if (ep > 1 && options_.policy.grad_comm == sharding::CommPrecision::kMxfp8) {
     throw InvalidArgument("fsdp: MXFP8 gradient reduce-scatters (grad_comm = mxfp8) with "
                           "parallelism.expert_parallel_degree = " + std::to_string(ep) + " are not supported");
   }
-  if (options_.plan) check_plan(*options_.plan, model_, mesh, options_.policy);
+  if (options_.plan) check_plan(*options_.plan, model_, mesh.with_expert_parallel(ep), options_.policy);
   const bool grouped = options_.policy.reshard.mode == sharding::Reshard::Mode::kGroup;
   groups_ = ProcessGroups::create(world, mesh, grouped ? options_.policy.reshard.group : 0);
   if (ep > 1) {

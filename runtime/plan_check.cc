@@ -1,5 +1,6 @@
 #include "runtime/plan_check.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -98,6 +99,9 @@ std::vector<std::string> plan_mismatches(const proto::ShardingPlan& plan, const 
   d.field("mesh", "world size", plan.mesh().world_size(), want.mesh().world_size());
   d.field("mesh", "shard degree", plan.mesh().shard_degree(), want.mesh().shard_degree());
   d.field("mesh", "replicate degree", plan.mesh().replicate_degree(), want.mesh().replicate_degree());
+  // Plans written before expert parallelism existed carry 0: no expert parallelism.
+  d.field("mesh", "parallelism.expert_parallel_degree", std::max<int64_t>(1, plan.mesh().expert_parallel_degree()),
+          want.mesh().expert_parallel_degree());
   d.field("policy", "param dtype", plan.policy().param_dtype(), want.policy().param_dtype());
   d.field("policy", "reduce dtype", plan.policy().reduce_dtype(), want.policy().reduce_dtype());
   // Compared as policies, so a plan written with FSDP2's "true"/"false" matches "default"/"never".

@@ -24,7 +24,9 @@ class PlanMismatch : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// Every way `plan` differs from the layout of `model` over `mesh` with `policy` (dtypes, reshard_after_forward, prefetch), one line each, e.g.
+// Every way `plan` differs from the layout of `model` over `mesh` (its expert-parallel degree included:
+// under expert parallelism the plan's units are EP rank 0's, the same sizes on every EP rank) with
+// `policy` (dtypes, reshard_after_forward, prefetch), one line each, e.g.
 // "unit 2 (layers.1): parameter 0 (layers.1.attention.wq.weight): shape [64, 64] in the plan, [128, 128] in
 // this job". Empty when they agree.
 std::vector<std::string> plan_mismatches(const proto::ShardingPlan& plan, const sharding::ModelSpec& model,

@@ -53,8 +53,9 @@ bool better(const AutoCandidate& a, const AutoCandidate& b) {
     return a.estimate.time.step < b.estimate.time.step;
   if (a.estimate.memory.peak() != b.estimate.memory.peak()) return a.estimate.memory.peak() < b.estimate.memory.peak();
   auto key = [](const AutoCandidate& c) {
-    return std::make_tuple(c.mesh.shard_degree(), reshard_rank(c.policy.reshard), c.policy.reshard.group,
-                           c.policy.prefetch, static_cast<int>(c.policy.ac), -c.policy.micro_batch);
+    return std::make_tuple(c.mesh.shard_degree(), c.mesh.expert_parallel_degree(), reshard_rank(c.policy.reshard),
+                           c.policy.reshard.group, c.policy.prefetch, static_cast<int>(c.policy.ac),
+                           -c.policy.micro_batch);
   };
   return key(a) < key(b);
 }
@@ -81,6 +82,8 @@ std::string differences(const AutoCandidate& a, const AutoCandidate& b) {
     if (x != y) d.push_back(what + " " + x + " vs " + y);
   };
   add("shard", std::to_string(a.mesh.shard_degree()), std::to_string(b.mesh.shard_degree()));
+  add("expert parallel", std::to_string(a.mesh.expert_parallel_degree()),
+      std::to_string(b.mesh.expert_parallel_degree()));
   add("reshard", a.policy.reshard.to_string(), b.policy.reshard.to_string());
   add("prefetch", std::to_string(a.policy.prefetch), std::to_string(b.policy.prefetch));
   add("ac", ac_to_string(a.policy), ac_to_string(b.policy));
@@ -94,9 +97,11 @@ std::string differences(const AutoCandidate& a, const AutoCandidate& b) {
 
 std::string AutoCandidate::describe() const {
   std::ostringstream s;
-  s << "shard " << mesh.shard_degree() << " x replicate " << mesh.replicate_degree() << ", reshard "
-    << policy.reshard.to_string() << ", prefetch " << policy.prefetch << ", ac " << ac_to_string(policy) << ", micro-batch "
-    << policy.micro_batch << " x " << policy.grad_accum << " accumulation";
+  s << "shard " << mesh.shard_degree();
+  if (mesh.expert_parallel_degree() > 1) s << " (expert parallel " << mesh.expert_parallel_degree() << ")";
+  s << " x replicate " << mesh.replicate_degree() << ", reshard " << policy.reshard.to_string() << ", prefetch "
+    << policy.prefetch << ", ac " << ac_to_string(policy) << ", micro-batch " << policy.micro_batch << " x "
+    << policy.grad_accum << " accumulation";
   return s.str();
 }
 
@@ -117,30 +122,45 @@ AutoPlanResult auto_plan(const ModelSpec& model, const ChipProfile& chip, const 
     if (mb <= o.max_micro_batch) micro_batches.push_back(mb);
   }
 
+  const int64_t experts = model.dims.num_experts;
+  std::vector<int64_t> ep_choices = o.expert_parallel_choices;
+  if (ep_choices.empty()) ep_choices = experts > 0 ? divisors(experts) : std::vector<int64_t>{1};
+
   AutoPlanResult result;
   std::vector<AutoCandidate> all;
   for (int64_t shard : divisors(world)) {
-    const Mesh mesh = Mesh::create(MeshSpec{o.nodes, o.chips_per_node, world / shard, shard});
-    const auto units = shard_model(model, shard);
-    for (const Reshard& reshard : reshard_choices(shard, o.chips_per_node)) {
-      for (int64_t prefetch : o.prefetch_choices) {
-        for (auto ac :
-             {ActivationCheckpointing::kNone, ActivationCheckpointing::kSelective, ActivationCheckpointing::kFull}) {
-          for (int64_t mb : micro_batches) {
-            Policy p = o.base;
-            p.reshard = reshard;
-            p.prefetch = prefetch;
-            p.ac = ac;
-            p.micro_batch = mb;
-            p.grad_accum = per_rank / mb;
-            AutoCandidate c{mesh, p, estimate_plan(model, units, chip, mesh, p, o.headroom)};
-            ++result.evaluated;
-            if (c.estimate.fits) ++result.fitting;
-            all.push_back(std::move(c));
+    for (int64_t ep : ep_choices) {
+      if (ep < 1 || shard % ep != 0 || (ep > 1 && (experts == 0 || experts % ep != 0))) continue;
+      const Mesh mesh = Mesh::create(MeshSpec{o.nodes, o.chips_per_node, world / shard, shard, ep});
+      const ModelSpec rank_model = rank_units(model, mesh);
+      const auto units = shard_rank_units(rank_model, mesh);
+      for (const Reshard& reshard : reshard_choices(shard, o.chips_per_node)) {
+        for (int64_t prefetch : o.prefetch_choices) {
+          for (auto ac :
+               {ActivationCheckpointing::kNone, ActivationCheckpointing::kSelective, ActivationCheckpointing::kFull}) {
+            for (int64_t mb : micro_batches) {
+              Policy p = o.base;
+              p.reshard = reshard;
+              p.prefetch = prefetch;
+              p.ac = ac;
+              p.micro_batch = mb;
+              p.grad_accum = per_rank / mb;
+              AutoCandidate c{mesh, p, estimate_plan(rank_model, units, chip, mesh, p, o.headroom)};
+              ++result.evaluated;
+              if (c.estimate.fits) ++result.fitting;
+              all.push_back(std::move(c));
+            }
           }
         }
       }
     }
+  }
+  if (all.empty()) {
+    std::string tried;
+    for (int64_t ep : ep_choices) tried += (tried.empty() ? "" : ", ") + std::to_string(ep);
+    throw PlanError("parallelism.expert_parallel_degree: none of " + tried + " divides both a shard degree of the " +
+                    std::to_string(world) + " ranks and the " + std::to_string(experts) + " experts of '" + model.name +
+                    "'");
   }
   std::sort(all.begin(), all.end(), better);
   // Step times closer than the model can tell apart: among fitting plans within kTieFraction of the

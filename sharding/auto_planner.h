@@ -1,6 +1,6 @@
-// Searches shard and replicate degrees, reshard policy, prefetch depth, activation checkpointing and
-// micro-batch for the fastest predicted plan that fits in memory with headroom, and says why it won
-// (or, when nothing fits, by how much and what would).
+// Searches shard and replicate degrees, the expert-parallel degree of a MoE model, reshard policy, prefetch depth,
+// activation checkpointing and micro-batch for the fastest predicted plan that fits in memory with headroom, and says
+// why it won (or, when nothing fits, by how much and what would).
 #pragma once
 
 #include <cstdint>
@@ -21,13 +21,18 @@ struct AutoPlanOptions {
   Policy base;     // dtypes, optimizer and seq_len are kept; the rest is searched
   std::vector<int64_t> prefetch_choices = {0, 1, 2};
   int64_t max_micro_batch = 64;
+  // Expert-parallel degrees to try (each only where it divides the shard degree and the experts);
+  // empty: every divisor of a MoE model's num_experts, 1 for a dense model.
+  std::vector<int64_t> expert_parallel_choices;
 };
 
 struct AutoCandidate {
   Mesh mesh;
   Policy policy;
   PlanEstimate estimate;
-  std::string describe() const;  // "shard 144 x replicate 1, reshard true, prefetch 1, ac full, mb 1 x 8"
+  // "shard 144 x replicate 1, reshard true, prefetch 1, ac full, mb 1 x 8" (", expert parallel 8" after the
+  // shard degree when it is > 1)
+  std::string describe() const;
 };
 
 struct AutoPlanResult {

@@ -39,7 +39,13 @@ int64_t activation_element_bytes(DataType param_dtype, bool fp32_compute) {
   return fp32_compute ? 4 : std::max<int64_t>(2, static_cast<int64_t>(element_size(param_dtype)));
 }
 
-int64_t layer_saved_elements_per_token(const ModelDims& d, ActivationCheckpointing ac) {
+int64_t expert_parallel_saved_elements_per_token(const ModelDims& d, int64_t expert_parallel) {
+  if (expert_parallel <= 1 || d.num_experts == 0) return 0;
+  return d.experts_per_token * 3 * d.dim;
+}
+
+int64_t layer_saved_elements_per_token(const ModelDims& d, ActivationCheckpointing ac, int64_t expert_parallel) {
+  const int64_t ep_saved = expert_parallel_saved_elements_per_token(d, expert_parallel);
   const int64_t ffn =
       d.num_experts > 0 ? d.expert_width() * (d.experts_per_token + d.shared_experts) : d.ffn_hidden;
   const int64_t kv = d.n_heads > 0 ? d.kv_dim() : d.dim;
@@ -50,12 +56,12 @@ int64_t layer_saved_elements_per_token(const ModelDims& d, ActivationCheckpointi
   const int64_t routing = d.num_experts > 0 ? d.num_experts + 2 * k + 2 * k * d.dim + 3 * k : 0;
   switch (ac) {
     case ActivationCheckpointing::kNone:
-      return 6 * d.dim + 2 * kv + 4 * ffn + routing;
+      return 6 * d.dim + 2 * kv + 4 * ffn + routing + ep_saved;
     case ActivationCheckpointing::kSelective:
       // Kept: block input, q, v, attention output, w1 output (every second matmul's output, k, wo's
       // residual h and w3's, is recomputed with the norms and the SwiGLU product); a MoE feed-forward
       // keeps all its saves.
-      return 3 * d.dim + kv + (d.num_experts > 0 ? 4 * ffn + routing : ffn);
+      return 3 * d.dim + kv + (d.num_experts > 0 ? 4 * ffn + routing + ep_saved : ffn);
     case ActivationCheckpointing::kFull:
       return d.dim;
   }
@@ -86,7 +92,7 @@ bool has_embedding(const UnitSpec& u) {
 }  // namespace
 
 std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<UnitShardLayout>& units,
-                                    const Policy& policy, bool fp32_compute) {
+                                    const Policy& policy, bool fp32_compute, int64_t expert_parallel) {
   const ModelDims& d = model.dims;
   const int64_t tokens = policy.seq_len * policy.micro_batch;
   const int64_t a = activation_element_bytes(policy.param_dtype, fp32_compute);
@@ -95,12 +101,13 @@ std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<Un
   for (size_t i = 0; i < units.size(); ++i) {
     out[i].flat_numel = units[i].flat_numel();
     out[i].numel = units[i].numel();
+    out[i].keeps_group_slice = !model.units[i].experts;
     if (!d.known()) continue;
     const UnitSpec& spec = model.units[i];
     if (spec.is_layer) {
       const ActivationCheckpointing ac = block_ac(policy, layer++);
-      const int64_t saved = layer_saved_elements_per_token(d, ac);
-      const int64_t full = layer_saved_elements_per_token(d, ActivationCheckpointing::kNone);
+      const int64_t saved = layer_saved_elements_per_token(d, ac, expert_parallel);
+      const int64_t full = layer_saved_elements_per_token(d, ActivationCheckpointing::kNone, expert_parallel);
       const int64_t stats = layer_saved_stats_per_token(d, ac);  // fp32
       const int64_t all_stats = layer_saved_stats_per_token(d, ActivationCheckpointing::kNone);
       const int64_t q_dim = d.n_heads * d.head_dim();
@@ -164,7 +171,7 @@ MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t bas
     if (has_kept[j]) {
       kept -= slice;
       has_kept[j] = 0;
-    } else if (grouped) {
+    } else if (grouped && units[j].keeps_group_slice) {
       kept += slice;
       has_kept[j] = 1;
       mark();
@@ -218,8 +225,14 @@ MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t bas
 }
 
 double unit_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len) {
+  int64_t experts = dims.num_experts;
+  if (unit.experts) {  // a rank's local experts under expert parallelism: w1 w2 w3 each
+    experts = 0;
+    for (const auto& p : unit.params) experts += p.kind == ParamKind::kExpert ? 1 : 0;
+    experts /= 3;
+  }
   const double expert_fraction =
-      dims.num_experts > 0 ? static_cast<double>(dims.experts_per_token) / static_cast<double>(dims.num_experts) : 1.0;
+      experts > 0 ? static_cast<double>(dims.experts_per_token) / static_cast<double>(experts) : 1.0;
   double active = 0;
   for (const auto& p : unit.params) {
     if (p.kind == ParamKind::kDense) active += static_cast<double>(p.numel());
@@ -238,6 +251,9 @@ double model_flops_per_token(const ModelSpec& model, int64_t seq_len) {
 
 double unit_recompute_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len,
                                       ActivationCheckpointing ac) {
+  // A rank's expert unit is recomputed with its block under full checkpointing; selective keeps a MoE
+  // feed-forward's saves.
+  if (unit.experts) return ac == ActivationCheckpointing::kFull ? unit_flops_per_token(unit, dims, seq_len) / 3 : 0;
   if (!unit.is_layer) return 0;
   if (ac == ActivationCheckpointing::kFull) return unit_flops_per_token(unit, dims, seq_len) / 3;
   if (ac != ActivationCheckpointing::kSelective) return 0;
@@ -263,6 +279,25 @@ double all_reduce_seconds(double bytes, int64_t n, const Link& link) {
   return reduce_scatter_seconds(bytes, n, link) + all_gather_seconds(bytes, n, link);
 }
 
+AllToAllCost all_to_all_cost(double bytes, int64_t n, int64_t local, const Link& intra, const Link& inter) {
+  AllToAllCost c;
+  if (n <= 1) return c;
+  local = std::clamp<int64_t>(local, 1, n);
+  const double per_peer = bytes / static_cast<double>(n);
+  c.intra_bytes = per_peer * static_cast<double>(local - 1);
+  c.inter_bytes = per_peer * static_cast<double>(n - local);
+  c.intra_seconds = static_cast<double>(local - 1) * intra.latency_s + c.intra_bytes / intra.bytes_per_s;
+  c.inter_seconds = static_cast<double>(n - local) * inter.latency_s + c.inter_bytes / inter.bytes_per_s;
+  return c;
+}
+
+double moe_all_to_all_bytes(const ModelDims& dims, int64_t tokens, int64_t activation_bytes) {
+  return static_cast<double>(tokens) * static_cast<double>(dims.experts_per_token) * static_cast<double>(dims.dim) *
+         static_cast<double>(activation_bytes);
+}
+
+int64_t moe_all_to_alls(ActivationCheckpointing ac) { return ac == ActivationCheckpointing::kFull ? 6 : 4; }
+
 double roofline_seconds(double flops, double peak_flops, double bytes_moved, double memory_bytes_per_s) {
   return std::max(flops / peak_flops, bytes_moved / memory_bytes_per_s);
 }
@@ -281,9 +316,10 @@ MicroStepTimes simulate_micro_step(const std::vector<UnitTimes>& units, int64_t 
     const double gathered = start + units[i].all_gather_forward;
     gather_free = gathered;
     const double begin = std::max(compute_free, gathered);
-    compute_end[i] = begin + units[i].forward;
+    compute_end[i] = begin + units[i].forward + units[i].all_to_all_forward;
     compute_free = compute_end[i];
     out.compute += units[i].forward;
+    out.all_to_all += units[i].all_to_all_forward;
   }
   // Backward, reverse order; position j is unit n - 1 - j.
   const double forward_end = compute_free;
@@ -300,9 +336,10 @@ MicroStepTimes simulate_micro_step(const std::vector<UnitTimes>& units, int64_t 
     const double gathered = start + u.all_gather_backward;
     gather_free = gathered;
     const double begin = std::max(compute_free, gathered);
-    back_end[j] = begin + u.backward;
+    back_end[j] = begin + u.backward + u.all_to_all_backward;
     compute_free = back_end[j];
     out.compute += u.backward;
+    out.all_to_all += u.all_to_all_backward;
     const double rs_end = std::max(reduce_free, back_end[j]) + u.reduce_scatter;
     reduce_free = rs_end;
     reduce_all_free = std::max(reduce_all_free, rs_end) + u.all_reduce;

@@ -45,7 +45,14 @@ int64_t optimizer_state_bytes(int64_t shard_numel, Optimizer optimizer);
 //                                                  w1 output; k, h, w3 output, norms, silu and product are
 //                                                  recomputed; a MoE block keeps its MoE saves: 4*ffn + routing)
 //   full:      dim                                 (the block input only)
-int64_t layer_saved_elements_per_token(const ModelDims& dims, ActivationCheckpointing ac);
+//   + under expert parallelism (ep > 1, none and selective): expert_parallel_saved_elements_per_token.
+int64_t layer_saved_elements_per_token(const ModelDims& dims, ActivationCheckpointing ac, int64_t expert_parallel = 1);
+// What a MoE block keeps in addition under expert parallelism (model/moe_feed_forward.cc's ep_saved_):
+// per row its experts received, the row as it arrived and its expert-major input and output (3 * dim),
+// plus the experts' SwiGLU saves (4 * expert width) that it then keeps for the rows received instead of
+// the rows sent. Balanced routing has a rank receive as many rows as it sends, k per token, so the
+// difference is k * 3 * dim per token; 0 for ep = 1 or a dense model.
+int64_t expert_parallel_saved_elements_per_token(const ModelDims& dims, int64_t expert_parallel);
 // fp32 statistics saved per token: none 2 + n_heads (both norms' inverse RMS, one softmax log-sum-exp
 // per head), selective n_heads (the norms are recomputed), full 0.
 int64_t layer_saved_stats_per_token(const ModelDims& dims, ActivationCheckpointing ac);
@@ -57,6 +64,9 @@ struct UnitMemory {
   int64_t activations = 0;       // bytes its forward saves until its backward
   int64_t forward_scratch = 0;   // transient bytes during its forward (what checkpointing drops at its end)
   int64_t backward_scratch = 0;  // transient bytes during its backward (recomputation, gradient temporaries)
+  // Whether reshard_after_forward = k keeps a 1/k slice of it for backward. The expert units' groups
+  // have no such subgroup (runtime/process_groups.h): they reshard fully and gather again in backward.
+  bool keeps_group_slice = true;
 };
 
 // Per unit: blocks (is_layer) save layer_saved_elements_per_token; the output head (the last unit, when
@@ -65,8 +75,10 @@ struct UnitMemory {
 // block_ac(policy, l); its backward holds its gradient temporaries (d norm output, d attention output, dq,
 // dk, dv) plus, with checkpointing, the recomputed tensors, which its forward also holds until it ends.
 // All zero when the model's dims are unknown.
+// `model` is the units one rank holds (expert_parallel_units under expert parallelism of degree
+// expert_parallel, whose expert units hold no activations of their own: the block's unit does).
 std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<UnitShardLayout>& units,
-                                    const Policy& policy, bool fp32_compute);
+                                    const Policy& policy, bool fp32_compute, int64_t expert_parallel = 1);
 
 struct MemoryTimeline {
   int64_t peak = 0;  // the most bytes live at any moment (base included)
@@ -90,7 +102,9 @@ MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t bas
 // ---- FLOPs ----
 
 // Matmul FLOPs per token of one training step (forward + backward = 3 x forward): 6 per active
-// parameter, plus causal-agnostic attention 12 * dim * seq_len for a transformer block.
+// parameter, plus causal-agnostic attention 12 * dim * seq_len for a transformer block. A unit of a
+// rank's local experts under expert parallelism (UnitSpec::experts, L experts) computes the k rows per
+// token its EP group routes to it (balanced routing): its experts are active at k / L, not k / E.
 double unit_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len);
 double model_flops_per_token(const ModelSpec& model, int64_t seq_len);
 // Extra FLOPs per token that checkpointing recomputes: full repeats a block's forward (a third of the
@@ -114,6 +128,27 @@ double all_reduce_seconds(double bytes, int64_t n, const Link& link);  // reduce
 // Bytes each rank sends for those collectives.
 double ring_bytes_sent(double bytes, int64_t n);
 
+// ---- Expert parallelism's all-to-all ----
+//
+// A MoE block's token exchange over the EP group of n ranks: every rank sends `bytes` in all (the rows
+// it routes, k per token, dim wide, in the activation dtype), bytes / n to each rank, itself included
+// (balanced routing), so bytes * (n - 1) / n leave it. The runtime exchanges pairwise, one round per
+// peer: rounds to the `local` - 1 peers on its server use the intra link, the n - local others the
+// inter link; the rounds run one after another.
+struct AllToAllCost {
+  double intra_bytes = 0;  // sent per rank over each link
+  double inter_bytes = 0;
+  double intra_seconds = 0;
+  double inter_seconds = 0;
+  double seconds() const { return intra_seconds + inter_seconds; }
+};
+AllToAllCost all_to_all_cost(double bytes, int64_t n, int64_t local, const Link& intra, const Link& inter);
+// Bytes one MoE block's each all-to-all carries per rank: tokens * k * dim * activation bytes.
+double moe_all_to_all_bytes(const ModelDims& dims, int64_t tokens, int64_t activation_bytes);
+// All-to-alls of one MoE block per micro-step: dispatch and combine in forward, their gradients in
+// backward (4), and with full checkpointing the forward's two again when backward recomputes it (6).
+int64_t moe_all_to_alls(ActivationCheckpointing ac);
+
 // Roofline: bound by peak FLOP/s or by device memory traffic, whichever is slower.
 double roofline_seconds(double flops, double peak_flops, double bytes_moved, double memory_bytes_per_s);
 
@@ -125,11 +160,15 @@ struct UnitTimes {
   double all_gather_backward = 0;
   double reduce_scatter = 0;
   double all_reduce = 0;  // HSDP, over the replicate group
+  // Expert parallelism's token exchange: blocking, on the compute stream (not overlapped).
+  double all_to_all_forward = 0;
+  double all_to_all_backward = 0;
 };
 
 struct MicroStepTimes {
   double total = 0;    // wall time of forward + backward
   double compute = 0;  // sum of compute
+  double all_to_all = 0;  // sum of the all-to-alls the compute stream waited for
 };
 
 // Two-stream schedule of one micro-step, FSDP2 style: units forward in order, backward in reverse.

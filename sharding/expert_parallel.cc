@@ -54,4 +54,15 @@ ModelSpec expert_parallel_units(const ModelSpec& model, int64_t ep, int64_t ep_r
   return out;
 }
 
+std::vector<UnitShardLayout> shard_expert_parallel_units(const ModelSpec& units, int64_t shard_degree, int64_t ep) {
+  if (ep < 1 || shard_degree % ep != 0) {
+    throw PlanError("parallelism.expert_parallel_degree = " + std::to_string(ep) + " must divide the shard degree " +
+                    std::to_string(shard_degree));
+  }
+  std::vector<UnitShardLayout> out;
+  out.reserve(units.units.size());
+  for (const UnitSpec& u : units.units) out.emplace_back(u, u.experts ? shard_degree / ep : shard_degree);
+  return out;
+}
+
 }  // namespace fsdp::sharding

@@ -9,8 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "sharding/model_spec.h"
+#include "sharding/shard_layout.h"
 
 namespace fsdp::sharding {
 
@@ -22,5 +24,9 @@ void validate_expert_parallel(const ModelSpec& model, int64_t ep, int64_t shard_
 // expert in expert order) becomes that unit without them, followed by "<unit>.moe.experts" holding the
 // rank's L experts (UnitSpec::experts). ep == 1 returns the model unchanged. Validates as above.
 ModelSpec expert_parallel_units(const ModelSpec& model, int64_t ep, int64_t ep_rank, int64_t shard_degree);
+
+// The layouts of those units as the runtime allocates them: expert units (UnitSpec::experts) sharded
+// over the expert FSDP group of shard_degree / ep ranks, every other unit over the shard group.
+std::vector<UnitShardLayout> shard_expert_parallel_units(const ModelSpec& units, int64_t shard_degree, int64_t ep);
 
 }  // namespace fsdp::sharding

@@ -50,6 +50,17 @@ Mesh Mesh::create(const MeshSpec& s) {
   }
   m.replicate_ = r;
   m.shard_ = sh;
+  return m.with_expert_parallel(s.expert_parallel);
+}
+
+Mesh Mesh::with_expert_parallel(int64_t ep) const {
+  if (ep < 1 || shard_ % ep != 0) {
+    throw PlanError("mesh: parallelism.expert_parallel_degree = " + std::to_string(ep) +
+                    " must be >= 1 and divide the shard degree " + std::to_string(shard_) +
+                    " (the experts' FSDP degree is shard degree / expert_parallel_degree)");
+  }
+  Mesh m = *this;
+  m.expert_parallel_ = ep;
   return m;
 }
 

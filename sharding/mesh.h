@@ -21,6 +21,10 @@ struct MeshSpec {
   int64_t chips_per_node = 1;
   int64_t replicate = 0;  // 0: world / shard (or 1 when shard is 0 too)
   int64_t shard = 0;      // 0: world / replicate
+  // Expert parallelism (sharding/expert_parallel.h): runs of this many consecutive shard ranks split a
+  // MoE model's experts; each expert is FSDP-sharded over the shard / expert_parallel ranks holding it
+  // (shard ranks equal mod expert_parallel). 1: none. Must divide the shard degree.
+  int64_t expert_parallel = 1;
 };
 
 class Mesh {
@@ -38,6 +42,10 @@ class Mesh {
   int64_t world_size() const { return nodes_ * chips_per_node_; }
   int64_t replicate_degree() const { return replicate_; }
   int64_t shard_degree() const { return shard_; }
+  int64_t expert_parallel_degree() const { return expert_parallel_; }
+  int64_t expert_shard_degree() const { return shard_ / expert_parallel_; }  // an expert's FSDP group
+  // The same mesh with another expert-parallel degree (validated as create() does).
+  Mesh with_expert_parallel(int64_t ep) const;
 
   int64_t shard_rank(int64_t rank) const { return rank % shard_; }
   int64_t replica_index(int64_t rank) const { return rank / shard_; }
@@ -57,12 +65,18 @@ class Mesh {
   LinkLevel level_of_block(int64_t size) const {
     return nodes_spanned_by_block(size) > 1 ? LinkLevel::kInter : LinkLevel::kIntra;
   }
+  // The EP group: expert_parallel consecutive ranks.
+  LinkLevel expert_parallel_level() const { return level_of_block(expert_parallel_); }
+  // An expert's FSDP group: shard ranks s, s + ep, s + 2 ep, ... of one shard group. It spans servers
+  // whenever the shard group does and it has two members or more.
+  LinkLevel expert_shard_level() const { return expert_shard_degree() > 1 ? shard_level() : LinkLevel::kIntra; }
 
  private:
   int64_t nodes_ = 1;
   int64_t chips_per_node_ = 1;
   int64_t replicate_ = 1;
   int64_t shard_ = 1;
+  int64_t expert_parallel_ = 1;
 };
 
 }  // namespace fsdp::sharding

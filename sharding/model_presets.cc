@@ -19,7 +19,7 @@ struct Preset {
 };
 
 // Published configurations (Meta's Llama 3 / 3.1 model cards and params.json; TorchTitan's debugmodel;
-// Mistral's Mixtral-8x7B config.json).
+// Mistral's Mixtral-8x7B, Qwen's Qwen3-30B-A3B and deepseek-ai's DeepSeek-V2-Lite config.json).
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> kPresets = {
       {"llama3-debug", LlamaConfig{.dim = 256, .layers = 6, .n_heads = 16, .vocab = 2048}},
@@ -72,6 +72,24 @@ const std::vector<Preset>& presets() {
                                     .experts_per_token = 8,
                                     .expert_hidden = 768,
                                     .routing = {.route_norm = true, .aux_loss_coeff = 0.001}}},
+      // DeepSeek-V2-Lite's MoE (deepseek-ai's config.json: 27 layers, hidden 2048, 16 heads, vocab 102400,
+      // 64 routed experts of 1408, top 6, 2 shared experts, softmax scores, norm_topk_prob false,
+      // routed_scaling_factor 1.0, aux_loss_alpha 0.001, untied head). Modelled as Llama blocks: its MLA
+      // attention (kv_lora_rank 512, 192-dim q/k heads) is plain multi-head attention of 16 x 128 here
+      // (16.8 M weights a block where MLA has 13.8 M), and its first block, dense (10944 wide) there, is a
+      // MoE block like the others: 16.3 B parameters of the published 15.7 B.
+      {"deepseek-v2-lite", LlamaConfig{.dim = 2048,
+                                       .layers = 27,
+                                       .n_heads = 16,
+                                       .n_kv_heads = 16,
+                                       .vocab = 102400,
+                                       .multiple_of = 64,
+                                       .ffn_dim_multiplier = 2.0,  // ffn_hidden 10944, the dense width (unused)
+                                       .num_experts = 64,
+                                       .experts_per_token = 6,
+                                       .expert_hidden = 1408,
+                                       .shared_experts = 2,
+                                       .routing = {.route_norm = false, .aux_loss_coeff = 0.001}}},
   };
   return kPresets;
 }

@@ -87,7 +87,7 @@ struct ModelSpec {
 void validate(const ModelSpec& model);
 
 // Presets: "llama3-debug", "debugmodel_byte", "debugmodel_byte_moe", "llama3-8b", "llama3-70b", "llama3-405b",
-// "mixtral-8x7b", "qwen3-30b-a3b".
+// "mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v2-lite".
 std::vector<std::string> model_preset_names();
 ModelSpec model_preset(std::string_view name);  // throws PlanError naming the known presets
 

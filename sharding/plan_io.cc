@@ -5,6 +5,7 @@
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -35,6 +36,7 @@ fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
   fsdp::proto::ShardingPlan out;
   out.set_model(plan.model.name);
   out.set_num_params(plan.model.num_params());
+  // Under expert parallelism the units are EP rank 0's (rank_units); every EP rank's have these sizes.
   auto* mesh = out.mutable_mesh();
   mesh->set_nodes(plan.mesh.nodes());
   mesh->set_chips_per_node(plan.mesh.chips_per_node());
@@ -43,6 +45,9 @@ fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
   mesh->set_shard_degree(plan.mesh.shard_degree());
   mesh->set_shard_level(std::string(name(plan.mesh.shard_level())));
   mesh->set_replicate_level(std::string(name(plan.mesh.replicate_level())));
+  mesh->set_expert_parallel_degree(plan.mesh.expert_parallel_degree());
+  mesh->set_expert_shard_degree(plan.mesh.expert_shard_degree());
+  mesh->set_expert_parallel_level(std::string(name(plan.mesh.expert_parallel_level())));
   const auto& c = plan.chip;
   auto* chip = out.mutable_chip();
   chip->set_name(c.name);
@@ -73,7 +78,7 @@ fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
   pol->set_headroom(plan.headroom);
   for (size_t u = 0; u < plan.units.size(); ++u) {
     const auto& layout = plan.units[u];
-    const auto& spec = plan.model.units[u];
+    const auto& spec = plan.rank_model.units[u];
     auto* unit = out.add_units();
     unit->set_name(spec.name);
     unit->set_numel(layout.numel());
@@ -131,6 +136,7 @@ fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
   t->set_model_flops_per_rank(e.time.model_flops_per_rank);
   t->set_mfu(e.time.mfu);
   t->set_tokens_per_s(e.time.tokens_per_s);
+  t->set_all_to_all(e.time.all_to_all);
   for (const auto& n : plan.notes) out.add_notes(n);
   return out;
 }
@@ -153,6 +159,7 @@ fsdp::proto::AutoPlanReport to_proto(const AutoPlanResult& r) {
     x->set_step_s(c.estimate.time.step);
     x->set_mfu(c.estimate.time.mfu);
     x->set_exposed_communication_s(c.estimate.time.exposed_communication);
+    x->set_expert_parallel_degree(c.mesh.expert_parallel_degree());
   }
   out.set_evaluated(r.evaluated);
   out.set_fitting(r.fitting);
@@ -207,7 +214,12 @@ std::string format_plan(const fsdp::proto::ShardingPlan& plan, bool per_param) {
     << " B params = " << plan.num_params() << ") on " << m.world_size() << " x " << plan.chip().name() << "\n";
   o << "mesh      nodes " << m.nodes() << " x " << m.chips_per_node() << " chips = world " << m.world_size()
     << "; replicate " << m.replicate_degree() << " (" << m.replicate_level() << ") x shard " << m.shard_degree() << " ("
-    << m.shard_level() << ")\n";
+    << m.shard_level() << ")";
+  if (m.expert_parallel_degree() > 1) {
+    o << "; expert parallel " << m.expert_parallel_degree() << " (" << m.expert_parallel_level() << ") x expert shard "
+      << m.expert_shard_degree();
+  }
+  o << "\n";
   o << "policy    param " << p.param_dtype() << ", reduce " << p.reduce_dtype() << ", optimizer " << p.optimizer()
     << " (" << p.optimizer_state_bytes_per_element() << " B/elem), reshard_after_forward " << p.reshard_after_forward()
     << ", prefetch " << p.prefetch_depth() << ", ac " << p.activation_checkpointing() << "\n";
@@ -245,7 +257,9 @@ std::string format_plan(const fsdp::proto::ShardingPlan& plan, bool per_param) {
   o << "\ntime per step (s)\n";
   o << "  compute " << fmt("%.5f", t.compute()) << " (recompute " << fmt("%.5f", t.recompute()) << "), communication "
     << fmt("%.5f", t.communication()) << ", exposed " << fmt("%.5f", t.exposed_communication()) << ", optimizer "
-    << fmt("%.5f", t.optimizer()) << "\n";
+    << fmt("%.5f", t.optimizer());
+  if (t.all_to_all() > 0) o << ", all-to-all " << fmt("%.5f", t.all_to_all()) << " (in exposed)";
+  o << "\n";
   o << "  step " << fmt("%.5f", t.step()) << ", MFU " << fmt("%.1f", t.mfu() * 100) << "%, "
     << fmt("%.0f", t.tokens_per_s()) << " tokens/s, " << fmt("%.3e", t.model_flops_per_rank())
     << " model FLOPs per rank\n\n";
@@ -288,12 +302,16 @@ std::string format_plan(const fsdp::proto::ShardingPlan& plan, bool per_param) {
 std::string format_candidates(const fsdp::proto::AutoPlanReport& r) {
   std::ostringstream o;
   o << "# auto-plan: " << r.evaluated() << " configurations, " << r.fitting() << " fit\n";
-  o << pad("#", 3) << pad("shard", 7) << pad("repl", 6) << pad("reshard", 9) << pad("prefetch", 10) << pad("ac", 11)
-    << pad("mb", 5) << pad("accum", 7) << pad("peak GiB", 10) << pad("fits", 6) << pad("step s", 11) << pad("MFU %", 8)
-    << pad("exposed s", 11) << "\n";
+  // The expert-parallel column only when a listed candidate uses it (dense models print as before).
+  bool ep_column = false;
+  for (const auto& c : r.top()) ep_column = ep_column || c.expert_parallel_degree() > 1;
+  o << pad("#", 3) << pad("shard", 7) << (ep_column ? pad("ep", 5) : "") << pad("repl", 6) << pad("reshard", 9)
+    << pad("prefetch", 10) << pad("ac", 11) << pad("mb", 5) << pad("accum", 7) << pad("peak GiB", 10) << pad("fits", 6)
+    << pad("step s", 11) << pad("MFU %", 8) << pad("exposed s", 11) << "\n";
   int i = 0;
   for (const auto& c : r.top()) {
     o << pad(std::to_string(++i), 3) << pad(std::to_string(c.shard_degree()), 7)
+      << (ep_column ? pad(std::to_string(std::max<int64_t>(1, c.expert_parallel_degree())), 5) : "")
       << pad(std::to_string(c.replicate_degree()), 6) << pad(c.reshard_after_forward(), 9)
       << pad(std::to_string(c.prefetch_depth()), 10) << pad(c.activation_checkpointing(), 11)
       << pad(std::to_string(c.micro_batch()), 5) << pad(std::to_string(c.grad_accum_steps()), 7)

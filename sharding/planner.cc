@@ -4,8 +4,10 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "sharding/cost_model.h"
+#include "sharding/expert_parallel.h"
 #include "sharding/plan_error.h"
 
 namespace fsdp::sharding {
@@ -39,6 +41,14 @@ int64_t grad_accum_for(int64_t global_batch, int64_t world_size, int64_t micro_b
   return global_batch / per_step;
 }
 
+ModelSpec rank_units(const ModelSpec& model, const Mesh& mesh) {
+  return expert_parallel_units(model, mesh.expert_parallel_degree(), 0, mesh.shard_degree());
+}
+
+std::vector<UnitShardLayout> shard_rank_units(const ModelSpec& rank_units, const Mesh& mesh) {
+  return shard_expert_parallel_units(rank_units, mesh.shard_degree(), mesh.expert_parallel_degree());
+}
+
 PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLayout>& units, const ChipProfile& chip,
                            const Mesh& mesh, const Policy& policy, double headroom) {
   validate(policy, mesh.shard_degree());
@@ -58,7 +68,8 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   mem.param_shards = param_shard_bytes(model, units);
   mem.grad_shards = grad_shard_bytes(model, units);
   mem.optimizer_state = optimizer_state_bytes(shard_numel, policy.optimizer);
-  const auto per_unit = unit_memory(model, units, policy, chip.fp32_compute);
+  const int64_t ep = mesh.expert_parallel_degree();
+  const auto per_unit = unit_memory(model, units, policy, chip.fp32_compute, ep);
   const int64_t residual_stream =
       model.dims.known() ? policy.seq_len * policy.micro_batch * model.dims.dim *
                                activation_element_bytes(policy.param_dtype, chip.fp32_compute)
@@ -100,17 +111,42 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   CommAccumulator ar{{"all_reduce", rep_level, replicate}};
   const int64_t accum = policy.grad_accum;
 
+  // Expert units under expert parallelism: their FSDP group is the shard group's ranks equal mod ep;
+  // reshard_after_forward = k keeps nothing for them (their groups have no subgroup of k), so backward
+  // gathers over the whole expert group unless nothing is resharded.
+  const int64_t expert_shard = mesh.expert_shard_degree();
+  const Link expert_link{chip.bandwidth(mesh.expert_shard_level()), chip.latency(mesh.expert_shard_level())};
+  const int64_t expert_back = policy.reshard.mode == Reshard::Mode::kNever ? 1 : expert_shard;
+  CommAccumulator eag_fwd{{"expert_all_gather_fwd", mesh.expert_shard_level(), expert_shard}};
+  CommAccumulator eag_bwd{{"expert_all_gather_bwd", mesh.expert_shard_level(), expert_back}};
+  CommAccumulator ers{{"expert_reduce_scatter", mesh.expert_shard_level(), expert_shard}};
+  // The tokens' all-to-all over the EP group of ep consecutive ranks, split by the link each round uses.
+  const int64_t ep_local = ep / mesh.nodes_spanned_by_block(ep);
+  const double a2a_bytes = moe_all_to_all_bytes(model.dims, policy.seq_len * policy.micro_batch,
+                                                activation_element_bytes(policy.param_dtype, chip.fp32_compute));
+  const AllToAllCost a2a =
+      all_to_all_cost(a2a_bytes, ep, ep_local, Link{chip.bandwidth(LinkLevel::kIntra), chip.latency(LinkLevel::kIntra)},
+                      Link{chip.bandwidth(LinkLevel::kInter), chip.latency(LinkLevel::kInter)});
+  CommEstimate a2a_intra{"all_to_all", LinkLevel::kIntra, ep, 0, 0, 0, 0};
+  CommEstimate a2a_inter{"all_to_all", LinkLevel::kInter, ep, 0, 0, 0, 0};
+  ActivationCheckpointing layer_ac = ActivationCheckpointing::kNone;  // of the block an expert unit follows
+
   std::vector<UnitTimes> times(units.size());
   double recompute_s = 0;
   int64_t layer = 0;
   for (size_t i = 0; i < units.size(); ++i) {
     const UnitSpec& spec = model.units[i];
     const UnitShardLayout& u = units[i];
-    const ActivationCheckpointing ac = spec.is_layer ? block_ac(policy, layer++) : ActivationCheckpointing::kNone;
+    if (spec.is_layer) layer_ac = block_ac(policy, layer++);
+    const ActivationCheckpointing ac = spec.is_layer || spec.experts ? layer_ac : ActivationCheckpointing::kNone;
     const double flops = unit_flops_per_token(spec, model.dims, policy.seq_len) * tokens;
     const double recompute = unit_recompute_flops_per_token(spec, model.dims, policy.seq_len, ac) * tokens;
     const double param_bytes = static_cast<double>(u.numel() * pb);
     const double act = spec.is_layer ? saved_per_token(ac) * tokens : 0.0;
+    const int64_t group = spec.experts ? expert_shard : shard;
+    const int64_t bgroup = spec.experts ? expert_back : back_group;
+    const Link& glink = spec.experts ? expert_link : shard_link;
+    const Link& blink = spec.experts ? expert_link : back_link;
     const double recompute_traffic = spec.is_layer ? 2 * recomputed_per_token(ac) * tokens : 0.0;
     // Forward reads the weights and writes the saved activations; backward reads the weights twice
     // (input and weight gradients), reads the activations, writes full gradients and redoes recomputation.
@@ -123,21 +159,36 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
     // On the wire: MXFP8 moves 8.25 bits per element (33/32 bytes: 8.25/16 of bf16).
     const double gather_bytes = static_cast<double>(u.flat_numel()) * wire_element_bytes(policy.param_comm, policy.param_dtype);
     const double reduce_bytes = static_cast<double>(u.flat_numel()) * wire_element_bytes(policy.grad_comm, policy.reduce_dtype);
-    times[i].all_gather_forward = all_gather_seconds(gather_bytes, shard, shard_link);
-    times[i].all_gather_backward = all_gather_seconds(gather_bytes, back_group, back_link);
-    times[i].reduce_scatter = reduce_scatter_seconds(reduce_bytes, shard, shard_link);
+    times[i].all_gather_forward = all_gather_seconds(gather_bytes, group, glink);
+    times[i].all_gather_backward = all_gather_seconds(gather_bytes, bgroup, blink);
+    times[i].reduce_scatter = reduce_scatter_seconds(reduce_bytes, group, glink);
     // An MXFP8 reduce-scatter hands over f32 sums, which the HSDP all-reduce then carries.
     const double ar_bytes = static_cast<double>(u.chunk_numel() * (policy.grad_comm == CommPrecision::kMxfp8 ? 4 : rb));
     times[i].all_reduce = all_reduce_seconds(ar_bytes, replicate, rep_link);
-    if (shard > 1) {
-      ag_fwd.add(gather_bytes, times[i].all_gather_forward, accum);
-      rs.add(reduce_bytes, times[i].reduce_scatter, accum);
+    if (group > 1) {
+      (spec.experts ? eag_fwd : ag_fwd).add(gather_bytes, times[i].all_gather_forward, accum);
+      (spec.experts ? ers : rs).add(reduce_bytes, times[i].reduce_scatter, accum);
     }
-    if (back_group > 1) ag_bwd.add(gather_bytes, times[i].all_gather_backward, accum);
+    if (bgroup > 1) (spec.experts ? eag_bwd : ag_bwd).add(gather_bytes, times[i].all_gather_backward, accum);
     if (replicate > 1) ar.add(ar_bytes, times[i].all_reduce, accum);
+    if (spec.experts && ep > 1) {
+      const int64_t calls = moe_all_to_alls(ac);
+      times[i].all_to_all_forward = 2 * a2a.seconds();
+      times[i].all_to_all_backward = static_cast<double>(calls - 2) * a2a.seconds();
+      for (auto [c, bytes, secs] : {std::tuple{&a2a_intra, a2a.intra_bytes, a2a.intra_seconds},
+                                    std::tuple{&a2a_inter, a2a.inter_bytes, a2a.inter_seconds}}) {
+        c->calls += calls * accum;
+        c->buffer_bytes += static_cast<int64_t>(a2a_bytes) * calls * accum;
+        c->bytes_sent_per_rank += bytes * static_cast<double>(calls * accum);
+        c->seconds += secs * static_cast<double>(calls * accum);
+      }
+    }
   }
-  for (auto* c : {&ag_fwd, &ag_bwd, &rs, &ar}) {
+  for (auto* c : {&ag_fwd, &ag_bwd, &rs, &ar, &eag_fwd, &eag_bwd, &ers}) {
     if (c->entry.calls > 0) est.comm.push_back(c->entry);
+  }
+  for (const auto* c : {&a2a_intra, &a2a_inter}) {
+    if (c->bytes_sent_per_rank > 0) est.comm.push_back(*c);
   }
 
   // ---- Step time ----
@@ -151,6 +202,7 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   const double opt_traffic = static_cast<double>(mem.param_shards * 2 + mem.grad_shards + 2 * mem.optimizer_state);
   t.optimizer = opt_traffic / chip.hbm_bytes_per_s;
   t.compute = micro.compute * static_cast<double>(accum);
+  t.all_to_all = micro.all_to_all * static_cast<double>(accum);
   t.recompute = recompute_s;
   for (const auto& c : est.comm) t.communication += c.seconds;
   t.step = std::max(micro.total, link_bound) * static_cast<double>(accum) + t.optimizer;
@@ -169,8 +221,10 @@ Plan make_plan(const ModelSpec& model, const ChipProfile& chip, const Mesh& mesh
   if (!(headroom >= 0 && headroom < 1)) {
     throw PlanError("headroom must be in [0, 1) (got " + std::to_string(headroom) + ")");
   }
-  Plan plan{model, mesh, chip, policy, headroom, shard_model(model, mesh.shard_degree()), {}, {}};
-  plan.estimate = estimate_plan(model, plan.units, chip, mesh, policy, headroom);
+  ModelSpec units = rank_units(model, mesh);
+  auto layouts = shard_rank_units(units, mesh);
+  Plan plan{model, mesh, chip, policy, headroom, std::move(layouts), {}, {}, std::move(units)};
+  plan.estimate = estimate_plan(plan.rank_model, plan.units, chip, mesh, policy, headroom);
 
   auto& notes = plan.notes;
   std::ostringstream s;
@@ -193,6 +247,14 @@ Plan make_plan(const ModelSpec& model, const ChipProfile& chip, const Mesh& mesh
   if (mesh.shard_level() == LinkLevel::kInter) {
     notes.push_back("shard group spans " + std::to_string(mesh.nodes_spanned_by_block(mesh.shard_degree())) +
                     " servers: all-gathers and reduce-scatters are bound by the inter-server network");
+  }
+  if (const int64_t ep = mesh.expert_parallel_degree(); ep > 1) {
+    s.str("");
+    s << "expert parallelism " << ep << ": each rank holds " << model.dims.num_experts / ep << " of "
+      << model.dims.num_experts << " experts per block, sharded over " << mesh.expert_shard_degree()
+      << " ranks; tokens exchanged by all-to-all over " << ep << " ranks (" << name(mesh.expert_parallel_level())
+      << "-server), blocking, assuming balanced routing";
+    notes.push_back(s.str());
   }
   if (mesh.replicate_degree() > 1) {
     notes.push_back("HSDP: gradients all-reduced over " + std::to_string(mesh.replicate_degree()) + " replicas (" +

@@ -49,7 +49,8 @@ struct TimeEstimate {  // seconds per optimizer step
   double compute = 0;
   double recompute = 0;
   double communication = 0;
-  double exposed_communication = 0;
+  double exposed_communication = 0;  // includes the all-to-alls
+  double all_to_all = 0;             // expert parallelism's token exchange, waited for by compute
   double optimizer = 0;
   double step = 0;
   double model_flops_per_rank = 0;
@@ -68,18 +69,26 @@ struct PlanEstimate {
 
 // Memory, communication and time for a layout already computed for mesh.shard_degree(). Cheap: the
 // auto-planner calls it for thousands of candidates. Throws PlanError for an invalid policy.
+// Under expert parallelism (mesh.expert_parallel_degree() > 1) `model` is the units one rank holds
+// (rank_units) and `units` their layouts (shard_rank_units): every EP rank's are the same size.
 PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLayout>& units, const ChipProfile& chip,
                            const Mesh& mesh, const Policy& policy, double headroom);
 
+// The units one rank holds for `model` on `mesh` (expert_parallel_units of EP rank 0; the model itself
+// without expert parallelism), and their layouts. Throws PlanError for an EP degree the model refuses.
+ModelSpec rank_units(const ModelSpec& model, const Mesh& mesh);
+std::vector<UnitShardLayout> shard_rank_units(const ModelSpec& rank_units, const Mesh& mesh);
+
 struct Plan {
-  ModelSpec model;
+  ModelSpec model;  // the whole model
   Mesh mesh;
   ChipProfile chip;
   Policy policy;
   double headroom = kDefaultHeadroom;
-  std::vector<UnitShardLayout> units;
+  std::vector<UnitShardLayout> units;  // of rank_model's units
   PlanEstimate estimate;
   std::vector<std::string> notes;
+  ModelSpec rank_model;  // rank_units(model, mesh): the units the layouts describe
 
   int64_t global_batch() const { return mesh.world_size() * policy.micro_batch * policy.grad_accum; }
 };

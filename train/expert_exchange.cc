@@ -13,7 +13,9 @@ void CommExpertExchange::exchange_counts(const int64_t* counts, int64_t num_expe
                           " experts do not split over an expert-parallel group of " + std::to_string(p));
   }
   // Peer q gets the counts of its own experts [q L, (q + 1) L): counts is laid out peer-major already.
+  const auto start = std::chrono::steady_clock::now();
   group_.all_to_all(counts, recv_counts, static_cast<size_t>(num_experts / p), DataType::kInt64).wait();
+  if (observer_) observer_("all_to_all counts", start, std::chrono::steady_clock::now(), num_experts * 8);
 }
 
 void CommExpertExchange::exchange_rows(const float* send, const int64_t* send_rows, float* recv,
@@ -32,7 +34,11 @@ void CommExpertExchange::exchange_rows(const float* send, const int64_t* send_ro
     recv_displs_[q] = received;
     received += recv_counts_[q];
   }
+  const auto start = std::chrono::steady_clock::now();
   group_.all_to_all_v(send, send_counts_, send_displs_, recv, recv_counts_, recv_displs_, DataType::kFloat32).wait();
+  if (observer_) {
+    observer_("all_to_all rows", start, std::chrono::steady_clock::now(), static_cast<int64_t>(sent * sizeof(float)));
+  }
 }
 
 }  // namespace fsdp::train

@@ -4,6 +4,9 @@
 // the MoE feed-forward needs their results before it can go on.
 #pragma once
 
+#include <chrono>
+#include <functional>
+#include <string_view>
 #include <vector>
 
 #include "collectives/communicator.h"
@@ -13,7 +16,13 @@ namespace fsdp::train {
 
 class CommExpertExchange : public model::ExpertExchange {
  public:
+  // Told about every exchange once it is done ("all_to_all counts" or "all_to_all rows", the bytes this
+  // rank sent), for the trace and the time the compute waited on it.
+  using Observer = std::function<void(std::string_view what, std::chrono::steady_clock::time_point start,
+                                      std::chrono::steady_clock::time_point end, int64_t bytes)>;
+
   explicit CommExpertExchange(Communicator& group) : group_(group) {}
+  void set_observer(Observer observer) { observer_ = std::move(observer); }
 
   int64_t size() const override { return group_.size(); }
   int64_t rank() const override { return group_.rank(); }
@@ -24,6 +33,7 @@ class CommExpertExchange : public model::ExpertExchange {
 
  private:
   Communicator& group_;
+  Observer observer_;
   std::vector<size_t> send_counts_, send_displs_, recv_counts_, recv_displs_;
 };
 

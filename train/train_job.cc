@@ -109,7 +109,8 @@ int64_t planned_peak(const TrainConfig& config, const TrainerOptions& trainer) {
   policy.seq_len = trainer.seq_len;
   policy.grad_accum = trainer.grad_accum;
   policy.optimizer = trainer.optimizer == OptimizerKind::kAdamW ? sharding::Optimizer::kAdamW : sharding::Optimizer::kSgdMomentum;
-  return sharding::make_plan(trainer.model, sharding::chip_preset("cpu"), config.mesh(), policy, 0.0).estimate.memory.peak();
+  const sharding::Mesh mesh = config.mesh().with_expert_parallel(trainer.fsdp.expert_parallel);
+  return sharding::make_plan(trainer.model, sharding::chip_preset("cpu"), mesh, policy, 0.0).estimate.memory.peak();
 }
 
 // Every rank's text, on rank 0 (empty elsewhere): a size, then the bytes, from each rank in turn.
@@ -347,6 +348,16 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
         }
       });
 
+  // Expert parallelism's all-to-alls: inside the blocks' compute spans (the compute waits for them), so
+  // timed on their own rather than counted as hidden by the overlap meter.
+  double all_to_all_seconds = 0;
+  trainer.set_exchange_observer(
+      [&](std::string_view what, Clock::time_point start, Clock::time_point end, int64_t bytes) {
+        all_to_all_seconds += std::chrono::duration<double>(end - start).count();
+        if (tracing) trace.complete(Track::kCommunication, what, to_us(start), to_us(end) - to_us(start), bytes);
+      });
+  std::vector<double> all_to_all_per_step;
+
   // Checkpoints: resume from the latest (or load_step), then save every interval and at the end.
   std::unique_ptr<runtime::checkpoint::Checkpointer> ckpt;
   const std::string hash = model_config_hash(config);
@@ -441,9 +452,13 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       cache_after_warmup = trainer.tracker().cache().stats();
       faults_after_warmup = minor_page_faults();
     }
+    const double all_to_all_before = all_to_all_seconds;
     const StepStats st = trainer.step();
     result.steps.push_back(st);
-    if (result.steps.size() > 1) step_seconds.push_back(st.seconds);
+    if (result.steps.size() > 1) {
+      step_seconds.push_back(st.seconds);
+      all_to_all_per_step.push_back(all_to_all_seconds - all_to_all_before);
+    }
     metrics.log(StepRecord{st.step, st.loss, st.grad_norm, st.lr, st.tokens, st.seconds,
                            trainer.tracker().peak_total(), st.skipped});
     const bool last = s == config.training.steps;
@@ -470,6 +485,9 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   if (!step_seconds.empty()) {
     std::nth_element(step_seconds.begin(), step_seconds.begin() + step_seconds.size() / 2, step_seconds.end());
     result.seconds_per_step = step_seconds[step_seconds.size() / 2];
+    auto mid = all_to_all_per_step.begin() + static_cast<std::ptrdiff_t>(all_to_all_per_step.size() / 2);
+    std::nth_element(all_to_all_per_step.begin(), mid, all_to_all_per_step.end());
+    result.all_to_all_seconds_per_step = *mid;
   }
   if (job.gather_final_parameters) {
     for (int u = 0; u < trainer.fsdp().num_units(); ++u) {
@@ -499,6 +517,11 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       log << "memory: after the first step, " << result.steady_system_allocations << " blocks allocated and "
           << result.steady_system_frees << " freed by the block cache, " << result.page_faults_per_step
           << " minor page faults per step\n";
+    }
+    if (trainer.fsdp().expert_parallel() > 1 && result.seconds_per_step > 0) {
+      log << "all-to-all: " << 1e3 * result.all_to_all_seconds_per_step << " ms per step, "
+          << static_cast<int>(100 * result.all_to_all_seconds_per_step / result.seconds_per_step + 0.5)
+          << "% of the step (blocking: the compute waits for it, none hidden)\n";
     }
     for (const auto& [kind, f] : result.hidden_fraction) {
       log << "overlap: " << kind << " " << static_cast<int>(f * 100 + 0.5) << "% hidden behind compute\n";

@@ -40,6 +40,9 @@ struct JobResult {
   double page_faults_per_step = 0;
   std::map<std::string, double> hidden_fraction;  // per collective kind, over steps after the first
   double seconds_per_step = 0;                     // median over steps after the first
+  // Expert parallelism: seconds per step in the tokens' all-to-alls (counts and rows), median over the
+  // steps after the first. Blocking: the compute waits for them, none of it is hidden.
+  double all_to_all_seconds_per_step = 0;
   std::vector<std::vector<float>> final_parameters;  // per unit, when requested (collective)
 };
 

@@ -17,13 +17,14 @@
 #include <vector>
 
 #include "collectives/communicator.h"
-#include "model/dims.h"
-#include "runtime/fsdp_model.h"
-#include "model/init.h"
-#include "runtime/lr_schedule.h"
 #include "common/memory_tracker.h"
+#include "model/dims.h"
+#include "model/init.h"
+#include "runtime/fsdp_model.h"
+#include "runtime/lr_schedule.h"
 #include "runtime/optimizer.h"
 #include "sharding/model_spec.h"
+#include "train/expert_exchange.h"
 
 namespace fsdp::model {
 class ExpertExchange;
@@ -96,6 +97,10 @@ class Trainer {
   MemoryTracker& tracker() { return tracker_; }
   const TrainerOptions& options() const { return options_; }
   void set_compute_observer(ComputeObserver observer) { compute_observer_ = std::move(observer); }
+  // Expert parallelism's token exchanges (blocking, inside the blocks' compute spans); none without it.
+  void set_exchange_observer(CommExpertExchange::Observer observer) {
+    if (exchange_) exchange_->set_observer(std::move(observer));
+  }
 
  private:
   double micro_step(int64_t micro);  // forward + backward of one micro-batch; returns its local loss
@@ -119,7 +124,7 @@ class Trainer {
   MemoryTracker tracker_;
   model::LlamaDims dims_;
   std::unique_ptr<runtime::FsdpModel> fsdp_;
-  std::unique_ptr<model::ExpertExchange> exchange_;  // expert parallelism only
+  std::unique_ptr<CommExpertExchange> exchange_;  // expert parallelism only
   std::vector<BlockUnits> block_units_;
   std::vector<const float*> merged_params_;
   std::vector<float*> merged_grads_;

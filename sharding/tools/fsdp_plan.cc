@@ -28,7 +28,7 @@ constexpr const char* kUsage =
 
 model and hardware
   --model NAME|FILE      preset (llama3-debug, debugmodel_byte, debugmodel_byte_moe, llama3-8b, llama3-70b, llama3-405b,
-                         mixtral-8x7b, qwen3-30b-a3b) or TOML spec
+                         mixtral-8x7b, qwen3-30b-a3b, deepseek-v2-lite) or TOML spec
   --chip NAME            chip profile (trn2, trn3, h100, h200, cpu)
   --chip-file FILE       TOML profile; overrides the --chip preset field by field
   --nodes N              servers (default 1)
@@ -36,6 +36,9 @@ model and hardware
 mesh and policy (plain plan)
   --shard N              shard degree (default: world / replicate)
   --replicate N          HSDP replicas (default 1)
+  --ep N                 expert-parallel degree of a MoE model (parallelism.expert_parallel_degree): runs of N
+                         shard ranks split the experts, each expert sharded over shard / N ranks (default 1;
+                         with --auto: the only degree tried, else every divisor of the experts is searched)
   --param-dtype T        all-gather and compute dtype (default bf16)
   --reduce-dtype T       reduce-scatter dtype (default fp32)
   --optimizer O          adamw | sgd (momentum) (default adamw)
@@ -48,7 +51,8 @@ mesh and policy (plain plan)
   --global-batch N       sequences per optimizer step over all ranks (default world x micro-batch)
   --headroom F           fraction of memory kept free (default 0.1)
 search
-  --auto                 search shard/replicate, reshard, prefetch, ac and micro-batch for the fastest fit
+  --auto                 search shard/replicate, expert parallel, reshard, prefetch, ac and micro-batch for the
+                         fastest fit
   --top N                candidates to print (default 5)
 output
   --params               list every parameter's layout in the table
@@ -94,10 +98,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 int run(int argc, char** argv) {
   static const std::vector<std::string> kValueFlags = {
-      "--model",        "--chip",      "--chip-file",   "--nodes",        "--chips-per-node",
-      "--shard",        "--replicate", "--param-dtype", "--reduce-dtype", "--optimizer",
-      "--reshard",      "--prefetch",  "--ac",          "--micro-batch",  "--seq-len",
-      "--global-batch", "--headroom",  "--top",         "--out"};
+      "--model",     "--chip",         "--chip-file", "--nodes",       "--chips-per-node",
+      "--shard",     "--replicate",    "--ep",        "--param-dtype", "--reduce-dtype",
+      "--optimizer", "--reshard",      "--prefetch",  "--ac",          "--micro-batch",
+      "--seq-len",   "--global-batch", "--headroom",  "--top",         "--out"};
   static const std::vector<std::string> kBoolFlags = {"--auto",        "--params",     "--json", "--text",
                                                       "--list-models", "--list-chips", "--help", "-h"};
   std::map<std::string, std::string> v;
@@ -187,6 +191,7 @@ int run(int argc, char** argv) {
     options.global_batch = global_batch;
     options.headroom = headroom;
     options.base = policy;
+    if (v.count("--ep")) options.expert_parallel_choices = {parse_int("--ep", v["--ep"])};
     if (v.count("--top")) options.top = static_cast<size_t>(std::max<int64_t>(1, parse_int("--top", v["--top"])));
     const fs::AutoPlanResult result = fs::auto_plan(model, chip, options);
     auto report = std::make_unique<fsdp::proto::AutoPlanReport>(fs::to_proto(result));
@@ -198,6 +203,7 @@ int run(int argc, char** argv) {
     fs::MeshSpec spec{nodes, cpn, v.count("--replicate") ? parse_int("--replicate", v["--replicate"]) : 0,
                       v.count("--shard") ? parse_int("--shard", v["--shard"]) : 0};
     if (spec.replicate == 0 && spec.shard == 0) spec.replicate = 1;
+    if (v.count("--ep")) spec.expert_parallel = parse_int("--ep", v["--ep"]);
     if ((v.count("--replicate") && spec.replicate <= 0) || (v.count("--shard") && spec.shard <= 0)) {
       throw fs::PlanError("mesh: replicate and shard degrees must be >= 1");
     }

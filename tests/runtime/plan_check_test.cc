@@ -78,6 +78,26 @@ TEST(PlanCheck, AnotherMeshOrPolicyIsNamed) {
   EXPECT_TRUE(plan_mismatches(old_style, model, mesh(2, 1), op).empty());
 }
 
+// Expert parallelism: a plan carries its degree; one for another degree (or none) is refused naming the
+// key, and the planner's own plan for the job's degree passes.
+TEST(PlanCheck, AnotherExpertParallelDegreeIsNamedByItsKey) {
+  const auto model = sharding::make_llama("moe", sharding::debug_moe_model_config());
+  const auto cpu = sharding::chip_preset("cpu");
+  const auto ep2 = mesh(4, 1).with_expert_parallel(2);
+  const auto plan2 = sharding::to_proto(sharding::make_plan(model, cpu, ep2, fp32_policy()));
+  EXPECT_EQ(plan2.mesh().expert_parallel_degree(), 2);
+  EXPECT_TRUE(plan_mismatches(plan2, model, ep2, fp32_policy()).empty());
+  const auto diffs = plan_mismatches(plan2, model, mesh(4, 1), fp32_policy());
+  EXPECT_TRUE(mentions(diffs, "mesh: parallelism.expert_parallel_degree 2 in the plan, 1 in this job"))
+      << ::testing::PrintToString(diffs);
+  const auto plan1 = sharding::to_proto(sharding::make_plan(model, cpu, mesh(4, 1), fp32_policy()));
+  EXPECT_TRUE(mentions(plan_mismatches(plan1, model, ep2, fp32_policy()),
+                       "mesh: parallelism.expert_parallel_degree 1 in the plan, 2 in this job"));
+  auto old_file = plan1;  // written before plans carried the degree
+  old_file.mutable_mesh()->clear_expert_parallel_degree();
+  EXPECT_TRUE(plan_mismatches(old_file, model, mesh(4, 1), fp32_policy()).empty());
+}
+
 TEST(PlanCheck, CheckThrowsWithTheDifferencesAndFilesRoundTrip) {
   const auto model = llama(32, 2);
   const auto plan = plan_for(model, 2, 1, fp32_policy());
