@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
