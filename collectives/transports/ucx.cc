@@ -252,24 +252,26 @@ class UcxFabric final : public Fabric {
       }
       for (int peer = 0; peer < size_; ++peer) {
         if (peer == rank_ || auth_.authenticated(peer) || ep_errors_[peer].empty()) continue;
-        throw CommError(
-            ErrorContext{rank_, peer, "ucx_connect", 0, 0},
-            "rank " + std::to_string(peer) + " failed during the job-secret handshake: " + ep_errors_[peer]);
+        throw CommError(ErrorContext{rank_, peer, "ucx_connect", 0, 0},
+                        "rank " + std::to_string(peer) +
+                            " failed during the job-secret handshake: " + ep_errors_[peer] + refusals());
       }
       if (auth_.done()) break;
       if (Clock::now() > deadline) {
-        std::string details;
-        if (auth_.refused() > 0) {
-          details = "; refused " + std::to_string(auth_.refused()) + " message" + (auth_.refused() == 1 ? "" : "s") +
-                    " that did not prove the job secret, the last " + auth_.last_refusal();
-        }
         throw TimeoutError(ErrorContext{rank_, -1, "ucx_connect", 0, 0},
                            "ranks " + auth_.waiting_for() + " did not prove the job secret to rank " +
                                std::to_string(rank_) + " over ucx within " + std::to_string(timeout.count()) +
-                               " ms (not started, a different FSDP_JOB_SECRET, or unreachable)" + details);
+                               " ms (not started, a different FSDP_JOB_SECRET, or unreachable)" + refusals());
       }
       if (!moved) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
+  }
+
+  // "; refused 3 messages that did not prove the job secret, the last claiming rank 1: ...", or empty.
+  std::string refusals() const {
+    if (auth_.refused() == 0) return {};
+    return "; refused " + std::to_string(auth_.refused()) + " message" + (auth_.refused() == 1 ? "" : "s") +
+           " that did not prove the job secret, the last " + auth_.last_refusal();
   }
 
   void send_handshake(UcxHandshake::Message& m) {
