@@ -38,10 +38,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The proofs cover every byte of both hellos but the proofs themselves.
   TcpHello reply = hello;
   reply.proof[0] ^= 1;
-  if (tcp_handshake_transcript(hello, reply) != tcp_handshake_transcript(hello, hello)) __builtin_trap();
+  if (hello_transcript(hello, reply) != hello_transcript(hello, hello)) __builtin_trap();
   // The same bytes as the reply to a connection this rank opened (any peer rank may answer).
-  (void)check_tcp_hello(hello, kRank, kSize, kConnections, false);
-  if (!check_tcp_hello(hello, kRank, kSize, kConnections, true).empty()) return 0;
+  (void)check_rank_hello(hello, kRank, kSize, kConnections, false);
+  if (!check_rank_hello(hello, kRank, kSize, kConnections, true).empty()) return 0;
   if (hello.from_rank < 0 || hello.from_rank >= kRank || hello.connection < 0 || hello.connection >= kConnections) {
     __builtin_trap();
   }

@@ -189,17 +189,21 @@ StoreServerOptions server_options(const JobSecret& secret) {
 }
 
 // Rank 0's one line when nothing authenticates the job although something of it is reachable: a
-// store beyond the loopback, or TCP listeners.
+// store beyond the loopback, or TCP or UCX connections.
 void note_if_unauthenticated(const World& w, const std::string& store_host) {
   if (w.env.rank != 0 || !w.secret.empty() || w.env.world_size == 1) return;
-  const bool tcp = w.transport_name.find("tcp") != std::string::npos;
+  // TCP and UCX connections: anyone who reaches their addresses may try.
+  const bool network =
+      w.transport_name.find("tcp") != std::string::npos || w.transport_name.find("ucx") != std::string::npos;
   const bool exposed_store = w.store_server && !is_loopback(store_host);
-  if (!tcp && !exposed_store) return;
+  if (!network && !exposed_store) return;
   std::fprintf(stderr,
                "fsdp: note: no job secret (FSDP_JOB_SECRET / FSDP_JOB_SECRET_FILE; fsdp-run sets one): the %s not "
                "authenticated, so any process that reaches %s can join or disturb this job\n",
-               tcp && exposed_store ? "store and TCP handshakes are" : tcp ? "TCP handshakes are" : "store is",
-               tcp ? "its ports" : "the store");
+               network && exposed_store ? "store and transport handshakes are"
+               : network                ? "transport handshakes are"
+                                        : "store is",
+               network ? "its ports" : "the store");
 }
 
 // --- Store helpers with errors that say who waited for whom -----------------------------------------
@@ -549,7 +553,9 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
         w.store->set(rank_key(w.key_prefix, "ucx", rank), mine);
         return gather_all(*w.store, w.key_prefix, "ucx", w);
       };
-      return make_ucx_transport(rank, n, exchange, options.rendezvous_timeout);
+      UcxOptions ucx;
+      ucx.secret = w.secret.key;
+      return make_ucx_transport(rank, n, exchange, options.rendezvous_timeout, ucx);
     }
 #endif
 #ifdef FSDP_HAVE_MPI

@@ -472,10 +472,8 @@ class TcpFabric final : public Fabric {
 
   // Ours, with a fresh nonce; proof zero (the acceptor fills it in its reply).
   TcpHello hello_to(int peer, int connection) const {
-    TcpHello h{kTcpHelloMagic, kTcpVersion, rank_, peer, size_, connection, options_.connections_per_peer, {}, {}};
-    const std::string nonce = random_bytes(kAuthNonceBytes);
-    std::memcpy(h.nonce, nonce.data(), sizeof(h.nonce));
-    return h;
+    return make_rank_hello(kTcpHelloMagic, kTcpVersion, rank_, peer, size_, connection, options_.connections_per_peer,
+                           random_bytes(kAuthNonceBytes));
   }
 
   // Empty when `h` is a handshake of this transport's version; otherwise why not. Checked before
@@ -484,15 +482,10 @@ class TcpFabric final : public Fabric {
 
   // Empty when `h`, from a peer that proved the job secret, describes this job; otherwise why not.
   std::string check_hello(const TcpHello& h, bool accepted) const {
-    return check_tcp_hello(h, rank_, size_, options_.connections_per_peer, accepted);
+    return check_rank_hello(h, rank_, size_, options_.connections_per_peer, accepted);
   }
 
-  std::string secret_hint() const {
-    return options_.secret.empty()
-               ? "this rank has no job secret while the peer has one (set the same FSDP_JOB_SECRET or "
-                 "FSDP_JOB_SECRET_FILE on every rank)"
-               : "FSDP_JOB_SECRET / FSDP_JOB_SECRET_FILE differs between the two ranks, or the peer has none";
-  }
+  std::string secret_hint() const { return secret_mismatch_hint(!options_.secret.empty()); }
 
   // One connection this rank opens to a higher rank, retried with backoff until it passed the handshake.
   struct Dial {
@@ -590,7 +583,7 @@ class TcpFabric final : public Fabric {
       if (!why.empty()) throw CommError(c, where + " rejected the handshake: it " + why);
       // The listener proves the secret first: a stranger squatting on the address is refused before
       // this rank proves anything to it.
-      const std::string transcript = tcp_handshake_transcript(d.hello, reply);
+      const std::string transcript = hello_transcript(d.hello, reply);
       Digest theirs;
       std::memcpy(theirs.data(), reply.proof, theirs.size());
       if (!equal_constant_time(theirs, auth_proof(options_.secret, kTcpAcceptLabel, transcript))) {
@@ -647,7 +640,7 @@ class TcpFabric final : public Fabric {
       if (a.got < sizeof(TcpHello)) return false;
       if (const std::string why = check_wire(a.hello); !why.empty()) return refuse(a, why);
       a.reply = hello_to(a.hello.from_rank, a.hello.connection);
-      a.transcript = tcp_handshake_transcript(a.hello, a.reply);
+      a.transcript = hello_transcript(a.hello, a.reply);
       const Digest proof = auth_proof(options_.secret, kTcpAcceptLabel, a.transcript);
       std::memcpy(a.reply.proof, proof.data(), proof.size());
     }

@@ -6,12 +6,14 @@
 #include <cstring>
 #include <deque>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "collectives/core/errors.h"
 #include "collectives/transports/fabric.h"
 #include "collectives/transports/fabric_transport.h"
 #include "collectives/transports/process_identity.h"
+#include "collectives/transports/ucx_handshake.h"
 
 // Why the tag API (and not stream, RMA or active messages): our transport contract is "a message
 // between two ranks, matched by tag, in send order", which is what ucp tag matching does, and a
@@ -19,38 +21,20 @@
 // between hosts) into the user's buffer. Streams would need our own framing and a copy out of UCX's
 // buffers; RMA would need a memory registration and an rkey exchange for every user buffer.
 //
-// The 64-bit UCX tag (the 128-bit Tag itself travels in the control header, see fabric_transport.h):
-//   bit 63      0 = control message, 1 = data
-//   bits 62..40 the sending rank (23 bits: up to 8M ranks)
-//   bits 39..0  data: the id the receiver chose (unique among its receives from that rank); control: 0
-// A data receive matches the full 64 bits, a control probe only bit 63, so one probe takes control
-// messages from every peer in arrival order, which UCX keeps per sending endpoint.
+// The 64-bit UCX tag's layout and what an authenticated connection carries: ucx_handshake.h. A data
+// receive matches the full 64 bits, a control probe only bit 63, so one probe takes control messages
+// from every peer in arrival order, which UCX keeps per sending endpoint.
 
 namespace fsdp {
 namespace {
 
-constexpr ucp_tag_t kDataBit = 1ull << 63;
-constexpr int kRankShift = 40;
-constexpr int kMaxRanks = 1 << 23;
-constexpr uint64_t kMaxDataId = (1ull << kRankShift) - 1;
+using Clock = std::chrono::steady_clock;
+
 constexpr ucp_tag_t kFullMask = ~0ull;
-constexpr uint64_t kInfoMagic = 0x6673647075637831ull;  // "fsdpucx1"
+constexpr ucp_tag_t kControlMask = kUcxDataBit | kUcxIdMask;  // one kind of control message, from any rank
 // Closing endpoints at teardown flushes what the caller already counts as sent; a peer that is gone
 // cannot acknowledge, so the flush is bounded.
 constexpr auto kCloseWait = std::chrono::seconds(2);
-
-ucp_tag_t control_tag(int from) { return static_cast<ucp_tag_t>(from) << kRankShift; }
-ucp_tag_t data_tag(int from, uint64_t id) { return kDataBit | static_cast<ucp_tag_t>(from) << kRankShift | id; }
-int sender_of(ucp_tag_t tag) { return static_cast<int>((tag >> kRankShift) & (kMaxRanks - 1)); }
-
-// What a rank publishes besides its worker address.
-struct PeerInfo {
-  uint64_t magic;
-  int32_t rank;
-  int32_t size;
-  ProcessIdentity process;
-  uint64_t address_bytes;
-};
 
 struct UcxOp final : FabricOp {
   void* request = nullptr;  // UCX's, until it completes
@@ -64,12 +48,23 @@ struct UcxOp final : FabricOp {
 
 class UcxFabric final : public Fabric {
  public:
-  UcxFabric(int rank, int size, const AddressExchange& exchange)
-      : rank_(rank), size_(size), eps_(size, nullptr), processes_(size), ep_errors_(size), ep_args_(size) {
-    if (size > kMaxRanks) throw InvalidArgument("ucx transport: at most " + std::to_string(kMaxRanks) + " ranks");
+  UcxFabric(int rank, int size, const AddressExchange& exchange, std::chrono::milliseconds timeout,
+            const std::string& secret)
+      : rank_(rank),
+        size_(size),
+        authenticated_(!secret.empty()),
+        auth_(rank, size, secret),
+        eps_(size, nullptr),
+        processes_(size),
+        ep_errors_(size),
+        ep_args_(size) {
+    if (size > kUcxMaxRanks) {
+      throw InvalidArgument("ucx transport: at most " + std::to_string(kUcxMaxRanks) + " ranks");
+    }
     init();
     try {
       connect(exchange);
+      if (authenticated_) authenticate(timeout);
     } catch (...) {
       teardown();
       throw;
@@ -81,62 +76,64 @@ class UcxFabric final : public Fabric {
   std::string_view name() const override { return "ucx"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  uint64_t max_data_id() const override { return kMaxDataId; }
+  uint64_t max_data_id() const override { return kUcxIdMask; }
 
+  // Authenticated: the pair's session key in front of the message (ucx_handshake.h).
   FabricOpPtr send_control(int peer, std::vector<std::byte> message, FabricCallback done) override {
     auto op = make_op(peer, std::move(done));
+    if (authenticated_) {
+      const Digest& key = auth_.to_peer(peer).key;
+      message.insert(message.begin(), reinterpret_cast<const std::byte*>(key.data()),
+                     reinterpret_cast<const std::byte*>(key.data()) + key.size());
+    }
     op->buffer = std::move(message);
-    post_send(op, op->buffer.data(), op->buffer.size(), control_tag(rank_));
+    post_send(op, op->buffer.data(), op->buffer.size(), ucx_control_tag(rank_, kUcxControlId));
     return op;
   }
 
   FabricOpPtr send_data(int peer, uint64_t id, const void* data, size_t bytes, FabricCallback done) override {
     auto op = make_op(peer, std::move(done));
-    post_send(op, data, bytes, data_tag(rank_, id));
+    post_send(op, data, bytes, ucx_data_tag(rank_, id ^ auth_.to_peer(peer).data_mask));
     return op;
   }
 
   FabricOpPtr recv_data(int peer, uint64_t id, void* data, size_t bytes, FabricCallback done) override {
     auto op = make_op(peer, std::move(done));
     ucp_request_param_t param = recv_param(op.get());
-    track(op, ucp_tag_recv_nbx(worker_, data, bytes, data_tag(peer, id), kFullMask, &param));
+    const ucp_tag_t tag = ucx_data_tag(peer, id ^ auth_.from_peer(peer).data_mask);
+    track(op, ucp_tag_recv_nbx(worker_, data, bytes, tag, kFullMask, &param));
     return op;
   }
 
   bool progress() override {
-    bool moved = false;
-    for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) moved = true;
-    // Control messages from any peer, in the order UCX matched them.
-    for (;;) {
-      ucp_tag_recv_info_t info{};
-      ucp_tag_message_h message = ucp_tag_probe_nb(worker_, 0, kDataBit, 1, &info);
-      if (!message) break;
-      moved = true;
-      auto op = make_op(sender_of(info.sender_tag), nullptr);
-      op->control_recv = true;
-      op->info = info;  // ucp_tag_msg_recv_nbx reports no receive info when it completes at once
-      // A larger one is not ours: receiving it truncated fails it, and the protocol rejects it.
-      op->buffer = std::vector<std::byte>(std::min(info.length, kFabricMaxControlBytes));
-      ucp_request_param_t param = recv_param(op.get());
-      track(op, ucp_tag_msg_recv_nbx(worker_, op->buffer.data(), op->buffer.size(), message, &param));
-      control_inbox_.push_back(op);
-    }
-    while (!finished_.empty()) {
-      moved = true;
-      auto batch = std::exchange(finished_, {});
-      for (auto& op : batch) report(*op);
-    }
-    return moved;
+    // Every control message from any peer (handshakes too, refused once started), in the order UCX
+    // matched them.
+    const bool moved = progress_with(0, kUcxDataBit, control_inbox_);
+    return drop_unexpected_data() || moved;
   }
 
   bool next_control(int& from, std::vector<std::byte>& message) override {
     while (!control_inbox_.empty() && control_inbox_.front()->ucx_done) {
       auto op = std::move(control_inbox_.front());
       control_inbox_.pop_front();
-      if (op->status != UCS_OK && !ep_errors_[op->peer].empty()) continue;  // cut off with its peer
-      from = op->peer;
+      const int peer = op->peer;
+      if (peer < 0 || peer >= size_ || peer == rank_) {
+        auth_.refuse(
+            peer, "not a peer of rank " + std::to_string(rank_) + " in a job of " + std::to_string(size_) + " ranks");
+        continue;
+      }
+      if (op->status != UCS_OK && !ep_errors_[peer].empty()) continue;  // cut off with its peer
+      const uint64_t id = op->info.sender_tag & kUcxIdMask;
+      if (id != kUcxControlId) {
+        auth_.refuse(peer, id != kUcxHandshakeId ? "a control message under unknown tag id " + std::to_string(id)
+                           : authenticated_      ? "a handshake message after start-up (a replay?)"
+                                                 : "a handshake message: " + secret_mismatch_hint(false));
+        continue;
+      }
       message = std::move(op->buffer);
       message.resize(op->status == UCS_OK ? std::min(op->info.length, message.size()) : 0);  // broken: empty
+      if (authenticated_ && !strip_session_key(peer, op->status, message)) continue;
+      from = peer;
       return true;
     }
     return false;
@@ -159,6 +156,129 @@ class UcxFabric final : public Fabric {
     UcxFabric* self;
     int peer;
   };
+
+  // Worker progress, then receives every unexpected control message whose tag matches (tag, mask)
+  // into `inbox`, then runs the callbacks of what finished. True when anything happened.
+  bool progress_with(ucp_tag_t tag, ucp_tag_t mask, std::deque<std::shared_ptr<UcxOp>>& inbox) {
+    bool moved = false;
+    for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) moved = true;
+    for (;;) {
+      ucp_tag_recv_info_t info{};
+      ucp_tag_message_h message = ucp_tag_probe_nb(worker_, tag, mask, 1, &info);
+      if (!message) break;
+      moved = true;
+      auto op = make_op(ucx_sender_of(info.sender_tag), nullptr);
+      op->control_recv = true;
+      op->info = info;  // ucp_tag_msg_recv_nbx reports no receive info when it completes at once
+      // A larger one is not ours: receiving it truncated fails it, and the protocol rejects it.
+      op->buffer = std::vector<std::byte>(std::min(info.length, max_control_bytes()));
+      ucp_request_param_t param = recv_param(op.get());
+      track(op, ucp_tag_msg_recv_nbx(worker_, op->buffer.data(), op->buffer.size(), message, &param));
+      inbox.push_back(op);
+    }
+    while (!finished_.empty()) {
+      moved = true;
+      auto batch = std::exchange(finished_, {});
+      for (auto& op : batch) report(*op);
+    }
+    return moved;
+  }
+
+  // Data only ever moves into a receive posted before its clear-to-send, so UCX matches it on arrival.
+  // What it cannot match (a receive withdrawn meanwhile, or a stranger guessing data ids) would stay in
+  // UCX's unexpected queue for good: receive it into nothing (truncated) and say so.
+  bool drop_unexpected_data() {
+    bool moved = false;
+    for (;;) {
+      ucp_tag_recv_info_t info{};
+      ucp_tag_message_h message = ucp_tag_probe_nb(worker_, kUcxDataBit, kUcxDataBit, 1, &info);
+      if (!message) return moved;
+      moved = true;
+      const int peer = ucx_sender_of(info.sender_tag);
+      auth_.refuse(peer, "a data message of " + std::to_string(info.length) +
+                             " bytes that no receive waits for (a withdrawn receive, or an injected message)");
+      auto op = make_op(peer, nullptr);
+      op->control_recv = true;  // nobody hands it over: completing frees it
+      ucp_request_param_t param = recv_param(op.get());
+      track(op, ucp_tag_msg_recv_nbx(worker_, nullptr, 0, message, &param));
+    }
+  }
+
+  size_t max_control_bytes() const { return kFabricMaxControlBytes + (authenticated_ ? kUcxFrameKeyBytes : 0); }
+
+  // Authenticated control messages start with the sender's session key: true (and `message` without
+  // it) when it is `peer`'s; otherwise the message is refused.
+  bool strip_session_key(int peer, ucs_status_t status, std::vector<std::byte>& message) {
+    if (!auth_.authenticated(peer)) {  // only a fabric that failed to start gets here
+      auth_.refuse(peer, "a control message before that rank proved the job secret");
+      return false;
+    }
+    Digest key{};
+    if (status != UCS_OK || message.size() < key.size()) {
+      auth_.refuse(peer, std::string("a control message that did not arrive whole (") + ucs_status_string(status) +
+                             ", " + std::to_string(message.size()) + " bytes)");
+      return false;
+    }
+    std::memcpy(key.data(), message.data(), key.size());
+    if (!equal_constant_time(key, auth_.from_peer(peer).key)) {
+      auth_.refuse(peer,
+                   "a control message without that rank's session key (not the process that proved the job "
+                   "secret: an injected message)");
+      return false;
+    }
+    message.erase(message.begin(), message.begin() + static_cast<std::ptrdiff_t>(key.size()));
+    return true;
+  }
+
+  // Runs the handshake of ucx_handshake.h with every peer: messages on the handshake tag only, so the
+  // protocol's control messages that early peers already send wait in UCX for progress(). Strangers'
+  // messages are refused and the real peers still waited for, until `timeout`.
+  void authenticate(std::chrono::milliseconds timeout) {
+    for (auto& m : auth_.start()) send_handshake(m);
+    std::deque<std::shared_ptr<UcxOp>> inbox;
+    const auto deadline = Clock::now() + timeout;
+    while (!auth_.done()) {
+      bool moved = progress_with(ucx_control_tag(0, kUcxHandshakeId), kControlMask, inbox);
+      while (!inbox.empty() && inbox.front()->ucx_done) {
+        auto op = std::move(inbox.front());
+        inbox.pop_front();
+        const size_t got = std::min(op->info.length, op->buffer.size());
+        if (op->status != UCS_OK) {
+          auth_.refuse(op->peer,
+                       std::string("a handshake message that did not arrive whole: ") + ucs_status_string(op->status));
+          continue;
+        }
+        for (auto& m : auth_.receive(op->peer, op->buffer.data(), got)) send_handshake(m);
+      }
+      for (int peer = 0; peer < size_; ++peer) {
+        if (peer == rank_ || auth_.authenticated(peer) || ep_errors_[peer].empty()) continue;
+        throw CommError(ErrorContext{rank_, peer, "ucx_connect", 0, 0},
+                        "rank " + std::to_string(peer) +
+                            " failed during the job-secret handshake: " + ep_errors_[peer] + refusals());
+      }
+      if (auth_.done()) break;
+      if (Clock::now() > deadline) {
+        throw TimeoutError(ErrorContext{rank_, -1, "ucx_connect", 0, 0},
+                           "ranks " + auth_.waiting_for() + " did not prove the job secret to rank " +
+                               std::to_string(rank_) + " over ucx within " + std::to_string(timeout.count()) +
+                               " ms (not started, a different FSDP_JOB_SECRET, or unreachable)" + refusals());
+      }
+      if (!moved) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  // "; refused 3 messages that did not prove the job secret, the last claiming rank 1: ...", or empty.
+  std::string refusals() const {
+    if (auth_.refused() == 0) return {};
+    return "; refused " + std::to_string(auth_.refused()) + " message" + (auth_.refused() == 1 ? "" : "s") +
+           " that did not prove the job secret, the last " + auth_.last_refusal();
+  }
+
+  void send_handshake(UcxHandshake::Message& m) {
+    auto op = make_op(m.peer, nullptr);
+    op->buffer = std::move(m.bytes);
+    post_send(op, op->buffer.data(), op->buffer.size(), ucx_control_tag(rank_, kUcxHandshakeId));
+  }
 
   [[noreturn]] void fail(const std::string& call, ucs_status_t status) const {
     throw CommError(ErrorContext{rank_, -1, "ucx_init", 0, 0},
@@ -212,7 +332,7 @@ class UcxFabric final : public Fabric {
     size_t address_bytes = 0;
     ucs_status_t s = ucp_worker_get_address(worker_, &address, &address_bytes);
     if (s != UCS_OK) fail("ucp_worker_get_address", s);
-    PeerInfo info{kInfoMagic, rank_, size_, ProcessIdentity::self(), address_bytes};
+    UcxPeerInfo info{kUcxInfoMagic, rank_, size_, ProcessIdentity::self(), address_bytes};
     std::vector<std::byte> blob(sizeof(info) + address_bytes);
     std::memcpy(blob.data(), &info, sizeof(info));
     std::memcpy(blob.data() + sizeof(info), address, address_bytes);
@@ -233,9 +353,9 @@ class UcxFabric final : public Fabric {
         throw CommError(ctx, std::string("the address published for rank ") + std::to_string(peer) +
                                  " is not a UCX transport address: " + e.what());
       }
-      PeerInfo peer_info{};
+      UcxPeerInfo peer_info{};
       if (theirs.size() >= sizeof(peer_info)) std::memcpy(&peer_info, theirs.data(), sizeof(peer_info));
-      if (theirs.size() < sizeof(peer_info) || peer_info.magic != kInfoMagic ||
+      if (theirs.size() < sizeof(peer_info) || peer_info.magic != kUcxInfoMagic ||
           peer_info.address_bytes != theirs.size() - sizeof(peer_info)) {
         throw CommError(ctx, "the address published for rank " + std::to_string(peer) +
                                  " is not a UCX transport address (a stale key of another job or transport?)");
@@ -411,6 +531,8 @@ class UcxFabric final : public Fabric {
 
   int rank_;
   int size_;
+  bool authenticated_;  // the job has a secret: handshake, session keys, masked data ids
+  UcxHandshake auth_;   // also the log of refused messages, with or without a secret
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::vector<ucp_ep_h> eps_;
@@ -427,12 +549,13 @@ class UcxFabric final : public Fabric {
 }  // namespace
 
 std::shared_ptr<Transport> make_ucx_transport(int rank, int size, const AddressExchange& exchange,
-                                              std::chrono::milliseconds connect_timeout) {
+                                              std::chrono::milliseconds connect_timeout, UcxOptions options) {
   if (size < 1 || rank < 0 || rank >= size) {
     throw InvalidArgument("ucx transport: rank " + std::to_string(rank) + " outside [0, " + std::to_string(size) + ")");
   }
   if (!exchange) throw InvalidArgument("ucx transport: no address exchange");
-  return make_fabric_transport(std::make_unique<UcxFabric>(rank, size, exchange), connect_timeout);
+  return make_fabric_transport(std::make_unique<UcxFabric>(rank, size, exchange, connect_timeout, options.secret),
+                               connect_timeout);
 }
 
 }  // namespace fsdp

@@ -17,9 +17,9 @@ TcpHello hello_from(int from_rank, int connection) {
 
 TEST(TcpHandshake, HelloFromALowerRankOfThisJobPasses) {
   EXPECT_EQ(check_tcp_wire(hello_from(0, 0)), "");
-  EXPECT_EQ(check_tcp_hello(hello_from(0, 0), 2, 4, 2, true), "");
-  EXPECT_EQ(check_tcp_hello(hello_from(1, 1), 2, 4, 2, true), "");
-  EXPECT_EQ(check_tcp_hello(hello_from(3, 0), 2, 4, 2, false), "");  // a reply from a higher rank
+  EXPECT_EQ(check_rank_hello(hello_from(0, 0), 2, 4, 2, true), "");
+  EXPECT_EQ(check_rank_hello(hello_from(1, 1), 2, 4, 2, true), "");
+  EXPECT_EQ(check_rank_hello(hello_from(3, 0), 2, 4, 2, false), "");  // a reply from a higher rank
 }
 
 TEST(TcpHandshake, ForeignHellosSayWhatDiffers) {
@@ -31,14 +31,14 @@ TEST(TcpHandshake, ForeignHellosSayWhatDiffers) {
   EXPECT_EQ(check_tcp_wire(h), "speaks protocol version 2, this rank 3");
   h = hello_from(0, 0);
   h.size = 8;
-  EXPECT_EQ(check_tcp_hello(h, 2, 4, 2, true),
+  EXPECT_EQ(check_rank_hello(h, 2, 4, 2, true),
             "is rank 0 of a job of 8 ranks, not 4 (two jobs share addresses, or stale addresses?)");
-  EXPECT_EQ(check_tcp_hello(hello_from(3, 0), 2, 4, 2, true),
+  EXPECT_EQ(check_rank_hello(hello_from(3, 0), 2, 4, 2, true),
             "claims rank 3, but only ranks below 2 connect to rank 2");
-  EXPECT_EQ(check_tcp_hello(hello_from(-1, 0), 2, 4, 2, false),
+  EXPECT_EQ(check_rank_hello(hello_from(-1, 0), 2, 4, 2, false),
             "claims rank -1, but only ranks below 2 connect to rank 2");
-  EXPECT_NE(check_tcp_hello(hello_from(0, 2), 2, 4, 2, true), "");
-  EXPECT_NE(check_tcp_hello(hello_from(0, -1), 2, 4, 2, true), "");
+  EXPECT_NE(check_rank_hello(hello_from(0, 2), 2, 4, 2, true), "");
+  EXPECT_NE(check_rank_hello(hello_from(0, -1), 2, 4, 2, true), "");
 }
 
 // The proofs cover every field of both hellos but not the proofs themselves.
@@ -46,12 +46,12 @@ TEST(TcpHandshake, TranscriptCoversBothHellosButNotTheirProofs) {
   TcpHello hello = hello_from(0, 0);
   TcpHello reply = hello_from(0, 0);
   reply.nonce[0] = 7;
-  const std::string t = tcp_handshake_transcript(hello, reply);
+  const std::string t = hello_transcript(hello, reply);
   EXPECT_EQ(t.size(), 2 * sizeof(TcpHello));
   reply.proof[5] = 1;
-  EXPECT_EQ(tcp_handshake_transcript(hello, reply), t);
+  EXPECT_EQ(hello_transcript(hello, reply), t);
   reply.nonce[0] = 8;
-  EXPECT_NE(tcp_handshake_transcript(hello, reply), t);
+  EXPECT_NE(hello_transcript(hello, reply), t);
 }
 
 TEST(TcpHandshake, FramesAreCheckedForTheirConnectionAndTransfer) {

@@ -79,7 +79,7 @@ int dial_handshake(int fd, TcpHello hello, const std::string& key, TcpHello* rep
   if (::write(fd, &hello, sizeof(hello)) != sizeof(hello)) return 20;
   if (::recv(fd, reply, sizeof(*reply), MSG_WAITALL) != sizeof(*reply)) return 21;
   const Digest proof =
-      auth_proof(key, kTcpDialLabel, proof_for.empty() ? tcp_handshake_transcript(hello, *reply) : proof_for);
+      auth_proof(key, kTcpDialLabel, proof_for.empty() ? hello_transcript(hello, *reply) : proof_for);
   if (::write(fd, proof.data(), proof.size()) != static_cast<ssize_t>(proof.size())) return 22;
   return 0;
 }
@@ -231,7 +231,7 @@ TEST_P(TcpStranger, IsRefusedAndTheJobStillStarts) {
         // The proof a real rank 0 gave for some earlier challenge, replayed against a fresh one.
         TcpHello earlier = hello_of(0, 1, 2);
         earlier.nonce[0] ^= 1;
-        rc = dial_handshake(fd, hello_of(0, 1, 2), secret, &reply, tcp_handshake_transcript(earlier, reply));
+        rc = dial_handshake(fd, hello_of(0, 1, 2), secret, &reply, hello_transcript(earlier, reply));
       } else {  // "silent": a hello, then nothing
         TcpHello hello = hello_of(0, 1, 2);
         rc = ::write(fd, &hello, sizeof(hello)) == sizeof(hello) ? 0 : 6;
