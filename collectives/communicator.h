@@ -23,7 +23,9 @@
 #include "collectives/core/options.h"
 #include "common/dtype.h"
 #include "collectives/types/reduce_op.h"
+#include "collectives/window.h"
 #include "collectives/work.h"
+#include "common/memory_tracker.h"
 
 namespace fsdp {
 
@@ -76,6 +78,19 @@ class Communicator {
   // collectives, so a send and a receive posted back to back cannot deadlock.
   Work send(const void* buf, size_t count, DataType type, int peer);
   Work recv(void* buf, size_t count, DataType type, int peer);
+
+  // Collective (every rank, same order): `bytes` of memory that every rank of this communicator maps
+  // (collectives/window.h), counted against `tracker` while alive. All-gathers, reduce-scatters and
+  // all-reduces whose buffers lie in windows on every rank then run by loads and stores between the
+  // mapped buffers; where some rank's buffer is not in a window, all ranks take the usual path. Where
+  // the ranks cannot share memory (several hosts, a network transport, ptrace forbidden) the window
+  // is plain memory of this rank (Window::shared() false, and why). Existing user memory cannot be
+  // registered: private anonymous pages (malloc, new) have no file another process could map, so
+  // buffers that should be windows must be allocated here. Throws CommError where a rank could not
+  // allocate (naming it).
+  Window alloc_window(size_t bytes, MemoryTracker* tracker = nullptr, MemoryCategory category = MemoryCategory::kOther);
+  // How many collectives of this communicator ran over windows so far (tests, fsdp-bench -R).
+  uint64_t windowed_collectives() const;
 
   // Collective: ranks passing the same color form a new communicator, ordered by (key, rank).
   // A negative color takes part but gets null back. The host layout carries over to the members.
