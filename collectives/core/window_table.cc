@@ -52,7 +52,8 @@ Mapping create_memfd(const char* name, size_t bytes, int& fd, std::string& error
     fd = -1;
     return {};
   }
-  void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // Populated here, by the owner: its pages are allocated near it, and no collective pays the faults.
+  void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (base == MAP_FAILED) {
     error = errno_text("mmap of a " + std::to_string(length) + "-byte memfd", errno);
     ::close(fd);
@@ -71,7 +72,8 @@ Mapping map_peer_memfd(int pid, int fd, size_t bytes, std::string& error) {
     return {};
   }
   const size_t length = page_rounded(bytes);
-  void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, mine, 0);
+  // Populated: the page tables of the peer's window are filled now, not on a collective's first read.
+  void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, mine, 0);
   const int err = errno;
   ::close(mine);  // the mapping keeps the memory
   if (base == MAP_FAILED) {
