@@ -535,6 +535,39 @@ uint64_t Communicator::windowed_collectives() const {
 }
 
 Window Communicator::alloc_window(size_t bytes, MemoryTracker* tracker, MemoryCategory category) {
+  int fd = -1;
+  std::string error;
+  Mapping own = create_memfd("fsdp-window", bytes, fd, error);
+  std::byte* data = own.data();
+  const size_t file_bytes = own.bytes();
+  Window w;
+  try {
+    w = make_window(std::move(own), data, bytes, fd, 0, file_bytes, error);
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    throw;
+  }
+  if (fd >= 0) ::close(fd);  // every peer mapped it (or never will): the mappings keep the memory
+  if (tracker) {
+    w.tracker_ = tracker;
+    w.category_ = category;
+    tracker->allocate(category, static_cast<int64_t>(bytes));
+  }
+  return w;
+}
+
+Window Communicator::share_window(void* data, size_t bytes, int fd, size_t offset, size_t file_bytes) {
+  if (fd >= 0 && (offset > file_bytes || bytes > file_bytes - offset)) {
+    throw InvalidArgument("share_window on rank " + std::to_string(rank()) + ": " + std::to_string(bytes) +
+                          " bytes at offset " + std::to_string(offset) + " run past the " +
+                          std::to_string(file_bytes) + "-byte file");
+  }
+  return make_window(Mapping(), static_cast<std::byte*>(data), bytes, fd, offset, file_bytes,
+                     fd < 0 ? "its buffer is not in shareable memory (alloc_window, ncclMemAlloc)" : "");
+}
+
+Window Communicator::make_window(Mapping owned, std::byte* data, size_t bytes, int fd, size_t offset,
+                                 size_t file_bytes, const std::string& error_here) {
   const int n = size();
   const int me = rank();
   if (!impl_->windows) impl_->windows = std::make_shared<WindowTable>(me, n);
@@ -544,18 +577,12 @@ Window Communicator::alloc_window(size_t bytes, MemoryTracker* tracker, MemoryCa
   w.table_ = impl_->windows;
   w.id_ = table.next_id();
   w.bytes_ = bytes;
-  int fd = -1;
-  std::string error;
-  Mapping own = create_memfd("fsdp-window", bytes, fd, error);
-  w.data_ = own.data();
-  auto close_fd = [](int& f) {
-    if (f >= 0) ::close(f);
-    f = -1;
-  };
+  w.data_ = data;
+  std::string error = error_here;
+  std::vector<WindowTable::PeerWindow> peers;
 
   if (!impl_->transport->shares_host_memory()) {
-    close_fd(fd);
-    if (!own.data()) throw CommError(ctx, "could not allocate a window: " + error);
+    if (fd < 0) throw CommError(ctx, "could not allocate a window: " + error);
     w.why_not_shared_ = "the " + std::string(impl_->transport->name()) + " transport does not share memory between ranks";
   } else {
     // Every rank learns every peer's memfd, maps it while its owner keeps the fd open, and reports
@@ -564,48 +591,60 @@ Window Communicator::alloc_window(size_t bytes, MemoryTracker* tracker, MemoryCa
     int control_fd = -1;
     Mapping control;
     const size_t control_bytes = sizeof(RankSync) * static_cast<size_t>(n);
-    if (first && me == 0 && own.data()) control = create_memfd("fsdp-window-control", control_bytes, control_fd, error);
-    const bool created = own.data() && (!first || me != 0 || control.data());
-    std::vector<int64_t> mine{::getpid(), created ? fd : -1, static_cast<int64_t>(bytes), control_fd};
-    std::vector<int64_t> all(4 * static_cast<size_t>(n));
-    all_gather(mine.data(), all.data(), 4, DataType::kInt64).wait();
-    for (int p = 0; p < n; ++p) {
-      if (all[4 * p + 1] >= 0) continue;
-      close_fd(fd);
-      close_fd(control_fd);
-      throw CommError(ctx, "rank " + std::to_string(p) + " could not allocate a " + std::to_string(bytes) +
-                               "-byte window" + (p == me ? ": " + error : std::string(" (its own error says why)")));
+    if (first && me == 0 && fd >= 0) control = create_memfd("fsdp-window-control", control_bytes, control_fd, error);
+    const bool ready = fd >= 0 && (!first || me != 0 || control.data());
+    constexpr size_t kFields = 6;  // pid, fd, file bytes, control fd, offset, window bytes
+    std::vector<int64_t> mine{::getpid(), ready ? fd : -1, static_cast<int64_t>(file_bytes), control_fd,
+                              static_cast<int64_t>(offset), static_cast<int64_t>(bytes)};
+    std::vector<int64_t> all(kFields * static_cast<size_t>(n));
+    auto close_control = [&] {
+      if (control_fd >= 0) ::close(control_fd);
+      control_fd = -1;
+    };
+    try {
+      all_gather(mine.data(), all.data(), kFields, DataType::kInt64).wait();
+    } catch (...) {
+      close_control();
+      throw;
     }
-    std::vector<Mapping> peers(static_cast<size_t>(n));
+    for (int p = 0; p < n; ++p) {
+      if (all[kFields * p + 1] >= 0) continue;
+      close_control();
+      throw CommError(ctx, "rank " + std::to_string(p) + " has no window of " + std::to_string(bytes) + " bytes" +
+                               (p == me ? ": " + error : std::string(" (its own error says why)")));
+    }
+    peers.resize(static_cast<size_t>(n));
     for (int p = 0; p < n && error.empty(); ++p) {
-      if (p != me) peers[p] = map_peer_memfd(static_cast<int>(all[4 * p]), static_cast<int>(all[4 * p + 1]),
-                                             static_cast<size_t>(all[4 * p + 2]), error);
+      const int64_t* r = &all[kFields * p];
+      if (p == me) continue;
+      peers[p].file = map_peer_memfd(static_cast<int>(r[0]), static_cast<int>(r[1]), static_cast<size_t>(r[2]), error);
+      peers[p].offset = static_cast<size_t>(r[4]);
+      peers[p].bytes = static_cast<size_t>(r[5]);
     }
     if (first && me != 0 && error.empty()) {
       control = map_peer_memfd(static_cast<int>(all[0]), static_cast<int>(all[3]), control_bytes, error);
     }
     int64_t mapped = error.empty() ? 1 : 0;
     std::vector<int64_t> everyone(static_cast<size_t>(n));
-    all_gather(&mapped, everyone.data(), 1, DataType::kInt64).wait();
-    close_fd(fd);
-    close_fd(control_fd);
+    try {
+      all_gather(&mapped, everyone.data(), 1, DataType::kInt64).wait();
+    } catch (...) {
+      close_control();
+      throw;
+    }
+    close_control();
     const auto refused = std::find(everyone.begin(), everyone.end(), 0);
     if (refused == everyone.end()) {
-      table.add(w.id_, std::move(own), std::move(peers));
       if (first) table.set_control(std::move(control));
       w.shared_ = true;
     } else {
+      peers.clear();
       const int who = static_cast<int>(refused - everyone.begin());
       w.why_not_shared_ = "rank " + std::to_string(who) + " could not map its peers' windows" +
                           (who == me ? ": " + error : std::string(" (its error says why)"));
     }
   }
-  if (!w.shared_) table.add(w.id_, std::move(own), {});
-  if (tracker) {
-    w.tracker_ = tracker;
-    w.category_ = category;
-    tracker->allocate(category, static_cast<int64_t>(bytes));
-  }
+  table.add(w.id_, std::move(owned), data, bytes, std::move(peers));
   return w;
 }
 

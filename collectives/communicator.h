@@ -30,6 +30,7 @@
 namespace fsdp {
 
 class Transport;
+class Mapping;
 class ProgressEngine;
 class ScratchPool;
 struct GroupView;
@@ -89,6 +90,11 @@ class Communicator {
   // buffers that should be windows must be allocated here. Throws CommError where a rank could not
   // allocate (naming it).
   Window alloc_window(size_t bytes, MemoryTracker* tracker = nullptr, MemoryCategory category = MemoryCategory::kOther);
+  // Collective, as alloc_window, over memory the caller mapped MAP_SHARED from a memfd it keeps open
+  // (ncclMemAlloc's): [data, data + bytes) lies at byte `offset` of the `file_bytes`-byte file `fd`.
+  // The Window shares it without owning it (destroying the Window ends the sharing; the caller frees
+  // the memory after). fd -1 (no such memory on this rank) fails every rank with CommError naming it.
+  Window share_window(void* data, size_t bytes, int fd, size_t offset, size_t file_bytes);
   // How many collectives of this communicator ran over windows so far (tests, fsdp-bench -R).
   uint64_t windowed_collectives() const;
 
@@ -117,6 +123,10 @@ class Communicator {
   struct Impl;
   Communicator(std::shared_ptr<Transport> transport, CommOptions options, std::shared_ptr<ProgressEngine> engine,
                uint64_t context, std::vector<int> endpoints, int rank);
+  // alloc_window and share_window: `owned` holds the memory when the window owns it; `error` says why
+  // this rank has none (fd -1).
+  Window make_window(Mapping owned, std::byte* data, size_t bytes, int fd, size_t offset, size_t file_bytes,
+                     const std::string& error);
 
   CommOptions options_;
   std::unique_ptr<Impl> impl_;

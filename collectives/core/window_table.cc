@@ -83,9 +83,9 @@ Mapping map_peer_memfd(int pid, int fd, size_t bytes, std::string& error) {
   return Mapping(base, length);
 }
 
-void WindowTable::add(uint64_t id, Mapping own, std::vector<Mapping> peers) {
+void WindowTable::add(uint64_t id, Mapping owned, std::byte* data, size_t bytes, std::vector<PeerWindow> peers) {
   std::lock_guard lock(mu_);
-  windows_[id] = Entry{std::move(own), std::move(peers)};
+  windows_[id] = Entry{std::move(owned), data, bytes, std::move(peers)};
 }
 
 void WindowTable::remove(uint64_t id) {
@@ -111,8 +111,9 @@ WindowRef WindowTable::find(const void* p, size_t bytes) {
   if (!control_.data()) return {};
   for (const auto& [id, entry] : windows_) {
     if (entry.peers.empty()) continue;
-    const std::byte* own = entry.own.data();
-    if (b >= own && b + bytes <= own + entry.own.bytes()) return WindowRef{id, static_cast<uint64_t>(b - own)};
+    if (b >= entry.data && b + bytes <= entry.data + entry.bytes) {
+      return WindowRef{id, static_cast<uint64_t>(b - entry.data)};
+    }
   }
   return {};
 }
@@ -126,14 +127,17 @@ std::byte* WindowTable::peer_address(int peer, const WindowRef& ref, size_t byte
             "only after the collectives using them completed";
     return nullptr;
   }
-  const Mapping& m = peer == rank_ ? it->second.own : it->second.peers[static_cast<size_t>(peer)];
-  if (ref.offset > m.bytes() || bytes > m.bytes() - ref.offset) {
+  const Entry& e = it->second;
+  const PeerWindow& w = e.peers[static_cast<size_t>(peer)];
+  std::byte* base = peer == rank_ ? e.data : w.file.data() + w.offset;
+  const size_t window_bytes = peer == rank_ ? e.bytes : w.bytes;
+  if (ref.offset > window_bytes || bytes > window_bytes - ref.offset) {
     error = "rank " + std::to_string(peer) + " posted " + std::to_string(bytes) + " bytes at offset " +
-            std::to_string(ref.offset) + " of its " + std::to_string(m.bytes()) +
-            "-byte window " + std::to_string(ref.id) + " (do the ranks pass the same count?)";
+            std::to_string(ref.offset) + " of its " + std::to_string(window_bytes) + "-byte window " +
+            std::to_string(ref.id) + " (do the ranks pass the same count?)";
     return nullptr;
   }
-  return m.data() + ref.offset;
+  return base + ref.offset;
 }
 
 }  // namespace fsdp

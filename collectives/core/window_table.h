@@ -74,8 +74,15 @@ class WindowTable {
   int size() const { return size_; }
   uint64_t next_id() { return ++last_id_; }  // every rank allocates windows in the same order
 
-  // A window: this rank's memory and every rank's base in this process (peers empty: not shared).
-  void add(uint64_t id, Mapping own, std::vector<Mapping> peers);
+  // A peer's window as this process sees it: the peer's whole file mapped, the window at `offset`.
+  struct PeerWindow {
+    Mapping file;
+    size_t offset = 0;
+    size_t bytes = 0;
+  };
+  // A window: this rank's [data, data + bytes) (in `owned` when the window owns its memory) and every
+  // peer's (by rank; this rank's entry unused; empty: not shared).
+  void add(uint64_t id, Mapping owned, std::byte* data, size_t bytes, std::vector<PeerWindow> peers);
   // Frees the window's own memory and its peer mappings.
   void remove(uint64_t id);
   // Drops every peer mapping and the control block (abort, destroy); own memory stays the Window's.
@@ -103,8 +110,10 @@ class WindowTable {
 
  private:
   struct Entry {
-    Mapping own;
-    std::vector<Mapping> peers;  // by rank; the own rank's entry is empty (own is used)
+    Mapping owned;
+    std::byte* data = nullptr;
+    size_t bytes = 0;
+    std::vector<PeerWindow> peers;
   };
   int rank_;
   int size_;
