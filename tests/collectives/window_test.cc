@@ -31,10 +31,17 @@ int window_mappings() {
   return count;
 }
 
-std::set<std::string> dev_shm_entries() {
+// What this test process's jobs left in /dev/shm: segments named after the jobs it named (the shm
+// transport's "fsdp-<job>"; windows are memfds and never appear there). Other processes' entries are
+// not this test's business: tests run in parallel.
+std::set<std::string> left_in_dev_shm() {
+  const std::string mine = "fsdp-" + unique_job_name("window");
+  const std::string prefix = mine.substr(0, mine.rfind('-') + 1);  // "fsdp-window-<pid>-"
   std::set<std::string> names;
   if (DIR* d = ::opendir("/dev/shm")) {
-    while (dirent* e = ::readdir(d)) names.insert(e->d_name);
+    while (dirent* e = ::readdir(d)) {
+      if (std::string(e->d_name).rfind(prefix, 0) == 0) names.insert(e->d_name);
+    }
     ::closedir(d);
   }
   return names;
@@ -191,13 +198,12 @@ class WindowProcesses : public ::testing::TestWithParam<int> {};
 
 TEST_P(WindowProcesses, EveryCollectiveMatchesReferenceAndMixedFallsBack) {
   const int n = GetParam();
-  const auto shm_before = dev_shm_entries();
   for (bool mixed : {false, true}) {
     const std::string job = unique_job_name("window");
     auto codes = run_processes(n, 60s, [&](int rank) { return process_body(job, rank, n, mixed); });
     for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r << (mixed ? " (mixed)" : "");
   }
-  EXPECT_EQ(dev_shm_entries(), shm_before) << "a segment was left in /dev/shm";
+  EXPECT_EQ(left_in_dev_shm(), std::set<std::string>{}) << "a segment was left in /dev/shm";
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, WindowProcesses, ::testing::Values(1, 2, 3, 4));
@@ -211,7 +217,6 @@ class WindowKilledPeer : public ::testing::TestWithParam<bool> {};
 
 TEST_P(WindowKilledPeer, IsNamedBySurvivor) {
   const bool inside = GetParam();
-  const auto shm_before = dev_shm_entries();
   const std::string job = unique_job_name("window");
   auto codes = run_processes(2, 30s, [&job, inside](int rank) {
     CommOptions o;
@@ -249,7 +254,7 @@ TEST_P(WindowKilledPeer, IsNamedBySurvivor) {
   });
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 128 + SIGKILL);
-  EXPECT_EQ(dev_shm_entries(), shm_before) << "a segment was left in /dev/shm";
+  EXPECT_EQ(left_in_dev_shm(), std::set<std::string>{}) << "a segment was left in /dev/shm";
 }
 
 INSTANTIATE_TEST_SUITE_P(When, WindowKilledPeer, ::testing::Values(false, true),
