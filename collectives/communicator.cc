@@ -1,5 +1,7 @@
 #include "collectives/communicator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -8,11 +10,14 @@
 
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/host_layout.h"
+#include "collectives/algorithms/reduction_plan.h"
 #include "collectives/algorithms/selection.h"
+#include "collectives/algorithms/window_sync.h"
 #include "collectives/core/fingerprint.h"
 #include "collectives/core/flight_recorder.h"
 #include "collectives/core/op.h"
 #include "collectives/core/progress_engine.h"
+#include "collectives/core/window_table.h"
 #include "collectives/transports/transport.h"
 #include "collectives/types/reduce_kernels.h"
 #include "common/splitmix.h"
@@ -24,52 +29,19 @@ constexpr uint64_t kPointToPointBit = 1ull << 63;
 
 uint64_t mix(uint64_t x) { return splitmix64(x) & ~kPointToPointBit; }  // spreads a child context over 64 bits
 
-// How a reduction runs: in which type partials travel, and what happens before and after.
-struct ReductionPlan {
-  DataType user_type;
-  Reduction red;   // what the algorithm runs
-  bool promoted;   // 16/8-bit floats widen to f32 and narrow once at the end
-  bool premul;     // inputs multiplied by `scalar` first
-  double scalar;
-  bool average;    // divide by n at the end
-
-  ReductionPlan(DataType t, ReduceOp op)
-      : user_type(t),
-        red{accumulate_type(t), op.kind == ReduceKind::kAvg || op.kind == ReduceKind::kPremulSum ? ReduceKind::kSum : op.kind},
-        promoted(needs_promotion(t)),
-        premul(op.kind == ReduceKind::kPremulSum),
-        scalar(op.scalar),
-        average(op.kind == ReduceKind::kAvg) {}
-
-  // The buffer the algorithm reads: the user's input, or a widened / pre-multiplied copy.
-  const std::byte* input(Op& op, const void* in, size_t count) const {
-    if (promoted) {
-      auto* w = reinterpret_cast<float*>(op.scratch(kScratchWorkIn, count * sizeof(float)));
-      widen_to_f32(w, in, count, user_type, premul ? scalar : 1.0);
-      return reinterpret_cast<std::byte*>(w);
-    }
-    if (premul) {
-      std::byte* w = op.scratch(kScratchWorkIn, count * red.elem());
-      scale_copy(w, in, count, user_type, scalar);
-      return w;
-    }
-    return static_cast<const std::byte*>(in);
-  }
-  // The buffer the algorithm writes: the user's output, or an f32 one to narrow from.
-  std::byte* output(Op& op, void* out, size_t count) const {
-    return promoted ? op.scratch(kScratchWorkOut, count * sizeof(float)) : static_cast<std::byte*>(out);
-  }
-  void finish(std::byte* result, void* out, size_t count, int n) const {
-    if (average) divide_in_place(result, count, red.type, n);
-    if (promoted) narrow_from_f32(out, reinterpret_cast<const float*>(result), count, user_type);
-  }
-};
-
 // The large-message algorithm the caller picked: the flat ring (layout null) or the hierarchical one.
 Task run_all_gather(Op& op, const void* send, std::byte* recv, size_t block_bytes, bool small,
-                    std::shared_ptr<const HostLayout> layout) {
+                    std::shared_ptr<const HostLayout> layout, WindowPlan windows) {
   std::byte* mine = recv + op.rank() * block_bytes;
   if (send != mine && block_bytes > 0) copy_bytes(mine, send, block_bytes);
+  if (windows.table) {
+    WindowSync sync(op, std::move(windows));
+    co_await sync.agree();
+    if (sync.windowed()) {
+      co_await allgather_window(op, sync, recv, block_bytes);
+      co_return;
+    }
+  }
   if (layout) {
     co_await allgather_hierarchical(op, recv, Blocks{block_bytes * op.size(), op.size(), 1}, *layout);
   } else if (small) {
@@ -80,8 +52,16 @@ Task run_all_gather(Op& op, const void* send, std::byte* recv, size_t block_byte
 }
 
 Task run_reduce_scatter(Op& op, ReductionPlan plan, const void* send, void* recv, size_t recv_count, bool small,
-                        std::shared_ptr<const HostLayout> layout) {
+                        std::shared_ptr<const HostLayout> layout, WindowPlan windows) {
   const int n = op.size();
+  if (windows.table) {
+    WindowSync sync(op, std::move(windows));
+    co_await sync.agree();
+    if (sync.windowed()) {
+      co_await reduce_scatter_window(op, sync, static_cast<std::byte*>(recv), recv_count, plan);
+      co_return;
+    }
+  }
   const size_t total = recv_count * n;
   const std::byte* in = plan.input(op, send, total);
   std::byte* out = plan.output(op, recv, recv_count);
@@ -97,7 +77,15 @@ Task run_reduce_scatter(Op& op, ReductionPlan plan, const void* send, void* recv
 }
 
 Task run_all_reduce(Op& op, ReductionPlan plan, const void* send, void* recv, size_t count, bool small,
-                    std::shared_ptr<const HostLayout> layout) {
+                    std::shared_ptr<const HostLayout> layout, WindowPlan windows) {
+  if (windows.table) {
+    WindowSync sync(op, std::move(windows));
+    co_await sync.agree();
+    if (sync.windowed()) {
+      co_await allreduce_window(op, sync, count, plan);
+      co_return;
+    }
+  }
   const std::byte* in = plan.input(op, send, count);
   std::byte* out = plan.output(op, recv, count);
   if (layout) {
@@ -179,6 +167,19 @@ struct Communicator::Impl {
   std::vector<uint64_t> sends_to;     // per peer, for matching point-to-point in call order
   std::vector<uint64_t> recvs_from;
   std::shared_ptr<const HostLayout> layout;  // null: every rank on one host (or not told)
+  std::shared_ptr<WindowTable> windows;      // null until the first alloc_window
+
+  // Where this rank's buffers of a collective lie in shared windows. Empty (no window exchange at
+  // all) unless this communicator shares windows, which every rank knows alike (alloc_window is
+  // collective); a count-0 or single-rank collective never needs one.
+  WindowPlan window_plan(const void* read, size_t read_bytes, const void* fallback_read = nullptr,
+                         const void* result = nullptr, size_t result_bytes = 0, bool needs_result = false) const {
+    if (!windows || group.endpoints.size() < 2 || read_bytes == 0 || !windows->control()) return {};
+    WindowPlan p{windows, windows->find(read, read_bytes), read_bytes, {}, result_bytes, needs_result};
+    if (!p.read.windowed() && fallback_read) p.read = windows->find(fallback_read, read_bytes);
+    if (needs_result) p.result = windows->find(result, result_bytes);
+    return p;
+  }
 
   // The layout when the hierarchical algorithm should run this collective, else null (the coroutine
   // holds a reference, so a later set_host_layout cannot pull it from under an operation in flight).
@@ -240,7 +241,10 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, CommOptions opt
   impl_->stream = impl_->engine->open_stream(*impl_->transport);
 }
 
-Communicator::~Communicator() { impl_->engine->close_stream(impl_->stream); }
+Communicator::~Communicator() {
+  impl_->engine->close_stream(impl_->stream);
+  if (impl_->windows) impl_->windows->release_peers();
+}
 
 int Communicator::rank() const { return impl_->group.rank; }
 int Communicator::size() const { return static_cast<int>(impl_->group.endpoints.size()); }
@@ -345,7 +349,9 @@ Work Communicator::all_gather(const void* send, void* recv, size_t count, DataTy
       op,
       run_all_gather(*op, send, static_cast<std::byte*>(recv), block,
                      impl_->algorithms.small("all_gather", total, options_.small_message_bytes),
-                     impl_->hierarchy("all_gather", total, options_)),
+                     impl_->hierarchy("all_gather", total, options_),
+                     // Peers read this rank's block: from send, or from recv once send is copied there.
+                     impl_->window_plan(send, block, static_cast<std::byte*>(recv) + rank() * block)),
       options_, "all_gather", count, static_cast<int>(type));
 }
 
@@ -362,7 +368,7 @@ Work Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
       op,
       run_reduce_scatter(*op, ReductionPlan(type, rop), send, recv, recv_count,
                          impl_->algorithms.small("reduce_scatter", total, options_.small_message_bytes),
-                         impl_->hierarchy("reduce_scatter", total, options_)),
+                         impl_->hierarchy("reduce_scatter", total, options_), impl_->window_plan(send, total)),
       options_, "reduce_scatter", recv_count, static_cast<int>(type), -1, static_cast<int>(rop.kind));
 }
 
@@ -378,7 +384,8 @@ Work Communicator::all_reduce(const void* send, void* recv, size_t count, DataTy
       op,
       run_all_reduce(*op, ReductionPlan(type, rop), send, recv, count,
                      impl_->algorithms.small("all_reduce", bytes, options_.small_message_bytes),
-                     impl_->hierarchy("all_reduce", bytes, options_)),
+                     impl_->hierarchy("all_reduce", bytes, options_),
+                     impl_->window_plan(send, bytes, nullptr, recv, bytes, true)),
       options_, "all_reduce", count, static_cast<int>(type), -1, static_cast<int>(rop.kind));
 }
 
@@ -517,6 +524,128 @@ int Communicator::local_size() const {
 }
 int Communicator::host_of(int r) const { return impl_->layout ? impl_->layout->host_of(r) : 0; }
 
-void Communicator::abort(const std::string& why) { impl_->engine->abort(impl_->stream, why); }
+void Communicator::abort(const std::string& why) {
+  impl_->engine->abort(impl_->stream, why);
+  // Nothing of this communicator runs any more: the peers' windows and the control block can go.
+  if (impl_->windows) impl_->windows->release_peers();
+}
+
+uint64_t Communicator::windowed_collectives() const {
+  return impl_->windows ? impl_->windows->windowed_runs() : 0;
+}
+
+Window Communicator::alloc_window(size_t bytes, MemoryTracker* tracker, MemoryCategory category) {
+  int fd = -1;
+  std::string error;
+  Mapping own = create_memfd("fsdp-window", bytes, fd, error);
+  std::byte* data = own.data();
+  const size_t file_bytes = own.bytes();
+  Window w;
+  try {
+    w = make_window(std::move(own), data, bytes, fd, 0, file_bytes, error);
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    throw;
+  }
+  if (fd >= 0) ::close(fd);  // every peer mapped it (or never will): the mappings keep the memory
+  if (tracker) {
+    w.tracker_ = tracker;
+    w.category_ = category;
+    tracker->allocate(category, static_cast<int64_t>(bytes));
+  }
+  return w;
+}
+
+Window Communicator::share_window(void* data, size_t bytes, int fd, size_t offset, size_t file_bytes) {
+  if (fd >= 0 && (offset > file_bytes || bytes > file_bytes - offset)) {
+    throw InvalidArgument("share_window on rank " + std::to_string(rank()) + ": " + std::to_string(bytes) +
+                          " bytes at offset " + std::to_string(offset) + " run past the " +
+                          std::to_string(file_bytes) + "-byte file");
+  }
+  return make_window(Mapping(), static_cast<std::byte*>(data), bytes, fd, offset, file_bytes,
+                     fd < 0 ? "its buffer is not in shareable memory (alloc_window, ncclMemAlloc)" : "");
+}
+
+Window Communicator::make_window(Mapping owned, std::byte* data, size_t bytes, int fd, size_t offset,
+                                 size_t file_bytes, const std::string& error_here) {
+  const int n = size();
+  const int me = rank();
+  if (!impl_->windows) impl_->windows = std::make_shared<WindowTable>(me, n);
+  WindowTable& table = *impl_->windows;
+  const ErrorContext ctx{global_rank(me), -1, "alloc_window", impl_->next_seq, bytes};
+  Window w;
+  w.table_ = impl_->windows;
+  w.id_ = table.next_id();
+  w.bytes_ = bytes;
+  w.data_ = data;
+  std::string error = error_here;
+  std::vector<WindowTable::PeerWindow> peers;
+
+  if (!impl_->transport->shares_host_memory()) {
+    if (fd < 0) throw CommError(ctx, "could not allocate a window: " + error);
+    w.why_not_shared_ = "the " + std::string(impl_->transport->name()) + " transport does not share memory between ranks";
+  } else {
+    // Every rank learns every peer's memfd, maps it while its owner keeps the fd open, and reports
+    // back; the second exchange is also the point after which the fds may close.
+    const bool first = !table.control();
+    int control_fd = -1;
+    Mapping control;
+    const size_t control_bytes = sizeof(RankSync) * static_cast<size_t>(n);
+    if (first && me == 0 && fd >= 0) control = create_memfd("fsdp-window-control", control_bytes, control_fd, error);
+    const bool ready = fd >= 0 && (!first || me != 0 || control.data());
+    constexpr size_t kFields = 6;  // pid, fd, file bytes, control fd, offset, window bytes
+    std::vector<int64_t> mine{::getpid(), ready ? fd : -1, static_cast<int64_t>(file_bytes), control_fd,
+                              static_cast<int64_t>(offset), static_cast<int64_t>(bytes)};
+    std::vector<int64_t> all(kFields * static_cast<size_t>(n));
+    auto close_control = [&] {
+      if (control_fd >= 0) ::close(control_fd);
+      control_fd = -1;
+    };
+    try {
+      all_gather(mine.data(), all.data(), kFields, DataType::kInt64).wait();
+    } catch (...) {
+      close_control();
+      throw;
+    }
+    for (int p = 0; p < n; ++p) {
+      if (all[kFields * p + 1] >= 0) continue;
+      close_control();
+      throw CommError(ctx, "rank " + std::to_string(p) + " has no window of " + std::to_string(bytes) + " bytes" +
+                               (p == me ? ": " + error : std::string(" (its own error says why)")));
+    }
+    peers.resize(static_cast<size_t>(n));
+    for (int p = 0; p < n && error.empty(); ++p) {
+      const int64_t* r = &all[kFields * p];
+      if (p == me) continue;
+      peers[p].file = map_peer_memfd(static_cast<int>(r[0]), static_cast<int>(r[1]), static_cast<size_t>(r[2]), error);
+      peers[p].offset = static_cast<size_t>(r[4]);
+      peers[p].bytes = static_cast<size_t>(r[5]);
+    }
+    if (first && me != 0 && error.empty()) {
+      control = map_peer_memfd(static_cast<int>(all[0]), static_cast<int>(all[3]), control_bytes, error);
+    }
+    int64_t mapped = error.empty() ? 1 : 0;
+    std::vector<int64_t> everyone(static_cast<size_t>(n));
+    try {
+      all_gather(&mapped, everyone.data(), 1, DataType::kInt64).wait();
+    } catch (...) {
+      close_control();
+      throw;
+    }
+    close_control();
+    const auto refused = std::find(everyone.begin(), everyone.end(), 0);
+    if (refused == everyone.end()) {
+      if (first) table.set_control(std::move(control));
+      w.shared_ = true;
+    } else {
+      peers.clear();
+      const int who = static_cast<int>(refused - everyone.begin());
+      w.why_not_shared_ = "rank " + std::to_string(who) + " could not map its peers' windows" +
+                          (who == me ? ": " + error : std::string(" (its error says why)"));
+    }
+  }
+  table.add(w.id_, std::move(owned), data, bytes, std::move(peers));
+  return w;
+}
 
 }  // namespace fsdp

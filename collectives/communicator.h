@@ -23,11 +23,14 @@
 #include "collectives/core/options.h"
 #include "common/dtype.h"
 #include "collectives/types/reduce_op.h"
+#include "collectives/window.h"
 #include "collectives/work.h"
+#include "common/memory_tracker.h"
 
 namespace fsdp {
 
 class Transport;
+class Mapping;
 class ProgressEngine;
 class ScratchPool;
 struct GroupView;
@@ -77,6 +80,24 @@ class Communicator {
   Work send(const void* buf, size_t count, DataType type, int peer);
   Work recv(void* buf, size_t count, DataType type, int peer);
 
+  // Collective (every rank, same order): `bytes` of memory that every rank of this communicator maps
+  // (collectives/window.h), counted against `tracker` while alive. All-gathers, reduce-scatters and
+  // all-reduces whose buffers lie in windows on every rank then run by loads and stores between the
+  // mapped buffers; where some rank's buffer is not in a window, all ranks take the usual path. Where
+  // the ranks cannot share memory (several hosts, a network transport, ptrace forbidden) the window
+  // is plain memory of this rank (Window::shared() false, and why). Existing user memory cannot be
+  // registered: private anonymous pages (malloc, new) have no file another process could map, so
+  // buffers that should be windows must be allocated here. Throws CommError where a rank could not
+  // allocate (naming it).
+  Window alloc_window(size_t bytes, MemoryTracker* tracker = nullptr, MemoryCategory category = MemoryCategory::kOther);
+  // Collective, as alloc_window, over memory the caller mapped MAP_SHARED from a memfd it keeps open
+  // (ncclMemAlloc's): [data, data + bytes) lies at byte `offset` of the `file_bytes`-byte file `fd`.
+  // The Window shares it without owning it (destroying the Window ends the sharing; the caller frees
+  // the memory after). fd -1 (no such memory on this rank) fails every rank with CommError naming it.
+  Window share_window(void* data, size_t bytes, int fd, size_t offset, size_t file_bytes);
+  // How many collectives of this communicator ran over windows so far (tests, fsdp-bench -R).
+  uint64_t windowed_collectives() const;
+
   // Collective: ranks passing the same color form a new communicator, ordered by (key, rank).
   // A negative color takes part but gets null back. The host layout carries over to the members.
   std::unique_ptr<Communicator> split(int color, int key);
@@ -102,6 +123,10 @@ class Communicator {
   struct Impl;
   Communicator(std::shared_ptr<Transport> transport, CommOptions options, std::shared_ptr<ProgressEngine> engine,
                uint64_t context, std::vector<int> endpoints, int rank);
+  // alloc_window and share_window: `owned` holds the memory when the window owns it; `error` says why
+  // this rank has none (fd -1).
+  Window make_window(Mapping owned, std::byte* data, size_t bytes, int fd, size_t offset, size_t file_bytes,
+                     const std::string& error);
 
   CommOptions options_;
   std::unique_ptr<Impl> impl_;

@@ -37,6 +37,14 @@ class Backend {
   // Empty when the backend can run this case; else why not (printed in place of the row's numbers).
   virtual std::string unsupported(Collective c, DataType t, ReduceKind op, bool in_place) const = 0;
 
+  // The send and receive buffers this backend registered for itself (fsdp-bench -R), each at least as
+  // large as the run's; null: it uses the run's buffers.
+  struct BufferPair {
+    std::byte* send = nullptr;
+    std::byte* recv = nullptr;
+  };
+  virtual BufferPair registered_buffers() const { return {}; }
+
   // Prepares for repeated calls with these arguments (Gloo builds its algorithm objects here).
   virtual void setup(const CallArgs& /*args*/) {}
   // Starts one call. Backends with asynchronous calls return at once; blocking ones run it.

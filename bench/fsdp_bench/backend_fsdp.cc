@@ -1,6 +1,7 @@
 // Our collectives: a Communicator over the transport launch::connect_world builds for a name.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -15,14 +16,33 @@ namespace {
 
 class FsdpBackend final : public Backend {
  public:
-  FsdpBackend(std::string name, launch::World world, bool mxfp8 = false)
-      : name_(std::move(name)), world_(std::move(world)), mxfp8_(mxfp8) {}
+  FsdpBackend(std::string name, launch::World world, bool mxfp8 = false, size_t window_bytes = 0)
+      : name_(std::move(name)), world_(std::move(world)), mxfp8_(mxfp8) {
+    if (window_bytes > 0) {  // collective: every rank constructs the backend together
+      send_window_ = world_.comm->alloc_window(window_bytes);
+      recv_window_ = world_.comm->alloc_window(window_bytes);
+    }
+  }
+  ~FsdpBackend() override {
+    if (send_window_.data() && world_.comm && world_.comm->rank() == 0) {
+      std::fprintf(stderr, "fsdp-bench: %s ran %llu collectives over shared windows\n", name_.c_str(),
+                   static_cast<unsigned long long>(world_.comm->windowed_collectives()));
+    }
+  }
+
+  BufferPair registered_buffers() const override {
+    return {send_window_.data<std::byte>(), recv_window_.data<std::byte>()};
+  }
 
   std::string name() const override { return name_; }
   std::string describe() const override {
     std::string d = "fsdp Communicator over transport " + world_.transport_name;
     if (world_.transport_name == "shm") {
       d += " (FSDP_SHM_COPY=" + knobs::kShmCopy.get() + ")";
+    }
+    if (send_window_.data()) {
+      d += send_window_.shared() ? "; buffers in shared windows (-R), collectives over them where every rank's are"
+                                 : "; -R: windows not shared (" + send_window_.why_not_shared() + ")";
     }
     if (mxfp8_) {
       d += "; MXFP8 E4M3 on the wire (33/64 of bf16's bytes, quantise and decode timed); busbw counts the "
@@ -93,6 +113,8 @@ class FsdpBackend final : public Backend {
   bool mxfp8_ = false;
   std::vector<uint8_t> wire_;        // mxfp8: every rank's slot (calls in flight share it, as they share recv)
   std::vector<CallArgs> decodes_;    // mxfp8: calls started since the last wait_all
+  Window send_window_;               // -R: the send and receive buffers, shared with the peers
+  Window recv_window_;
 };
 
 }  // namespace
@@ -144,7 +166,8 @@ MadeBackend make_fsdp_backend(const std::string& transport, BackendContext& ctx,
   options.rendezvous_timeout = std::min<std::chrono::milliseconds>(options.rendezvous_timeout, std::chrono::seconds(60));
   try {
     const std::string name = mxfp8 ? transport + std::string(kMxfp8Suffix) : transport;
-    made.backend = std::make_unique<FsdpBackend>(name, connect_world_as("bench-" + name, ctx.env, options), mxfp8);
+    made.backend = std::make_unique<FsdpBackend>(name, connect_world_as("bench-" + name, ctx.env, options), mxfp8,
+                                                 mxfp8 ? 0 : ctx.window_bytes);
   } catch (const std::exception& e) {
     // A transport connect_world does not know (yet), or one that cannot start here: the table says
     // why, and the run goes on with the next backend once every rank agrees (main.cc).

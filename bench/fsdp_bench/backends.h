@@ -21,6 +21,8 @@ struct BackendContext {
   // keys starting with store_prefix.
   launch::KeyValueStore* store = nullptr;
   std::string store_prefix;
+  // -R: bytes of each of the send and receive windows our backends allocate (0: no windows).
+  size_t window_bytes = 0;
 };
 
 // The control job: our Communicator over connect_world's automatic transport choice.

@@ -64,6 +64,7 @@ int run(const fb::Options& o, const std::string& command) {
   std::unique_ptr<fb::Backend> control = fb::make_control_backend(ctx.env, &ctx.store, &ctx.store_prefix);
   ctx.control = control.get();
   const int rank = control->rank(), n = control->size();
+  if (o.registration > 0) ctx.window_bytes = fb::buffer_bytes(o, n);
   const bool printer = rank == 0;
 
   fb::Report report;

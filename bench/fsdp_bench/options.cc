@@ -90,7 +90,8 @@ constexpr Flag kFlags[] = {{'b', "minbytes"}, {'e', "maxbytes"},   {'i', "stepby
                            {'n', "iters"},    {'w', "warmup_iters"}, {'c', "check"},      {'d', "datatype"},
                            {'o', "op"},       {'r', "root"},       {'a', "average"},      {'z', "blocking"},
                            {'t', "nthreads"}, {'g', "ngpus"},      {'m', "agg_iters"},    {0, "backend"},
-                           {0, "json"},       {0, "plot"},         {0, "memcpy"},         {0, "thp"}};
+                           {0, "json"},       {0, "plot"},         {0, "memcpy"},         {0, "thp"},
+                           {'R', "local_register"}};
 
 // The launch flags' help without --transport, which --backend replaces here.
 std::string launch_usage() {
@@ -221,6 +222,7 @@ Options parse_options(std::vector<std::string> args) {
     }
     if (f == "memcpy") o.memcpy_bound = parse_bool(shown, value);
     if (f == "thp") o.huge_pages = parse_bool(shown, value);
+    if (f == "local_register") o.registration = static_cast<int>(parse_int(shown, value, 0, 2));
   }
   if (!have_collective) bad("name the collective first, e.g. fsdp-bench all_gather -b 1K -e 64M -f 2");
   if (o.mxfp8) {
@@ -278,6 +280,9 @@ std::string usage() {
          "  -a,--average A       per-rank times to one: 0 rank 0, 1 mean, 2 min, 3 max (default 1)\n"
          "  -z,--blocking 0|1    1: wait for each op and time it alone, reporting the median (default 0:\n"
          "                       iterations back to back, the mean, as nccl-tests)\n"
+         "  -R,--local_register R  1 or 2: our backends' send and receive buffers are shared-memory\n"
+         "                       windows (Communicator::alloc_window; ours are symmetric, so 1 and 2\n"
+         "                       are the same), and collectives run over them where they can (default 0)\n"
          "  -t, -g, -m           accepted with the value 1 only (one rank per process)\n"
          "fsdp-bench flags:\n"
          "  --backend LIST       shm, tcp, ucx, mpi, mpi-native, gloo, a comma list, or all (default shm)\n"

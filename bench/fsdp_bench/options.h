@@ -39,6 +39,7 @@ struct Options {
   std::vector<std::string> backends{"shm"};            // --backend, in run order
   bool memcpy_bound = true;                            // --memcpy 0 drops the bound
   bool huge_pages = false;                             // --thp: madvise(MADV_HUGEPAGE) on the buffers
+  int registration = 0;  // -R (nccl-tests' local_register): 1 or 2 put our backends' buffers in shared windows
   std::string json_path;                               // --json
   std::string plot_path;                               // --plot (.svg)
   launch::LaunchFlags launch;                          // --rank, --world-size, --master-*

@@ -106,13 +106,16 @@ Measurement measure(const Options& o, Backend& b, Buffers& buf, const Case& c, c
   m.skipped = b.unsupported(c.collective, c.type, c.op, in_place);
   if (!m.skipped.empty()) return m;
   const size_t elem = element_size(c.type);
-  CallArgs args{c.collective, c.type, c.op, c.root, buf.send(), buf.recv(), g.param_count, in_place};
+  const Backend::BufferPair own = b.registered_buffers();
+  std::byte* send = own.send ? own.send : buf.send();
+  std::byte* recv = own.recv ? own.recv : buf.recv();
+  CallArgs args{c.collective, c.type, c.op, c.root, send, recv, g.param_count, in_place};
   if (in_place) {
     if (g.in_place_in_recv) {
-      args.send = buf.recv() + g.in_place_offset * elem;
+      args.send = recv + g.in_place_offset * elem;
     } else {
-      args.send = buf.send();
-      args.recv = buf.send() + g.in_place_offset * elem;
+      args.send = send;
+      args.recv = send + g.in_place_offset * elem;
     }
   }
   b.setup(args);

@@ -36,9 +36,12 @@ enum ScratchSlot : int {
   kScratchHierAcc = 7,       // ... a rail's packed partial sums
   kScratchHierIncoming = 8,  // ... contributions of the host's other ranks
   kScratchHierRemote = 9,    // ... partials from the other hosts
+  kScratchWindowAcc = 10,    // windowed reductions: a chunk's accumulator and a widened input
 };
 
 class HostLayout;
+class WindowSync;
+struct ReductionPlan;
 
 // --- all-gather: `buf` holds every rank's block; this rank's is already in place ---
 // O(n) steps, each rank sends and receives (n-1)/n of the buffer: bandwidth-optimal.
@@ -86,6 +89,19 @@ Task broadcast_scatter_allgather(Op& op, std::byte* buf, size_t bytes, int root)
 Task reduce_binomial(Op& op, const std::byte* in, std::byte* out, size_t count, Reduction red, int root);
 // Ring reduce-scatter, then every rank sends its reduced block to the root.
 Task reduce_ring(Op& op, const std::byte* in, std::byte* out, size_t count, Reduction red, int root);
+
+// --- over shared-memory windows (window_sync.h): every rank's buffers mapped by every other rank ---
+// Load/store only: no messages, no staging, no process_vm_readv. They run after sync.agree() found
+// every rank's buffers in windows.
+// All-gather: this rank's block of `recv` is in place; it copies every peer's block straight from the
+// peer's window ((n-1)/n of the buffer read from peers), then waits until the peers read its block.
+Task allgather_window(Op& op, WindowSync& sync, std::byte* recv, size_t block_bytes);
+// Reduce-scatter: reduces this rank's block of `recv_count` user elements straight from every rank's
+// input window into `out` (fp32 accumulation for 16/8-bit floats), then waits for the peers' reads.
+Task reduce_scatter_window(Op& op, WindowSync& sync, std::byte* out, size_t recv_count, const ReductionPlan& plan);
+// All-reduce: the windowed reduce-scatter into this rank's block of the output window, then the
+// windowed all-gather of the reduced blocks; every block is reduced once, so ranks agree bitwise.
+Task allreduce_window(Op& op, WindowSync& sync, size_t count, const ReductionPlan& plan);
 
 // --- barrier: ceil(log2 n) rounds of empty messages ---
 Task barrier_dissemination(Op& op);

@@ -38,6 +38,13 @@ void WaitAll::await_resume() const {
   }
 }
 
+void WaitUntil::await_suspend(std::coroutine_handle<> h) {
+  // A request that never completes stands for the wait in timeout and peer-loss reports.
+  op_.waiting_ = {std::make_shared<Request>(peer_, bytes_, false)};
+  op_.ready_when_ = ready_;
+  op_.resume_point_ = h;
+}
+
 Op::Op(ErrorContext ctx, Transport& transport, const GroupView& group, ScratchPool& scratch, size_t chunk_bytes,
        Clock::duration timeout)
     : ctx_(std::move(ctx)),
@@ -74,11 +81,13 @@ void Op::start(Clock::time_point now) {
 
 bool Op::runnable() const {
   if (!started_) return true;
+  if (ready_when_) return ready_when_();
   return std::none_of(waiting_.begin(), waiting_.end(), [](const RequestPtr& r) { return r->pending(); });
 }
 
 void Op::resume() {
   waiting_.clear();
+  ready_when_ = nullptr;
   auto h = std::exchange(resume_point_, {});
   h.resume();
 }
@@ -99,6 +108,7 @@ void Op::cancel_pending() {
   }
   posted_.clear();
   waiting_.clear();
+  ready_when_ = nullptr;
 }
 
 void Op::finish(std::exception_ptr error) {

@@ -11,6 +11,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -54,6 +55,24 @@ class WaitAll {
   std::vector<RequestPtr> requests_;
 };
 
+// Awaitable: resumes the coroutine once `ready()` holds (a flag in shared memory a peer sets). The
+// wait stands for a receive of `bytes` from `peer` (an endpoint), so timeouts and the liveness check
+// name that peer exactly as they do for a message.
+class WaitUntil {
+ public:
+  WaitUntil(Op& op, int peer, size_t bytes, std::function<bool()> ready)
+      : op_(op), peer_(peer), bytes_(bytes), ready_(std::move(ready)) {}
+  bool await_ready() const { return ready_(); }
+  void await_suspend(std::coroutine_handle<> h);
+  void await_resume() const {}
+
+ private:
+  Op& op_;
+  int peer_;
+  size_t bytes_;
+  std::function<bool()> ready_;
+};
+
 // The communicator-side facts an algorithm needs, fixed for the communicator's life.
 struct GroupView {
   int rank = 0;                 // this rank in the communicator
@@ -79,6 +98,10 @@ class Op {
   WaitAll wait(RequestPtr a) { return WaitAll(*this, std::vector<RequestPtr>{std::move(a)}); }
   WaitAll wait(RequestPtr a, RequestPtr b) { return WaitAll(*this, std::vector<RequestPtr>{std::move(a), std::move(b)}); }
   WaitAll wait(std::vector<RequestPtr> requests) { return WaitAll(*this, std::move(requests)); }
+  // Waits for a condition on memory a peer (a communicator rank) writes, bounded like a receive.
+  WaitUntil wait_until(int peer, size_t bytes, std::function<bool()> ready) {
+    return WaitUntil(*this, group_.endpoints[peer], bytes, std::move(ready));
+  }
   std::byte* scratch(int index, size_t bytes) { return scratch_.get(index, bytes); }
   // An algorithm built from others (all-reduce = reduce-scatter + all-gather) starts a new phase
   // before each part, so a fast neighbour's next part never matches this rank's current one.
@@ -118,6 +141,7 @@ class Op {
 
  private:
   friend class WaitAll;
+  friend class WaitUntil;
   RequestPtr track(RequestPtr request);
   Tag tag(uint32_t slot) const { return Tag{group_.context, (ctx_.seq << 32) | (phase_ + slot)}; }
 
@@ -137,6 +161,7 @@ class Op {
   Task task_;
   std::coroutine_handle<> resume_point_;
   std::vector<RequestPtr> waiting_;
+  std::function<bool()> ready_when_;  // set while a WaitUntil suspends: runnable once it holds
   std::vector<RequestPtr> posted_;
 
   std::atomic<State> state_{State::kPending};

@@ -65,6 +65,7 @@ class InProcTransport final : public Transport {
       : fabric_(std::move(fabric)), rank_(rank), size_(size) {}
 
   std::string_view name() const override { return "inproc"; }
+  bool shares_host_memory() const override { return true; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 

@@ -151,6 +151,7 @@ class ShmTransport final : public Transport {
   }
 
   std::string_view name() const override { return "shm"; }
+  bool shares_host_memory() const override { return true; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 

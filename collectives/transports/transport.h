@@ -81,6 +81,10 @@ class Transport {
   // Withdraws a pending request so the transport never touches its buffer again.
   virtual void cancel(const RequestPtr& request) = 0;
 
+  // True when every endpoint is a thread or process on this host that may map this process's memory
+  // through /proc/<pid>/fd (shared-memory windows, collectives/window.h).
+  virtual bool shares_host_memory() const { return false; }
+
   // Empty when `peer` looks alive; otherwise why it is not (the process exited, the socket closed).
   virtual std::string check_peer(int /*peer*/) { return {}; }
 

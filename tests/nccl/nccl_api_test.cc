@@ -390,7 +390,8 @@ TEST(NcclErrors, UnsupportedAndTrivialCalls) {
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
   EXPECT_EQ(ncclGroupSimulateEnd(&sim), ncclInvalidUsage);
   ncclWindow_t win;
-  EXPECT_EQ(ncclCommWindowRegister(job[0], nullptr, 0, &win, NCCL_WIN_DEFAULT), ncclInvalidUsage);
+  EXPECT_EQ(ncclCommWindowRegister(job[0], nullptr, 0, &win, NCCL_WIN_DEFAULT), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommWindowDeregister(job[0], nullptr), ncclInvalidArgument);
   int device = 7;
   ASSERT_NCCL(ncclCommCuDevice(job[0], &device));
   EXPECT_EQ(device, -1);
@@ -444,6 +445,27 @@ TEST(NcclErrors, HandlesAreCheckedBeforeUse) {
   EXPECT_EQ(ncclBroadcast(buf, buf, 4, ncclFloat, 0, destroyed, nullptr), ncclInvalidArgument);
   EXPECT_EQ(ncclGroupEnd(), ncclInvalidArgument);
   ASSERT_NCCL(ncclCommAbort(comms[0]));
+}
+
+// ncclMemAlloc memory registers as a window (any part of it); memory from elsewhere is refused with
+// ncclInvalidArgument and the communicator stays usable. (The collectives over windows at 2 and 3
+// ranks: nccl.mpi.window_np*, tests/nccl/nccl_window_check.c.)
+TEST(NcclErrors, WindowRegistrationTakesOnlyMemAllocMemory) {
+  Job job(1);
+  void* p = nullptr;
+  ASSERT_NCCL(ncclMemAlloc(&p, 8192));
+  ncclWindow_t win = nullptr;
+  ASSERT_NCCL(ncclCommWindowRegister(job[0], static_cast<char*>(p) + 4096, 4096, &win, NCCL_WIN_COLL_SYMMETRIC));
+  ASSERT_NE(win, nullptr);
+  ASSERT_NCCL(ncclCommWindowDeregister(job[0], win));
+  std::vector<float> plain(1024, 1.f);
+  win = nullptr;
+  EXPECT_EQ(ncclCommWindowRegister(job[0], plain.data(), 4096, &win, NCCL_WIN_DEFAULT), ncclInvalidArgument);
+  EXPECT_EQ(win, nullptr);
+  EXPECT_NE(std::string(ncclGetLastError(job[0])).find("only memory from ncclMemAlloc"), std::string::npos)
+      << ncclGetLastError(job[0]);
+  ASSERT_NCCL(ncclAllReduce(plain.data(), plain.data(), plain.size(), ncclFloat, ncclSum, job[0], nullptr));
+  ASSERT_NCCL(ncclMemFree(p));
 }
 
 TEST(NcclErrors, MemFreeTakesOnlyWhatMemAllocGave) {

@@ -14,17 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_rank = 0, g_size = 1, g_failures = 0;
-
-#define CHECK_NCCL(call)                                                                              \
-  do {                                                                                                \
-    ncclResult_t r_ = (call);                                                                         \
-    if (r_ != ncclSuccess) {                                                                          \
-      fprintf(stderr, "rank %d: %s failed: %s (%d): %s\n", g_rank, #call, ncclGetErrorString(r_), (int)r_, \
-              ncclGetLastError(NULL));                                                                \
-      MPI_Abort(MPI_COMM_WORLD, 2);                                                                   \
-    }                                                                                                 \
-  } while (0)
+#include "mpi_check.h"
 
 typedef struct {
   ncclDataType_t type;

@@ -1,0 +1,19 @@
+// The reduction kernel of the windowed algorithms: one block reduced from every rank's input at once,
+// in cache-sized chunks, so each input is read once from memory and the output written once.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "collectives/algorithms/reduction_plan.h"
+
+namespace fsdp {
+
+// dst[i] = (op over p in rank order of srcs[p][i]) for `count` user elements, accumulated in the
+// plan's type (premul applied to each input, avg's division and the narrowing applied once). dst may
+// alias one of srcs exactly; `scratch` holds 2 * kWindowReduceChunk accumulate-type elements.
+inline constexpr size_t kWindowReduceChunk = 4096;
+void reduce_from_windows(std::byte* dst, const std::vector<const std::byte*>& srcs, size_t count,
+                         const ReductionPlan& plan, std::byte* scratch);
+
+}  // namespace fsdp

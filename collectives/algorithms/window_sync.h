@@ -1,0 +1,66 @@
+// How ranks whose buffers lie in shared-memory windows (collectives/window.h) agree on an operation
+// and pace each other through the communicator's control block, without messages:
+//
+//   agree:  each rank posts where its buffers are (window id, offset, bytes) for sequence s, then
+//           waits for every peer's post of s. Where every rank's buffers are windows, each learns the
+//           peers' buffers in its own address space and the windowed algorithm runs; otherwise all
+//           ranks see the same posts and all fall back to the message-passing algorithm.
+//   phases: after each phase a rank raises its progress counter to (s * kPhases + phase) (release)
+//           and waits until every peer's counter reached it (acquire) before touching what the
+//           peers wrote, or before returning a buffer the peers read.
+//
+// Posts alternate between two slots by sequence parity. A rank posts s + 2 only after its operation
+// s finished, which needs every peer's contribution to s, so every peer has read its post of s by then.
+// Every wait is an Op::wait_until on one named peer: bounded by the operation's timeout, failed at once
+// when the peer's process dies, with the error text of a message wait.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "collectives/core/op.h"
+#include "collectives/core/task.h"
+#include "collectives/core/window_table.h"
+
+namespace fsdp {
+
+// What a collective over windows carries from its submission to its run: this rank's buffers as
+// window references (id 0: not in a window) and the bytes peers would read from each.
+struct WindowPlan {
+  std::shared_ptr<WindowTable> table;  // null: this communicator has no shared windows
+  WindowRef read;
+  size_t read_bytes = 0;
+  WindowRef result;  // only for all-reduce (peers copy reduced blocks from it); else unused
+  size_t result_bytes = 0;
+  bool needs_result = false;
+};
+
+class WindowSync {
+ public:
+  static constexpr uint64_t kPhases = 4;
+
+  WindowSync(Op& op, WindowPlan plan);
+
+  // Posts this rank's buffers and waits for every peer's; then windowed() says which path runs.
+  Task agree();
+  bool windowed() const { return windowed_; }
+  // Rank p's buffers in this process (valid once windowed()).
+  const std::byte* read_of(int p) const { return read_[static_cast<size_t>(p)]; }
+  std::byte* result_of(int p) const { return result_[static_cast<size_t>(p)]; }
+
+  // This rank finished `phase` (1 .. kPhases - 1); resumes once every peer has too.
+  Task phase_done(int phase);
+
+ private:
+  Op& op_;
+  WindowPlan plan_;
+  RankSync* control_;
+  uint64_t seq_;  // the operation's sequence number + 1 (0 never posted)
+  bool windowed_ = false;
+  std::vector<std::byte*> read_;
+  std::vector<std::byte*> result_;
+};
+
+}  // namespace fsdp

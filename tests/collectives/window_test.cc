@@ -1,0 +1,264 @@
+// Shared-memory windows (collectives/window.h): every windowed collective against the reference, in
+// place and out of place, at 1-4 ranks as threads (inproc) and as processes (shm); mixed window and
+// plain buffers falling back; a SIGKILLed peer named by the survivor; windows unmapped on abort and
+// destroy, and nothing left in /dev/shm.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "collectives/transports/shm.h"
+#include "tests/collectives/test_support.h"
+
+namespace fsdp::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Mappings of window memory in this process (own windows, peers' windows and control blocks).
+int window_mappings() {
+  std::ifstream maps("/proc/self/maps");
+  int count = 0;
+  for (std::string line; std::getline(maps, line);) count += line.find("memfd:fsdp-window") != std::string::npos;
+  return count;
+}
+
+// What this test process's jobs left in /dev/shm: segments named after the jobs it named (the shm
+// transport's "fsdp-<job>"; windows are memfds and never appear there). Other processes' entries are
+// not this test's business: tests run in parallel.
+std::set<std::string> left_in_dev_shm() {
+  const std::string mine = "fsdp-" + unique_job_name("window");
+  const std::string prefix = mine.substr(0, mine.rfind('-') + 1);  // "fsdp-window-<pid>-"
+  std::set<std::string> names;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    while (dirent* e = ::readdir(d)) {
+      if (std::string(e->d_name).rfind(prefix, 0) == 0) names.insert(e->d_name);
+    }
+    ::closedir(d);
+  }
+  return names;
+}
+
+struct Checks {
+  std::string failures;
+  void expect(const std::string& diff, const std::string& what) {
+    if (!diff.empty()) failures += what + ": " + diff + "\n";
+  }
+};
+
+// Every rank's input for an all-gather block / a reduction, unique to rank and type.
+std::vector<std::vector<std::byte>> inputs(DataType t, ReduceKind op, int n, size_t count) {
+  std::vector<std::vector<std::byte>> in;
+  for (int p = 0; p < n; ++p) in.push_back(make_input(t, op, p, count, p));
+  return in;
+}
+
+// One rank's share: all-gather, reduce-scatter and all-reduce of `t`, in place and out of place,
+// with every buffer peers read in a window (`use_windows`; else plain vectors: the fallback).
+void windowed_suite(Communicator& comm, DataType t, size_t count, bool use_windows, Checks& c) {
+  const int n = comm.size();
+  const int r = comm.rank();
+  const size_t e = element_size(t);
+  const std::string tag = std::string(name(t)) + " count " + std::to_string(count) + " rank " + std::to_string(r);
+  // A buffer of `bytes`: a window, or plain memory for the mixed cases.
+  std::vector<Window> windows;
+  std::vector<std::vector<std::byte>> plain;
+  auto buffer = [&](size_t bytes) -> std::byte* {
+    Window w = comm.alloc_window(bytes);  // collective: every rank allocates alike
+    if (use_windows) {
+      windows.push_back(std::move(w));
+      return windows.back().data<std::byte>();
+    }
+    plain.emplace_back(bytes);
+    return plain.back().data();
+  };
+
+  {  // all-gather in place, then out of place (send in a window, recv plain)
+    const auto in = inputs(t, ReduceKind::kSum, n, count);
+    std::byte* full = buffer(n * count * e);
+    std::memcpy(full + r * count * e, in[r].data(), count * e);
+    comm.all_gather(full + r * count * e, full, count, t).wait();
+    for (int p = 0; p < n; ++p) c.expect(compare(full + p * count * e, in[p].data(), count, t), "all_gather in place block " + std::to_string(p) + " " + tag);
+    std::byte* shard = buffer(count * e);
+    std::memcpy(shard, in[r].data(), count * e);
+    std::vector<std::byte> out(n * count * e);
+    comm.all_gather(shard, out.data(), count, t).wait();
+    for (int p = 0; p < n; ++p) c.expect(compare(out.data() + p * count * e, in[p].data(), count, t), "all_gather out of place block " + std::to_string(p) + " " + tag);
+  }
+  {  // reduce-scatter out of place (recv plain), then in place
+    const auto in = inputs(t, ReduceKind::kSum, n, n * count);
+    const auto want = reference_reduce(t, ReduceOp::sum(), in, n * count);
+    std::byte* send = buffer(n * count * e);
+    std::memcpy(send, in[r].data(), n * count * e);
+    std::vector<std::byte> out(count * e);
+    comm.reduce_scatter(send, out.data(), count, t, ReduceOp::sum()).wait();
+    c.expect(compare(out.data(), want.data() + r * count * e, count, t), "reduce_scatter out of place " + tag);
+    comm.reduce_scatter(send, send + r * count * e, count, t, ReduceOp::sum()).wait();
+    c.expect(compare(send + r * count * e, want.data() + r * count * e, count, t), "reduce_scatter in place " + tag);
+  }
+  {  // all-reduce in place, out of place (both windows), avg for floats; uneven blocks (count + 1)
+    const size_t m = n * count + 1;
+    const ReduceOp op = is_floating(t) ? ReduceOp{ReduceKind::kAvg, 1.0} : ReduceOp::sum();
+    const auto in = inputs(t, op.kind, n, m);
+    const auto want = reference_reduce(t, op, in, m);
+    std::byte* buf = buffer(m * e);
+    std::memcpy(buf, in[r].data(), m * e);
+    comm.all_reduce(buf, buf, m, t, op).wait();
+    c.expect(compare(buf, want.data(), m, t), "all_reduce in place " + tag);
+    std::byte* send = buffer(m * e);
+    std::byte* recv = buffer(m * e);
+    std::memcpy(send, in[r].data(), m * e);
+    comm.all_reduce(send, recv, m, t, op).wait();
+    c.expect(compare(recv, want.data(), m, t), "all_reduce out of place " + tag);
+  }
+}
+
+// The suite over fp32, bf16 and int32 at two counts (one reduce chunk, several); checks that the
+// windowed path ran exactly where every rank's buffers were windows. Throws with every failure.
+void run_suite(Communicator& comm, bool mixed) {
+  Checks c;
+  const int n = comm.size();
+  for (DataType t : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt32}) {
+    for (size_t count : {size_t{1000}, size_t{9001}}) {
+      const uint64_t before = comm.windowed_collectives();
+      // Mixed: rank 0 passes windows, the others plain memory: every rank must fall back.
+      const bool use_windows = mixed ? comm.rank() == 0 : true;
+      windowed_suite(comm, t, count, use_windows, c);
+      const uint64_t ran = comm.windowed_collectives() - before;
+      const uint64_t want = (mixed || n == 1) ? 0 : 6;
+      if (ran != want) {
+        c.failures += "rank " + std::to_string(comm.rank()) + ": " + std::to_string(ran) + " windowed collectives, expected " +
+                      std::to_string(want) + "\n";
+      }
+    }
+  }
+  if (!c.failures.empty()) throw std::runtime_error(c.failures);
+}
+
+class WindowThreads : public ::testing::TestWithParam<int> {};
+
+TEST_P(WindowThreads, EveryCollectiveMatchesReference) {
+  InProcJob job(GetParam());
+  job.run([](Communicator& comm) { run_suite(comm, false); });
+}
+
+TEST_P(WindowThreads, MixedWindowAndPlainBuffersFallBack) {
+  InProcJob job(GetParam());
+  job.run([](Communicator& comm) { run_suite(comm, true); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, WindowThreads, ::testing::Values(1, 2, 3, 4));
+
+TEST(WindowThreads, WindowsAreSharedAndUnmappedOnAbortAndRelease) {
+  const int n = 3;
+  const int before = window_mappings();
+  InProcJob job(n);
+  std::vector<Window> windows(n);
+  MemoryTracker tracker;
+  job.run([&](Communicator& comm) {
+    windows[comm.rank()] = comm.alloc_window(1 << 20, &tracker, MemoryCategory::kAllGather);
+    if (!windows[comm.rank()].shared()) throw std::runtime_error(windows[comm.rank()].why_not_shared());
+  });
+  EXPECT_EQ(tracker.current(MemoryCategory::kAllGather), n << 20);
+  // Each rank maps its own window and its n - 1 peers' (and the control block, n times).
+  EXPECT_EQ(window_mappings() - before, n * n + n);
+  for (int r = 0; r < n; ++r) job.comm(r).abort("test");
+  EXPECT_EQ(window_mappings() - before, n);  // only the windows' own memory is left
+  for (auto& w : windows) w.reset();
+  EXPECT_EQ(window_mappings(), before);
+  EXPECT_EQ(tracker.current(MemoryCategory::kAllGather), 0);
+}
+
+// --- processes over the shm transport ---
+
+
+int process_body(const std::string& job, int rank, int n, bool mixed) {
+  CommOptions o;
+  o.timeout = 20s;
+  auto comm = Communicator::create(make_shm_transport(job, rank, n, 20s), o);
+  try {
+    run_suite(*comm, mixed);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s", e.what());
+    return 1;
+  }
+  comm.reset();
+  return window_mappings() == 0 ? 0 : 2;  // everything released with the communicator and windows
+}
+
+class WindowProcesses : public ::testing::TestWithParam<int> {};
+
+TEST_P(WindowProcesses, EveryCollectiveMatchesReferenceAndMixedFallsBack) {
+  const int n = GetParam();
+  for (bool mixed : {false, true}) {
+    const std::string job = unique_job_name("window");
+    auto codes = run_processes(n, 60s, [&](int rank) { return process_body(job, rank, n, mixed); });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r << (mixed ? " (mixed)" : "");
+  }
+  EXPECT_EQ(left_in_dev_shm(), std::set<std::string>{}) << "a segment was left in /dev/shm";
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, WindowProcesses, ::testing::Values(1, 2, 3, 4));
+
+// Rank 1 dies (SIGKILL) with its windows mapped: before the collective (`inside` false: rank 0 waits
+// for its post), or inside it (rank 1 is already waiting in the all-gather when rank 0 kills it, so
+// rank 0 copies rank 1's block and then waits for rank 1 to finish reading its own). Rank 0's windowed
+// all-gather must fail within 5 s with PeerLostError naming rank 0, peer 1 and the collective, and
+// nothing is left in /dev/shm.
+class WindowKilledPeer : public ::testing::TestWithParam<bool> {};
+
+TEST_P(WindowKilledPeer, IsNamedBySurvivor) {
+  const bool inside = GetParam();
+  const std::string job = unique_job_name("window");
+  auto codes = run_processes(2, 30s, [&job, inside](int rank) {
+    CommOptions o;
+    o.timeout = 20s;
+    auto comm = Communicator::create(make_shm_transport(job, rank, 2, 10s), o);
+    const size_t count = 1 << 16;
+    Window full = comm->alloc_window(2 * count * sizeof(float));
+    int64_t pid = ::getpid();
+    std::vector<int64_t> pids(2);
+    comm->all_gather(&pid, pids.data(), 1, DataType::kInt64).wait();
+    float* mine = full.data<float>() + rank * count;
+    if (rank == 1) {
+      if (!inside) ::raise(SIGKILL);
+      comm->all_gather(mine, full.data(), count, DataType::kFloat32).wait();  // killed while waiting here
+      return 5;
+    }
+    if (inside) {
+      std::this_thread::sleep_for(200ms);  // rank 1 posts and waits (if slower, this is the other case)
+      ::kill(static_cast<pid_t>(pids[1]), SIGKILL);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm->all_gather(mine, full.data(), count, DataType::kFloat32).wait();
+      return 2;
+    } catch (const PeerLostError& e) {
+      const std::string what = e.what();
+      for (const char* needle : {"rank 0", "peer 1", "all_gather"}) {
+        if (what.find(needle) == std::string::npos) {
+          std::fprintf(stderr, "'%s' missing from: %s\n", needle, what.c_str());
+          return 3;
+        }
+      }
+      return std::chrono::steady_clock::now() - start < 5s ? 0 : 4;
+    }
+  });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 128 + SIGKILL);
+  EXPECT_EQ(left_in_dev_shm(), std::set<std::string>{}) << "a segment was left in /dev/shm";
+}
+
+INSTANTIATE_TEST_SUITE_P(When, WindowKilledPeer, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "inside" : "before"; });
+
+}  // namespace
+}  // namespace fsdp::testing
