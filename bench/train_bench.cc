@@ -8,15 +8,20 @@
 //   - the MoE debug flavor without and with expert parallelism (EP 2): tokens/s and the share of the
 //     step spent in the tokens' all-to-alls, which block the compute (none of it is hidden).
 // Medians over --repeats runs of the per-run medians (the first step of a run is warm-up and left out).
+// --vs-torch then runs bench/vs_torch.py (fsdp-train at 1 and 2 ranks against the same Llama in PyTorch,
+// eager and DDP over gloo, interleaved) with the same --steps and --repeats.
 //
-//   fsdp-train-bench [--config FILE] [--steps 20] [--repeats 3] [--markdown FILE]
+//   fsdp-train-bench [--config FILE] [--steps 20] [--repeats 3] [--markdown FILE] [--vs-torch]
 #include <sched.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -135,9 +140,33 @@ std::string fixed(double v, int digits) {
 std::string signed_percent(double fraction) { return (fraction >= 0 ? "+" : "") + fixed(100 * fraction, 1) + "%"; }
 
 [[noreturn]] void usage(const std::string& error) {
-  std::fprintf(stderr, "%s%susage: fsdp-train-bench [--config FILE] [--steps N] [--repeats R] [--markdown FILE]\n",
+  std::fprintf(stderr,
+               "%s%susage: fsdp-train-bench [--config FILE] [--steps N] [--repeats R] [--markdown FILE] "
+               "[--vs-torch]\n",
                error.c_str(), error.empty() ? "" : "\n");
   std::exit(error.empty() ? 0 : 2);
+}
+
+// Runs bench/vs_torch.py of the source tree this binary was built from, under Debian's torch
+// (/usr/bin/python3), against this build; returns its exit status.
+int run_vs_torch(int64_t steps, int repeats) {
+  const std::string script = std::string(FSDP_SOURCE_DIR) + "/bench/vs_torch.py";
+  std::vector<std::string> args = {"/usr/bin/python3", script,          "--build",  FSDP_BUILD_DIR,
+                                   "--steps",          std::to_string(steps), "--repeats", std::to_string(repeats),
+                                   "--config",         std::string(FSDP_SOURCE_DIR) + "/configs/debug_model.toml"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::cout.flush();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execv(argv[0], argv.data());
+    std::fprintf(stderr, "fsdp-train-bench: cannot run %s %s: %s\n", argv[0], script.c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid) return 1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
 }  // namespace
@@ -146,6 +175,7 @@ int main(int argc, char** argv) {
   std::string config_file = "configs/debug_model.toml", markdown;
   int64_t steps = 20;
   int repeats = 3;
+  bool vs_torch = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -160,6 +190,8 @@ int main(int argc, char** argv) {
       repeats = std::atoi(value().c_str());
     } else if (a == "--markdown") {
       markdown = value();
+    } else if (a == "--vs-torch") {
+      vs_torch = true;
     } else if (a == "-h" || a == "--help") {
       usage("");
     } else {
@@ -261,6 +293,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "fsdp-train-bench: cannot write '%s'\n", markdown.c_str());
       return 1;
     }
+  }
+  if (vs_torch) {
+    std::cout << "\n";
+    return run_vs_torch(steps, repeats);
   }
   return 0;
 }

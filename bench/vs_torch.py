@@ -7,9 +7,10 @@ fsdp-run, which sets one BLAS thread per rank at 2 ranks on 2 cores), then the s
 and DDP over gloo in 2 processes with torch.set_num_threads(cores // ranks). Same global batch (8
 sequences), seq_len, vocab, init (N(0, 0.02) matrices, unit norm weights), AdamW (lr 8e-4, betas
 0.9/0.95, eps 1e-8, weight decay 0.1) and gradient clipping at 1.0. Prints the median over repeats of
-each run's median tokens/s (steps 2..n), the ratio fsdp-train / torch per rank count, the achieved
-GFLOP/s (TorchTitan's 6N + 12·L·H·hd·T FLOPs per token) and an sgemm figure timed in the same run
-(torch.mm of the FFN's (B·T, dim) x (dim, hidden) shape at 1 thread and at all cores).
+each run's median tokens/s (steps 2..n), the ratio fsdp-train / torch per rank count (at 1 process torch
+runs on all cores and on one thread; the faster is the baseline), the achieved GFLOP/s (TorchTitan's
+6N + 12·L·H·hd·T FLOPs per token) and an sgemm figure timed in the same run (torch.mm of the FFN's
+(B·T, dim) x (dim, hidden) shape at 1 thread and at all cores).
 
   /usr/bin/python3 bench/vs_torch.py [--build build] [--steps 8] [--repeats 3] [--models debug,titan]
 """
@@ -133,9 +134,9 @@ def flops_per_token(m):  # TorchTitan's estimate: 6 x non-embedding params + 12 
     return 6 * params + 12 * m["n_layers"] * m["n_heads"] * hd * m["seq_len"]
 
 
-def torch_worker(rank, world, port, m, steps, out):
+def torch_worker(rank, world, port, m, steps, threads, out):
     """One rank of the torch run: returns (median tokens/s over steps 2..n, loss at step 1) through out."""
-    torch.set_num_threads(max(1, CORES // world))
+    torch.set_num_threads(threads)
     if world > 1:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     torch.manual_seed(42)  # same init on every rank, as DDP broadcasts anyway
@@ -168,10 +169,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_torch(m, ranks, steps):
+def run_torch(m, ranks, steps, threads):
     ctx = mp.get_context("spawn")
     out = ctx.SimpleQueue()
-    mp.start_processes(torch_worker, args=(ranks, free_port(), m, steps, out), nprocs=ranks, start_method="spawn")
+    mp.start_processes(torch_worker, args=(ranks, free_port(), m, steps, threads, out), nprocs=ranks,
+                       start_method="spawn")
     return out.get()
 
 
@@ -213,7 +215,10 @@ def main():
     ap.add_argument("--models", default="debug,titan")
     a = ap.parse_args()
     names = a.models.split(",")
-    variants = [(n, impl, r) for n in names for r in (1, 2) for impl in ("fsdp-train", "torch")]
+    # torch at 1 process runs twice: on all cores (as fsdp-train) and on one thread, because 1.13's OpenMP
+    # threads can be slower than one; the ratio is taken against the faster of the two.
+    impls = {1: ("fsdp-train", "torch", "torch-1thread"), 2: ("fsdp-train", "torch")}
+    variants = [(n, impl, r) for n in names for r in (1, 2) for impl in impls[r]]
     res = {v: [] for v in variants}
     sgemm = {n: {1: [], CORES: []} for n in names}
     with tempfile.TemporaryDirectory(prefix="fsdp_vs_torch_") as scratch:
@@ -224,18 +229,19 @@ def main():
             for v in variants:
                 n, impl, r = v
                 m = MODELS[n]
+                threads = 1 if impl == "torch-1thread" else max(1, CORES // r)
                 res[v].append(run_fsdp(a.build, a.config, m, r, a.steps, scratch) if impl == "fsdp-train"
-                              else run_torch(m, r, a.steps))
+                              else run_torch(m, r, a.steps, threads))
             print(f"vs_torch: repeat {rep + 1}/{a.repeats} done", file=sys.stderr)
     print(f"{a.repeats} repeats x {a.steps} steps, global batch {GLOBAL_BATCH} sequences, {CORES} cores; "
           f"sgemm = torch.mm (B*T, dim) x (dim, hidden), median GFLOP/s in this run")
-    print("| model | ranks | impl | tokens/s (median) | runs | fsdp-train / torch | GFLOP/s | sgemm GFLOP/s "
+    print("| model | ranks | impl | tokens/s (median) | runs | fsdp-train / torch (best torch row) | GFLOP/s | sgemm GFLOP/s "
           "(1 thread x ranks at 2 ranks; all cores at 1) | of sgemm | loss at step 1 (ln vocab) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for n, impl, r in variants:
         m, runs = MODELS[n], res[(n, impl, r)]
         tps = statistics.median(x[0] for x in runs)
-        other = statistics.median(x[0] for x in res[(n, "torch", r)])
+        other = max(statistics.median(x[0] for x in res[(n, t, r)]) for t in impls[r] if t != "fsdp-train")
         gf = tps * flops_per_token(m) / 1e9
         sg = statistics.median(sgemm[n][1]) * r if r > 1 else statistics.median(sgemm[n][CORES])
         print(f"| {n} | {r} | {impl} | {tps:,.0f} | {' '.join(f'{x[0]:,.0f}' for x in runs)} | "
