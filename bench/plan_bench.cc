@@ -9,6 +9,7 @@
 
 #include "sharding/auto_planner.h"
 #include "sharding/plan_io.h"
+#include "sharding/schedule_sim.h"
 
 namespace fs = fsdp::sharding;
 
@@ -47,6 +48,13 @@ int main() {
     const Stats plan = time_it([&] { sink += fs::make_plan(model, chip, m, policy).units.size(); });
     std::printf("%-44s %10.2f %10.2f %10.2f\n", ("plan " + mesh + " (layout + cost)").c_str(), plan.min_ms,
                 plan.median_ms, plan.max_ms);
+    // The schedule simulator alone, every span and memory point recorded (what fsdp-plan --trace writes).
+    const fs::Plan made = fs::make_plan(model, chip, m, policy);
+    const Stats sim = time_it([&] {
+      sink += fs::simulate_step(made.schedule, {chip.comm_compute_contention, true}).spans.size();
+    });
+    std::printf("%-44s %10.2f %10.2f %10.2f\n", ("simulated step " + mesh + " (recorded)").c_str(), sim.min_ms,
+                sim.median_ms, sim.max_ms);
     const Stats full =
         time_it([&] { sink += fs::to_binary(fs::to_proto(fs::make_plan(model, chip, m, policy))).size(); });
     std::printf("%-44s %10.2f %10.2f %10.2f\n", ("plan " + mesh + " + protobuf").c_str(), full.min_ms, full.median_ms,

@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <atomic>
 #include <climits>
 #include <cmath>
 #include <numbers>
@@ -21,13 +22,19 @@ blasint to_blas(int64_t v, const char* what) {
   return static_cast<blasint>(v);
 }
 
+std::atomic<int64_t> g_matmul_flops{0};
+
 }  // namespace
+
+int64_t matmul_flops() { return g_matmul_flops.load(std::memory_order_relaxed); }
+void reset_matmul_flops() { g_matmul_flops.store(0, std::memory_order_relaxed); }
 
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  g_matmul_flops.fetch_add(2 * m * n * k, std::memory_order_relaxed);
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               to_blas(m, "m"), to_blas(n, "n"), to_blas(k, "k"), alpha, a, to_blas(lda, "lda"), b,
               to_blas(ldb, "ldb"), beta, c, to_blas(ldc, "ldc"));

@@ -20,6 +20,12 @@ void linear_backward_input(const float* dy, const float* w, int64_t n, int64_t i
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// Matmul FLOPs (2 m n k per gemm) this process executed since the last reset, every thread summed: the
+// independent count the planner's per-layer FLOPs are checked against (tests/model/flop_count_test.cc).
+// One relaxed atomic add per gemm call.
+int64_t matmul_flops();
+void reset_matmul_flops();
+
 // OpenBLAS's thread count for this process (its OPENBLAS_NUM_THREADS is read once, at library load).
 void set_blas_threads(int threads);
 

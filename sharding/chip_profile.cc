@@ -76,7 +76,9 @@ std::vector<ChipProfile> make_presets() {
                           .peak_flops_fp8 = 0.05 * kTflops,
                           .matmul_efficiency = 0.5,
                           .chips_per_node = 2,
-                          .fp32_compute = true});
+                          .fp32_compute = true,
+                          // Each rank's progress engine copies on the cores its compute uses.
+                          .comm_compute_contention = 1.0});
   return v;
 }
 
@@ -116,6 +118,10 @@ void validate(const ChipProfile& c) {
   }
   if (c.intra_latency_s < 0 || c.inter_latency_s < 0) throw PlanError(where + "latencies must not be negative");
   if (c.matmul_efficiency > 1) throw PlanError(where + "matmul efficiency must be in (0, 1]");
+  if (!(c.comm_compute_contention >= 0 && c.comm_compute_contention <= 1)) {
+    throw PlanError(where + "comm_compute_contention must be in [0, 1] (got " + std::to_string(c.comm_compute_contention) +
+                    ")");
+  }
   if (c.chips_per_node <= 0 || c.chips_per_node > kMaxChipsPerNode) {
     throw PlanError(where + "chips per node must be 1.." + std::to_string(kMaxChipsPerNode));
   }
@@ -149,7 +155,7 @@ ChipProfile parse_chip_profile_document(std::string_view text, std::string_view 
   check_keys(src, t, "[chip]",
              {"base", "name", "memory_gib", "hbm_tb_per_s", "intra_gb_per_s", "intra_latency_us", "inter_gb_per_s",
               "inter_latency_us", "fp32_tflops", "bf16_tflops", "fp8_tflops", "matmul_efficiency", "chips_per_node",
-              "fp32_compute"});
+              "fp32_compute", "comm_compute_contention"});
   ChipProfile c;
   auto base = get_string(src, t, "base");
   if (base) {
@@ -188,6 +194,7 @@ ChipProfile parse_chip_profile_document(std::string_view text, std::string_view 
   }
   if (auto v = get_int(src, t, "chips_per_node")) c.chips_per_node = *v;
   if (auto v = get_bool(src, t, "fp32_compute")) c.fp32_compute = *v;
+  if (auto v = get_number(src, t, "comm_compute_contention")) c.comm_compute_contention = *v;
   if (c.name.empty()) fail(src, t, "profile needs a 'name' or a 'base'");
   try {
     validate(c);

@@ -29,6 +29,10 @@ struct ChipProfile {
   // No low-precision matmul units (the CPU reference model): parameters are gathered in the param
   // dtype but computed on, with gradients and activations, in fp32.
   bool fp32_compute = false;
+  // How much compute and collectives slow each other while they overlap, in [0, 1]
+  // (sharding/schedule_sim.h): 0 where collectives have engines and links of their own (accelerators),
+  // 1 where the same cores run both (a CPU: the progress engine's copies share the rank's core).
+  double comm_compute_contention = 0;
 
   double bandwidth(LinkLevel level) const { return level == LinkLevel::kIntra ? intra_bytes_per_s : inter_bytes_per_s; }
   double latency(LinkLevel level) const { return level == LinkLevel::kIntra ? intra_latency_s : inter_latency_s; }
@@ -44,7 +48,8 @@ ChipProfile chip_preset(std::string_view name);  // throws PlanError naming the 
 
 // A TOML profile file: a [chip] table with `base = "<preset>"` (optional) and any fields to override
 // (memory_gib, hbm_tb_per_s, intra_gb_per_s, intra_latency_us, inter_gb_per_s, inter_latency_us,
-// fp32_tflops, bf16_tflops, fp8_tflops, matmul_efficiency, chips_per_node, fp32_compute, name). Without a base every
+// fp32_tflops, bf16_tflops, fp8_tflops, matmul_efficiency, chips_per_node, fp32_compute,
+// comm_compute_contention, name). Without a base every
 // field is required, unless default_base names a preset to start from. Errors name the file and line.
 ChipProfile parse_chip_profile(std::string_view toml_text, std::string_view source_name,
                                std::string_view default_base = {});

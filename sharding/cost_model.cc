@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sharding/step_program.h"
+
 namespace fsdp::sharding {
 
 namespace {
@@ -134,105 +136,31 @@ std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<Un
 
 MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t base, const Policy& policy,
                                int64_t shard_degree, bool fp32_compute) {
-  const int64_t pb = static_cast<int64_t>(element_size(policy.param_dtype));
-  const int64_t cb = compute_element_bytes(policy.param_dtype, fp32_compute);
-  const int64_t rb = static_cast<int64_t>(element_size(policy.reduce_dtype));
-  const auto mode = policy.reshard.mode;
-  const bool grouped = mode == Reshard::Mode::kGroup && policy.reshard.group < shard_degree;
-  const int64_t group = grouped ? policy.reshard.group : 1;
-  const int n = static_cast<int>(units.size());
-
-  MemoryTimeline tl;
-  int64_t ag = 0, up = 0, kept = 0, ug = 0, rs = 0, act = 0;
-  auto mark = [&] {
-    tl.peak = std::max(tl.peak, base + ag + up + kept + ug + rs + act);
-    tl.all_gather = std::max(tl.all_gather, ag);
-    tl.unsharded_params = std::max(tl.unsharded_params, up);
-    tl.kept_params = std::max(tl.kept_params, kept);
-    tl.unsharded_grads = std::max(tl.unsharded_grads, ug);
-    tl.reduce_scatter = std::max(tl.reduce_scatter, rs);
-    tl.activations = std::max(tl.activations, act);
-  };
-  std::vector<char> in_flight(units.size(), 0), unsharded(units.size(), 0), has_kept(units.size(), 0),
-      has_grads(units.size(), 0);
-  auto issue = [&](int j) {
-    if (j < 0 || j >= n || unsharded[j] || in_flight[j]) return;
-    in_flight[j] = 1;
-    ag += units[j].flat_numel * pb;
-    mark();
-  };
-  // wait_unshard: allocate the parameters, copy out, keep a group slice, free the all-gather output.
-  auto copy_out = [&](int j) {
-    if (unsharded[j]) return;
-    issue(j);
-    up += units[j].numel * cb;
-    mark();
-    const int64_t slice = units[j].flat_numel / group * pb;
-    if (has_kept[j]) {
-      kept -= slice;
-      has_kept[j] = 0;
-    } else if (grouped && units[j].keeps_group_slice) {
-      kept += slice;
-      has_kept[j] = 1;
-      mark();
-    }
-    ag -= units[j].flat_numel * pb;
-    in_flight[j] = 0;
-    unsharded[j] = 1;
-  };
-  auto release_params = [&](int j) {
-    if (!unsharded[j]) return;
-    up -= units[j].numel * cb;
-    unsharded[j] = 0;
-  };
-
-  int pending = -1;
-  const int64_t micro_steps = std::min<int64_t>(policy.grad_accum, 2);  // no-sync micro-steps repeat
-  for (int64_t m = 0; m < micro_steps; ++m) {
-    const bool sync = m + 1 == micro_steps;
-    for (int i = 0; i < n; ++i) {
-      issue(i);
-      for (int64_t k = 1; k <= policy.prefetch; ++k) issue(i + static_cast<int>(k));
-      copy_out(i);
-      act += units[i].activations + units[i].forward_scratch;
-      mark();
-      act -= units[i].forward_scratch;
-      if (policy.reshard.reshards(i, n)) release_params(i);
-    }
-    for (int i = n - 1; i >= 0; --i) {
-      issue(i);
-      for (int64_t k = 1; k <= policy.prefetch; ++k) issue(i - static_cast<int>(k));
-      copy_out(i);
-      if (!has_grads[i]) {
-        ug += units[i].numel * cb;
-        has_grads[i] = 1;
-        mark();
-      }
-      act += units[i].backward_scratch;
-      mark();
-      act -= units[i].backward_scratch + units[i].activations;
-      release_params(i);
-      if (!sync) continue;
-      if (pending >= 0) rs -= units[pending].flat_numel * rb;
-      rs += units[i].flat_numel * rb;
-      mark();
-      ug -= units[i].numel * cb;
-      has_grads[i] = 0;
-      pending = i;
-    }
-  }
-  return tl;
+  // The step program keeps the bytes (sharding/step_program.h); times play no part in them.
+  StepSpec spec{.policy = policy, .shard_degree = shard_degree, .fp32_compute = fp32_compute, .base_bytes = base};
+  spec.units.resize(units.size());
+  for (size_t i = 0; i < units.size(); ++i) spec.units[i].memory = units[i];
+  return step_program(spec).memory;
 }
 
-double unit_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len) {
+namespace {
+
+// experts_per_token of the experts a unit holds: all of them, or a rank's local experts under expert
+// parallelism (w1 w2 w3 each).
+double active_expert_fraction(const UnitSpec& unit, const ModelDims& dims) {
   int64_t experts = dims.num_experts;
-  if (unit.experts) {  // a rank's local experts under expert parallelism: w1 w2 w3 each
+  if (unit.experts) {
     experts = 0;
     for (const auto& p : unit.params) experts += p.kind == ParamKind::kExpert ? 1 : 0;
     experts /= 3;
   }
-  const double expert_fraction =
-      experts > 0 ? static_cast<double>(dims.experts_per_token) / static_cast<double>(experts) : 1.0;
+  return experts > 0 ? static_cast<double>(dims.experts_per_token) / static_cast<double>(experts) : 1.0;
+}
+
+}  // namespace
+
+double unit_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len) {
+  const double expert_fraction = active_expert_fraction(unit, dims);
   double active = 0;
   for (const auto& p : unit.params) {
     if (p.kind == ParamKind::kDense) active += static_cast<double>(p.numel());
@@ -241,6 +169,25 @@ double unit_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t
   double flops = 6 * active;
   if (unit.is_layer) flops += 12.0 * static_cast<double>(dims.dim) * static_cast<double>(seq_len);
   return flops;
+}
+
+ExecutedFlops unit_executed_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len,
+                                            bool fused_causal) {
+  const double expert_fraction = active_expert_fraction(unit, dims);
+  double matrices = 0;
+  for (const auto& p : unit.params) {
+    if (p.shape.size() < 2) continue;
+    if (p.kind == ParamKind::kDense) matrices += static_cast<double>(p.numel());
+    if (p.kind == ParamKind::kExpert) matrices += expert_fraction * static_cast<double>(p.numel());
+  }
+  ExecutedFlops f{2 * matrices, 4 * matrices};
+  if (unit.is_layer) {
+    const double q = static_cast<double>(dims.n_heads > 0 ? dims.n_heads * dims.head_dim() : dims.dim);
+    const double t = static_cast<double>(seq_len) * q * (fused_causal ? 0.5 : 1.0);
+    f.forward += 4 * t;
+    f.backward += 10 * t;
+  }
+  return f;
 }
 
 double model_flops_per_token(const ModelSpec& model, int64_t seq_len) {
@@ -300,52 +247,6 @@ int64_t moe_all_to_alls(ActivationCheckpointing ac) { return ac == ActivationChe
 
 double roofline_seconds(double flops, double peak_flops, double bytes_moved, double memory_bytes_per_s) {
   return std::max(flops / peak_flops, bytes_moved / memory_bytes_per_s);
-}
-
-MicroStepTimes simulate_micro_step(const std::vector<UnitTimes>& units, int64_t prefetch) {
-  const size_t n = units.size();
-  MicroStepTimes out;
-  std::vector<double> compute_end(n, 0.0);
-  double gather_free = 0;
-  double compute_free = 0;
-  // Forward, unit order.
-  for (size_t i = 0; i < n; ++i) {
-    double start = gather_free;
-    // The all-gather reuses the buffer of the unit prefetch + 1 places earlier: wait for its compute.
-    if (i >= static_cast<size_t>(prefetch) + 1) start = std::max(start, compute_end[i - prefetch - 1]);
-    const double gathered = start + units[i].all_gather_forward;
-    gather_free = gathered;
-    const double begin = std::max(compute_free, gathered);
-    compute_end[i] = begin + units[i].forward + units[i].all_to_all_forward;
-    compute_free = compute_end[i];
-    out.compute += units[i].forward;
-    out.all_to_all += units[i].all_to_all_forward;
-  }
-  // Backward, reverse order; position j is unit n - 1 - j.
-  const double forward_end = compute_free;
-  gather_free = std::max(gather_free, forward_end);
-  std::vector<double> back_end(n, 0.0);
-  double reduce_free = 0;
-  double reduce_all_free = 0;
-  for (size_t j = 0; j < n; ++j) {
-    const auto& u = units[n - 1 - j];
-    // Backward all-gathers may be issued during forward's tail only for buffers already free; keep it
-    // simple and conservative: they start once forward is done.
-    double start = gather_free;
-    if (j >= static_cast<size_t>(prefetch) + 1) start = std::max(start, back_end[j - prefetch - 1]);
-    const double gathered = start + u.all_gather_backward;
-    gather_free = gathered;
-    const double begin = std::max(compute_free, gathered);
-    back_end[j] = begin + u.backward + u.all_to_all_backward;
-    compute_free = back_end[j];
-    out.compute += u.backward;
-    out.all_to_all += u.all_to_all_backward;
-    const double rs_end = std::max(reduce_free, back_end[j]) + u.reduce_scatter;
-    reduce_free = rs_end;
-    reduce_all_free = std::max(reduce_all_free, rs_end) + u.all_reduce;
-  }
-  out.total = std::max({compute_free, reduce_free, reduce_all_free});
-  return out;
 }
 
 }  // namespace fsdp::sharding

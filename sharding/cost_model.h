@@ -95,7 +95,8 @@ struct MemoryTimeline {
 // forward, the all-gathers it and the next `prefetch` units issue, the copy-out, the saved activations,
 // the reshard; in backward the same in reverse plus the unsharded gradients and the reduce-scatter
 // buffer (the previous unit's is freed before the next starts; none while gradient sync is off
-// between micro-batches). `base` is what is always live (model states, the residual stream).
+// between micro-batches). `base` is what is always live (model states, the residual stream). The
+// replay is the step program's (sharding/step_program.h), which the schedule simulator also times.
 MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t base, const Policy& policy,
                                int64_t shard_degree, bool fp32_compute);
 
@@ -107,6 +108,19 @@ MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t bas
 // token its EP group routes to it (balanced routing): its experts are active at k / L, not k / E.
 double unit_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len);
 double model_flops_per_token(const ModelSpec& model, int64_t seq_len);
+// The matmul FLOPs per token one micro-step executes for a unit (what its time is priced on; MFU keeps
+// the model FLOPs above): 2 forward and 4 backward per element of each weight matrix (1-D weights such
+// as norms do no matmul), an expert's at its active fraction; a block adds attention's score and value
+// products. The CPU reference (model/attention.cc, no fused kernel) computes them over the whole T x T
+// matrix: forward QK^T and PV, 4 T q_dim; backward QK^T again, dV, dP, dQ, dK, 10 T q_dim. A fused
+// causal kernel (FlashAttention, fused_causal = true) skips the masked half: 2 T q_dim and 5 T q_dim.
+struct ExecutedFlops {
+  double forward = 0;
+  double backward = 0;
+};
+ExecutedFlops unit_executed_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len,
+                                            bool fused_causal);
+
 // Extra FLOPs per token that checkpointing recomputes: full repeats a block's forward (a third of the
 // above); selective (the op policy) recomputes the wk, wo and, in a dense block, w3 matmuls:
 // 2 * dim * (kv_dim + q_dim + ffn_hidden); its elementwise recomputation is priced as memory traffic.
@@ -151,31 +165,5 @@ int64_t moe_all_to_alls(ActivationCheckpointing ac);
 
 // Roofline: bound by peak FLOP/s or by device memory traffic, whichever is slower.
 double roofline_seconds(double flops, double peak_flops, double bytes_moved, double memory_bytes_per_s);
-
-// One unit's times for one micro-step (seconds).
-struct UnitTimes {
-  double forward = 0;
-  double backward = 0;  // including recomputation
-  double all_gather_forward = 0;
-  double all_gather_backward = 0;
-  double reduce_scatter = 0;
-  double all_reduce = 0;  // HSDP, over the replicate group
-  // Expert parallelism's token exchange: blocking, on the compute stream (not overlapped).
-  double all_to_all_forward = 0;
-  double all_to_all_backward = 0;
-};
-
-struct MicroStepTimes {
-  double total = 0;    // wall time of forward + backward
-  double compute = 0;  // sum of compute
-  double all_to_all = 0;  // sum of the all-to-alls the compute stream waited for
-};
-
-// Two-stream schedule of one micro-step, FSDP2 style: units forward in order, backward in reverse.
-// All-gathers run on one stream, reduce-scatters and all-reduces on another, compute on a third. The
-// all-gather for a unit may start once the buffer it reuses is free: with prefetch depth d it waits for
-// the compute of the unit d + 1 places earlier; d = 0 serialises all-gather and compute. Reduce-scatter
-// of a unit starts when its backward ends; the step ends when the last collective ends.
-MicroStepTimes simulate_micro_step(const std::vector<UnitTimes>& units, int64_t prefetch);
 
 }  // namespace fsdp::sharding

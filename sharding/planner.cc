@@ -9,6 +9,7 @@
 #include "sharding/cost_model.h"
 #include "sharding/expert_parallel.h"
 #include "sharding/plan_error.h"
+#include "sharding/schedule_sim.h"
 
 namespace fsdp::sharding {
 
@@ -50,7 +51,7 @@ std::vector<UnitShardLayout> shard_rank_units(const ModelSpec& rank_units, const
 }
 
 PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLayout>& units, const ChipProfile& chip,
-                           const Mesh& mesh, const Policy& policy, double headroom) {
+                           const Mesh& mesh, const Policy& policy, double headroom, StepSpec* schedule) {
   validate(policy, mesh.shard_degree());
   if (units.size() != model.units.size() || units.empty() || units[0].shard_degree() != mesh.shard_degree()) {
     throw PlanError("estimate_plan: layout does not match the model and the mesh's shard degree");
@@ -130,8 +131,17 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   CommEstimate a2a_intra{"all_to_all", LinkLevel::kIntra, ep, 0, 0, 0, 0};
   CommEstimate a2a_inter{"all_to_all", LinkLevel::kInter, ep, 0, 0, 0, 0};
   ActivationCheckpointing layer_ac = ActivationCheckpointing::kNone;  // of the block an expert unit follows
+  double t_all_to_all = 0;
 
-  std::vector<UnitTimes> times(units.size());
+  StepSpec step{.policy = policy,
+                .shard_degree = shard,
+                .fp32_compute = chip.fp32_compute,
+                .base_bytes = mem.model_states() + residual_stream};
+  step.units.resize(units.size());
+  auto collective = [](double seconds, LinkLevel level, int stream, double bytes) {
+    return SimCollective{seconds, static_cast<int>(level), stream, static_cast<int64_t>(bytes)};
+  };
+  double compute_s = 0;
   double recompute_s = 0;
   int64_t layer = 0;
   for (size_t i = 0; i < units.size(); ++i) {
@@ -139,8 +149,13 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
     const UnitShardLayout& u = units[i];
     if (spec.is_layer) layer_ac = block_ac(policy, layer++);
     const ActivationCheckpointing ac = spec.is_layer || spec.experts ? layer_ac : ActivationCheckpointing::kNone;
-    const double flops = unit_flops_per_token(spec, model.dims, policy.seq_len) * tokens;
-    const double recompute = unit_recompute_flops_per_token(spec, model.dims, policy.seq_len, ac) * tokens;
+    // Priced on the FLOPs the chip executes: the CPU reference's attention over the whole T x T matrix,
+    // an accelerator's fused causal kernel over half; full checkpointing reruns the executed forward.
+    const ExecutedFlops exec =
+        unit_executed_flops_per_token(spec, model.dims, policy.seq_len, /*fused_causal=*/!chip.fp32_compute);
+    const bool reruns_forward = ac == ActivationCheckpointing::kFull && (spec.is_layer || spec.experts);
+    const double recompute =
+        (reruns_forward ? exec.forward : unit_recompute_flops_per_token(spec, model.dims, policy.seq_len, ac)) * tokens;
     const double param_bytes = static_cast<double>(u.numel() * pb);
     const double act = spec.is_layer ? saved_per_token(ac) * tokens : 0.0;
     const int64_t group = spec.experts ? expert_shard : shard;
@@ -150,31 +165,45 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
     const double recompute_traffic = spec.is_layer ? 2 * recomputed_per_token(ac) * tokens : 0.0;
     // Forward reads the weights and writes the saved activations; backward reads the weights twice
     // (input and weight gradients), reads the activations, writes full gradients and redoes recomputation.
-    times[i].forward = roofline_seconds(flops / 3, peak, param_bytes + act, chip.hbm_bytes_per_s);
-    times[i].backward = roofline_seconds(2 * flops / 3 + recompute, peak, 3 * param_bytes + act + recompute_traffic,
-                                         chip.hbm_bytes_per_s);
+    SimUnit& su = step.units[i];
+    su.memory = per_unit[i];
+    su.forward = roofline_seconds(exec.forward * tokens, peak, param_bytes + act, chip.hbm_bytes_per_s);
+    su.backward = roofline_seconds(exec.backward * tokens + recompute, peak,
+                                   3 * param_bytes + act + recompute_traffic, chip.hbm_bytes_per_s);
+    compute_s += (su.forward + su.backward) * static_cast<double>(accum);
     recompute_s +=
         roofline_seconds(recompute, peak, recompute_traffic, chip.hbm_bytes_per_s) * static_cast<double>(accum);
 
     // On the wire: MXFP8 moves 8.25 bits per element (33/32 bytes: 8.25/16 of bf16).
     const double gather_bytes = static_cast<double>(u.flat_numel()) * wire_element_bytes(policy.param_comm, policy.param_dtype);
     const double reduce_bytes = static_cast<double>(u.flat_numel()) * wire_element_bytes(policy.grad_comm, policy.reduce_dtype);
-    times[i].all_gather_forward = all_gather_seconds(gather_bytes, group, glink);
-    times[i].all_gather_backward = all_gather_seconds(gather_bytes, bgroup, blink);
-    times[i].reduce_scatter = reduce_scatter_seconds(reduce_bytes, group, glink);
+    // Expert units gather and reduce on communicators of their own (streams kStreamExpert + ...).
+    const int streams = spec.experts ? kStreamExpert : 0;
+    const LinkLevel glevel = spec.experts ? mesh.expert_shard_level() : mesh.shard_level();
+    su.all_gather = collective(all_gather_seconds(gather_bytes, group, glink), glevel, streams + kStreamGather,
+                               gather_bytes);
+    su.all_gather_backward =
+        collective(all_gather_seconds(gather_bytes, bgroup, blink), spec.experts ? glevel : back_level,
+                   streams + kStreamGatherGroup, gather_bytes);
+    su.reduce_scatter = collective(reduce_scatter_seconds(reduce_bytes, group, glink), glevel,
+                                   streams + kStreamReduce, reduce_bytes);
     // An MXFP8 reduce-scatter hands over f32 sums, which the HSDP all-reduce then carries.
     const double ar_bytes = static_cast<double>(u.chunk_numel() * (policy.grad_comm == CommPrecision::kMxfp8 ? 4 : rb));
-    times[i].all_reduce = all_reduce_seconds(ar_bytes, replicate, rep_link);
+    su.all_reduce = collective(all_reduce_seconds(ar_bytes, replicate, rep_link), rep_level, kStreamGather, ar_bytes);
     if (group > 1) {
-      (spec.experts ? eag_fwd : ag_fwd).add(gather_bytes, times[i].all_gather_forward, accum);
-      (spec.experts ? ers : rs).add(reduce_bytes, times[i].reduce_scatter, accum);
+      (spec.experts ? eag_fwd : ag_fwd).add(gather_bytes, su.all_gather.seconds, accum);
+      (spec.experts ? ers : rs).add(reduce_bytes, su.reduce_scatter.seconds, accum);
     }
-    if (bgroup > 1) (spec.experts ? eag_bwd : ag_bwd).add(gather_bytes, times[i].all_gather_backward, accum);
-    if (replicate > 1) ar.add(ar_bytes, times[i].all_reduce, accum);
+    if (bgroup > 1) (spec.experts ? eag_bwd : ag_bwd).add(gather_bytes, su.all_gather_backward.seconds, accum);
+    if (replicate > 1) ar.add(ar_bytes, su.all_reduce.seconds, accum);
     if (spec.experts && ep > 1) {
       const int64_t calls = moe_all_to_alls(ac);
-      times[i].all_to_all_forward = 2 * a2a.seconds();
-      times[i].all_to_all_backward = static_cast<double>(calls - 2) * a2a.seconds();
+      // Pairwise rounds, one after another: priced on the slower link they use.
+      const LinkLevel a2a_level = a2a.inter_seconds > 0 ? LinkLevel::kInter : LinkLevel::kIntra;
+      su.all_to_all_forward = collective(2 * a2a.seconds(), a2a_level, kStreamGather, 2 * a2a_bytes);
+      su.all_to_all_backward = collective(static_cast<double>(calls - 2) * a2a.seconds(), a2a_level, kStreamGather,
+                                          static_cast<double>(calls - 2) * a2a_bytes);
+      t_all_to_all += (su.all_to_all_forward.seconds + su.all_to_all_backward.seconds) * static_cast<double>(accum);
       for (auto [c, bytes, secs] : {std::tuple{&a2a_intra, a2a.intra_bytes, a2a.intra_seconds},
                                     std::tuple{&a2a_inter, a2a.inter_bytes, a2a.inter_seconds}}) {
         c->calls += calls * accum;
@@ -191,22 +220,26 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
     if (c->bytes_sent_per_rank > 0) est.comm.push_back(*c);
   }
 
-  // ---- Step time ----
-  const MicroStepTimes micro = simulate_micro_step(times, policy.prefetch);
-  // Collectives sharing a link level cannot run faster than their serial sum, whatever the streams.
-  std::map<LinkLevel, double> per_level;
-  for (const auto& c : est.comm) per_level[c.level] += c.seconds / static_cast<double>(accum);
-  double link_bound = 0;
-  for (const auto& [level, s] : per_level) link_bound = std::max(link_bound, s);
+  // ---- Step time: the runtime's schedule, simulated ----
   auto& t = est.time;
   const double opt_traffic = static_cast<double>(mem.param_shards * 2 + mem.grad_shards + 2 * mem.optimizer_state);
   t.optimizer = opt_traffic / chip.hbm_bytes_per_s;
-  t.compute = micro.compute * static_cast<double>(accum);
-  t.all_to_all = micro.all_to_all * static_cast<double>(accum);
+  for (size_t i = 0; i < units.size(); ++i) {  // each unit's share of the update: its shard's
+    step.units[i].optimizer = t.optimizer * static_cast<double>(units[i].chunk_numel()) /
+                              static_cast<double>(std::max<int64_t>(1, shard_numel));
+  }
+  // The loss and the gradient norm: one 8-byte all-reduce each over the world (and the shard group).
+  const LinkLevel world_level = mesh.nodes() > 1 ? LinkLevel::kInter : LinkLevel::kIntra;
+  const Link world_link{chip.bandwidth(world_level), chip.latency(world_level)};
+  step.step_sync = collective(all_reduce_seconds(8, mesh.world_size(), world_link), world_level, kStreamGather, 8);
+  const StepSimulation sim = simulate_step(step, SimOptions{chip.comm_compute_contention, false});
+  t.compute = compute_s;
+  t.all_to_all = t_all_to_all;
   t.recompute = recompute_s;
   for (const auto& c : est.comm) t.communication += c.seconds;
-  t.step = std::max(micro.total, link_bound) * static_cast<double>(accum) + t.optimizer;
-  t.exposed_communication = std::max(0.0, t.step - t.compute - t.optimizer);
+  t.step = sim.step;
+  t.exposed_communication = sim.exposed_communication;
+  if (schedule != nullptr) *schedule = std::move(step);
   t.model_flops_per_rank = model_flops_per_token(model, policy.seq_len) * tokens * static_cast<double>(accum);
   t.mfu = t.model_flops_per_rank / (t.step * chip.peak_flops(policy.param_dtype));
   t.tokens_per_s = tokens * static_cast<double>(accum * mesh.world_size()) / t.step;
@@ -223,8 +256,8 @@ Plan make_plan(const ModelSpec& model, const ChipProfile& chip, const Mesh& mesh
   }
   ModelSpec units = rank_units(model, mesh);
   auto layouts = shard_rank_units(units, mesh);
-  Plan plan{model, mesh, chip, policy, headroom, std::move(layouts), {}, {}, std::move(units)};
-  plan.estimate = estimate_plan(plan.rank_model, plan.units, chip, mesh, policy, headroom);
+  Plan plan{model, mesh, chip, policy, headroom, std::move(layouts), {}, {}, std::move(units), {}};
+  plan.estimate = estimate_plan(plan.rank_model, plan.units, chip, mesh, policy, headroom, &plan.schedule);
 
   auto& notes = plan.notes;
   std::ostringstream s;

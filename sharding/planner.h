@@ -11,6 +11,7 @@
 #include "sharding/model_spec.h"
 #include "sharding/policy.h"
 #include "sharding/shard_layout.h"
+#include "sharding/step_program.h"
 
 namespace fsdp::sharding {
 
@@ -45,11 +46,12 @@ struct CommEstimate {
   double seconds = 0;  // per step, before overlap
 };
 
+// From the schedule simulator (sharding/schedule_sim.h) replaying the runtime's step.
 struct TimeEstimate {  // seconds per optimizer step
-  double compute = 0;
+  double compute = 0;  // forward and backward at full rate (recompute included)
   double recompute = 0;
   double communication = 0;
-  double exposed_communication = 0;  // includes the all-to-alls
+  double exposed_communication = 0;  // the training thread waiting for collectives (all-to-alls included)
   double all_to_all = 0;             // expert parallelism's token exchange, waited for by compute
   double optimizer = 0;
   double step = 0;
@@ -68,11 +70,12 @@ struct PlanEstimate {
 };
 
 // Memory, communication and time for a layout already computed for mesh.shard_degree(). Cheap: the
-// auto-planner calls it for thousands of candidates. Throws PlanError for an invalid policy.
+// auto-planner calls it for thousands of candidates. Throws PlanError for an invalid policy. `schedule`,
+// when given, receives the step the time comes from (for simulate_step with record: the trace).
 // Under expert parallelism (mesh.expert_parallel_degree() > 1) `model` is the units one rank holds
 // (rank_units) and `units` their layouts (shard_rank_units): every EP rank's are the same size.
 PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLayout>& units, const ChipProfile& chip,
-                           const Mesh& mesh, const Policy& policy, double headroom);
+                           const Mesh& mesh, const Policy& policy, double headroom, StepSpec* schedule = nullptr);
 
 // The units one rank holds for `model` on `mesh` (expert_parallel_units of EP rank 0; the model itself
 // without expert parallelism), and their layouts. Throws PlanError for an EP degree the model refuses.
@@ -89,6 +92,7 @@ struct Plan {
   PlanEstimate estimate;
   std::vector<std::string> notes;
   ModelSpec rank_model;  // rank_units(model, mesh): the units the layouts describe
+  StepSpec schedule;     // the simulated step the time estimate comes from
 
   int64_t global_batch() const { return mesh.world_size() * policy.micro_batch * policy.grad_accum; }
 };

@@ -14,6 +14,8 @@
 #include "sharding/auto_planner.h"
 #include "sharding/plan_error.h"
 #include "sharding/plan_io.h"
+#include "sharding/schedule_sim.h"
+#include "train/trace.h"
 
 namespace fs = fsdp::sharding;
 
@@ -59,6 +61,8 @@ output
   --json                 print the plan (or auto-plan report) as JSON instead of the table
   --text                 print it as protobuf text format
   --out FILE             write the plan as protobuf (text format when FILE ends in .txtpb or .pbtxt)
+  --trace FILE           write the simulated step of one rank as a Chrome / Perfetto trace, in fsdp-train
+                         --trace's format (plain plans only)
   --list-models, --list-chips, --help
 exit status: 0 planned and fits, 1 bad input, 2 bad usage, 3 planned but does not fit
 )";
@@ -96,12 +100,36 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// The simulated step (sharding/schedule_sim.h) as fsdp-train names its spans: "forward <unit>",
+// "all_gather <unit>", ...; the previous step's optimizer is left out, the gathers it started are cut
+// at the step's start.
+void write_predicted_trace(const fs::Plan& plan, const std::string& path) {
+  using fsdp::train::Track;
+  const fs::StepSimulation sim = fs::simulate_step(plan.schedule, {plan.chip.comm_compute_contention, true});
+  fsdp::train::Trace trace(0);
+  for (const auto& span : sim.spans) {
+    const double end = span.start + span.duration;
+    if (end <= 0) continue;
+    std::string what(fs::name(span.kind));
+    if (span.unit >= 0) what += " " + plan.rank_model.units[static_cast<size_t>(span.unit)].name;
+    const double start = std::max(0.0, span.start);
+    trace.complete(fs::is_communication(span.kind) ? Track::kCommunication : Track::kCompute, what, start * 1e6,
+                   (end - start) * 1e6, span.bytes);
+  }
+  try {
+    trace.write(path);
+  } catch (const std::runtime_error& e) {
+    throw fs::PlanError(e.what());
+  }
+}
+
 int run(int argc, char** argv) {
   static const std::vector<std::string> kValueFlags = {
       "--model",     "--chip",         "--chip-file", "--nodes",       "--chips-per-node",
       "--shard",     "--replicate",    "--ep",        "--param-dtype", "--reduce-dtype",
       "--optimizer", "--reshard",      "--prefetch",  "--ac",          "--micro-batch",
-      "--seq-len",   "--global-batch", "--headroom",  "--top",         "--out"};
+      "--seq-len",   "--global-batch", "--headroom",  "--top",         "--out",
+      "--trace"};
   static const std::vector<std::string> kBoolFlags = {"--auto",        "--params",     "--json", "--text",
                                                       "--list-models", "--list-chips", "--help", "-h"};
   std::map<std::string, std::string> v;
@@ -182,6 +210,7 @@ int run(int argc, char** argv) {
   std::string table;
   bool fits = false;
   if (b["--auto"]) {
+    if (v.count("--trace")) throw UsageError("--trace writes a plain plan's step; drop --auto");
     for (const char* f : {"--shard", "--replicate", "--reshard", "--prefetch", "--ac", "--micro-batch"}) {
       if (v.count(f)) throw UsageError(std::string(f) + " is searched by --auto; drop one of them");
     }
@@ -210,6 +239,7 @@ int run(int argc, char** argv) {
     const fs::Mesh mesh = fs::Mesh::create(spec);
     if (global_batch > 0) policy.grad_accum = fs::grad_accum_for(global_batch, mesh.world_size(), policy.micro_batch);
     const fs::Plan plan = fs::make_plan(model, chip, mesh, policy, headroom);
+    if (v.count("--trace")) write_predicted_trace(plan, v["--trace"]);
     auto proto = std::make_unique<fsdp::proto::ShardingPlan>(fs::to_proto(plan));
     table = fs::format_plan(*proto, b["--params"]);
     fits = proto->memory().fits();

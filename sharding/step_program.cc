@@ -1,0 +1,237 @@
+#include "sharding/step_program.h"
+
+#include <algorithm>
+
+namespace fsdp::sharding {
+
+std::string_view name(SpanKind k) {
+  switch (k) {
+    case SpanKind::kForward:
+      return "forward";
+    case SpanKind::kBackward:
+      return "backward";
+    case SpanKind::kOptimizer:
+      return "optimizer";
+    case SpanKind::kAllGather:
+      return "all_gather";
+    case SpanKind::kAllGatherBackward:
+      return "all_gather_backward";
+    case SpanKind::kReduceScatter:
+      return "reduce_scatter";
+    case SpanKind::kAllReduce:
+      return "all_reduce";
+    case SpanKind::kAllToAll:
+      return "all_to_all";
+    case SpanKind::kStepSync:
+      return "step_all_reduce";
+  }
+  return "?";
+}
+
+bool is_communication(SpanKind k) {
+  return k != SpanKind::kForward && k != SpanKind::kBackward && k != SpanKind::kOptimizer;
+}
+
+namespace {
+
+// Writes the program while keeping FsdpModel's per-unit state (in flight, unsharded, kept slice,
+// unsharded gradients, the pending reduce-scatter) and simulate_memory's byte counts.
+class Builder {
+ public:
+  explicit Builder(const StepSpec& s)
+      : s_(s),
+        n_(static_cast<int>(s.units.size())),
+        pb_(static_cast<int64_t>(element_size(s.policy.param_dtype))),
+        cb_(compute_element_bytes(s.policy.param_dtype, s.fp32_compute)),
+        rb_(static_cast<int64_t>(element_size(s.policy.reduce_dtype))),
+        grouped_(s.policy.reshard.mode == Reshard::Mode::kGroup && s.policy.reshard.group < s.shard_degree),
+        group_(grouped_ ? s.policy.reshard.group : 1),
+        gather_call_(s.units.size(), -1),
+        unsharded_(s.units.size(), 0),
+        kept_(s.units.size(), 0),
+        grads_(s.units.size(), 0) {}
+
+  Program build() {
+    const int64_t accum = std::max<int64_t>(1, s_.policy.grad_accum);
+    begin_segment(0);
+    for (int u = 0; u < n_; ++u) optimizer_unit(u);
+    // The first micro-step runs behind the prefetched all-gathers; the ones without sync in between are
+    // alike (each starts cold: nothing was prefetched for it); the last reduces.
+    begin_segment(1);
+    micro_step(accum == 1);
+    if (accum >= 3) {
+      begin_segment(accum - 2);
+      micro_step(false);
+    }
+    if (accum >= 2) {
+      begin_segment(1);
+      micro_step(true);
+    }
+    blocking(s_.step_sync, SpanKind::kStepSync, -1);  // the loss
+    blocking(s_.step_sync, SpanKind::kStepSync, -1);  // clip_grad_norm
+    for (int u = 0; u < n_; ++u) optimizer_unit(u);
+    p_.segments.back().end = p_.instructions.size();
+    return std::move(p_);
+  }
+
+ private:
+  void begin_segment(int64_t repeat) {
+    if (!p_.segments.empty()) p_.segments.back().end = p_.instructions.size();
+    p_.segments.push_back(Segment{p_.instructions.size(), p_.instructions.size(), repeat});
+  }
+
+  void memory() {
+    const int64_t live = s_.base_bytes + ag_ + up_ + kept_bytes_ + ug_ + rs_ + act_;
+    MemoryTimeline& m = p_.memory;
+    m.peak = std::max(m.peak, live);
+    m.all_gather = std::max(m.all_gather, ag_);
+    m.unsharded_params = std::max(m.unsharded_params, up_);
+    m.kept_params = std::max(m.kept_params, kept_bytes_);
+    m.unsharded_grads = std::max(m.unsharded_grads, ug_);
+    m.reduce_scatter = std::max(m.reduce_scatter, rs_);
+    m.activations = std::max(m.activations, act_);
+    p_.instructions.push_back(Instruction{.op = Op::kMemory, .bytes = live});
+  }
+
+  void compute(SpanKind kind, int u, double seconds) {
+    p_.instructions.push_back(Instruction{.op = Op::kCompute, .kind = kind, .unit = u, .seconds = seconds});
+  }
+
+  int call(const SimCollective& c, SpanKind kind, int u) {
+    p_.calls.push_back(CollectiveCall{c, kind, u});
+    return static_cast<int>(p_.calls.size()) - 1;
+  }
+
+  void blocking(const SimCollective& c, SpanKind kind, int u) {
+    if (c.seconds <= 0) return;
+    p_.instructions.push_back(Instruction{.op = Op::kBlocking, .kind = kind, .unit = u, .call = call(c, kind, u)});
+  }
+
+  void wait(int c) { p_.instructions.push_back(Instruction{.op = Op::kWait, .unit = p_.calls[c].unit, .call = c}); }
+
+  const UnitMemory& mem(int u) const { return s_.units[static_cast<size_t>(u)].memory; }
+
+  // FsdpUnit::start_unshard: allocates the all-gather output and starts the gather (over the group of
+  // k when a slice was kept).
+  void start_unshard(int u) {
+    if (u < 0 || u >= n_ || unsharded_[u] || gather_call_[u] >= 0) return;
+    const SimUnit& unit = s_.units[static_cast<size_t>(u)];
+    const bool from_kept = kept_[u] != 0;
+    const SimCollective& c = from_kept ? unit.all_gather_backward : unit.all_gather;
+    gather_call_[u] = call(c, from_kept ? SpanKind::kAllGatherBackward : SpanKind::kAllGather, u);
+    if (c.seconds > 0) p_.instructions.push_back(Instruction{.op = Op::kIssue, .unit = u, .call = gather_call_[u]});
+    ag_ += mem(u).flat_numel * pb_;
+    memory();
+  }
+
+  // FsdpUnit::wait_unshard: waits, copies out, keeps (or drops) the group slice, frees the gather buffer.
+  void wait_unshard(int u) {
+    if (unsharded_[u]) return;
+    start_unshard(u);
+    if (p_.calls[gather_call_[u]].collective.seconds > 0) wait(gather_call_[u]);
+    up_ += mem(u).numel * cb_;
+    memory();
+    const int64_t slice = mem(u).flat_numel / group_ * pb_;
+    if (kept_[u]) {
+      kept_bytes_ -= slice;
+      kept_[u] = 0;
+    } else if (grouped_ && mem(u).keeps_group_slice) {
+      kept_bytes_ += slice;
+      kept_[u] = 1;
+      memory();
+    }
+    ag_ -= mem(u).flat_numel * pb_;
+    gather_call_[u] = -1;
+    unsharded_[u] = 1;
+  }
+
+  void release_params(int u) {
+    if (!unsharded_[u]) return;
+    up_ -= mem(u).numel * cb_;
+    unsharded_[u] = 0;
+  }
+
+  void optimizer_unit(int u) {
+    compute(SpanKind::kOptimizer, u, s_.units[static_cast<size_t>(u)].optimizer);
+    if (s_.policy.prefetch > 0 && u <= s_.policy.prefetch) start_unshard(u);  // prefetch_next_step
+  }
+
+  void prefetch(int u, int direction) {
+    for (int64_t k = 1; k <= s_.policy.prefetch; ++k) start_unshard(u + direction * static_cast<int>(k));
+  }
+
+  // FsdpUnit::finish_reduce_grads: the reduce-scatter, then the HSDP all-reduce on the training thread.
+  void finish_reduce(int u) {
+    if (reduce_call_ >= 0) wait(reduce_call_);
+    blocking(s_.units[static_cast<size_t>(u)].all_reduce, SpanKind::kAllReduce, u);
+    rs_ -= mem(u).flat_numel * rb_;
+    reduce_call_ = -1;
+  }
+
+  void micro_step(bool sync) {
+    for (int u = 0; u < n_; ++u) {
+      const SimUnit& unit = s_.units[static_cast<size_t>(u)];
+      start_unshard(u);
+      prefetch(u, +1);
+      wait_unshard(u);
+      act_ += mem(u).activations + mem(u).forward_scratch;
+      memory();
+      compute(SpanKind::kForward, u, unit.forward);
+      blocking(unit.all_to_all_forward, SpanKind::kAllToAll, u);
+      act_ -= mem(u).forward_scratch;
+      if (s_.policy.reshard.reshards(u, n_)) release_params(u);
+    }
+    for (int u = n_ - 1; u >= 0; --u) {
+      const SimUnit& unit = s_.units[static_cast<size_t>(u)];
+      start_unshard(u);
+      prefetch(u, -1);
+      wait_unshard(u);
+      if (!grads_[u]) {
+        ug_ += mem(u).numel * cb_;
+        grads_[u] = 1;
+        memory();
+      }
+      act_ += mem(u).backward_scratch;
+      memory();
+      compute(SpanKind::kBackward, u, unit.backward);
+      blocking(unit.all_to_all_backward, SpanKind::kAllToAll, u);
+      act_ -= mem(u).backward_scratch + mem(u).activations;
+      release_params(u);
+      if (!sync) continue;
+      if (pending_ >= 0) finish_reduce(pending_);
+      rs_ += mem(u).flat_numel * rb_;
+      memory();
+      ug_ -= mem(u).numel * cb_;
+      grads_[u] = 0;
+      reduce_call_ = call(unit.reduce_scatter, SpanKind::kReduceScatter, u);
+      if (unit.reduce_scatter.seconds > 0) {
+        p_.instructions.push_back(Instruction{.op = Op::kIssue, .unit = u, .call = reduce_call_});
+      } else {
+        reduce_call_ = -1;
+      }
+      pending_ = u;
+    }
+    if (sync && pending_ >= 0) {  // finalize_backward
+      finish_reduce(pending_);
+      pending_ = -1;
+    }
+  }
+
+  const StepSpec& s_;
+  const int n_;
+  const int64_t pb_, cb_, rb_;
+  const bool grouped_;
+  const int64_t group_;
+  Program p_;
+  std::vector<int> gather_call_;  // all-gather in flight per unit, -1 none
+  std::vector<char> unsharded_, kept_, grads_;
+  int pending_ = -1;      // unit whose reduce-scatter is pending
+  int reduce_call_ = -1;  // its call, -1 when it had nothing to send
+  int64_t ag_ = 0, up_ = 0, kept_bytes_ = 0, ug_ = 0, rs_ = 0, act_ = 0;
+};
+
+}  // namespace
+
+Program step_program(const StepSpec& spec) { return Builder(spec).build(); }
+
+}  // namespace fsdp::sharding
