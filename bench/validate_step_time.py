@@ -13,6 +13,10 @@ the prediction. No timing is asserted: the 15% target of issue 18 is a benchmark
 --calibrate measures a profile per rank count with fsdp-calibrate, as each rank will run: with the BLAS
 threads fsdp-run's thread budget gives it (cores / ranks, at least 1), and where ranks outnumber the cores
 its matmul rate and memory bandwidth scaled by cores / ranks (the ranks time-slice the cores).
+--fit-links then also fits the intra-server link (alpha, beta) of that profile to the all-gathers and
+reduce-scatters of one fsdp-train run at prefetch 1, default resharding (rank 0's trace, steps 3..n):
+duration = (n - 1) alpha + (n - 1) / n bytes / beta by least squares, halved because those collectives ran
+beside compute, which the profile's contention of 1 already halves. That row is then fitted, not predicted.
 """
 import argparse
 import json
@@ -25,6 +29,30 @@ import tempfile
 
 SEQ_LEN = 128
 GLOBAL_BATCH = 8  # sequences per step at every rank count (local batch 8 / ranks, no accumulation)
+
+
+def fit_links(trace, ranks, path):
+    """Least-squares alpha, beta of rank 0's collectives in the trace, written into the profile at path."""
+    with open(trace) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and e.get("pid") == 0]
+    ends = sorted(e["ts"] + e["dur"] for e in events if e.get("tid") == 0 and e["name"] == "optimizer")
+    rows = [((ranks - 1), (ranks - 1) / ranks * e["args"]["bytes"], e["dur"] * 1e-6) for e in events
+            if e.get("tid") == 1 and e["name"].split()[0] in ("all_gather", "reduce_scatter") and "args" in e
+            and ends[1] <= e["ts"] <= ends[-1]]
+    # Normal equations of d = x alpha + y inv_beta.
+    sxx = sum(x * x for x, _, _ in rows)
+    sxy = sum(x * y for x, y, _ in rows)
+    syy = sum(y * y for _, y, _ in rows)
+    sxd = sum(x * d for x, _, d in rows)
+    syd = sum(y * d for _, y, d in rows)
+    det = sxx * syy - sxy * sxy
+    alpha, inv_beta = ((sxd * syy - syd * sxy) / det, (sxx * syd - sxy * sxd) / det) if det > 0 else (0, 0)
+    if alpha < 0 or inv_beta <= 0:  # one size only, or noise: all latency
+        alpha, inv_beta = sum(d for _, _, d in rows) / sxx * rows[0][0] if rows else 0, 1e-12
+    alpha, inv_beta = alpha / 2, inv_beta / 2
+    with open(path, "a") as f:
+        f.write(f"intra_latency_us = {alpha * 1e6:.6g}\nintra_gb_per_s = {1e-9 / inv_beta:.6g}\n")
+    return alpha, 1 / inv_beta
 
 
 def measure(build, config, ranks, prefetch, reshard, steps, scratch):
@@ -88,6 +116,7 @@ def main():
     ap.add_argument("--chip", default="cpu")
     ap.add_argument("--chip-file")
     ap.add_argument("--calibrate", action="store_true", help="a profile per rank count from fsdp-calibrate")
+    ap.add_argument("--fit-links", action="store_true", help="with --calibrate: fit the link to a training run")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--ranks", default="1,2,4")
     ap.add_argument("--prefetch", default="0,1,2")
@@ -103,6 +132,12 @@ def main():
         for ranks in [int(x) for x in a.ranks.split(",")]:
             if a.calibrate:
                 chip_args = calibrate(a.build, ranks, scratch)
+                if a.fit_links and ranks > 1:
+                    measure(a.build, a.config, ranks, 1, "default", a.steps, scratch)
+                    alpha, beta = fit_links(os.path.join(scratch, f"trace_{ranks}_1_default.json"), ranks,
+                                            chip_args[1])
+                    print(f"<!-- {ranks} ranks: link fitted to alpha {alpha * 1e6:.0f} us, beta {beta / 1e9:.2f} GB/s -->",
+                          flush=True)
             for prefetch in [int(x) for x in a.prefetch.split(",")]:
                 for reshard in a.reshard.split(","):
                     runs = [measure(a.build, a.config, ranks, prefetch, reshard, a.steps, scratch)
