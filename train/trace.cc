@@ -65,6 +65,13 @@ void Trace::complete(Track track, std::string_view name, double start_us, double
   events_.push_back(std::move(e));
 }
 
+void Trace::counter(std::string_view name, double time_us, int64_t value) {
+  if (!enabled_) return;
+  Event e{Track::kCompute, std::string(name), time_us, 0, value, true};
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.push_back(std::move(e));
+}
+
 Trace::Span::Span(Trace* trace, Track track, std::string_view name)
     : trace_(trace), track_(track), name_(name), start_us_(now_us()) {}
 
@@ -126,6 +133,11 @@ std::string Trace::to_json() const {
   out << metadata(rank_, static_cast<int>(Track::kCompute), "thread_name", name(Track::kCompute)) << ",\n";
   out << metadata(rank_, static_cast<int>(Track::kCommunication), "thread_name", name(Track::kCommunication));
   for (const auto& e : events) {
+    if (e.counter) {
+      out << ",\n{\"ph\":\"C\",\"pid\":" << rank_ << ",\"name\":" << json::quote(e.name)
+          << ",\"ts\":" << json::number(e.start_us) << ",\"args\":{\"bytes\":" << e.bytes << "}}";
+      continue;
+    }
     out << ",\n{\"ph\":\"X\",\"pid\":" << rank_ << ",\"tid\":" << static_cast<int>(e.track)
         << ",\"name\":" << json::quote(e.name) << ",\"cat\":" << json::quote(name(e.track))
         << ",\"ts\":" << json::number(e.start_us) << ",\"dur\":" << json::number(e.duration_us);

@@ -40,6 +40,8 @@ class Trace {
 
   // One complete event. bytes >= 0 adds "args": {"bytes": N}.
   void complete(Track track, std::string_view name, double start_us, double duration_us, int64_t bytes = -1);
+  // A counter sample ('C' event, drawn as a graph over time, e.g. bytes live): "args": {"bytes": value}.
+  void counter(std::string_view name, double time_us, int64_t value);
 
   // Scoped span: records [construction, destruction) on the thread that destroys it. Move-only.
   class Span {
@@ -88,6 +90,7 @@ class Trace {
     double start_us;
     double duration_us;
     int64_t bytes;
+    bool counter = false;  // a 'C' sample of `bytes` at start_us
   };
 
   int64_t rank_ = 0;

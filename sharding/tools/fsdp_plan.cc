@@ -102,7 +102,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 // The simulated step (sharding/schedule_sim.h) as fsdp-train names its spans: "forward <unit>",
 // "all_gather <unit>", ...; the previous step's optimizer is left out, the gathers it started are cut
-// at the step's start.
+// at the step's start. The bytes live are a counter track, "memory (predicted)".
 void write_predicted_trace(const fs::Plan& plan, const std::string& path) {
   using fsdp::train::Track;
   const fs::StepSimulation sim = fs::simulate_step(plan.schedule, {plan.chip.comm_compute_contention, true});
@@ -115,6 +115,17 @@ void write_predicted_trace(const fs::Plan& plan, const std::string& path) {
     const double start = std::max(0.0, span.start);
     trace.complete(fs::is_communication(span.kind) ? Track::kCommunication : Track::kCompute, what, start * 1e6,
                    (end - start) * 1e6, span.bytes);
+  }
+  // Bytes live over the step (the planner's memory model, moment by moment), from the last value before it.
+  int64_t before = -1;
+  for (const auto& m : sim.memory) {
+    if (m.time < 0) {
+      before = m.bytes;
+      continue;
+    }
+    if (before >= 0) trace.counter("memory (predicted)", 0, before);
+    before = -1;
+    trace.counter("memory (predicted)", m.time * 1e6, m.bytes);
   }
   try {
     trace.write(path);

@@ -73,6 +73,25 @@ TEST(Trace, WritesCompleteEventsAndNamedTracks) {
   EXPECT_EQ(metadata["thread_name:1=communication"], 1);
 }
 
+TEST(Trace, CounterSamplesAreCEvents) {
+  Trace trace(2);
+  trace.counter("memory", 10.0, 1024);
+  trace.counter("memory", 20.5, 512);
+  int counters = 0;
+  for (const auto& e : events_of(trace.to_json())) {
+    if (e.at("ph").str != "C") continue;
+    EXPECT_EQ(e.at("pid").num, 2);
+    EXPECT_EQ(e.at("name").str, "memory");
+    EXPECT_EQ(e.at("args").at("bytes").num, counters == 0 ? 1024 : 512);
+    EXPECT_DOUBLE_EQ(e.at("ts").num, counters == 0 ? 10.0 : 20.5);
+    ++counters;
+  }
+  EXPECT_EQ(counters, 2);
+  Trace off(0, false);
+  off.counter("memory", 0, 1);
+  EXPECT_EQ(off.size(), 0u);
+}
+
 TEST(Trace, DisabledRecordsNothing) {
   Trace trace(0, false);
   {
