@@ -190,6 +190,30 @@ ExecutedFlops unit_executed_flops_per_token(const UnitSpec& unit, const ModelDim
   return f;
 }
 
+ExecutedFlops unit_elementwise_bytes_per_token(const UnitSpec& unit, const ModelDims& d, int64_t seq_len,
+                                               int64_t element_bytes, bool fused_causal, bool is_head) {
+  if (!d.known() || unit.experts) return {};  // an expert unit's SwiGLU is counted with its block
+  const auto dim = static_cast<double>(d.dim);
+  const auto b = static_cast<double>(element_bytes);
+  ExecutedFlops e;
+  if (unit.is_layer) {
+    const double q = static_cast<double>(d.n_heads > 0 ? d.n_heads * d.head_dim() : d.dim);
+    const double kv = static_cast<double>(d.n_heads > 0 ? d.kv_dim() : d.dim);
+    const double ffn = static_cast<double>(
+        d.num_experts > 0 ? d.expert_width() * (d.experts_per_token + d.shared_experts) : d.ffn_hidden);
+    const double scores = fused_causal ? 0.0 : static_cast<double>(d.n_heads * seq_len);
+    e.forward = (4 * dim + 2 * (q + kv) + 4 * ffn + 6 * dim + 5 * scores) * b;
+    e.backward = (6 * dim + 2 * (q + kv) + 6 * ffn + 2 * dim + 8 * scores) * b;
+  } else if (is_head) {
+    const auto vocab = static_cast<double>(d.vocab);
+    e.forward = (2 * dim + 3 * vocab) * b;
+    e.backward = (3 * dim + 2 * vocab) * b;
+  } else {
+    e.forward = e.backward = 2 * dim * b;
+  }
+  return e;
+}
+
 double model_flops_per_token(const ModelSpec& model, int64_t seq_len) {
   double f = 0;
   for (const auto& u : model.units) f += unit_flops_per_token(u, model.dims, seq_len);

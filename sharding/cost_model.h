@@ -121,6 +121,20 @@ struct ExecutedFlops {
 ExecutedFlops unit_executed_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len,
                                             bool fused_causal);
 
+// Bytes per token the non-matmul passes of one micro-step move for a unit (read + written, elements of
+// `element_bytes`), priced at memory bandwidth on top of the matmuls (they run as passes of their own):
+//   block forward:  two RMSNorms 4 dim, RoPE on q and k 2 (q_dim + kv_dim), SwiGLU's elementwise part
+//                   4 ffn, the two residual adds 6 dim, and without a fused attention kernel the softmax
+//                   over each head's scores 5 n_heads T (exp pass, sum, scale);
+//   block backward: norms 6 dim, RoPE 2 (q_dim + kv_dim), SwiGLU 6 ffn, residuals 2 dim, and unfused the
+//                   recomputed softmax 5 n_heads T plus its gradient 3 n_heads T;
+//   output head:    norm 2 dim and the softmax / cross-entropy over the vocabulary 3 vocab; backward 3 dim
+//                   and 2 vocab;
+//   embedding:      the row gathered 2 dim; backward the row added 2 dim.
+// ffn is the dense width, or for MoE the active experts' (experts_per_token + shared) x expert width.
+ExecutedFlops unit_elementwise_bytes_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len,
+                                               int64_t element_bytes, bool fused_causal, bool is_head);
+
 // Extra FLOPs per token that checkpointing recomputes: full repeats a block's forward (a third of the
 // above); selective (the op policy) recomputes the wk, wo and, in a dense block, w3 matmuls:
 // 2 * dim * (kv_dim + q_dim + ffn_hidden); its elementwise recomputation is priced as memory traffic.

@@ -167,9 +167,15 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
     // (input and weight gradients), reads the activations, writes full gradients and redoes recomputation.
     SimUnit& su = step.units[i];
     su.memory = per_unit[i];
-    su.forward = roofline_seconds(exec.forward * tokens, peak, param_bytes + act, chip.hbm_bytes_per_s);
+    // Non-matmul passes (norms, RoPE, SwiGLU, residuals, an unfused softmax) run on their own: their
+    // bytes at memory bandwidth add to the matmuls' roofline.
+    const ExecutedFlops passes = unit_elementwise_bytes_per_token(
+        spec, model.dims, policy.seq_len, a, /*fused_causal=*/!chip.fp32_compute, i + 1 == units.size());
+    su.forward = roofline_seconds(exec.forward * tokens, peak, param_bytes + act, chip.hbm_bytes_per_s) +
+                 passes.forward * tokens / chip.hbm_bytes_per_s;
     su.backward = roofline_seconds(exec.backward * tokens + recompute, peak,
-                                   3 * param_bytes + act + recompute_traffic, chip.hbm_bytes_per_s);
+                                   3 * param_bytes + act + recompute_traffic, chip.hbm_bytes_per_s) +
+                  passes.backward * tokens / chip.hbm_bytes_per_s;
     compute_s += (su.forward + su.backward) * static_cast<double>(accum);
     recompute_s +=
         roofline_seconds(recompute, peak, recompute_traffic, chip.hbm_bytes_per_s) * static_cast<double>(accum);

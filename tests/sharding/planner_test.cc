@@ -182,6 +182,27 @@ TEST(PlannerTest, PrefetchOverlapsCommunication) {
   EXPECT_LT(overlapped.step, serial.step);
 }
 
+// Norms, RoPE, SwiGLU, residuals and an unfused softmax are priced by the bytes they move: a fused causal
+// kernel drops the softmax's share, and more memory bandwidth shortens the CPU step.
+TEST(PlannerTest, NonMatmulPassesArePricedAtMemoryBandwidth) {
+  const ModelSpec m = model_preset("llama3-debug");
+  const UnitSpec& block = m.units[1];
+  const auto unfused = unit_elementwise_bytes_per_token(block, m.dims, 512, 4, false, false);
+  const auto fused = unit_elementwise_bytes_per_token(block, m.dims, 512, 4, true, false);
+  EXPECT_GT(unfused.forward, fused.forward);
+  EXPECT_DOUBLE_EQ(unfused.forward - fused.forward, 5.0 * m.dims.n_heads * 512 * 4);
+  EXPECT_DOUBLE_EQ(unfused.backward - fused.backward, 8.0 * m.dims.n_heads * 512 * 4);
+  const auto head = unit_elementwise_bytes_per_token(m.units.back(), m.dims, 512, 4, false, true);
+  EXPECT_DOUBLE_EQ(head.forward, (2.0 * m.dims.dim + 3.0 * m.dims.vocab) * 4);
+  Policy p;
+  p.seq_len = 512;
+  ChipProfile cpu = chip_preset("cpu");
+  const double slow = make_plan(m, cpu, Mesh::create(MeshSpec{1, 1}), p).estimate.time.compute;
+  cpu.hbm_bytes_per_s *= 2;
+  const double fast = make_plan(m, cpu, Mesh::create(MeshSpec{1, 1}), p).estimate.time.compute;
+  EXPECT_LT(fast, slow);
+}
+
 TEST(PlannerTest, StepTimeAndMfuAreSane) {
   Policy p;
   p.ac = ActivationCheckpointing::kFull;
