@@ -100,6 +100,7 @@ std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<Un
   int64_t layer = 0;
   for (size_t i = 0; i < units.size(); ++i) {
     out[i].flat_numel = units[i].flat_numel();
+    out[i].chunk_numel = units[i].chunk_numel();
     out[i].numel = units[i].numel();
     out[i].keeps_group_slice = !model.units[i].experts;
     if (!d.known()) continue;
@@ -142,8 +143,26 @@ MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t bas
   const int64_t group = grouped ? policy.reshard.group : 1;
   const int n = static_cast<int>(units.size());
 
+  // MXFP8 wire slots of unit j, one per rank of its group (collectives/quantized.h).
+  auto wire = [&](int j) {
+    const int64_t chunk = std::max<int64_t>(units[j].chunk_numel, 1);
+    return mxfp8_slot_bytes(chunk) * (units[j].flat_numel / chunk);
+  };
+  // What an all-gather holds in flight: the param-dtype flat buffer; with MXFP8 (but not when gathering a
+  // kept slice) only the wire slots, which the copy-out decodes straight into the parameters.
+  auto gather_bytes = [&](int j, bool from_kept) {
+    return policy.param_comm == CommPrecision::kMxfp8 && !from_kept ? wire(j) : units[j].flat_numel * pb;
+  };
+  // What a reduce-scatter holds: the flat input in the reduce dtype; with MXFP8 an f32 input plus the
+  // sent and the received wire slots.
+  auto reduce_bytes = [&](int j) {
+    return policy.grad_comm == CommPrecision::kMxfp8 ? units[j].flat_numel * 4 + 2 * wire(j)
+                                                      : units[j].flat_numel * rb;
+  };
+
   MemoryTimeline tl;
   int64_t ag = 0, up = 0, kept = 0, ug = 0, rs = 0, act = 0;
+  std::vector<int64_t> gathering(units.size(), 0);  // bytes each unit's all-gather in flight holds
   auto mark = [&] {
     tl.peak = std::max(tl.peak, base + ag + up + kept + ug + rs + act);
     tl.all_gather = std::max(tl.all_gather, ag);
@@ -158,7 +177,8 @@ MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t bas
   auto issue = [&](int j) {
     if (j < 0 || j >= n || unsharded[j] || in_flight[j]) return;
     in_flight[j] = 1;
-    ag += units[j].flat_numel * pb;
+    gathering[j] = gather_bytes(j, has_kept[j] != 0);
+    ag += gathering[j];
     mark();
   };
   // wait_unshard: allocate the parameters, copy out, keep a group slice, free the all-gather output.
@@ -176,7 +196,7 @@ MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t bas
       has_kept[j] = 1;
       mark();
     }
-    ag -= units[j].flat_numel * pb;
+    ag -= gathering[j];
     in_flight[j] = 0;
     unsharded[j] = 1;
   };
@@ -213,8 +233,8 @@ MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t bas
       act -= units[i].backward_scratch + units[i].activations;
       release_params(i);
       if (!sync) continue;
-      if (pending >= 0) rs -= units[pending].flat_numel * rb;
-      rs += units[i].flat_numel * rb;
+      if (pending >= 0) rs -= reduce_bytes(pending);
+      rs += reduce_bytes(i);
       mark();
       ug -= units[i].numel * cb;
       has_grads[i] = 0;
