@@ -12,10 +12,20 @@ Work start_all_gather(Communicator& comm, uint8_t* wire, size_t count) {
 }
 
 void finish_all_gather(const uint8_t* wire, size_t count, int ranks, DataType element, void* out, DataType out_type) {
+  decode_gathered(wire, count, 0, count * static_cast<size_t>(ranks), element, out, out_type, out_type);
+}
+
+void decode_gathered(const uint8_t* wire, size_t count, size_t first, size_t n, DataType element, void* out,
+                     DataType out_type, DataType precision) {
+  if (count == 0) return;
   const size_t slot = slot_bytes(count);
   auto* dst = static_cast<std::byte*>(out);
-  for (int r = 0; r < ranks; ++r) {
-    dequantize(wire + r * slot, count, element, dst + r * count * element_size(out_type), out_type);
+  for (size_t at = first, end = first + n; at < end;) {  // one slot's part at a time
+    const size_t r = at / count, in_slot = at - r * count;
+    const size_t m = std::min(count - in_slot, end - at);
+    dequantize_range(wire + r * slot, count, in_slot, m, element, dst + (at - first) * element_size(out_type), out_type,
+                     precision);
+    at += m;
   }
 }
 

@@ -25,6 +25,11 @@ inline size_t slot_bytes(size_t count) { return wire_bytes(count); }
 Work start_all_gather(Communicator& comm, uint8_t* wire, size_t count);
 // Decodes the gathered slots into out (size() * count elements, rank-major, kFloat32 or kBfloat16).
 void finish_all_gather(const uint8_t* wire, size_t count, int ranks, DataType element, void* out, DataType out_type);
+// Elements [first, first + n) of that rank-major output (slots of `count` elements) into out[0, n), with
+// mx::dequantize_range's out_type / precision: a part of finish_all_gather, e.g. decoded straight into
+// its final place (FSDP's copy-out) without a param-dtype buffer in between.
+void decode_gathered(const uint8_t* wire, size_t count, size_t first, size_t n, DataType element, void* out,
+                     DataType out_type, DataType precision);
 // Both halves and the quantisation, blocking: recv = decode(quantise(send of every rank)).
 void all_gather(Communicator& comm, const void* send, void* recv, size_t count, DataType type, Format format,
                 std::vector<uint8_t>& wire);

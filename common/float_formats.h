@@ -14,10 +14,12 @@ uint16_t float_to_half(float f);
 inline float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 inline uint16_t float_to_bf16(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
-  // Rounding could carry a NaN's payload into the exponent and make it infinity; quieten instead.
-  if ((u & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((u >> 16) | 0x40);
   // Overflow needs no check: a carry out of the largest finite value lands on the infinity pattern.
-  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+  const uint32_t rounded = (u + 0x7fff + ((u >> 16) & 1)) >> 16;
+  // Rounding could carry a NaN's payload into the exponent and make it infinity; quieten instead. A select,
+  // not a branch, so loops over this vectorise (signed compare: the masked value fits, SSE2 has no other).
+  const bool nan = static_cast<int32_t>(u & 0x7fffffff) > 0x7f800000;
+  return static_cast<uint16_t>(nan ? (u >> 16) | 0x40 : rounded);
 }
 float e4m3_to_float(uint8_t v);
 uint8_t float_to_e4m3(float f);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "collectives/quantized.h"
 #include "collectives/types/reduce_kernels.h"
 
 namespace fsdp::runtime {
@@ -42,6 +43,15 @@ void copy_out(const sharding::UnitShardLayout& layout, const void* flat, DataTyp
   const size_t elem = element_size(type);
   for_each_run(layout, [&](int64_t flat_at, int64_t param_at, int64_t n) {
     widen_to_f32(params + param_at, bytes + flat_at * elem, static_cast<size_t>(n), type, 1.0);
+  });
+}
+
+void copy_out_mxfp8(const sharding::UnitShardLayout& layout, const uint8_t* wire, DataType element,
+                    DataType param_type, float* params) {
+  const auto chunk = static_cast<size_t>(layout.chunk_numel());
+  for_each_run(layout, [&](int64_t flat_at, int64_t param_at, int64_t n) {
+    mx::decode_gathered(wire, chunk, static_cast<size_t>(flat_at), static_cast<size_t>(n), element, params + param_at,
+                        DataType::kFloat32, param_type);
   });
 }
 

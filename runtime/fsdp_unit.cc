@@ -63,10 +63,13 @@ void FsdpUnit::start_unshard() {
   const DataType type = policy_.param_dtype;
   const int64_t flat = layout_.flat_numel();
   // Written whole by the all-gather (every rank's chunk, padding included); not zeroed first.
-  gather_out_.reset_for_overwrite(tracker_, MemoryCategory::kAllGather,
-                                  static_cast<size_t>(flat) * element_size(type));
+  auto reset_gather_out = [&] {
+    gather_out_.reset_for_overwrite(tracker_, MemoryCategory::kAllGather,
+                                    static_cast<size_t>(flat) * element_size(type));
+  };
   if (!kept_.empty()) {
     // Backward after reshard_after_forward = k: each member of the group of k holds 1/k of the buffer.
+    reset_gather_out();
     Communicator& group = *groups_.reshard;
     const int64_t slice = flat / group.size();
     std::byte* mine = element_at(gather_out_, group.rank() * slice, type);
@@ -77,6 +80,7 @@ void FsdpUnit::start_unshard() {
   }
   gather_name_ = "all_gather";
   if (policy_.param_comm == sharding::CommPrecision::kMxfp8) {
+    // Only the wire slots: wait_unshard decodes them straight into the parameters (no param-dtype buffer).
     const size_t count = master_.size(), slot = mx::slot_bytes(count);
     if (own_wire_.empty()) own_wire_.reset(tracker_, MemoryCategory::kParamShards, slot);
     if (own_wire_stale_) {
@@ -89,6 +93,7 @@ void FsdpUnit::start_unshard() {
     gather_work_ = mx::start_all_gather(group, bytes_of(gather_wire_), count);
     return;
   }
+  reset_gather_out();
   std::byte* mine = element_at(gather_out_, shard_rank_ * layout_.chunk_numel(), type);
   narrow_from_f32(mine, master_.data(), master_.size(), type);
   gather_work_ =
@@ -99,18 +104,20 @@ void FsdpUnit::wait_unshard() {
   if (unsharded()) return;
   start_unshard();
   gather_work_.wait();
-  notify(gather_name_, gather_work_, gather_wire_.empty() ? gather_out_.bytes() : gather_wire_.bytes());
+  const bool quantised = !gather_wire_.empty();  // param_comm = mxfp8
+  notify(gather_name_, gather_work_, quantised ? gather_wire_.bytes() : gather_out_.bytes());
   gather_work_ = Work{};
   const bool from_kept = !kept_.empty();
-  if (!gather_wire_.empty()) {  // param_comm = mxfp8: decode every rank's slot into the compute dtype
-    mx::finish_all_gather(bytes_of(gather_wire_), master_.size(), groups_.shard_gather->size(),
-                          kWireFormat.element, gather_out_.data(), policy_.param_dtype);
-    gather_wire_.release();
-  }
+  const DataType type = policy_.param_dtype;
 
-  // copy_out writes every row of every parameter.
+  // Either copy-out writes every row of every parameter. MXFP8 decodes every rank's slot in the same pass,
+  // rounding to the param dtype on the way (the values a param-dtype gather buffer would have held).
   params_.reset_for_overwrite(tracker_, MemoryCategory::kUnshardedParams, static_cast<size_t>(layout_.numel()));
-  copy_out(layout_, gather_out_.data(), policy_.param_dtype, params_.data());
+  if (quantised) {
+    copy_out_mxfp8(layout_, bytes_of(gather_wire_), kWireFormat.element, type, params_.data());
+  } else {
+    copy_out(layout_, gather_out_.data(), type, params_.data());
+  }
   const auto offsets = param_major_offsets(layout_);
   param_views_.clear();
   for (int64_t off : offsets) param_views_.push_back(params_.data() + off);
@@ -118,12 +125,18 @@ void FsdpUnit::wait_unshard() {
   if (from_kept) {
     kept_.release();
   } else if (policy_.reshard.mode == sharding::Reshard::Mode::kGroup && groups_.reshard) {
-    // Keep this rank's 1/k of the gathered buffer for backward's all-gather inside the group of k.
-    const int64_t slice_bytes = gather_out_.bytes() / groups_.reshard->size();
-    kept_.reset(tracker_, MemoryCategory::kKeptParams, static_cast<size_t>(slice_bytes));
-    std::memcpy(kept_.data(), gather_out_.data() + groups_.reshard->rank() * slice_bytes,
-                static_cast<size_t>(slice_bytes));
+    // Keep this rank's 1/k of the gathered buffer (param dtype) for backward's all-gather inside the group of k.
+    const int64_t slice = layout_.flat_numel() / groups_.reshard->size();
+    const int64_t first = groups_.reshard->rank() * slice;
+    kept_.reset(tracker_, MemoryCategory::kKeptParams, static_cast<size_t>(slice) * element_size(type));
+    if (quantised) {
+      mx::decode_gathered(bytes_of(gather_wire_), master_.size(), static_cast<size_t>(first),
+                          static_cast<size_t>(slice), kWireFormat.element, kept_.data(), type, type);
+    } else {
+      std::memcpy(kept_.data(), element_at(gather_out_, first, type), kept_.size());
+    }
   }
+  gather_wire_.release();
   gather_out_.release();  // FSDP2 frees the all-gather output once copied out
 }
 

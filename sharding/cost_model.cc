@@ -102,6 +102,7 @@ std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<Un
   int64_t layer = 0;
   for (size_t i = 0; i < units.size(); ++i) {
     out[i].flat_numel = units[i].flat_numel();
+    out[i].chunk_numel = units[i].chunk_numel();
     out[i].numel = units[i].numel();
     out[i].keeps_group_slice = !model.units[i].experts;
     if (!d.known()) continue;

@@ -60,6 +60,7 @@ int64_t layer_saved_stats_per_token(const ModelDims& dims, ActivationCheckpointi
 // What the runtime holds for one unit.
 struct UnitMemory {
   int64_t flat_numel = 0;        // all-gather / reduce-scatter buffer elements (padded)
+  int64_t chunk_numel = 0;       // one rank's shard of it
   int64_t numel = 0;             // unsharded parameter / gradient elements
   int64_t activations = 0;       // bytes its forward saves until its backward
   int64_t forward_scratch = 0;   // transient bytes during its forward (what checkpointing drops at its end)

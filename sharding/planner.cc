@@ -67,6 +67,9 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   for (const auto& u : units) shard_numel += u.chunk_numel();
   auto& mem = est.memory;
   mem.param_shards = param_shard_bytes(model, units);
+  if (policy.param_comm == CommPrecision::kMxfp8) {  // each unit's quantised shard, kept between gathers
+    for (const auto& u : units) mem.param_shards += mxfp8_slot_bytes(u.chunk_numel());
+  }
   mem.grad_shards = grad_shard_bytes(model, units);
   mem.optimizer_state = optimizer_state_bytes(shard_numel, policy.optimizer);
   const int64_t ep = mesh.expert_parallel_degree();

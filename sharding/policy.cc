@@ -120,6 +120,8 @@ double wire_element_bytes(CommPrecision p, DataType type) {
   return p == CommPrecision::kMxfp8 ? 33.0 / 32.0 : static_cast<double>(element_size(type));
 }
 
+int64_t mxfp8_slot_bytes(int64_t numel) { return numel + (numel + 31) / 32; }
+
 void validate(const Policy& p, int64_t shard_degree) {
   if (!is_valid(p.param_dtype) || !is_floating(p.param_dtype)) throw PlanError("policy: param dtype must be floating");
   if (!is_valid(p.reduce_dtype) || !is_floating(p.reduce_dtype))

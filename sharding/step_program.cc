@@ -47,6 +47,7 @@ class Builder {
         grouped_(s.policy.reshard.mode == Reshard::Mode::kGroup && s.policy.reshard.group < s.shard_degree),
         group_(grouped_ ? s.policy.reshard.group : 1),
         gather_call_(s.units.size(), -1),
+        gathering_(s.units.size(), 0),
         unsharded_(s.units.size(), 0),
         kept_(s.units.size(), 0),
         grads_(s.units.size(), 0) {}
@@ -111,6 +112,23 @@ class Builder {
 
   const UnitMemory& mem(int u) const { return s_.units[static_cast<size_t>(u)].memory; }
 
+  // MXFP8 wire slots of unit u, one per rank of its group (collectives/quantized.h).
+  int64_t wire_bytes(int u) const {
+    const int64_t chunk = std::max<int64_t>(mem(u).chunk_numel, 1);
+    return mxfp8_slot_bytes(chunk) * (mem(u).flat_numel / chunk);
+  }
+  // What an all-gather holds in flight: the param-dtype flat buffer; with MXFP8 (but not when gathering a
+  // kept slice) only the wire slots, which the copy-out decodes straight into the parameters.
+  int64_t gather_bytes(int u, bool from_kept) const {
+    return s_.policy.param_comm == CommPrecision::kMxfp8 && !from_kept ? wire_bytes(u) : mem(u).flat_numel * pb_;
+  }
+  // What a reduce-scatter holds: the flat input in the reduce dtype; with MXFP8 an f32 input plus the
+  // sent and the received wire slots.
+  int64_t reduce_bytes(int u) const {
+    return s_.policy.grad_comm == CommPrecision::kMxfp8 ? mem(u).flat_numel * 4 + 2 * wire_bytes(u)
+                                                         : mem(u).flat_numel * rb_;
+  }
+
   // FsdpUnit::start_unshard: allocates the all-gather output and starts the gather (over the group of
   // k when a slice was kept).
   void start_unshard(int u) {
@@ -120,7 +138,8 @@ class Builder {
     const SimCollective& c = from_kept ? unit.all_gather_backward : unit.all_gather;
     gather_call_[u] = call(c, from_kept ? SpanKind::kAllGatherBackward : SpanKind::kAllGather, u);
     if (c.seconds > 0) p_.instructions.push_back(Instruction{.op = Op::kIssue, .unit = u, .call = gather_call_[u]});
-    ag_ += mem(u).flat_numel * pb_;
+    gathering_[u] = gather_bytes(u, from_kept);
+    ag_ += gathering_[u];
     memory();
   }
 
@@ -140,7 +159,7 @@ class Builder {
       kept_[u] = 1;
       memory();
     }
-    ag_ -= mem(u).flat_numel * pb_;
+    ag_ -= gathering_[u];
     gather_call_[u] = -1;
     unsharded_[u] = 1;
   }
@@ -164,7 +183,7 @@ class Builder {
   void finish_reduce(int u) {
     if (reduce_call_ >= 0) wait(reduce_call_);
     blocking(s_.units[static_cast<size_t>(u)].all_reduce, SpanKind::kAllReduce, u);
-    rs_ -= mem(u).flat_numel * rb_;
+    rs_ -= reduce_bytes(u);
     reduce_call_ = -1;
   }
 
@@ -199,7 +218,7 @@ class Builder {
       release_params(u);
       if (!sync) continue;
       if (pending_ >= 0) finish_reduce(pending_);
-      rs_ += mem(u).flat_numel * rb_;
+      rs_ += reduce_bytes(u);
       memory();
       ug_ -= mem(u).numel * cb_;
       grads_[u] = 0;
@@ -224,6 +243,7 @@ class Builder {
   const int64_t group_;
   Program p_;
   std::vector<int> gather_call_;  // all-gather in flight per unit, -1 none
+  std::vector<int64_t> gathering_;  // bytes that all-gather holds
   std::vector<char> unsharded_, kept_, grads_;
   int pending_ = -1;      // unit whose reduce-scatter is pending
   int reduce_call_ = -1;  // its call, -1 when it had nothing to send

@@ -60,7 +60,26 @@ void quantize(const void* in, DataType in_type, size_t n, uint8_t* wire, Format 
 // Decodes n elements of wire into out (kFloat32 or kBfloat16; bf16 rounds once from the f32 value).
 void dequantize(const uint8_t* wire, size_t n, DataType element, void* out, DataType out_type);
 
+// Elements [first, first + n) of a count-element encoding (wire holds wire_bytes(count) bytes) into
+// out[0, n), kFloat32 or kBfloat16. With precision kBfloat16 and out_type kFloat32 each value is rounded to
+// bf16 and widened back: what a bf16 decode followed by a widening copy gives, in one pass (FSDP's fused
+// copy-out). Otherwise precision must equal out_type.
+void dequantize_range(const uint8_t* wire, size_t count, size_t first, size_t n, DataType element, void* out,
+                      DataType out_type, DataType precision);
+
 // acc[i] += decoded element i, in f32: how a reduction consumes a quantised contribution.
 void dequantize_add(const uint8_t* wire, size_t n, DataType element, float* acc);
+
+// The kernels come compiled for several x86 instruction sets, bitwise equal; the widest the CPU supports
+// is used unless a test or benchmark picks another.
+enum class Isa { kBaseline, kAvx2, kAvx512 };  // baseline: x86-64's SSE2 (or plain C++ elsewhere)
+std::string_view isa_name(Isa isa);  // "baseline", "avx2", "avx512"
+// kAvx512 needs AVX-512 F, BW and VL; both wide sets need x86-64 and a GCC-compatible compiler.
+bool isa_supported(Isa isa);
+Isa best_isa();
+Isa active_isa();
+// Routes every later kernel call through `isa`; throws std::invalid_argument if it is not supported.
+// For tests and benchmarks: not meant to be switched while other threads run kernels.
+void use_isa(Isa isa);
 
 }  // namespace fsdp::mx

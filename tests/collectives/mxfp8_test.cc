@@ -12,6 +12,8 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/float_formats.h"
@@ -102,20 +104,38 @@ std::vector<float> random_values(size_t n, uint32_t seed) {
   return x;
 }
 
-class Mxfp8Formats : public ::testing::TestWithParam<Format> {};
+// Every test of the format runs once per instruction set the kernels are built for (mxfp8.h's Isa),
+// skipped where this CPU lacks it: all must equal the scalar reference.
+constexpr Isa kIsas[] = {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512};
+
+class Mxfp8Formats : public ::testing::TestWithParam<std::tuple<Format, Isa>> {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(isa())) GTEST_SKIP() << isa_name(isa()) << " not supported on this CPU";
+    use_isa(isa());
+  }
+  void TearDown() override { use_isa(best_isa()); }
+  Format format() const { return std::get<0>(GetParam()); }
+  Isa isa() const { return std::get<1>(GetParam()); }
+};
 
 INSTANTIATE_TEST_SUITE_P(All, Mxfp8Formats,
-                         ::testing::Values(Format{kE4, ScaleRounding::kCeil}, Format{kE5, ScaleRounding::kCeil},
-                                           Format{kE4, ScaleRounding::kFloor}, Format{kE5, ScaleRounding::kFloor}),
+                         ::testing::Combine(::testing::Values(Format{kE4, ScaleRounding::kCeil},
+                                                              Format{kE5, ScaleRounding::kCeil},
+                                                              Format{kE4, ScaleRounding::kFloor},
+                                                              Format{kE5, ScaleRounding::kFloor}),
+                                            ::testing::ValuesIn(kIsas)),
                          [](const auto& info) {
-                           return std::string(info.param.element == kE4 ? "E4M3" : "E5M2") +
-                                  (info.param.rounding == ScaleRounding::kCeil ? "_ceil" : "_floor");
+                           const Format f = std::get<0>(info.param);
+                           return std::string(f.element == kE4 ? "E4M3" : "E5M2") +
+                                  (f.rounding == ScaleRounding::kCeil ? "_ceil_" : "_floor_") +
+                                  std::string(isa_name(std::get<1>(info.param)));
                          });
 
 // Every non-NaN element code, 31 to a block behind the format's max (which pins the scale to 2^exp
 // under both roundings), comes back as the same code and decodes to its value times the scale.
 TEST_P(Mxfp8Formats, EveryRepresentableValueRoundTrips) {
-  const Format f = GetParam();
+  const Format f = format();
   std::vector<uint8_t> codes;
   for (int c = 0; c < 256; ++c) {
     if (!is_nan_code(f.element, static_cast<uint8_t>(c))) codes.push_back(static_cast<uint8_t>(c));
@@ -143,7 +163,7 @@ TEST_P(Mxfp8Formats, EveryRepresentableValueRoundTrips) {
 }
 
 TEST_P(Mxfp8Formats, MatchesScalarReferenceBitwise) {
-  const Format f = GetParam();
+  const Format f = format();
   for (size_t n : {size_t{1}, size_t{5}, size_t{31}, size_t{32}, size_t{33}, size_t{64}, size_t{95}, size_t{1000},
                    size_t{4133}}) {
     const auto x = random_values(n, static_cast<uint32_t>(n));
@@ -174,7 +194,7 @@ TEST_P(Mxfp8Formats, MatchesScalarReferenceBitwise) {
 // |decoded - x| <= 2^-(mantissa bits + 1) * max(|x|, smallest element normal * scale): relative error
 // 2^-4 (E4M3) / 2^-3 (E5M2) for elements in the element's normal range, half a subnormal step below it.
 TEST_P(Mxfp8Formats, WorstErrorOfInRangeElementsIsBounded) {
-  const Format f = GetParam();
+  const Format f = format();
   const size_t n = 32 * 2000 + 7;
   const auto x = random_values(n, 12345);
   const auto wire = quantize_f32(x, f);
@@ -196,7 +216,7 @@ TEST_P(Mxfp8Formats, WorstErrorOfInRangeElementsIsBounded) {
 }
 
 TEST_P(Mxfp8Formats, TailBlocksTakeTheirOwnScale) {
-  const Format f = GetParam();
+  const Format f = format();
   for (size_t n : {size_t{1}, size_t{33}, size_t{40}, size_t{63}}) {
     std::vector<float> x(n, 1000.0f);
     for (size_t i = (block_count(n) - 1) * kBlockSize; i < n; ++i) x[i] = 0.25f;  // the last (partial) block
@@ -209,7 +229,7 @@ TEST_P(Mxfp8Formats, TailBlocksTakeTheirOwnScale) {
 }
 
 TEST_P(Mxfp8Formats, NanPoisonsOnlyItsBlock) {
-  const Format f = GetParam();
+  const Format f = format();
   std::vector<float> x(96, 3.0f);
   x[40] = std::numeric_limits<float>::quiet_NaN();
   const auto wire = quantize_f32(x, f);
@@ -225,7 +245,7 @@ TEST_P(Mxfp8Formats, NanPoisonsOnlyItsBlock) {
 }
 
 TEST_P(Mxfp8Formats, InfinityKeepsTheFiniteScale) {
-  const Format f = GetParam();
+  const Format f = format();
   std::vector<float> x(32, 2.0f);
   x[3] = std::numeric_limits<float>::infinity();
   x[4] = -std::numeric_limits<float>::infinity();
@@ -241,6 +261,55 @@ TEST_P(Mxfp8Formats, InfinityKeepsTheFiniteScale) {
   }
   EXPECT_EQ(back[0], 2.0f);
   EXPECT_EQ(back[31], 2.0f);
+}
+
+// Every code of the element format, at scales 1 and 2^-127 (a subnormal f32 product) and the NaN scale,
+// decodes as common/float_formats' table decode times the scale (NaN wherever that is NaN).
+TEST_P(Mxfp8Formats, EveryCodeDecodesAsTheTable) {
+  const Format f = format();
+  for (uint8_t scale : {uint8_t{127}, uint8_t{0}, uint8_t{200}, kScaleNaN}) {
+    std::vector<uint8_t> wire(256 + block_count(256), scale);
+    for (int c = 0; c < 256; ++c) wire[c] = static_cast<uint8_t>(c);
+    const auto back = dequantize_f32(wire, 256, f.element);
+    for (int c = 0; c < 256; ++c) {
+      const float want = from_code(f.element, static_cast<uint8_t>(c)) * scale_to_float(scale);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(back[c])) << "code " << c << " scale " << int{scale};
+      } else {
+        EXPECT_TRUE(same_bits(back[c], want)) << "code " << c << " scale " << int{scale} << ": " << back[c];
+      }
+    }
+  }
+}
+
+// dequantize_range (parts of an encoding, starting and ending inside blocks; f32, bf16, and f32 rounded
+// through bf16) and dequantize_add equal the whole decode, bit for bit.
+TEST_P(Mxfp8Formats, RangesAndDecodeAddMatchTheWholeDecode) {
+  const Format f = format();
+  const size_t n = 32 * 40 + 13;
+  const auto x = random_values(n, 99);
+  const auto wire = quantize_f32(x, f);
+  const auto whole = reference_dequantize(wire, n, f.element);
+  std::mt19937 rng(7);
+  for (int k = 0; k < 200; ++k) {
+    const size_t first = rng() % (n + 1), len = rng() % (n - first + 1);
+    std::vector<float> f32(len), via(len);
+    std::vector<uint16_t> b16(len);
+    dequantize_range(wire.data(), n, first, len, f.element, f32.data(), DataType::kFloat32, DataType::kFloat32);
+    dequantize_range(wire.data(), n, first, len, f.element, via.data(), DataType::kFloat32, DataType::kBfloat16);
+    dequantize_range(wire.data(), n, first, len, f.element, b16.data(), DataType::kBfloat16, DataType::kBfloat16);
+    for (size_t i = 0; i < len; ++i) {
+      const float want = whole[first + i];
+      ASSERT_TRUE(same_bits(f32[i], want)) << "[" << first << ", +" << len << ") element " << i;
+      ASSERT_EQ(b16[i], float_to_bf16(want)) << "[" << first << ", +" << len << ") element " << i;
+      ASSERT_TRUE(same_bits(via[i], bf16_to_float(float_to_bf16(want)))) << "[" << first << ", +" << len << ") " << i;
+    }
+  }
+  std::vector<float> acc(n), want(n);
+  for (size_t i = 0; i < n; ++i) acc[i] = want[i] = std::ldexp(static_cast<float>(i % 7) - 3.0f, -3);
+  for (size_t i = 0; i < n; ++i) want[i] += whole[i];
+  dequantize_add(wire.data(), n, f.element, acc.data());
+  for (size_t i = 0; i < n; ++i) ASSERT_TRUE(same_bits(acc[i], want[i])) << "element " << i;
 }
 
 TEST(Mxfp8Spec, ScaleCodes) {
@@ -291,6 +360,22 @@ TEST(Mxfp8Spec, ParseAndBadTypes) {
   EXPECT_THROW(quantize(ints.data(), DataType::kInt32, 4, wire.data(), Format{}), std::invalid_argument);
   EXPECT_THROW(quantize(ints.data(), DataType::kFloat32, 4, wire.data(), Format{DataType::kFloat16}),
                std::invalid_argument);
+  std::vector<uint16_t> b16(4);
+  EXPECT_THROW(dequantize_range(wire.data(), 4, 2, 3, kE4, b16.data(), DataType::kBfloat16, DataType::kBfloat16),
+               std::invalid_argument);  // past the end
+  EXPECT_THROW(dequantize_range(wire.data(), 4, 0, 4, kE4, b16.data(), DataType::kBfloat16, DataType::kFloat32),
+               std::invalid_argument);  // f32 precision in bf16 output
+}
+
+TEST(Mxfp8Spec, InstructionSets) {
+  EXPECT_TRUE(isa_supported(Isa::kBaseline));
+  EXPECT_TRUE(isa_supported(best_isa()));
+  EXPECT_EQ(active_isa(), best_isa());
+  for (Isa isa : kIsas) {
+    if (!isa_supported(isa)) {
+      EXPECT_THROW(use_isa(isa), std::invalid_argument) << isa_name(isa);
+    }
+  }
 }
 
 }  // namespace

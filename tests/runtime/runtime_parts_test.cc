@@ -1,8 +1,12 @@
 // The runtime's small pieces on their own: layout copies, the learning-rate schedule, the memory tracker.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstddef>
+#include <vector>
 
+#include "collectives/quantized.h"
 #include "common/float_formats.h"
 #include "runtime/flat_copy.h"
 #include "runtime/lr_schedule.h"
@@ -56,6 +60,35 @@ TEST(FlatCopy, NarrowsToBf16OnceAndWidensBack) {
   std::vector<float> back(params.size());
   copy_out(layout, flat.data(), DataType::kBfloat16, back.data());
   for (size_t i = 0; i < params.size(); ++i) EXPECT_EQ(back[i], bf16_to_float(float_to_bf16(params[i])));
+}
+
+// The fused MXFP8 copy-out equals decoding every rank's slot into a param-dtype flat buffer and then
+// copy_out, bit for bit (parameters whose rows split blocks and chunks; bf16 and f32 param dtypes).
+TEST(FlatCopy, Mxfp8CopyOutEqualsDecodeThenCopyOut) {
+  const auto unit = unit_of({{37, 5}, {7}, {}, {3, 33}, {1000}});
+  for (int64_t n : {1, 2, 3, 8}) {
+    sharding::UnitShardLayout layout(unit, n);
+    const auto chunk = static_cast<size_t>(layout.chunk_numel());
+    const size_t slot = mx::slot_bytes(chunk);
+    std::vector<float> params(static_cast<size_t>(layout.numel()));
+    for (size_t i = 0; i < params.size(); ++i) params[i] = std::sin(static_cast<float>(i)) * std::ldexp(1.f, int(i % 23) - 9);
+    std::vector<uint8_t> wire(slot * static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) {
+      std::vector<float> c(chunk, 0.f);
+      extract_chunk(layout, r, params.data(), c.data());
+      mx::quantize(c.data(), DataType::kFloat32, chunk, wire.data() + r * slot, mx::Format{});
+    }
+    for (DataType t : {DataType::kBfloat16, DataType::kFloat32}) {
+      std::vector<std::byte> flat(static_cast<size_t>(layout.flat_numel()) * element_size(t));
+      mx::finish_all_gather(wire.data(), chunk, static_cast<int>(n), DataType::kFloat8E4M3, flat.data(), t);
+      std::vector<float> want(params.size()), got(params.size(), -1.f);
+      copy_out(layout, flat.data(), t, want.data());
+      copy_out_mxfp8(layout, wire.data(), DataType::kFloat8E4M3, t, got.data());
+      for (size_t i = 0; i < params.size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "n " << n << " element " << i;
+      }
+    }
+  }
 }
 
 TEST(FlatCopy, AccumulatesWidenedValues) {

@@ -106,6 +106,35 @@ TEST(PlannerTest, Mxfp8CommunicationIsPricedAtItsWireBytes) {
   EXPECT_THROW(parse_comm_precision("fp4"), PlanError);
 }
 
+// The memory the runtime holds for MXFP8 (runtime/fsdp_unit.cc): an all-gather in flight holds only the
+// wire slots (decoded straight into the parameters), each unit keeps its quantised shard, and a
+// reduce-scatter holds an f32 input plus the sent and received slots.
+TEST(PlannerTest, Mxfp8WireBuffersAreInTheMemoryTimeline) {
+  Policy bf16;
+  bf16.prefetch = 0;
+  Policy mx = bf16;
+  mx.param_comm = CommPrecision::kMxfp8;
+  mx.grad_comm = CommPrecision::kMxfp8;
+  const Plan a = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, bf16);
+  const Plan b = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, mx);
+  int64_t largest_flat = 0, largest_chunk = 0, slots = 0;
+  for (const auto& u : b.units) {
+    if (u.flat_numel() > largest_flat) {
+      largest_flat = u.flat_numel();
+      largest_chunk = u.chunk_numel();
+    }
+    slots += mxfp8_slot_bytes(u.chunk_numel());
+  }
+  const int64_t wire = mxfp8_slot_bytes(largest_chunk) * 8;
+  EXPECT_EQ(mxfp8_slot_bytes(64), 66);
+  EXPECT_EQ(mxfp8_slot_bytes(65), 68);
+  EXPECT_EQ(a.estimate.memory.all_gather_buffers, largest_flat * 2);
+  EXPECT_EQ(b.estimate.memory.all_gather_buffers, wire);
+  EXPECT_EQ(b.estimate.memory.param_shards, a.estimate.memory.param_shards + slots);
+  EXPECT_EQ(a.estimate.memory.reduce_scatter_buffers, largest_flat * 4);
+  EXPECT_EQ(b.estimate.memory.reduce_scatter_buffers, largest_flat * 4 + 2 * wire);
+}
+
 TEST(PlannerTest, AccumulationWithoutSyncHoldsEveryUnitsGradients) {
   Policy p;
   p.grad_accum = 4;

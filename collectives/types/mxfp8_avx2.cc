@@ -1,0 +1,26 @@
+// The AVX2 build of the MXFP8 kernels (mxfp8_isa.h); mxfp8.cc uses it when the CPU supports it.
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+#include "collectives/types/mxfp8_isa.h"
+#include "common/float_formats.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#include "collectives/types/mxfp8_kernels.inc"
+#pragma GCC pop_options
+
+namespace fsdp::mx::detail {
+const Kernels& avx2_kernels() { return kKernels; }
+}  // namespace fsdp::mx::detail
+
+#else
+
+namespace fsdp::mx::detail {
+const Kernels& avx2_kernels() { return baseline_kernels(); }  // never chosen: isa_supported() is false
+}  // namespace fsdp::mx::detail
+
+#endif
