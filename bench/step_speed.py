@@ -8,6 +8,7 @@ fsdp-train's own count over steps 2..n), and each variant's ratio to the first o
 
   bench/step_speed.py [--build build] [--before-build ../main/build] [--steps 30] [--repeats 5]
                       [--config configs/debug_model.toml]
+  bench/step_speed.py --windows [--build build] ...   # 2 ranks, unit buffers in windows or not
 """
 import argparse
 import os
@@ -30,6 +31,12 @@ VARIANTS = [
     ("2 ranks, thread budget, no block cache", 2, "this", {"FSDP_CACHING_ALLOCATOR": "0"}),
     ("2 ranks, block cache, 2 BLAS threads/rank", 2, "this", {"OPENBLAS_NUM_THREADS": "2"}),
     ("2 ranks, this branch", 2, "this", {}),
+]
+# --windows: one build at 2 ranks, FSDP units' all-gather and reduce-scatter buffers as plain blocks
+# (FSDP_UNIT_WINDOWS=0) against shared-memory windows (the default).
+WINDOW_VARIANTS = [
+    ("2 ranks, plain unit buffers", 2, "this", {"FSDP_UNIT_WINDOWS": "0"}),
+    ("2 ranks, unit buffers in windows", 2, "this", {"FSDP_UNIT_WINDOWS": "1"}),
 ]
 
 
@@ -57,25 +64,29 @@ def run(build, config, ranks, steps, env_extra, scratch, perf):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
-    ap.add_argument("--before-build", required=True, help="a build of the code to compare with (e.g. main's)")
+    ap.add_argument("--before-build", help="a build of the code to compare with (e.g. main's)")
+    ap.add_argument("--windows", action="store_true", help="compare FSDP_UNIT_WINDOWS=0 and 1 at 2 ranks instead")
     ap.add_argument("--config", default="configs/debug_model.toml")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
+    variants = WINDOW_VARIANTS if a.windows else VARIANTS
+    if not a.windows and not a.before_build:
+        ap.error("--before-build is required (unless --windows)")
     perf = shutil.which("perf") is not None and subprocess.run(
         ["perf", "stat", "-e", "page-faults", "true"], capture_output=True).returncode == 0
     builds = {"this": a.build, "before": a.before_build}
-    results = {name: [] for name, _, _, _ in VARIANTS}
+    results = {name: [] for name, _, _, _ in variants}
     with tempfile.TemporaryDirectory(prefix="fsdp_step_speed_") as scratch:
         for r in range(a.repeats):
-            for name, ranks, build, env in VARIANTS:
+            for name, ranks, build, env in variants:
                 results[name].append(run(builds[build], a.config, ranks, a.steps, env, scratch, perf))
             print(f"step_speed: repeat {r + 1}/{a.repeats} done", file=sys.stderr)
     print("| variant | ranks | tokens/s (median) | runs (tokens/s) | vs first of its ranks | minor faults/step, rank 0 "
           "(fsdp-train) | page faults/step, whole job (perf) |")
     print("|---|---|---|---|---|---|---|")
     base = {}
-    for name, ranks, _, _ in VARIANTS:
+    for name, ranks, _, _ in variants:
         runs = results[name]
         tps = statistics.median(x[0] for x in runs)
         base.setdefault(ranks, tps)

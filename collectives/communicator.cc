@@ -128,20 +128,32 @@ Task run_recv(Op& op, void* buf, size_t bytes, int peer) {
   co_await op.wait(op.recv(peer, 0, buf, bytes));
 }
 
-Task run_all_to_all(Op& op, const void* send, void* recv, size_t block_bytes, bool small) {
+// Over windows where every rank's send buffer is one (windows.table set: this communicator shares
+// windows); `windows` gets the blocks here, where they live as long as the operation.
+Task run_all_to_all_v(Op& op, const void* send, PeerBlocks send_blocks, void* recv, PeerBlocks recv_blocks,
+                      WindowPlan windows, bool small_equal = false) {
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
-  if (small) {
-    co_await alltoall_bruck(op, in, out, block_bytes);
+  if (windows.table) {
+    windows.send_blocks = &send_blocks;
+    windows.recv_blocks = &recv_blocks;
+    WindowSync sync(op, std::move(windows));
+    co_await sync.agree();
+    if (sync.windowed()) {
+      co_await alltoall_window(op, sync, out, recv_blocks);
+      co_return;
+    }
+  }
+  if (small_equal) {
+    co_await alltoall_bruck(op, in, out, send_blocks.bytes.empty() ? 0 : send_blocks.bytes[0]);
   } else {
-    const PeerBlocks blocks = PeerBlocks::equal(op.size(), block_bytes);
-    co_await alltoall_pairwise(op, in, blocks, out, blocks);
+    co_await alltoall_pairwise(op, in, send_blocks, out, recv_blocks);
   }
 }
 
-Task run_all_to_all_v(Op& op, const void* send, PeerBlocks send_blocks, void* recv, PeerBlocks recv_blocks) {
-  co_await alltoall_pairwise(op, static_cast<const std::byte*>(send), send_blocks, static_cast<std::byte*>(recv),
-                             recv_blocks);
+Task run_all_to_all(Op& op, const void* send, void* recv, size_t block_bytes, bool small, WindowPlan windows) {
+  PeerBlocks blocks = PeerBlocks::equal(op.size(), block_bytes);
+  co_await run_all_to_all_v(op, send, blocks, recv, blocks, std::move(windows), small);
 }
 
 Task run_barrier(Op& op) { co_await barrier_dissemination(op); }
@@ -179,6 +191,12 @@ struct Communicator::Impl {
     if (!p.read.windowed() && fallback_read) p.read = windows->find(fallback_read, read_bytes);
     if (needs_result) p.result = windows->find(result, result_bytes);
     return p;
+  }
+  // all_to_all(_v): the send buffer's extent may be 0 on some ranks and not others, so unlike
+  // window_plan the decision to exchange posts cannot hang on it (every rank must decide alike).
+  WindowPlan window_plan_all_to_all(const void* send, size_t extent) const {
+    if (!windows || group.endpoints.size() < 2 || !windows->control()) return {};
+    return WindowPlan{windows, send ? windows->find(send, extent) : WindowRef{}, extent};
   }
 
   // The layout when the hierarchical algorithm should run this collective, else null (the coroutine
@@ -432,8 +450,10 @@ Work Communicator::all_to_all(const void* send, void* recv, size_t count, DataTy
   if (overlaps(send, total, recv, total)) check.fail("send and recv overlap");
   auto op = impl_->new_op(options_, "all_to_all", total, false, impl_->next_seq++);
   const bool small = impl_->algorithms.small("all_to_all", total, options_.small_message_bytes);
-  return impl_->submit_collective(op, run_all_to_all(*op, send, recv, block, small), options_, "all_to_all", count,
-                                  static_cast<int>(type));
+  return impl_->submit_collective(op,
+                                  run_all_to_all(*op, send, recv, block, small,
+                                                 impl_->window_plan_all_to_all(send, total)),
+                                  options_, "all_to_all", count, static_cast<int>(type));
 }
 
 Work Communicator::all_to_all_v(const void* send, std::span<const size_t> send_counts,
@@ -451,8 +471,10 @@ Work Communicator::all_to_all_v(const void* send, std::span<const size_t> send_c
   for (size_t b : send_blocks.bytes) sent += b;
   auto op = impl_->new_op(options_, "all_to_all_v", sent, false, impl_->next_seq++);
   // Counts differ per rank by design: the fingerprint holds the type only (the transport checks sizes).
-  return impl_->submit_collective(op, run_all_to_all_v(*op, send, std::move(send_blocks), recv, std::move(recv_blocks)),
-                                  options_, "all_to_all_v", 0, static_cast<int>(type));
+  WindowPlan windows = impl_->window_plan_all_to_all(send, Checker::extent(send_blocks));
+  return impl_->submit_collective(
+      op, run_all_to_all_v(*op, send, std::move(send_blocks), recv, std::move(recv_blocks), std::move(windows)),
+      options_, "all_to_all_v", 0, static_cast<int>(type));
 }
 
 Work Communicator::barrier() {
@@ -590,7 +612,7 @@ Window Communicator::make_window(Mapping owned, std::byte* data, size_t bytes, i
     const bool first = !table.control();
     int control_fd = -1;
     Mapping control;
-    const size_t control_bytes = sizeof(RankSync) * static_cast<size_t>(n);
+    const size_t control_bytes = control_block_bytes(n);
     if (first && me == 0 && fd >= 0) control = create_memfd("fsdp-window-control", control_bytes, control_fd, error);
     const bool ready = fd >= 0 && (!first || me != 0 || control.data());
     constexpr size_t kFields = 6;  // pid, fd, file bytes, control fd, offset, window bytes

@@ -117,6 +117,9 @@ const Knob<double> kRunTermDelaySec{"FSDP_RUN_TERM_DELAY_SEC", 1.0,
 const Knob<bool> kCachingAllocator{"FSDP_CACHING_ALLOCATOR", true,
                                    "keep released tracked buffers for reuse by size (0: hand each back to the C "
                                    "library at once, mapping and faulting them in again every step)"};
+const Knob<bool> kUnitWindows{"FSDP_UNIT_WINDOWS", true,
+                              "FSDP units take their all-gather outputs and reduce-scatter inputs from shared-memory "
+                              "windows when the unit's group is on one host (0: plain tracked buffers)"};
 
 // Read only to see whether the user chose; OpenBLAS and OpenMP parse the values themselves.
 const Knob<std::string> kOpenblasNumThreads{"OPENBLAS_NUM_THREADS", "",
@@ -327,6 +330,7 @@ std::vector<KnobInfo> all_knobs() {
           info_of(kRunGraceSec),
           info_of(kRunTermDelaySec),
           info_of(kCachingAllocator),
+          info_of(kUnitWindows),
           info_of(kOpenblasNumThreads),
           info_of(kOmpNumThreads),
           info_of(kNcclHost),

@@ -72,6 +72,7 @@ extern const Knob<double> kRunGraceSec;
 extern const Knob<double> kRunTermDelaySec;
 // --- memory (common/block_cache.h) ---
 extern const Knob<bool> kCachingAllocator;
+extern const Knob<bool> kUnitWindows;
 // --- threads (launch/thread_budget.h) ---
 extern const Knob<std::string> kOpenblasNumThreads;
 extern const Knob<std::string> kOmpNumThreads;

@@ -10,7 +10,8 @@
 namespace fsdp::runtime {
 namespace {
 
-std::byte* element_at(TrackedBuffer<std::byte>& buf, int64_t index, DataType type) {
+template <class Buffer>
+std::byte* element_at(Buffer& buf, int64_t index, DataType type) {
   return buf.data() + index * static_cast<int64_t>(element_size(type));
 }
 
@@ -62,14 +63,16 @@ void FsdpUnit::start_unshard() {
   if (unsharded() || gather_work_.valid()) return;
   const DataType type = policy_.param_dtype;
   const int64_t flat = layout_.flat_numel();
-  // Written whole by the all-gather (every rank's chunk, padding included); not zeroed first.
-  auto reset_gather_out = [&] {
-    gather_out_.reset_for_overwrite(tracker_, MemoryCategory::kAllGather,
+  // Written whole by the all-gather (every rank's chunk, padding included); not zeroed first. A window
+  // only for the plain all-gather over the shard group: the backward one of reshard_after_forward = k
+  // runs over another communicator, and MXFP8 gathers into gather_wire_ alone.
+  auto reset_gather_out = [&](const std::shared_ptr<WindowPool>& windows) {
+    gather_out_.reset_for_overwrite(windows, tracker_, MemoryCategory::kAllGather,
                                     static_cast<size_t>(flat) * element_size(type));
   };
   if (!kept_.empty()) {
     // Backward after reshard_after_forward = k: each member of the group of k holds 1/k of the buffer.
-    reset_gather_out();
+    reset_gather_out(nullptr);
     Communicator& group = *groups_.reshard;
     const int64_t slice = flat / group.size();
     std::byte* mine = element_at(gather_out_, group.rank() * slice, type);
@@ -93,7 +96,7 @@ void FsdpUnit::start_unshard() {
     gather_work_ = mx::start_all_gather(group, bytes_of(gather_wire_), count);
     return;
   }
-  reset_gather_out();
+  reset_gather_out(groups_.gather_windows);
   std::byte* mine = element_at(gather_out_, shard_rank_ * layout_.chunk_numel(), type);
   narrow_from_f32(mine, master_.data(), master_.size(), type);
   gather_work_ =
@@ -165,7 +168,7 @@ void FsdpUnit::start_reduce_grads() {
   const bool quantised = policy_.grad_comm == sharding::CommPrecision::kMxfp8;
   // An MXFP8 reduce-scatter quantises straight from f32 and hands back f32 sums.
   const DataType type = quantised ? DataType::kFloat32 : policy_.reduce_dtype;
-  reduce_buf_.reset(tracker_, MemoryCategory::kReduceScatter,
+  reduce_buf_.reset(quantised ? nullptr : groups_.reduce_windows, tracker_, MemoryCategory::kReduceScatter,
                     static_cast<size_t>(layout_.flat_numel()) * element_size(type));
   copy_in(layout_, grads_unsharded_.data(), reduce_buf_.data(), type);
   grads_unsharded_.release();

@@ -23,6 +23,7 @@
 #include "collectives/work.h"
 #include "common/memory_tracker.h"
 #include "runtime/process_groups.h"
+#include "runtime/window_pool.h"
 #include "sharding/model_spec.h"
 #include "sharding/policy.h"
 #include "sharding/shard_layout.h"
@@ -107,7 +108,9 @@ class FsdpUnit {
 
   TrackedBuffer<float> master_;
   TrackedBuffer<float> grad_;
-  TrackedBuffer<std::byte> gather_out_;   // all-gather output, param dtype, while in flight
+  // All-gather output, param dtype, while in flight: a window of the gather group's pool when the
+  // plain all-gather over the shard group runs (runtime/window_pool.h), else a tracked block.
+  CommBuffer gather_out_;
   Work gather_work_;
   std::string gather_name_;
   TrackedBuffer<std::byte> kept_;         // reshard_after_forward = k: this rank's slice of gather_out_
@@ -115,7 +118,7 @@ class FsdpUnit {
   std::vector<const float*> param_views_;
   TrackedBuffer<float> grads_unsharded_;  // param-major full gradients
   std::vector<float*> grad_views_;
-  TrackedBuffer<std::byte> reduce_buf_;   // reduce-scatter input (flat, reduce dtype); output in place
+  CommBuffer reduce_buf_;  // reduce-scatter input (flat, reduce dtype); output in place; a window as gather_out_
   // param_comm = mxfp8: this rank's master shard quantised (mx::slot_bytes(chunk_numel)), and the
   // gathered slots of every rank while the all-gather is in flight.
   TrackedBuffer<std::byte> own_wire_;

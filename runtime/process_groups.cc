@@ -30,6 +30,7 @@ ProcessGroups ProcessGroups::create(Communicator& world, const sharding::Mesh& m
   auto reshard =
       world.split(grouped ? static_cast<int>(replica * shard_degree + shard_rank / reshard_group) : -1, shard_rank);
   if (grouped) g.reshard = std::move(reshard);
+  g.make_window_pools();
   return g;
 }
 
@@ -53,7 +54,13 @@ ProcessGroups ProcessGroups::create_experts(Communicator& world, const sharding:
   if (mesh.replicate_degree() > 1) g.replicate = std::move(replicate);
   g.expert_parallel = world.split(replica * expert_shards + shard_rank / e, shard_rank % e);
   g.grad_reduce = ReduceOp::premul_sum(1.0 / static_cast<double>(shard_degree));
+  g.make_window_pools();
   return g;
+}
+
+void ProcessGroups::make_window_pools() {
+  gather_windows = WindowPool::create_for(*shard_gather);
+  reduce_windows = WindowPool::create_for(*shard_reduce);
 }
 
 }  // namespace fsdp::runtime

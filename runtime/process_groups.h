@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "collectives/communicator.h"
+#include "runtime/window_pool.h"
 #include "sharding/mesh.h"
 
 namespace fsdp::runtime {
@@ -27,6 +28,11 @@ struct ProcessGroups {
   // Expert parallelism (sharding/expert_parallel.h): the EP group the tokens' all_to_all_v runs over;
   // null without it.
   std::unique_ptr<Communicator> expert_parallel;
+  // Windows for the units' all-gather outputs (over shard_gather) and reduce-scatter inputs (over
+  // shard_reduce) when the shard group is on one host; null otherwise or with FSDP_UNIT_WINDOWS=0.
+  // Declared after the communicators: destroyed first.
+  std::shared_ptr<WindowPool> gather_windows;
+  std::shared_ptr<WindowPool> reduce_windows;
 
   int64_t shard_degree() const { return mesh.shard_degree(); }
   int64_t replicate_degree() const { return mesh.replicate_degree(); }
@@ -43,6 +49,9 @@ struct ProcessGroups {
   // the reduce-scatter sums and scales by 1 / S: the data-parallel average a dense gradient gets.
   // Collective over `world`.
   static ProcessGroups create_experts(Communicator& world, const sharding::Mesh& mesh, int64_t ep);
+
+ private:
+  void make_window_pools();
 };
 
 }  // namespace fsdp::runtime

@@ -102,6 +102,10 @@ Task reduce_scatter_window(Op& op, WindowSync& sync, std::byte* out, size_t recv
 // All-reduce: the windowed reduce-scatter into this rank's block of the output window, then the
 // windowed all-gather of the reduced blocks; every block is reduced once, so ranks agree bitwise.
 Task allreduce_window(Op& op, WindowSync& sync, size_t count, const ReductionPlan& plan);
+// All-to-all (equal or per-pair blocks): copies each rank's block for this one straight from its
+// send window into `out` at recv's offsets, then waits until the peers copied theirs. Only the send
+// buffers need be windows.
+Task alltoall_window(Op& op, WindowSync& sync, std::byte* out, const PeerBlocks& recv);
 
 // --- barrier: ceil(log2 n) rounds of empty messages ---
 Task barrier_dissemination(Op& op);

@@ -6,7 +6,7 @@ namespace fsdp {
 
 WindowSync::WindowSync(Op& op, WindowPlan plan)
     : op_(op), plan_(std::move(plan)), control_(plan_.table ? plan_.table->control() : nullptr),
-      seq_(op.context().seq + 1) {}
+      blocks_(plan_.table ? plan_.table->block_posts() : nullptr), seq_(op.context().seq + 1) {}
 
 Task WindowSync::agree() {
   const int n = op_.size();
@@ -17,6 +17,12 @@ Task WindowSync::agree() {
   mine.read_bytes = plan_.read_bytes;
   mine.result = plan_.needs_result ? plan_.result : WindowRef{};
   mine.result_bytes = plan_.result_bytes;
+  if (plan_.send_blocks) {
+    PeerBlockPost* posts = slot_posts(me);
+    for (int q = 0; q < n; ++q) {
+      posts[q] = PeerBlockPost{plan_.send_blocks->offset[q], plan_.send_blocks->bytes[q], plan_.recv_blocks->bytes[q]};
+    }
+  }
   mine.seq.store(seq_, std::memory_order_release);
 
   bool all = true;
@@ -35,7 +41,8 @@ Task WindowSync::agree() {
     const WindowPost& post = control_[p].post[seq_ % 2];
     ErrorContext ctx = op_.context();
     ctx.peer = p;
-    if (post.read_bytes != plan_.read_bytes || (plan_.needs_result && post.result_bytes != plan_.result_bytes)) {
+    const bool sizes_agree = plan_.send_blocks || post.read_bytes == plan_.read_bytes;  // all_to_all_v's differ
+    if (!sizes_agree || (plan_.needs_result && post.result_bytes != plan_.result_bytes)) {
       throw CommError(ctx, "message size mismatch: rank " + std::to_string(p) + " posted " +
                                std::to_string(post.read_bytes) + " bytes, rank " + std::to_string(me) + " expected " +
                                std::to_string(plan_.read_bytes) + " (do the ranks pass the same count?)");
@@ -44,9 +51,31 @@ Task WindowSync::agree() {
     read_[p] = plan_.table->peer_address(p, post.read, post.read_bytes, error);
     if (read_[p] && plan_.needs_result) result_[p] = plan_.table->peer_address(p, post.result, post.result_bytes, error);
     if (!read_[p] || (plan_.needs_result && !result_[p])) throw CommError(ctx, error);
+    if (plan_.send_blocks) check_blocks(p, post.read_bytes);
   }
   windowed_ = true;
   plan_.table->count_windowed_run();
+}
+
+void WindowSync::check_blocks(int p, uint64_t peer_read_bytes) const {
+  const int me = op_.rank();
+  const PeerBlockPost& theirs = block_of(p, me);  // p's block for this rank
+  const PeerBlockPost& mine = block_of(me, p);
+  ErrorContext ctx = op_.context();
+  ctx.peer = p;
+  auto mismatch = [&](int from, int to, uint64_t sent, uint64_t expected) {
+    throw CommError(ctx, "message size mismatch: rank " + std::to_string(from) + " sends rank " + std::to_string(to) +
+                             " " + std::to_string(sent) + " bytes, rank " + std::to_string(to) + " expects " +
+                             std::to_string(expected) + " (do send_counts and recv_counts agree?)");
+  };
+  // Both directions, so both ranks of a disagreeing pair fail, not one while the other waits.
+  if (theirs.send_bytes != mine.recv_bytes) mismatch(p, me, theirs.send_bytes, mine.recv_bytes);
+  if (mine.send_bytes != theirs.recv_bytes) mismatch(me, p, mine.send_bytes, theirs.recv_bytes);
+  if (theirs.offset > peer_read_bytes || theirs.send_bytes > peer_read_bytes - theirs.offset) {
+    throw CommError(ctx, "rank " + std::to_string(p) + " posted a " + std::to_string(theirs.send_bytes) +
+                             "-byte block at offset " + std::to_string(theirs.offset) + " of its " +
+                             std::to_string(peer_read_bytes) + "-byte send buffer");
+  }
 }
 
 Task WindowSync::phase_done(int phase) {

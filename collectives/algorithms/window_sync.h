@@ -20,6 +20,7 @@
 #include <memory>
 #include <vector>
 
+#include "collectives/algorithms/blocks.h"
 #include "collectives/core/op.h"
 #include "collectives/core/task.h"
 #include "collectives/core/window_table.h"
@@ -35,6 +36,11 @@ struct WindowPlan {
   WindowRef result;  // only for all-reduce (peers copy reduced blocks from it); else unused
   size_t result_bytes = 0;
   bool needs_result = false;
+  // all_to_all(_v): this rank's blocks per peer (send offsets from `read`, recv bytes expected from
+  // each), published in the control block; null for the other collectives. `read_bytes` (the send
+  // buffer's extent) may then differ between ranks.
+  const PeerBlocks* send_blocks = nullptr;
+  const PeerBlocks* recv_blocks = nullptr;
 };
 
 class WindowSync {
@@ -49,14 +55,26 @@ class WindowSync {
   // Rank p's buffers in this process (valid once windowed()).
   const std::byte* read_of(int p) const { return read_[static_cast<size_t>(p)]; }
   std::byte* result_of(int p) const { return result_[static_cast<size_t>(p)]; }
+  // all_to_all: rank p's block for rank q as p posted it (offset from read_of(p)); checked against
+  // p's send buffer and against what q expects by agree().
+  const PeerBlockPost& block_of(int p, int q) const { return slot_posts(p)[q]; }
 
   // This rank finished `phase` (1 .. kPhases - 1); resumes once every peer has too.
   Task phase_done(int phase);
 
  private:
+  // Rank p's PeerBlockPosts for this operation's slot.
+  PeerBlockPost* slot_posts(int p) const {
+    return blocks_ + (static_cast<size_t>(p) * 2 + seq_ % 2) * static_cast<size_t>(op_.size());
+  }
+  // all_to_all: throws CommError where rank p's block for this rank, or this rank's for p, is not
+  // the size the other end expects, or lies outside p's posted send buffer.
+  void check_blocks(int p, uint64_t peer_read_bytes) const;
+
   Op& op_;
   WindowPlan plan_;
   RankSync* control_;
+  PeerBlockPost* blocks_;
   uint64_t seq_;  // the operation's sequence number + 1 (0 never posted)
   bool windowed_ = false;
   std::vector<std::byte*> read_;

@@ -39,6 +39,11 @@ void Mapping::reset() {
   bytes_ = 0;
 }
 
+size_t control_block_bytes(int n) {
+  const auto ranks = static_cast<size_t>(n);
+  return sizeof(RankSync) * ranks + sizeof(PeerBlockPost) * 2 * ranks * ranks;
+}
+
 Mapping create_memfd(const char* name, size_t bytes, int& fd, std::string& error) {
   const size_t length = page_rounded(bytes);
   fd = ::memfd_create(name, MFD_CLOEXEC);

@@ -66,6 +66,18 @@ struct alignas(64) RankSync {
   alignas(64) std::atomic<uint64_t> progress;  // (seq + 1) * kPhases + phase finished, monotone
 };
 
+// What a rank publishes for each peer q in an all-to-all over windows (all_to_all and all_to_all_v):
+// where its block for q lies in its send buffer (bytes from the posted `read` reference), how long it
+// is, and how many bytes it expects from q, so both ends of every pair check the pair's sizes.
+struct PeerBlockPost {
+  uint64_t offset;
+  uint64_t send_bytes;
+  uint64_t recv_bytes;
+};
+
+// The control block of n ranks: a RankSync per rank, then per rank and post slot n PeerBlockPosts.
+size_t control_block_bytes(int n);
+
 class WindowTable {
  public:
   WindowTable(int rank, int size) : rank_(rank), size_(size) {}
@@ -96,6 +108,13 @@ class WindowTable {
   RankSync* control() {
     std::lock_guard lock(mu_);
     return reinterpret_cast<RankSync*>(control_.data());
+  }
+  // The all-to-all block posts of the control block: rank p's for slot k at [(p * 2 + k) * size()];
+  // null when control() is.
+  PeerBlockPost* block_posts() {
+    std::lock_guard lock(mu_);
+    if (!control_.data()) return nullptr;
+    return reinterpret_cast<PeerBlockPost*>(control_.data() + sizeof(RankSync) * static_cast<size_t>(size_));
   }
 
   // How many collectives ran over windows (tests and benchmarks check the path taken).

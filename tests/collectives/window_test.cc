@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -59,6 +60,53 @@ std::vector<std::vector<std::byte>> inputs(DataType t, ReduceKind op, int n, siz
   std::vector<std::vector<std::byte>> in;
   for (int p = 0; p < n; ++p) in.push_back(make_input(t, op, p, count, p));
   return in;
+}
+
+// all_to_all_v's blocks in the suite: rank `from` sends rank `to` 0, 1 or 2 thirds of `count`
+// elements (zero counts and skew), its send blocks laid out in reverse peer order (offsets matter),
+// the receive blocks in peer order.
+size_t v_count(int from, int to, size_t count) { return static_cast<size_t>((from + 2 * to) % 3) * (count / 3); }
+std::vector<size_t> v_send_displs(int from, int n, size_t count) {
+  std::vector<size_t> d(static_cast<size_t>(n));
+  size_t at = 0;
+  for (int q = n - 1; q >= 0; --q) {
+    d[q] = at;
+    at += v_count(from, q, count);
+  }
+  return d;
+}
+
+// One rank's all-to-alls (send in a window, recv plain): equal blocks, then per-pair blocks.
+void all_to_all_suite(Communicator& comm, DataType t, size_t count, const std::function<std::byte*(size_t)>& buffer,
+                      Checks& c, const std::string& tag) {
+  const int n = comm.size();
+  const int r = comm.rank();
+  const size_t e = element_size(t);
+  const auto in = inputs(t, ReduceKind::kSum, n, n * count);
+  std::byte* send = buffer(n * count * e);
+  std::memcpy(send, in[r].data(), n * count * e);
+  std::vector<std::byte> out(n * count * e);
+  comm.all_to_all(send, out.data(), count, t).wait();
+  for (int p = 0; p < n; ++p) {
+    c.expect(compare(out.data() + p * count * e, in[p].data() + r * count * e, count, t),
+             "all_to_all block from " + std::to_string(p) + " " + tag);
+  }
+  std::vector<size_t> send_counts(n), recv_counts(n), recv_displs(n);
+  const std::vector<size_t> send_displs = v_send_displs(r, n, count);
+  size_t received = 0;
+  for (int q = 0; q < n; ++q) {
+    send_counts[q] = v_count(r, q, count);
+    recv_counts[q] = v_count(q, r, count);
+    recv_displs[q] = received;
+    received += recv_counts[q];
+  }
+  std::vector<std::byte> got(std::max<size_t>(received, 1) * e);
+  comm.all_to_all_v(send, send_counts, send_displs, got.data(), recv_counts, recv_displs, t).wait();
+  for (int p = 0; p < n; ++p) {
+    const size_t from = v_send_displs(p, n, count)[r];
+    c.expect(compare(got.data() + recv_displs[p] * e, in[p].data() + from * e, recv_counts[p], t),
+             "all_to_all_v block from " + std::to_string(p) + " " + tag);
+  }
 }
 
 // One rank's share: all-gather, reduce-scatter and all-reduce of `t`, in place and out of place,
@@ -119,6 +167,7 @@ void windowed_suite(Communicator& comm, DataType t, size_t count, bool use_windo
     comm.all_reduce(send, recv, m, t, op).wait();
     c.expect(compare(recv, want.data(), m, t), "all_reduce out of place " + tag);
   }
+  all_to_all_suite(comm, t, count, buffer, c, tag);
 }
 
 // The suite over fp32, bf16 and int32 at two counts (one reduce chunk, several); checks that the
@@ -133,7 +182,7 @@ void run_suite(Communicator& comm, bool mixed) {
       const bool use_windows = mixed ? comm.rank() == 0 : true;
       windowed_suite(comm, t, count, use_windows, c);
       const uint64_t ran = comm.windowed_collectives() - before;
-      const uint64_t want = (mixed || n == 1) ? 0 : 6;
+      const uint64_t want = (mixed || n == 1) ? 0 : 8;
       if (ran != want) {
         c.failures += "rank " + std::to_string(comm.rank()) + ": " + std::to_string(ran) + " windowed collectives, expected " +
                       std::to_string(want) + "\n";
@@ -209,28 +258,43 @@ TEST_P(WindowProcesses, EveryCollectiveMatchesReferenceAndMixedFallsBack) {
 INSTANTIATE_TEST_SUITE_P(Ranks, WindowProcesses, ::testing::Values(1, 2, 3, 4));
 
 // Rank 1 dies (SIGKILL) with its windows mapped: before the collective (`inside` false: rank 0 waits
-// for its post), or inside it (rank 1 is already waiting in the all-gather when rank 0 kills it, so
+// for its post), or inside it (rank 1 is already waiting in the collective when rank 0 kills it, so
 // rank 0 copies rank 1's block and then waits for rank 1 to finish reading its own). Rank 0's windowed
-// all-gather must fail within 5 s with PeerLostError naming rank 0, peer 1 and the collective, and
-// nothing is left in /dev/shm.
-class WindowKilledPeer : public ::testing::TestWithParam<bool> {};
+// all-gather (or all-to-all) must fail within 5 s with PeerLostError naming rank 0, peer 1 and the
+// collective, and nothing is left in /dev/shm.
+struct KillCase {
+  bool inside;
+  const char* collective;  // "all_gather" or "all_to_all"
+};
+
+class WindowKilledPeer : public ::testing::TestWithParam<KillCase> {};
 
 TEST_P(WindowKilledPeer, IsNamedBySurvivor) {
-  const bool inside = GetParam();
+  const KillCase kc = GetParam();
+  const bool inside = kc.inside;
+  const std::string collective = kc.collective;
   const std::string job = unique_job_name("window");
-  auto codes = run_processes(2, 30s, [&job, inside](int rank) {
+  auto codes = run_processes(2, 30s, [&job, inside, &collective](int rank) {
     CommOptions o;
     o.timeout = 20s;
     auto comm = Communicator::create(make_shm_transport(job, rank, 2, 10s), o);
     const size_t count = 1 << 16;
     Window full = comm->alloc_window(2 * count * sizeof(float));
+    std::vector<float> out(2 * count);
     int64_t pid = ::getpid();
     std::vector<int64_t> pids(2);
     comm->all_gather(&pid, pids.data(), 1, DataType::kInt64).wait();
     float* mine = full.data<float>() + rank * count;
+    auto run = [&] {
+      if (collective == "all_to_all") {
+        comm->all_to_all(full.data(), out.data(), count, DataType::kFloat32).wait();
+      } else {
+        comm->all_gather(mine, full.data(), count, DataType::kFloat32).wait();
+      }
+    };
     if (rank == 1) {
       if (!inside) ::raise(SIGKILL);
-      comm->all_gather(mine, full.data(), count, DataType::kFloat32).wait();  // killed while waiting here
+      run();  // killed while waiting here
       return 5;
     }
     if (inside) {
@@ -239,13 +303,13 @@ TEST_P(WindowKilledPeer, IsNamedBySurvivor) {
     }
     const auto start = std::chrono::steady_clock::now();
     try {
-      comm->all_gather(mine, full.data(), count, DataType::kFloat32).wait();
+      run();
       return 2;
     } catch (const PeerLostError& e) {
       const std::string what = e.what();
-      for (const char* needle : {"rank 0", "peer 1", "all_gather"}) {
+      for (const std::string& needle : {std::string("rank 0"), std::string("peer 1"), collective}) {
         if (what.find(needle) == std::string::npos) {
-          std::fprintf(stderr, "'%s' missing from: %s\n", needle, what.c_str());
+          std::fprintf(stderr, "'%s' missing from: %s\n", needle.c_str(), what.c_str());
           return 3;
         }
       }
@@ -257,8 +321,35 @@ TEST_P(WindowKilledPeer, IsNamedBySurvivor) {
   EXPECT_EQ(left_in_dev_shm(), std::set<std::string>{}) << "a segment was left in /dev/shm";
 }
 
-INSTANTIATE_TEST_SUITE_P(When, WindowKilledPeer, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "inside" : "before"; });
+INSTANTIATE_TEST_SUITE_P(When, WindowKilledPeer,
+                         ::testing::Values(KillCase{false, "all_gather"}, KillCase{true, "all_gather"},
+                                           KillCase{false, "all_to_all"}, KillCase{true, "all_to_all"}),
+                         [](const auto& info) {
+                           return std::string(info.param.collective) + (info.param.inside ? "_inside" : "_before");
+                         });
+
+// all_to_all_v over windows where two ranks disagree on a pair's count: both fail with the
+// message-passing path's error text, naming the sizes, and neither waits for the other.
+TEST(WindowThreads, AllToAllVCountMismatchFailsBothRanks) {
+  InProcJob job(2);
+  std::vector<std::string> errors(2);
+  job.run([&](Communicator& comm) {
+    const int r = comm.rank();
+    Window send = comm.alloc_window(16 * sizeof(float));
+    std::vector<float> recv(16);
+    std::vector<size_t> counts{4, 4}, displs{0, 8}, expect{4, 4};
+    if (r == 1) expect[0] = 6;  // rank 0 sends it 4
+    try {
+      comm.all_to_all_v(send.data(), counts, displs, recv.data(), expect, displs, DataType::kFloat32).wait();
+    } catch (const CommError& e) {
+      errors[r] = e.what();
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("message size mismatch"), std::string::npos) << "rank " << r << ": " << errors[r];
+    EXPECT_NE(errors[r].find("16 bytes"), std::string::npos) << "rank " << r << ": " << errors[r];
+  }
+}
 
 }  // namespace
 }  // namespace fsdp::testing

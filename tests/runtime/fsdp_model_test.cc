@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "runtime/optimizer.h"
+#include "tests/common/scoped_env.h"
 #include "tests/collectives/test_support.h"
 #include "toy_model.h"
 
@@ -31,6 +32,7 @@ struct RunResult {
   std::vector<std::vector<float>> params;  // per unit, param-major
   int64_t peak_all_gather = 0, peak_total = 0, leftover_transient = 0;
   int events_gather = 0, events_reduce = 0;
+  uint64_t windowed = 0;  // collectives of the shard groups that ran over shared-memory windows
 };
 
 RunResult train(Communicator& world, const RunConfig& cfg) {
@@ -100,6 +102,8 @@ RunResult train(Communicator& world, const RunConfig& cfg) {
   }
   result.peak_all_gather = tracker.peak(MemoryCategory::kAllGather);
   result.peak_total = tracker.peak_total();
+  result.windowed =
+      fsdp.groups().shard_gather->windowed_collectives() + fsdp.groups().shard_reduce->windowed_collectives();
   for (int u = 0; u < fsdp.num_units(); ++u) result.params.push_back(fsdp.gather_full_parameters(u));
   return result;
 }
@@ -253,6 +257,44 @@ TEST(FsdpModel, AllGatherBuffersBoundedByPrefetch) {
     const RunResult r = run(4, cfg);
     EXPECT_GT(r.peak_all_gather, 0);
     EXPECT_LE(r.peak_all_gather, (1 + prefetch) * largest * 4) << "prefetch " << prefetch;
+  }
+}
+
+// On one host the units' all-gather outputs and reduce-scatter inputs are shared-memory windows, so
+// those collectives run by loads and stores; FSDP_UNIT_WINDOWS=0 takes plain buffers. At 2 ranks the
+// training is bitwise the same either way (a sum of two is the same in any order), bf16 included; at
+// 3 and 4 (the windowed reduction adds in rank order, the ring in its own) within 1e-5, with a reshard
+// group whose backward all-gathers run over another communicator (plain buffers there).
+TEST(FsdpModel, UnitBuffersAreWindowsOnOneHost) {
+  struct Case {
+    Layout l;
+    DataType type;
+  };
+  for (const Case c : {Case{Layout{2, "true", 1, 1}, DataType::kFloat32}, Case{Layout{2, "false", 2, 1}, DataType::kBfloat16},
+                       Case{Layout{3, "false", 2, 1}, DataType::kFloat32}, Case{Layout{4, "2", 1, 1}, DataType::kFloat32}}) {
+    RunConfig cfg;
+    cfg.fsdp.policy.param_dtype = cfg.fsdp.policy.reduce_dtype = c.type;
+    cfg.fsdp.policy.reshard = sharding::Reshard::parse(c.l.reshard);
+    cfg.fsdp.policy.prefetch = c.l.prefetch;
+    const std::string what = "n " + std::to_string(c.l.n) + ", reshard " + c.l.reshard + ", " + std::string(name(c.type));
+    const RunResult windowed = run(c.l.n, cfg);
+    RunResult plain;
+    {
+      testing::ScopedEnv off("FSDP_UNIT_WINDOWS", "0");
+      plain = run(c.l.n, cfg);
+    }
+    // Two collectives per unit and step at least: its all-gather and its reduce-scatter.
+    EXPECT_GE(windowed.windowed, static_cast<uint64_t>(2 * ToyModel{}.units() * cfg.steps)) << what;
+    EXPECT_EQ(plain.windowed, 0u) << what;
+    if (c.l.n == 2) {
+      EXPECT_EQ(windowed.losses, plain.losses) << what;
+      EXPECT_EQ(windowed.norms, plain.norms) << what;
+      EXPECT_EQ(windowed.params, plain.params) << what;
+    } else {
+      expect_same_training(windowed, plain);
+    }
+    EXPECT_EQ(windowed.peak_total, plain.peak_total) << what << ": the tracker counts a window as the block it replaces";
+    EXPECT_EQ(windowed.leftover_transient, 0) << what;
   }
 }
 
