@@ -39,9 +39,19 @@ bench: build
 # N = 2, 3, 4 and HSDP 2 x 2, reshard on/off/2, 2 accumulation steps, against the 1-rank run within 1e-5
 # (and the MoE debug model with expert parallelism, N = 2, 4, EP 2, 4: Layouts/TrainerExpertParallel);
 # and checkpoint resume N = 4 -> M = 2, 3, 4 (bitwise at M = N).
+#
+# The PyTorch front end (python -m fsdp_runtime.train, where torch is installed), on the debug model:
+# N = 2, 3, 4 and HSDP 2 x 2 against 1 rank, and against fsdp-train from the same weights (1e-5 over 20 steps).
+PY_EQUIVALENCE = FSDP_EQUIVALENCE=full FSDP_PYTHON_PATH=$(abspath $(BUILD))/python /usr/bin/python3
 equivalence: build
 	FSDP_EQUIVALENCE=full $(BUILD)/tests/train/trainer_test --gtest_filter='Trainer.*:Layouts/*'
 	FSDP_EQUIVALENCE=full $(BUILD)/tests/train/train_job_test --gtest_filter='*Resume*'
+	@if [ -d $(BUILD)/python/fsdp_runtime ]; then \
+	  for layout in 2 3 4 2x2; do \
+	    $(PY_EQUIVALENCE) tests/python/test_train_equivalence.py $(BUILD)/launch/fsdp-run $$layout || exit 1; \
+	  done; \
+	  $(PY_EQUIVALENCE) tests/python/test_train_vs_fsdp_train.py $(BUILD)/launch/fsdp-run $(BUILD)/train/fsdp-train; \
+	else echo "equivalence: PyTorch front end not built, its checks SKIPPED"; fi
 
 # Sanitizer configurations: only the layers where races and memory bugs live (threads, shared memory,
 # sockets, bytes from outside), each built alone (tests_<layer> targets) and run with its widest sweeps

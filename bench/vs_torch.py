@@ -31,6 +31,13 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
+# The torch model lives in the package (TorchTitan's Llama 3 module tree); only its pure-Python part is
+# used here, but the package's import loads the extension from the build tree (--build).
+_build = next((a.split("=", 1)[1] if "=" in a else sys.argv[i + 2] for i, a in enumerate(sys.argv[1:])
+               if a.startswith("--build")), "build")
+sys.path.insert(0, os.path.join(_build, "python"))
+from fsdp_runtime.models.llama import Llama, LlamaArgs, flops_per_token  # noqa: E402
+
 GLOBAL_BATCH = 8
 CORES = os.cpu_count() or 1
 
@@ -44,94 +51,9 @@ MODELS = {
 }
 
 
-# ---- the torch model (TorchTitan's llama3 module tree, written for torch 1.13: no SDPA) ----
-class RMSNorm(nn.Module):
-    def __init__(self, dim, eps=1e-5):
-        super().__init__()
-        self.eps, self.weight = eps, nn.Parameter(torch.ones(dim))
-
-    def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
-
-def rope_freqs(hd, seq_len, theta=500000.0):
-    freqs = 1.0 / (theta ** (torch.arange(0, hd, 2).float() / hd))
-    return torch.polar(torch.ones(seq_len, hd // 2), torch.outer(torch.arange(seq_len).float(), freqs))  # (T, hd/2)
-
-
-def apply_rope(x, freqs):  # x (B, T, heads, hd): pair (2i, 2i+1) as one complex number
-    xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
-    return torch.view_as_real(xc * freqs[None, :, None, :]).flatten(3).type_as(x)
-
-
-class Attention(nn.Module):
-    def __init__(self, m):
-        super().__init__()
-        self.h, self.kv, self.hd = m["n_heads"], m["n_kv_heads"], m["dim"] // m["n_heads"]
-        self.wq = nn.Linear(m["dim"], self.h * self.hd, bias=False)
-        self.wk = nn.Linear(m["dim"], self.kv * self.hd, bias=False)
-        self.wv = nn.Linear(m["dim"], self.kv * self.hd, bias=False)
-        self.wo = nn.Linear(self.h * self.hd, m["dim"], bias=False)
-
-    def forward(self, x, freqs, mask):
-        b, t, _ = x.shape
-        q = apply_rope(self.wq(x).view(b, t, self.h, self.hd), freqs)
-        k = apply_rope(self.wk(x).view(b, t, self.kv, self.hd), freqs)
-        v = self.wv(x).view(b, t, self.kv, self.hd)
-        rep = self.h // self.kv  # GQA: each KV head serves rep query heads
-        k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
-        q, k, v = (y.transpose(1, 2) for y in (q, k, v))  # (B, H, T, hd)
-        att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.hd) + mask, dim=-1)
-        return self.wo((att @ v).transpose(1, 2).reshape(b, t, -1))
-
-
-class FeedForward(nn.Module):
-    def __init__(self, m):
-        super().__init__()
-        self.w1 = nn.Linear(m["dim"], m["hidden"], bias=False)
-        self.w2 = nn.Linear(m["hidden"], m["dim"], bias=False)
-        self.w3 = nn.Linear(m["dim"], m["hidden"], bias=False)
-
-    def forward(self, x):
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
-
-
-class Block(nn.Module):
-    def __init__(self, m):
-        super().__init__()
-        self.attention, self.feed_forward = Attention(m), FeedForward(m)
-        self.attention_norm, self.ffn_norm = RMSNorm(m["dim"]), RMSNorm(m["dim"])
-
-    def forward(self, x, freqs, mask):
-        h = x + self.attention(self.attention_norm(x), freqs, mask)
-        return h + self.feed_forward(self.ffn_norm(h))
-
-
-class Llama(nn.Module):
-    def __init__(self, m):
-        super().__init__()
-        self.tok_embeddings = nn.Embedding(m["vocab"], m["dim"])
-        self.layers = nn.ModuleList(Block(m) for _ in range(m["n_layers"]))
-        self.norm, self.output = RMSNorm(m["dim"]), nn.Linear(m["dim"], m["vocab"], bias=False)
-        # Plain attributes, not buffers: DDP's gloo broadcast of buffers rejects complex tensors.
-        self.freqs = rope_freqs(m["dim"] // m["n_heads"], m["seq_len"])
-        self.mask = torch.full((m["seq_len"], m["seq_len"]), float("-inf")).triu(1)
-        for p in self.parameters():  # the project's init: matrices N(0, 0.02), norm weights 1
-            if p.dim() > 1:
-                nn.init.normal_(p, std=0.02)
-
-    def forward(self, tokens):
-        h = self.tok_embeddings(tokens)
-        for layer in self.layers:
-            h = layer(h, self.freqs, self.mask)
-        return self.output(self.norm(h))
-
-
-def flops_per_token(m):  # TorchTitan's estimate: 6 x non-embedding params + 12 L H hd T
-    hd, kvd = m["dim"] // m["n_heads"], m["n_kv_heads"] * m["dim"] // m["n_heads"]
-    layer = 2 * m["dim"] * m["dim"] + 2 * m["dim"] * kvd + 3 * m["dim"] * m["hidden"] + 2 * m["dim"]
-    params = m["n_layers"] * layer + m["dim"] + m["dim"] * m["vocab"]
-    return 6 * params + 12 * m["n_layers"] * m["n_heads"] * hd * m["seq_len"]
+def llama_args(m):
+    return LlamaArgs(dim=m["dim"], n_layers=m["n_layers"], n_heads=m["n_heads"], n_kv_heads=m["n_kv_heads"],
+                     hidden=m["hidden"], vocab=m["vocab"], seq_len=m["seq_len"])
 
 
 def torch_worker(rank, world, port, m, steps, threads, out):
@@ -140,7 +62,7 @@ def torch_worker(rank, world, port, m, steps, threads, out):
     if world > 1:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     torch.manual_seed(42)  # same init on every rank, as DDP broadcasts anyway
-    model = Llama(m)
+    model = Llama(llama_args(m))  # the project's "normal" init: matrices N(0, 0.02), norm weights 1
     ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
     opt = torch.optim.AdamW(model.parameters(), lr=8e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     gen = torch.Generator().manual_seed(1000 + rank)
@@ -242,7 +164,7 @@ def main():
         m, runs = MODELS[n], res[(n, impl, r)]
         tps = statistics.median(x[0] for x in runs)
         other = max(statistics.median(x[0] for x in res[(n, t, r)]) for t in impls[r] if t != "fsdp-train")
-        gf = tps * flops_per_token(m) / 1e9
+        gf = tps * flops_per_token(llama_args(m)) / 1e9
         sg = statistics.median(sgemm[n][1]) * r if r > 1 else statistics.median(sgemm[n][CORES])
         print(f"| {n} | {r} | {impl} | {tps:,.0f} | {' '.join(f'{x[0]:,.0f}' for x in runs)} | "
               f"{tps / other:.2f}x | {gf:.1f} | {sg:.1f} | {gf / sg:.0%} | "

@@ -173,6 +173,33 @@ TrainerOptions trainer_options(const TrainConfig& c) {
   return trainer;
 }
 
+DataLoaderOptions data_loader_options(const TrainConfig& c, int rank) {
+  DataLoaderOptions o;
+  o.local_batch_size = c.training.local_batch_size;
+  o.seq_len = c.training.seq_len;
+  o.gradient_accumulation_steps = c.training.gradient_accumulation_steps;
+  o.dp_rank = c.mesh().data_parallel_rank(rank);
+  o.dp_size = c.mesh().data_parallel_size();
+  o.seed = static_cast<uint64_t>(c.training.seed);
+  return o;
+}
+
+MetricsOptions job_metrics_options(const TrainConfig& c, int rank, std::ostream* log) {
+  const sharding::ChipProfile chip = sharding::chip_preset("cpu");
+  MetricsOptions o;
+  o.rank = rank;
+  o.log_freq = c.metrics.log_freq;
+  o.flops_per_token = sharding::model_flops_per_token(c.model_spec(), c.training.seq_len);
+  o.peak_flops = chip.peak_flops(DataType::kFloat32);
+  o.memory_capacity_bytes = chip.memory_bytes;
+  if (!c.metrics.file.empty() && (rank == 0 || c.metrics.save_for_all_ranks)) {
+    o.file = c.metrics.save_for_all_ranks ? metrics_file_for_rank(c.metrics_path(), rank) : c.metrics_path();
+  }
+  o.out = log;
+  o.print = log != nullptr && (rank == 0 || c.metrics.save_for_all_ranks);
+  return o;
+}
+
 std::string model_config_hash(const TrainConfig& config) {
   const auto spec = config.model_spec();
   std::ostringstream s;
@@ -300,13 +327,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   JobResult result;
 
   // Data: rank r of the data-parallel world reads rows [r * B, (r + 1) * B) of each global micro-batch.
-  DataLoaderOptions loader_options;
-  loader_options.local_batch_size = opts.local_batch;
-  loader_options.seq_len = opts.seq_len;
-  loader_options.gradient_accumulation_steps = opts.grad_accum;
-  loader_options.dp_rank = config.mesh().data_parallel_rank(rank);
-  loader_options.dp_size = config.mesh().data_parallel_size();
-  loader_options.seed = opts.seed;
+  const DataLoaderOptions loader_options = data_loader_options(config, rank);
   const auto source = make_job_token_source(config, opts.model.dims.vocab, opts.seed);
   const std::string data_source = describe_data(*source, job_tokenizer(config));
   if (job.log) {
@@ -427,19 +448,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     }
   }
 
-  const sharding::ChipProfile chip = sharding::chip_preset("cpu");
-  MetricsOptions metrics_options;
-  metrics_options.rank = rank;
-  metrics_options.log_freq = config.metrics.log_freq;
-  metrics_options.flops_per_token = sharding::model_flops_per_token(opts.model, opts.seq_len);
-  metrics_options.peak_flops = chip.peak_flops(DataType::kFloat32);
-  metrics_options.memory_capacity_bytes = chip.memory_bytes;
-  if (!config.metrics.file.empty() && (rank == 0 || config.metrics.save_for_all_ranks)) {
-    metrics_options.file = config.metrics.save_for_all_ranks ? metrics_file_for_rank(config.metrics_path(), rank)
-                                                : config.metrics_path();
-  }
-  metrics_options.out = job.log;
-  metrics_options.print = job.log != nullptr && (rank == 0 || config.metrics.save_for_all_ranks);
+  const MetricsOptions metrics_options = job_metrics_options(config, rank, job.log);
   MetricsLogger metrics(metrics_options);
 
   std::vector<double> step_seconds;

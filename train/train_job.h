@@ -11,12 +11,22 @@
 
 #include "collectives/communicator.h"
 #include "train/config.h"
+#include "train/dataset.h"
+#include "train/metrics.h"
 #include "train/trainer.h"
 
 namespace fsdp::train {
 
 // The trainer's options for this configuration (model, batch, policy, optimizer, schedule).
 TrainerOptions trainer_options(const TrainConfig& config);
+
+// What rank `rank` of this (validated) configuration's job reads: its data-parallel rows, the batch
+// shape, the seed. The Python front end (python/fsdp_runtime/train.py) reads through the same loader.
+DataLoaderOptions data_loader_options(const TrainConfig& config, int rank);
+
+// The metrics logger of rank `rank`: the console line (printed on rank 0, or every rank with
+// metrics.save_for_all_ranks, when `log` is set), the per-step file, the FLOP and memory figures.
+MetricsOptions job_metrics_options(const TrainConfig& config, int rank, std::ostream* log);
 
 // A fingerprint of what makes checkpoints compatible: the model's dimensions and parameter shapes.
 std::string model_config_hash(const TrainConfig& config);

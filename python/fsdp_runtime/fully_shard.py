@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 from ._C import FsdpUnit, ProcessGroupFsdp, ShardingGroups
 
-_groups = {}             # (process group, reshard group) -> ShardingGroups, split once
+_groups = {}             # (process group, replicate degree, reshard group) -> ShardingGroups, split once
 _unit_count = [0]
 
 
@@ -293,11 +293,22 @@ def _reshard_group(reshard_after_forward, shard_degree):
     return k
 
 
-def _sharding_groups(pg, reshard_group):
-    key = (pg, reshard_group)
+def _sharding_groups(pg, replicate, reshard_group):
+    key = (pg, replicate, reshard_group)
     if key not in _groups:
-        _groups[key] = ShardingGroups(pg, 1, reshard_group)
+        _groups[key] = ShardingGroups(pg, replicate, reshard_group)
     return _groups[key]
+
+
+def _mesh_degrees(mesh, world):
+    """(replicate, shard) of fully_shard's mesh argument over a group of `world` ranks."""
+    if mesh is None:
+        return 1, world
+    if (not isinstance(mesh, (tuple, list)) or len(mesh) != 2 or not all(isinstance(d, int) and d > 0 for d in mesh)
+            or mesh[0] * mesh[1] != world):
+        raise ValueError(f"fully_shard: mesh={mesh!r} must be (replicate, shard) positive integers whose product is "
+                         f"the group's {world} ranks")
+    return tuple(mesh)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -321,7 +332,8 @@ def _dtype_name(dtype, what):
     return _dtype_names[dtype]
 
 
-def fully_shard(module, *, group=None, reshard_after_forward=True, mp_policy=MixedPrecisionPolicy(), prefetch=1):
+def fully_shard(module, *, group=None, mesh=None, reshard_after_forward=True, mp_policy=MixedPrecisionPolicy(),
+                prefetch=1):
     """Makes the parameters of `module` not yet in a unit one FSDP unit; returns `module`. Collective
     over the group (the default group unless given, which must use backend "fsdp"): every rank calls
     fully_shard on the same modules in the same order.
@@ -334,13 +346,19 @@ def fully_shard(module, *, group=None, reshard_after_forward=True, mp_policy=Mix
     mp_policy: MixedPrecisionPolicy (dtypes of the all-gather, compute, reduce-scatter and output).
 
     prefetch: how many units' all-gathers this unit starts ahead: in its forward those that ran after
-    it in the previous forward, in its backward those before it in this forward (0: none)."""
+    it in the previous forward, in its backward those before it in this forward (0: none).
+
+    mesh: None shards over the whole group; (replicate, shard) is HSDP over a 2-D mesh of the group's
+    ranks, rank = replica * shard + shard_rank (torch's init_device_mesh(("replicate", "shard"))): the
+    parameters shard within each group of `shard` consecutive ranks, and the gradients, reduce-scattered
+    there, are averaged across the `replicate` replicas (the runtime's HSDP, runtime/process_groups.h)."""
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
     if not isinstance(pg, ProcessGroupFsdp):
         raise TypeError(f"fully_shard needs a process group of backend 'fsdp', got {type(pg).__name__}")
     if hasattr(module, "_fsdp_state"):
         raise ValueError(f"fully_shard: {type(module).__name__} is already sharded")
-    reshard_group = _reshard_group(reshard_after_forward, pg.size())
+    replicate, shard_degree = _mesh_degrees(mesh, pg.size())
+    reshard_group = _reshard_group(reshard_after_forward, shard_degree)
     slots, names, params = [], [], []
     for owner, name, p in _unclaimed_parameters(module):
         if p.dtype != torch.float32 or p.device.type != "cpu":
@@ -351,7 +369,7 @@ def fully_shard(module, *, group=None, reshard_after_forward=True, mp_policy=Mix
         params.append(p)
     if not params:
         return module
-    groups = _sharding_groups(pg, reshard_group)
+    groups = _sharding_groups(pg, replicate, reshard_group)
     _unit_count[0] += 1
     param_dtype = _dtype_name(mp_policy.param_dtype, "param_dtype")
     reduce_dtype = _dtype_name(mp_policy.reduce_dtype or mp_policy.param_dtype, "reduce_dtype")
@@ -437,8 +455,13 @@ def clip_grad_norm_(module, max_norm, norm_type=2.0):
         return sum(g.detach().double().abs().pow(norm_type).sum() for g in grads)
 
     total = local(sharded).reshape(1)
+    replicas = {s.groups.replicate_degree for s in states}
+    if len(replicas) > 1:
+        raise ValueError("clip_grad_norm_: the module's units are over different meshes")
     if pgs:
         dist.all_reduce(total, op=dist.ReduceOp.MAX if inf else dist.ReduceOp.SUM, group=pgs.pop())
+        if not inf:  # under HSDP every replica holds the same shards: count them once
+            total /= replicas.pop()
     rest = local(replicated)
     total = torch.maximum(total[0], rest) if inf else (total[0] + rest).pow(1.0 / norm_type)
     total = total.float()
@@ -482,10 +505,10 @@ def _gather_master(state):
     a param_dtype unit whose own all-gather rounds them: rank r's chunk holds, parameter after
     parameter, rows [r * rows_per_rank, (r + 1) * rows_per_rank) of each (sharding/shard_layout.h)."""
     chunk = state.shard.numel()
-    world = state.pg.size()
-    flat = torch.empty(chunk * world)
+    world = state.groups.shard_degree  # under HSDP replica 0's ranks, the first `world`, hold every row
+    flat = torch.empty(chunk * state.pg.size())
     dist.all_gather_into_tensor(flat, state.shard.detach(), group=state.pg)
-    chunks = flat.view(world, chunk)
+    chunks = flat.view(-1, chunk)[:world]
     out, offset = [], 0
     for shape in state.shapes:
         rows = shape[0] if shape else 1

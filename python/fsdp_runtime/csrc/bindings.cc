@@ -5,13 +5,16 @@
 //                     the memory tracker of one sharded model;
 //   FsdpUnit          one runtime FSDP unit (runtime/fsdp_unit.h) with its buffers shown to torch as
 //                     tensors that view them (no copies): the flat master and gradient shards, and
-//                     while unsharded the full parameters and gradients. fully_shard.py drives them.
+//                     while unsharded the full parameters and gradients. fully_shard.py drives them;
+//   TrainConfig, DataLoader, MetricsLogger, read/write_safetensors: fsdp-train's, for train.py
+//                     (train_bindings.cc).
 #include <pybind11/chrono.h>
 #include <torch/extension.h>
 
 #include "common/dtype.h"
 #include "common/memory_tracker.h"
 #include "python/fsdp_runtime/csrc/process_group_fsdp.h"
+#include "python/fsdp_runtime/csrc/train_bindings.h"
 #include "runtime/fsdp_unit.h"
 #include "runtime/process_groups.h"
 
@@ -193,4 +196,5 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("has_unsharded_grads", &TorchUnit::has_unsharded_grads)
       .def_property_readonly("reduce_in_flight", &TorchUnit::reduce_in_flight)
       .def("zero_grad_shard", &TorchUnit::zero_grad_shard);
+  fsdp::torch_backend::bind_train(m);
 }

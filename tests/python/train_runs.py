@@ -1,0 +1,66 @@
+"""Runs of the two training front ends on one configuration, for the equivalence tests: the Python
+entry point (python3 -m fsdp_runtime.train) and fsdp-train, each as an fsdp-run job, in a folder of
+their own. Each run returns its per-step records (metrics.file, JSONL) and, for the Python one, its
+final weights (checkpoint.enable: step-<steps>/model.safetensors)."""
+import json
+import os
+import subprocess
+import sys
+
+CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "debug_model.toml")
+STEPS = 20
+GLOBAL_BATCH = 12  # sequences: divisible by 1, 2, 3, 4 data-parallel ranks
+
+# The tiny Llama of the CI checks (a few seconds a run): 2 layers, dim 32, 4 heads / 2 KV heads, 17-token
+# windows of the tiny corpus, 20 steps of AdamW in float32. FSDP_EQUIVALENCE=full: the debug model itself.
+TINY = ["--model.n_layers", "2", "--model.dim", "32", "--model.n_heads", "4", "--model.n_kv_heads", "2",
+        "--training.seq_len", "16"]
+
+
+def model_flags():
+    return [] if os.environ.get("FSDP_EQUIVALENCE") == "full" else TINY
+
+
+def job_flags(folder, ranks, replicate=1):
+    dp = ranks
+    return ["--config", CONFIG, "--job.dump_folder", folder, "--training.steps", str(STEPS),
+            "--training.local_batch_size", str(GLOBAL_BATCH // dp), "--training.global_batch_size", str(GLOBAL_BATCH),
+            "--parallelism.data_parallel_replicate_degree", str(replicate), "--metrics.file", "metrics.jsonl",
+            "--metrics.log_freq", "5"] + model_flags()
+
+
+def run(cmd, what):
+    env = dict(os.environ, PYTHONPATH=os.environ["FSDP_PYTHON_PATH"])
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    sys.stdout.write(p.stdout[-2000:])
+    if p.returncode != 0:
+        sys.exit(f"{what} failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
+    return p.stdout
+
+
+def records(folder):
+    with open(os.path.join(folder, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def run_python(fsdp_run, folder, ranks, replicate=1, extra=()):
+    """The Python front end at `ranks` ranks (HSDP: replicate x ranks/replicate); (records, final weights)."""
+    from fsdp_runtime.safetensors import load_file
+
+    flags = job_flags(folder, ranks, replicate) + ["--checkpoint.enable", "true", "--checkpoint.interval",
+                                                   str(STEPS)] + list(extra)
+    run([fsdp_run, "--no-store", "--nproc", str(ranks), "--", sys.executable, "-m", "fsdp_runtime.train"] + flags,
+        f"fsdp_runtime.train at {ranks} ranks")
+    return records(folder), load_file(os.path.join(folder, "checkpoint", f"step-{STEPS}", "model.safetensors"))
+
+
+def run_fsdp_train(fsdp_run, fsdp_train, folder, ranks, extra=()):
+    run([fsdp_run, "--nproc", str(ranks), "--", fsdp_train] + job_flags(folder, ranks) + list(extra),
+        f"fsdp-train at {ranks} ranks")
+    return records(folder)
+
+
+def assert_losses_match(got, want, what, rtol=1e-5):
+    assert len(got) == len(want) == STEPS, (what, len(got), len(want))
+    for g, w in zip(got, want):
+        assert abs(g["loss"] - w["loss"]) <= rtol * abs(w["loss"]), (what, g["step"], g["loss"], w["loss"])
