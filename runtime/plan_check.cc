@@ -110,6 +110,10 @@ std::vector<std::string> plan_mismatches(const proto::ShardingPlan& plan, const 
   d.field("policy", "prefetch", plan.policy().prefetch_depth(), want.policy().prefetch_depth());
   d.field("policy", "activation checkpointing", canonical_ac(plan.policy().activation_checkpointing()),
           want.policy().activation_checkpointing());
+  // Plans written before MXFP8 communication existed carry "": the default.
+  auto comm = [](const std::string& s) { return s.empty() ? std::string("default") : s; };
+  d.field("policy", "training.param_comm_dtype", comm(plan.policy().param_comm()), want.policy().param_comm());
+  d.field("policy", "training.grad_comm_dtype", comm(plan.policy().grad_comm()), want.policy().grad_comm());
   compare_units(plan, want, d);
   return d.take();
 }

@@ -41,6 +41,11 @@ std::vector<Reshard> reshard_choices(int64_t shard, int64_t chips_per_node) {
   return r;
 }
 
+// How many of the two collectives carry MXFP8: a tie goes to the plan that changes the numerics less.
+int mxfp8_count(const Policy& p) {
+  return (p.param_comm == CommPrecision::kMxfp8 ? 1 : 0) + (p.grad_comm == CommPrecision::kMxfp8 ? 1 : 0);
+}
+
 int reshard_rank(const Reshard& r) {
   return r.mode == Reshard::Mode::kDefault ? 0 : r.mode == Reshard::Mode::kGroup ? 1 : 2;
 }
@@ -53,7 +58,8 @@ bool better(const AutoCandidate& a, const AutoCandidate& b) {
     return a.estimate.time.step < b.estimate.time.step;
   if (a.estimate.memory.peak() != b.estimate.memory.peak()) return a.estimate.memory.peak() < b.estimate.memory.peak();
   auto key = [](const AutoCandidate& c) {
-    return std::make_tuple(c.mesh.shard_degree(), c.mesh.expert_parallel_degree(), reshard_rank(c.policy.reshard),
+    return std::make_tuple(mxfp8_count(c.policy), c.mesh.shard_degree(), c.mesh.expert_parallel_degree(),
+                           reshard_rank(c.policy.reshard),
                            c.policy.reshard.group, c.policy.prefetch, static_cast<int>(c.policy.ac),
                            -c.policy.micro_batch);
   };
@@ -88,6 +94,8 @@ std::string differences(const AutoCandidate& a, const AutoCandidate& b) {
   add("prefetch", std::to_string(a.policy.prefetch), std::to_string(b.policy.prefetch));
   add("ac", ac_to_string(a.policy), ac_to_string(b.policy));
   add("micro-batch", std::to_string(a.policy.micro_batch), std::to_string(b.policy.micro_batch));
+  add("all-gathers", std::string(name(a.policy.param_comm)), std::string(name(b.policy.param_comm)));
+  add("reduce-scatters", std::string(name(a.policy.grad_comm)), std::string(name(b.policy.grad_comm)));
   std::string out;
   for (const auto& x : d) out += (out.empty() ? "" : ", ") + x;
   return out.empty() ? "nothing" : out;
@@ -102,6 +110,8 @@ std::string AutoCandidate::describe() const {
   s << " x replicate " << mesh.replicate_degree() << ", reshard " << policy.reshard.to_string() << ", prefetch "
     << policy.prefetch << ", ac " << ac_to_string(policy) << ", micro-batch " << policy.micro_batch << " x "
     << policy.grad_accum << " accumulation";
+  if (policy.param_comm == CommPrecision::kMxfp8) s << ", mxfp8 all-gathers";
+  if (policy.grad_comm == CommPrecision::kMxfp8) s << ", mxfp8 reduce-scatters";
   return s.str();
 }
 
@@ -126,6 +136,13 @@ AutoPlanResult auto_plan(const ModelSpec& model, const ChipProfile& chip, const 
   std::vector<int64_t> ep_choices = o.expert_parallel_choices;
   if (ep_choices.empty()) ep_choices = experts > 0 ? divisors(experts) : std::vector<int64_t>{1};
 
+  using CommChoice = std::pair<CommPrecision, CommPrecision>;  // all-gathers, reduce-scatters
+  std::vector<CommChoice> comm_choices = {{o.base.param_comm, o.base.grad_comm}};
+  if (o.allow_mxfp8) {
+    constexpr auto kDef = CommPrecision::kDefault, kMx = CommPrecision::kMxfp8;
+    comm_choices = {{kDef, kDef}, {kMx, kDef}, {kDef, kMx}, {kMx, kMx}};
+  }
+
   AutoPlanResult result;
   std::vector<AutoCandidate> all;
   for (int64_t shard : divisors(world)) {
@@ -139,16 +156,22 @@ AutoPlanResult auto_plan(const ModelSpec& model, const ChipProfile& chip, const 
           for (auto ac :
                {ActivationCheckpointing::kNone, ActivationCheckpointing::kSelective, ActivationCheckpointing::kFull}) {
             for (int64_t mb : micro_batches) {
-              Policy p = o.base;
-              p.reshard = reshard;
-              p.prefetch = prefetch;
-              p.ac = ac;
-              p.micro_batch = mb;
-              p.grad_accum = per_rank / mb;
-              AutoCandidate c{mesh, p, estimate_plan(rank_model, units, chip, mesh, p, o.headroom)};
-              ++result.evaluated;
-              if (c.estimate.fits) ++result.fitting;
-              all.push_back(std::move(c));
+              for (const auto& [param_comm, grad_comm] : comm_choices) {
+                // The runtime refuses MXFP8 reduce-scatters under expert parallelism (runtime/fsdp_model.cc).
+                if (o.allow_mxfp8 && ep > 1 && grad_comm == CommPrecision::kMxfp8) continue;
+                Policy p = o.base;
+                p.reshard = reshard;
+                p.prefetch = prefetch;
+                p.ac = ac;
+                p.micro_batch = mb;
+                p.grad_accum = per_rank / mb;
+                p.param_comm = param_comm;
+                p.grad_comm = grad_comm;
+                AutoCandidate c{mesh, p, estimate_plan(rank_model, units, chip, mesh, p, o.headroom)};
+                ++result.evaluated;
+                if (c.estimate.fits) ++result.fitting;
+                all.push_back(std::move(c));
+              }
             }
           }
         }
@@ -164,13 +187,15 @@ AutoPlanResult auto_plan(const ModelSpec& model, const ChipProfile& chip, const 
   }
   std::sort(all.begin(), all.end(), better);
   // Step times closer than the model can tell apart: among fitting plans within kTieFraction of the
-  // fastest, take the one with the smallest peak memory (more slack for what the model misses).
+  // fastest, take the one with the fewest MXFP8 collectives (MXFP8 only where it pays), then the smallest
+  // peak memory (more slack for what the model misses).
   bool tie_broken = false;
   if (all.front().estimate.fits) {
     const double limit = all.front().estimate.time.step * (1 + kTieFraction);
+    auto rank = [&](size_t i) { return std::make_pair(mxfp8_count(all[i].policy), all[i].estimate.memory.peak()); };
     size_t pick = 0;
     for (size_t i = 1; i < all.size() && all[i].estimate.fits && all[i].estimate.time.step <= limit; ++i) {
-      if (all[i].estimate.memory.peak() < all[pick].estimate.memory.peak()) pick = i;
+      if (rank(i) < rank(pick)) pick = i;
     }
     if (pick != 0) {
       std::rotate(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(pick),
@@ -195,8 +220,10 @@ AutoPlanResult auto_plan(const ModelSpec& model, const ChipProfile& chip, const 
       << " of " << gib(available) << " available\n";
     x << "  " << result.fitting << " of " << result.evaluated << " configurations fit in memory (headroom "
       << o.headroom * 100 << "%); "
-      << (tie_broken ? "it is within 0.1% of the fastest and needs the least memory of those"
-                     : "it is the fastest of them");
+      << (!tie_broken     ? "it is the fastest of them"
+          : o.allow_mxfp8 ? "it is within 0.1% of the fastest and, of those, carries the fewest collectives in MXFP8, "
+                            "then needs the least memory"
+                          : "it is within 0.1% of the fastest and needs the least memory of those");
     if (all.size() > 1 && all[1].estimate.fits) {
       const auto& r = all[1];
       const double gain = r.estimate.time.step - w.estimate.time.step;

@@ -24,6 +24,10 @@ struct AutoPlanOptions {
   // Expert-parallel degrees to try (each only where it divides the shard degree and the experts);
   // empty: every divisor of a MoE model's num_experts, 1 for a dense model.
   std::vector<int64_t> expert_parallel_choices;
+  // MXFP8 on the wire changes the numerics, so it is searched only when allowed: then the all-gathers and
+  // the reduce-scatters each may carry MXFP8 or the default (not the reduce-scatters under expert
+  // parallelism, which the runtime refuses). Otherwise base's param_comm and grad_comm are kept as given.
+  bool allow_mxfp8 = false;
 };
 
 struct AutoCandidate {
@@ -31,7 +35,7 @@ struct AutoCandidate {
   Policy policy;
   PlanEstimate estimate;
   // "shard 144 x replicate 1, reshard true, prefetch 1, ac full, mb 1 x 8" (", expert parallel 8" after the
-  // shard degree when it is > 1)
+  // shard degree when it is > 1; ", mxfp8 all-gathers" / "reduce-scatters" at the end when they are)
   std::string describe() const;
 };
 

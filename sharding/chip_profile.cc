@@ -78,7 +78,11 @@ std::vector<ChipProfile> make_presets() {
                           .chips_per_node = 2,
                           .fp32_compute = true,
                           // Each rank's progress engine copies on the cores its compute uses.
-                          .comm_compute_contention = 1.0});
+                          .comm_compute_contention = 1.0,
+                          // The AVX-512 kernels on one thread (docs/mxfp8.md, Kernels): quantise f32,
+                          // decode to f32 through bf16 (the fused copy-out).
+                          .mxfp8_quantize_s_per_element = 0.67e-9,
+                          .mxfp8_decode_s_per_element = 0.39e-9});
   return v;
 }
 
@@ -102,6 +106,14 @@ double ChipProfile::peak_flops(DataType compute) const {
   }
 }
 
+double ChipProfile::mxfp8_quantize_seconds_per_element() const {
+  return mxfp8_quantize_s_per_element > 0 ? mxfp8_quantize_s_per_element : (4 + 33.0 / 32) / hbm_bytes_per_s;
+}
+
+double ChipProfile::mxfp8_decode_seconds_per_element() const {
+  return mxfp8_decode_s_per_element > 0 ? mxfp8_decode_s_per_element : (33.0 / 32 + 2) / hbm_bytes_per_s;
+}
+
 void validate(const ChipProfile& c) {
   const std::string where = "chip '" + c.name + "': ";
   if (c.name.empty()) throw PlanError("chip profile has no name");
@@ -121,6 +133,10 @@ void validate(const ChipProfile& c) {
   if (!(c.comm_compute_contention >= 0 && c.comm_compute_contention <= 1)) {
     throw PlanError(where + "comm_compute_contention must be in [0, 1] (got " + std::to_string(c.comm_compute_contention) +
                     ")");
+  }
+  for (auto [v, field] : {std::pair{c.mxfp8_quantize_s_per_element, "mxfp8 quantise time"},
+                          {c.mxfp8_decode_s_per_element, "mxfp8 decode time"}}) {
+    if (!(v >= 0) || !std::isfinite(v)) throw PlanError(where + field + " must not be negative (0: from bandwidth)");
   }
   if (c.chips_per_node <= 0 || c.chips_per_node > kMaxChipsPerNode) {
     throw PlanError(where + "chips per node must be 1.." + std::to_string(kMaxChipsPerNode));
@@ -155,7 +171,8 @@ ChipProfile parse_chip_profile_document(std::string_view text, std::string_view 
   check_keys(src, t, "[chip]",
              {"base", "name", "memory_gib", "hbm_tb_per_s", "intra_gb_per_s", "intra_latency_us", "inter_gb_per_s",
               "inter_latency_us", "fp32_tflops", "bf16_tflops", "fp8_tflops", "matmul_efficiency", "chips_per_node",
-              "fp32_compute", "comm_compute_contention"});
+              "fp32_compute", "comm_compute_contention", "mxfp8_quantize_ns_per_element",
+              "mxfp8_decode_ns_per_element"});
   ChipProfile c;
   auto base = get_string(src, t, "base");
   if (base) {
@@ -195,6 +212,14 @@ ChipProfile parse_chip_profile_document(std::string_view text, std::string_view 
   if (auto v = get_int(src, t, "chips_per_node")) c.chips_per_node = *v;
   if (auto v = get_bool(src, t, "fp32_compute")) c.fp32_compute = *v;
   if (auto v = get_number(src, t, "comm_compute_contention")) c.comm_compute_contention = *v;
+  // Optional even without a base: 0 (the default) derives the codec time from the memory bandwidth.
+  for (auto [key, out] : {std::pair{"mxfp8_quantize_ns_per_element", &c.mxfp8_quantize_s_per_element},
+                          {"mxfp8_decode_ns_per_element", &c.mxfp8_decode_s_per_element}}) {
+    if (auto v = get_number(src, t, key)) {
+      if (!(*v >= 0)) fail(src, *t.get(key), std::string(key) + " must be non-negative (0: from the memory bandwidth)");
+      *out = *v * 1e-9;
+    }
+  }
   if (c.name.empty()) fail(src, t, "profile needs a 'name' or a 'base'");
   try {
     validate(c);

@@ -33,11 +33,21 @@ struct ChipProfile {
   // (sharding/schedule_sim.h): 0 where collectives have engines and links of their own (accelerators),
   // 1 where the same cores run both (a CPU: the progress engine's copies share the rank's core).
   double comm_compute_contention = 0;
+  // MXFP8 communication's codec (collectives/types/mxfp8.h) on the training thread, seconds per element:
+  // quantising from f32, and decoding to the compute dtype (the all-gather's copy-out; the reduce-scatter's
+  // decode-and-add into f32 is priced the same). 0: derived from memory bandwidth, the bytes the kernel
+  // reads and writes at hbm_bytes_per_s (an elementwise kernel on an accelerator is bandwidth-bound):
+  // quantise 4 + 33/32 bytes, decode 33/32 + 2.
+  double mxfp8_quantize_s_per_element = 0;
+  double mxfp8_decode_s_per_element = 0;
 
   double bandwidth(LinkLevel level) const { return level == LinkLevel::kIntra ? intra_bytes_per_s : inter_bytes_per_s; }
   double latency(LinkLevel level) const { return level == LinkLevel::kIntra ? intra_latency_s : inter_latency_s; }
   // Peak for matmuls whose inputs are `compute` (fp16/bf16 -> bf16 peak, fp8 -> fp8 peak, else fp32).
   double peak_flops(DataType compute) const;
+  // The codec per element: the figures above, or their bandwidth-derived defaults.
+  double mxfp8_quantize_seconds_per_element() const;
+  double mxfp8_decode_seconds_per_element() const;
 };
 
 // Throws PlanError when a field is zero, negative or not finite.
@@ -49,7 +59,8 @@ ChipProfile chip_preset(std::string_view name);  // throws PlanError naming the 
 // A TOML profile file: a [chip] table with `base = "<preset>"` (optional) and any fields to override
 // (memory_gib, hbm_tb_per_s, intra_gb_per_s, intra_latency_us, inter_gb_per_s, inter_latency_us,
 // fp32_tflops, bf16_tflops, fp8_tflops, matmul_efficiency, chips_per_node, fp32_compute,
-// comm_compute_contention, name). Without a base every
+// comm_compute_contention, mxfp8_quantize_ns_per_element, mxfp8_decode_ns_per_element (0: from the
+// memory bandwidth), name). Without a base every
 // field is required, unless default_base names a preset to start from. Errors name the file and line.
 ChipProfile parse_chip_profile(std::string_view toml_text, std::string_view source_name,
                                std::string_view default_base = {});

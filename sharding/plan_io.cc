@@ -62,6 +62,8 @@ fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
   chip->set_peak_flops_fp8(c.peak_flops_fp8);
   chip->set_matmul_efficiency(c.matmul_efficiency);
   chip->set_fp32_compute(c.fp32_compute);
+  chip->set_mxfp8_quantize_s_per_element(c.mxfp8_quantize_seconds_per_element());
+  chip->set_mxfp8_decode_s_per_element(c.mxfp8_decode_seconds_per_element());
   const auto& p = plan.policy;
   auto* pol = out.mutable_policy();
   pol->set_param_dtype(std::string(name(p.param_dtype)));
@@ -76,6 +78,8 @@ fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
   pol->set_grad_accum_steps(p.grad_accum);
   pol->set_global_batch(plan.global_batch());
   pol->set_headroom(plan.headroom);
+  pol->set_param_comm(std::string(name(p.param_comm)));
+  pol->set_grad_comm(std::string(name(p.grad_comm)));
   for (size_t u = 0; u < plan.units.size(); ++u) {
     const auto& layout = plan.units[u];
     const auto& spec = plan.rank_model.units[u];
@@ -137,6 +141,7 @@ fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
   t->set_mfu(e.time.mfu);
   t->set_tokens_per_s(e.time.tokens_per_s);
   t->set_all_to_all(e.time.all_to_all);
+  t->set_mxfp8_codec(e.time.mxfp8_codec);
   for (const auto& n : plan.notes) out.add_notes(n);
   return out;
 }
@@ -160,6 +165,8 @@ fsdp::proto::AutoPlanReport to_proto(const AutoPlanResult& r) {
     x->set_mfu(c.estimate.time.mfu);
     x->set_exposed_communication_s(c.estimate.time.exposed_communication);
     x->set_expert_parallel_degree(c.mesh.expert_parallel_degree());
+    x->set_param_comm(std::string(name(c.policy.param_comm)));
+    x->set_grad_comm(std::string(name(c.policy.grad_comm)));
   }
   out.set_evaluated(r.evaluated);
   out.set_fitting(r.fitting);
@@ -222,7 +229,11 @@ std::string format_plan(const fsdp::proto::ShardingPlan& plan, bool per_param) {
   o << "\n";
   o << "policy    param " << p.param_dtype() << ", reduce " << p.reduce_dtype() << ", optimizer " << p.optimizer()
     << " (" << p.optimizer_state_bytes_per_element() << " B/elem), reshard_after_forward " << p.reshard_after_forward()
-    << ", prefetch " << p.prefetch_depth() << ", ac " << p.activation_checkpointing() << "\n";
+    << ", prefetch " << p.prefetch_depth() << ", ac " << p.activation_checkpointing();
+  if (p.param_comm() == "mxfp8" || p.grad_comm() == "mxfp8") {
+    o << ", on the wire: params " << p.param_comm() << ", grads " << p.grad_comm();
+  }
+  o << "\n";
   o << "batch     micro-batch " << p.micro_batch() << " x seq " << p.seq_len() << ", accumulation "
     << p.grad_accum_steps() << ", global batch " << p.global_batch() << " sequences\n\n";
 
@@ -259,6 +270,7 @@ std::string format_plan(const fsdp::proto::ShardingPlan& plan, bool per_param) {
     << fmt("%.5f", t.communication()) << ", exposed " << fmt("%.5f", t.exposed_communication()) << ", optimizer "
     << fmt("%.5f", t.optimizer());
   if (t.all_to_all() > 0) o << ", all-to-all " << fmt("%.5f", t.all_to_all()) << " (in exposed)";
+  if (t.mxfp8_codec() > 0) o << ", mxfp8 codec " << fmt("%.5f", t.mxfp8_codec());
   o << "\n";
   o << "  step " << fmt("%.5f", t.step()) << ", MFU " << fmt("%.1f", t.mfu() * 100) << "%, "
     << fmt("%.0f", t.tokens_per_s()) << " tokens/s, " << fmt("%.3e", t.model_flops_per_rank())
@@ -305,13 +317,19 @@ std::string format_candidates(const fsdp::proto::AutoPlanReport& r) {
   // The expert-parallel column only when a listed candidate uses it (dense models print as before).
   bool ep_column = false;
   for (const auto& c : r.top()) ep_column = ep_column || c.expert_parallel_degree() > 1;
-  o << pad("#", 3) << pad("shard", 7) << (ep_column ? pad("ep", 5) : "") << pad("repl", 6) << pad("reshard", 9)
+  // The wire column only when a listed candidate sends MXFP8 ("mxfp8/default": all-gathers/reduce-scatters).
+  bool comm_column = false;
+  for (const auto& c : r.top()) comm_column = comm_column || c.param_comm() == "mxfp8" || c.grad_comm() == "mxfp8";
+  auto comm = [](const std::string& s) { return s.empty() ? std::string("default") : s; };
+  o << pad("#", 3) << pad("shard", 7) << (ep_column ? pad("ep", 5) : "") << (comm_column ? pad("ag/rs wire", 16) : "")
+    << pad("repl", 6) << pad("reshard", 9)
     << pad("prefetch", 10) << pad("ac", 11) << pad("mb", 5) << pad("accum", 7) << pad("peak GiB", 10) << pad("fits", 6)
     << pad("step s", 11) << pad("MFU %", 8) << pad("exposed s", 11) << "\n";
   int i = 0;
   for (const auto& c : r.top()) {
     o << pad(std::to_string(++i), 3) << pad(std::to_string(c.shard_degree()), 7)
       << (ep_column ? pad(std::to_string(std::max<int64_t>(1, c.expert_parallel_degree())), 5) : "")
+      << (comm_column ? pad(comm(c.param_comm()) + "/" + comm(c.grad_comm()), 16) : "")
       << pad(std::to_string(c.replicate_degree()), 6) << pad(c.reshard_after_forward(), 9)
       << pad(std::to_string(c.prefetch_depth()), 10) << pad(c.activation_checkpointing(), 11)
       << pad(std::to_string(c.micro_batch()), 5) << pad(std::to_string(c.grad_accum_steps()), 7)

@@ -196,6 +196,24 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
                    streams + kStreamGatherGroup, gather_bytes);
     su.reduce_scatter = collective(reduce_scatter_seconds(reduce_bytes, group, glink), glevel,
                                    streams + kStreamReduce, reduce_bytes);
+    // MXFP8's codec on the training thread (runtime/fsdp_unit.cc): the owner quantises its f32 shard once
+    // per optimizer step; every gather over the shard group decodes the whole buffer in the copy-out (and,
+    // with a reshard group, the kept slice again); a reduce-scatter quantises the chunks it sends and
+    // decodes and adds the ones it receives.
+    const double quantize = chip.mxfp8_quantize_seconds_per_element();
+    const double decode = chip.mxfp8_decode_seconds_per_element();
+    const auto others = static_cast<double>((group - 1) * u.chunk_numel());
+    if (policy.param_comm == CommPrecision::kMxfp8) {
+      su.gather_quantize = static_cast<double>(u.chunk_numel()) * quantize;
+      su.gather_decode = static_cast<double>(u.numel()) * decode;
+      if (policy.reshard.mode == Reshard::Mode::kGroup && policy.reshard.group > 0) {  // used only if one is kept
+        su.kept_decode = static_cast<double>(u.flat_numel() / policy.reshard.group) * decode;
+      }
+    }
+    if (policy.grad_comm == CommPrecision::kMxfp8) {
+      su.reduce_quantize = others * quantize;
+      su.reduce_decode = others * decode;
+    }
     // An MXFP8 reduce-scatter hands over f32 sums, which the HSDP all-reduce then carries.
     const double ar_bytes = static_cast<double>(u.chunk_numel() * (policy.grad_comm == CommPrecision::kMxfp8 ? 4 : rb));
     su.all_reduce = collective(all_reduce_seconds(ar_bytes, replicate, rep_link), rep_level, kStreamGather, ar_bytes);
@@ -241,7 +259,9 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   const LinkLevel world_level = mesh.nodes() > 1 ? LinkLevel::kInter : LinkLevel::kIntra;
   const Link world_link{chip.bandwidth(world_level), chip.latency(world_level)};
   step.step_sync = collective(all_reduce_seconds(8, mesh.world_size(), world_link), world_level, kStreamGather, 8);
-  const StepSimulation sim = simulate_step(step, SimOptions{chip.comm_compute_contention, false});
+  const Program program = step_program(step);
+  const StepSimulation sim = simulate(program, SimOptions{chip.comm_compute_contention, false});
+  t.mxfp8_codec = compute_seconds(program, SpanKind::kMxfp8Codec);
   t.compute = compute_s;
   t.all_to_all = t_all_to_all;
   t.recompute = recompute_s;

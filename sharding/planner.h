@@ -54,6 +54,7 @@ struct TimeEstimate {  // seconds per optimizer step
   double exposed_communication = 0;  // the training thread waiting for collectives (all-to-alls included)
   double all_to_all = 0;             // expert parallelism's token exchange, waited for by compute
   double optimizer = 0;
+  double mxfp8_codec = 0;  // MXFP8 quantise and decode on the training thread (alone, before contention)
   double step = 0;
   double model_flops_per_rank = 0;
   double mfu = 0;

@@ -24,12 +24,15 @@ std::string_view name(SpanKind k) {
       return "all_to_all";
     case SpanKind::kStepSync:
       return "step_all_reduce";
+    case SpanKind::kMxfp8Codec:
+      return "mxfp8_codec";
   }
   return "?";
 }
 
 bool is_communication(SpanKind k) {
-  return k != SpanKind::kForward && k != SpanKind::kBackward && k != SpanKind::kOptimizer;
+  return k != SpanKind::kForward && k != SpanKind::kBackward && k != SpanKind::kOptimizer &&
+         k != SpanKind::kMxfp8Codec;
 }
 
 namespace {
@@ -50,7 +53,8 @@ class Builder {
         gathering_(s.units.size(), 0),
         unsharded_(s.units.size(), 0),
         kept_(s.units.size(), 0),
-        grads_(s.units.size(), 0) {}
+        grads_(s.units.size(), 0),
+        encoded_(s.units.size(), 0) {}
 
   Program build() {
     const int64_t accum = std::max<int64_t>(1, s_.policy.grad_accum);
@@ -95,6 +99,7 @@ class Builder {
   }
 
   void compute(SpanKind kind, int u, double seconds) {
+    if (kind == SpanKind::kMxfp8Codec && seconds <= 0) return;
     p_.instructions.push_back(Instruction{.op = Op::kCompute, .kind = kind, .unit = u, .seconds = seconds});
   }
 
@@ -136,6 +141,10 @@ class Builder {
     const SimUnit& unit = s_.units[static_cast<size_t>(u)];
     const bool from_kept = kept_[u] != 0;
     const SimCollective& c = from_kept ? unit.all_gather_backward : unit.all_gather;
+    if (!from_kept && !encoded_[u]) {  // the first gather since the optimizer quantises the shard
+      compute(SpanKind::kMxfp8Codec, u, unit.gather_quantize);
+      encoded_[u] = 1;
+    }
     gather_call_[u] = call(c, from_kept ? SpanKind::kAllGatherBackward : SpanKind::kAllGather, u);
     if (c.seconds > 0) p_.instructions.push_back(Instruction{.op = Op::kIssue, .unit = u, .call = gather_call_[u]});
     gathering_[u] = gather_bytes(u, from_kept);
@@ -150,14 +159,19 @@ class Builder {
     if (p_.calls[gather_call_[u]].collective.seconds > 0) wait(gather_call_[u]);
     up_ += mem(u).numel * cb_;
     memory();
+    const SimUnit& unit = s_.units[static_cast<size_t>(u)];
     const int64_t slice = mem(u).flat_numel / group_ * pb_;
-    if (kept_[u]) {
+    if (kept_[u]) {  // a plain param-dtype gather inside the group: nothing to decode
       kept_bytes_ -= slice;
       kept_[u] = 0;
-    } else if (grouped_ && mem(u).keeps_group_slice) {
-      kept_bytes_ += slice;
-      kept_[u] = 1;
-      memory();
+    } else {
+      compute(SpanKind::kMxfp8Codec, u, unit.gather_decode);  // the copy-out decodes every slot
+      if (grouped_ && mem(u).keeps_group_slice) {
+        kept_bytes_ += slice;
+        kept_[u] = 1;
+        memory();
+        compute(SpanKind::kMxfp8Codec, u, unit.kept_decode);
+      }
     }
     ag_ -= gathering_[u];
     gather_call_[u] = -1;
@@ -172,6 +186,7 @@ class Builder {
 
   void optimizer_unit(int u) {
     compute(SpanKind::kOptimizer, u, s_.units[static_cast<size_t>(u)].optimizer);
+    encoded_[u] = 0;  // the master changed: its MXFP8 encoding is stale
     if (s_.policy.prefetch > 0 && u <= s_.policy.prefetch) start_unshard(u);  // prefetch_next_step
   }
 
@@ -182,6 +197,7 @@ class Builder {
   // FsdpUnit::finish_reduce_grads: the reduce-scatter, then the HSDP all-reduce on the training thread.
   void finish_reduce(int u) {
     if (reduce_call_ >= 0) wait(reduce_call_);
+    compute(SpanKind::kMxfp8Codec, u, s_.units[static_cast<size_t>(u)].reduce_decode);
     blocking(s_.units[static_cast<size_t>(u)].all_reduce, SpanKind::kAllReduce, u);
     rs_ -= reduce_bytes(u);
     reduce_call_ = -1;
@@ -222,6 +238,7 @@ class Builder {
       memory();
       ug_ -= mem(u).numel * cb_;
       grads_[u] = 0;
+      compute(SpanKind::kMxfp8Codec, u, unit.reduce_quantize);
       reduce_call_ = call(unit.reduce_scatter, SpanKind::kReduceScatter, u);
       if (unit.reduce_scatter.seconds > 0) {
         p_.instructions.push_back(Instruction{.op = Op::kIssue, .unit = u, .call = reduce_call_});
@@ -245,6 +262,7 @@ class Builder {
   std::vector<int> gather_call_;  // all-gather in flight per unit, -1 none
   std::vector<int64_t> gathering_;  // bytes that all-gather holds
   std::vector<char> unsharded_, kept_, grads_;
+  std::vector<char> encoded_;  // the unit's MXFP8 shard encoding is current (quantised since the optimizer)
   int pending_ = -1;      // unit whose reduce-scatter is pending
   int reduce_call_ = -1;  // its call, -1 when it had nothing to send
   int64_t ag_ = 0, up_ = 0, kept_bytes_ = 0, ug_ = 0, rs_ = 0, act_ = 0;
@@ -253,5 +271,16 @@ class Builder {
 }  // namespace
 
 Program step_program(const StepSpec& spec) { return Builder(spec).build(); }
+
+double compute_seconds(const Program& program, SpanKind kind) {
+  double total = 0;
+  for (const Segment& seg : program.segments) {
+    for (size_t i = seg.begin; i < seg.end; ++i) {
+      const Instruction& in = program.instructions[i];
+      if (in.op == Op::kCompute && in.kind == kind) total += in.seconds * static_cast<double>(seg.repeat);
+    }
+  }
+  return total;
+}
 
 }  // namespace fsdp::sharding

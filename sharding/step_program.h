@@ -35,6 +35,7 @@ enum class SpanKind : uint8_t {
   kAllReduce,  // HSDP, across replicas
   kAllToAll,   // expert parallelism's token exchange, blocking
   kStepSync,   // the loss and gradient-norm all-reduces over the world, blocking
+  kMxfp8Codec,  // MXFP8 quantise / decode on the training thread (compute)
 };
 std::string_view name(SpanKind k);
 bool is_communication(SpanKind k);
@@ -60,6 +61,12 @@ struct SimUnit {
   double optimizer = 0;  // its shard's update
   SimCollective all_gather, all_gather_backward, reduce_scatter, all_reduce;
   SimCollective all_to_all_forward, all_to_all_backward;  // blocking, on the training thread
+  // MXFP8 codec seconds on the training thread, where runtime/fsdp_unit.cc spends them (0 without MXFP8):
+  double gather_quantize = 0;  // the owner quantises its shard at the first gather after the optimizer
+  double gather_decode = 0;    // every shard-group gather decodes all slots in wait_unshard's copy-out
+  double kept_decode = 0;      // reshard_after_forward = k: the kept slice decoded again from the slots
+  double reduce_quantize = 0;  // start_reduce_grads: the chunks sent to the other ranks
+  double reduce_decode = 0;    // finish_reduce_grads: the received chunks decoded and added in f32
   UnitMemory memory;
 };
 
@@ -111,5 +118,9 @@ struct Program {
 
 // The step of `spec`, in steady state (it opens with the previous step's optimizer prefetching).
 Program step_program(const StepSpec& spec);
+
+// Seconds of one optimizer step the training thread computes spans of `kind`, alone (repeats counted,
+// the warm-up not): e.g. the MXFP8 codec's.
+double compute_seconds(const Program& program, SpanKind kind);
 
 }  // namespace fsdp::sharding

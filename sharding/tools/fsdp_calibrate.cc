@@ -4,10 +4,15 @@
 //     own entry point): every weight matrix's forward, input-gradient and weight-gradient product at
 //     micro-batch x seq-len rows, and attention's per-head T x T products; printed by shape, written as
 //     fp32_tflops (their FLOP-weighted rate) with matmul_efficiency = 1;
-//   - memory bandwidth: a triad (a = b + s c) over arrays far larger than the caches, as hbm_tb_per_s.
+//   - memory bandwidth: a triad (a = b + s c) over arrays far larger than the caches, as hbm_tb_per_s;
+//   - the MXFP8 codec of MXFP8 communication (collectives/types/mxfp8.h, the kernels the runtime calls, at
+//     the widest instruction set this CPU has): quantising f32 and decoding through bf16 into f32 (FSDP's
+//     fused copy-out), as mxfp8_quantize_ns_per_element / mxfp8_decode_ns_per_element. The tool links the
+//     collectives library for them; the planner library itself stays free of it.
 // Links keep the base profile's figures; measure them with fsdp-bench (docs/planner.md, Calibration).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -16,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "collectives/types/mxfp8.h"
 #include "model/ops.h"
 #include "sharding/chip_profile.h"
 #include "sharding/model_spec.h"
@@ -95,6 +101,33 @@ double triad_bytes_per_s() {
   return 3.0 * static_cast<double>(n) * sizeof(float) / s;
 }
 
+struct Codec {
+  double quantize_s = 0, decode_s = 0;  // per element
+};
+
+// Over 4 Mi elements (beyond the L2 cache, as FSDP's buffers are), values spread over many binades.
+Codec mxfp8_codec() {
+  const size_t n = size_t{1} << 22;
+  std::vector<float> x(n), y(n);
+  for (size_t i = 0; i < n; ++i) x[i] = std::sin(0.001f * static_cast<float>(i)) * static_cast<float>(1 + i % 97);
+  std::vector<uint8_t> wire(fsdp::mx::wire_bytes(n));
+  const fsdp::mx::Format format{};
+  const double q = median_seconds([&] { fsdp::mx::quantize(x.data(), fsdp::DataType::kFloat32, n, wire.data(), format); });
+  const double d = median_seconds([&] {
+    fsdp::mx::dequantize_range(wire.data(), n, 0, n, format.element, y.data(), fsdp::DataType::kFloat32,
+                               fsdp::DataType::kBfloat16);
+  });
+  // A sanity check, not the format's tests: every element of one block within 1/8 of its largest.
+  const size_t block = n / 3 / fsdp::mx::kBlockSize * fsdp::mx::kBlockSize;
+  float amax = 0, err = 0;
+  for (size_t i = block; i < block + fsdp::mx::kBlockSize; ++i) {
+    amax = std::max(amax, std::abs(x[i]));
+    err = std::max(err, std::abs(y[i] - x[i]));
+  }
+  if (!(err <= amax / 8)) throw std::runtime_error("mxfp8: the decode does not give back the input");
+  return {q / static_cast<double>(n), d / static_cast<double>(n)};
+}
+
 int run(int argc, char** argv) {
   std::map<std::string, std::string> v{{"--model", "debugmodel_byte"}, {"--seq-len", "128"}, {"--micro-batch", "4"},
                                        {"--threads", "1"}, {"--base", "cpu"}, {"--out", ""}};
@@ -133,16 +166,21 @@ int run(int argc, char** argv) {
   }
   const double rate = flops / secs;
   const double bw = triad_bytes_per_s();
-  std::printf("matmul %.2f GFLOP/s at the model's shapes (FLOP-weighted), memory %.2f GB/s (triad)\n", rate / 1e9,
-              bw / 1e9);
+  const Codec codec = mxfp8_codec();
+  std::printf("matmul %.2f GFLOP/s at the model's shapes (FLOP-weighted), memory %.2f GB/s (triad), mxfp8 quantise "
+              "%.3f ns and decode %.3f ns per element (%s)\n",
+              rate / 1e9, bw / 1e9, codec.quantize_s * 1e9, codec.decode_s * 1e9,
+              std::string(fsdp::mx::isa_name(fsdp::mx::active_isa())).c_str());
 
   char text[1024];
   std::snprintf(text, sizeof text,
                 "# fsdp-calibrate --model %s --seq-len %lld --micro-batch %s --threads %s\n"
                 "[chip]\nbase = \"%s\"\nname = \"%s-calibrated\"\nfp32_tflops = %.6g\nbf16_tflops = %.6g\n"
-                "fp8_tflops = %.6g\nmatmul_efficiency = 1.0\nhbm_tb_per_s = %.6g\n",
+                "fp8_tflops = %.6g\nmatmul_efficiency = 1.0\nhbm_tb_per_s = %.6g\n"
+                "mxfp8_quantize_ns_per_element = %.4g\nmxfp8_decode_ns_per_element = %.4g\n",
                 v["--model"].c_str(), static_cast<long long>(seq), v["--micro-batch"].c_str(), v["--threads"].c_str(),
-                chip.name.c_str(), chip.name.c_str(), rate / 1e12, rate / 1e12, rate / 1e12, bw / 1e12);
+                chip.name.c_str(), chip.name.c_str(), rate / 1e12, rate / 1e12, rate / 1e12, bw / 1e12,
+                codec.quantize_s * 1e9, codec.decode_s * 1e9);
   // What the planner will read back: the same numbers, validated.
   (void)fs::parse_chip_profile(text, "fsdp-calibrate");
   if (v["--out"].empty()) {

@@ -43,6 +43,8 @@ mesh and policy (plain plan)
                          with --auto: the only degree tried, else every divisor of the experts is searched)
   --param-dtype T        all-gather and compute dtype (default bf16)
   --reduce-dtype T       reduce-scatter dtype (default fp32)
+  --param-comm P         what all-gathers carry: default (the param dtype) | mxfp8 (training.param_comm_dtype)
+  --grad-comm P          what reduce-scatters carry: default (the reduce dtype) | mxfp8 (training.grad_comm_dtype)
   --optimizer O          adamw | sgd (momentum) (default adamw)
   --reshard R            reshard after forward: true | false | group size (default true)
   --prefetch N           units all-gathered ahead (default 1)
@@ -55,6 +57,8 @@ mesh and policy (plain plan)
 search
   --auto                 search shard/replicate, expert parallel, reshard, prefetch, ac and micro-batch for the
                          fastest fit
+  --allow-mxfp8          let --auto also choose MXFP8 for the all-gathers and/or reduce-scatters where it is
+                         faster (it changes the numerics: off unless asked)
   --top N                candidates to print (default 5)
 output
   --params               list every parameter's layout in the table
@@ -140,9 +144,10 @@ int run(int argc, char** argv) {
       "--shard",     "--replicate",    "--ep",        "--param-dtype", "--reduce-dtype",
       "--optimizer", "--reshard",      "--prefetch",  "--ac",          "--micro-batch",
       "--seq-len",   "--global-batch", "--headroom",  "--top",         "--out",
-      "--trace"};
+      "--trace",     "--param-comm",   "--grad-comm"};
   static const std::vector<std::string> kBoolFlags = {"--auto",        "--params",     "--json", "--text",
-                                                      "--list-models", "--list-chips", "--help", "-h"};
+                                                      "--list-models", "--list-chips", "--help", "-h",
+                                                      "--allow-mxfp8"};
   std::map<std::string, std::string> v;
   std::map<std::string, bool> b;
   for (int i = 1; i < argc; ++i) {
@@ -205,6 +210,9 @@ int run(int argc, char** argv) {
   fs::Policy policy;
   if (v.count("--param-dtype")) policy.param_dtype = parse_dtype("--param-dtype", v["--param-dtype"]);
   if (v.count("--reduce-dtype")) policy.reduce_dtype = parse_dtype("--reduce-dtype", v["--reduce-dtype"]);
+  if (v.count("--param-comm")) policy.param_comm = fs::parse_comm_precision(v["--param-comm"]);
+  if (v.count("--grad-comm")) policy.grad_comm = fs::parse_comm_precision(v["--grad-comm"]);
+  if (b["--allow-mxfp8"] && !b["--auto"]) throw UsageError("--allow-mxfp8 widens the --auto search; add --auto");
   if (v.count("--optimizer")) policy.optimizer = fs::parse_optimizer(v["--optimizer"]);
   if (v.count("--reshard")) policy.reshard = fs::Reshard::parse(v["--reshard"]);
   if (v.count("--prefetch")) policy.prefetch = parse_int("--prefetch", v["--prefetch"]);
@@ -225,12 +233,16 @@ int run(int argc, char** argv) {
     for (const char* f : {"--shard", "--replicate", "--reshard", "--prefetch", "--ac", "--micro-batch"}) {
       if (v.count(f)) throw UsageError(std::string(f) + " is searched by --auto; drop one of them");
     }
+    for (const char* f : {"--param-comm", "--grad-comm"}) {
+      if (b["--allow-mxfp8"] && v.count(f)) throw UsageError(std::string(f) + " is searched by --allow-mxfp8; drop one");
+    }
     fs::AutoPlanOptions options;
     options.nodes = nodes;
     options.chips_per_node = cpn;
     options.global_batch = global_batch;
     options.headroom = headroom;
     options.base = policy;
+    options.allow_mxfp8 = b["--allow-mxfp8"];
     if (v.count("--ep")) options.expert_parallel_choices = {parse_int("--ep", v["--ep"])};
     if (v.count("--top")) options.top = static_cast<size_t>(std::max<int64_t>(1, parse_int("--top", v["--top"])));
     const fs::AutoPlanResult result = fs::auto_plan(model, chip, options);

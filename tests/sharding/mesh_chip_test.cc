@@ -77,6 +77,13 @@ TEST(ChipProfileTest, ProfileFileOverridesPreset) {
   const ChipProfile d = parse_chip_profile("[chip]\nmemory_gib = 32\n", "p.toml", "trn2");
   EXPECT_EQ(d.name, "trn2");
   EXPECT_DOUBLE_EQ(d.memory_bytes, 32.0 * (1 << 30));
+  // The MXFP8 codec: measured figures, or 0 to derive them from the (overridden) memory bandwidth.
+  const ChipProfile e = parse_chip_profile(
+      "[chip]\nbase = \"cpu\"\nmxfp8_quantize_ns_per_element = 1.5\nmxfp8_decode_ns_per_element = 0.5\n", "p.toml");
+  EXPECT_DOUBLE_EQ(e.mxfp8_quantize_seconds_per_element(), 1.5e-9);
+  EXPECT_DOUBLE_EQ(e.mxfp8_decode_seconds_per_element(), 0.5e-9);
+  const ChipProfile f = parse_chip_profile("[chip]\nbase = \"h100\"\nhbm_tb_per_s = 1\n", "p.toml");
+  EXPECT_DOUBLE_EQ(f.mxfp8_decode_seconds_per_element(), (33.0 / 32 + 2) / 1e12);
 }
 
 TEST(ChipProfileTest, ProfileFileErrorsNameTheLine) {
@@ -95,6 +102,9 @@ TEST(ChipProfileTest, ProfileFileErrorsNameTheLine) {
   EXPECT_NE(error("[chip]\nbase = \"x9\"\n").find("p.toml:2: unknown chip 'x9'"), std::string::npos);
   EXPECT_NE(error("[chip]\nname = \"new\"\nmemory_gib = 4\n").find("needs 'hbm_tb_per_s'"), std::string::npos);
   EXPECT_NE(error("[chip\n").find("p.toml:1:"), std::string::npos);
+  EXPECT_NE(error("[chip]\nbase = \"cpu\"\nmxfp8_decode_ns_per_element = -1\n")
+                .find("p.toml:3: mxfp8_decode_ns_per_element must be non-negative"),
+            std::string::npos);
 }
 
 }  // namespace

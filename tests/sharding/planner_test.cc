@@ -135,6 +135,54 @@ TEST(PlannerTest, Mxfp8WireBuffersAreInTheMemoryTimeline) {
   EXPECT_EQ(b.estimate.memory.reduce_scatter_buffers, largest_flat * 4 + 2 * wire);
 }
 
+// MXFP8's codec is compute on the training thread, where runtime/fsdp_unit.cc spends it: the owner
+// quantises its shard once per optimizer step, every gather decodes the unit's parameters, a reduce-scatter
+// quantises the n - 1 chunks it sends and decodes those it receives. None without MXFP8.
+TEST(PlannerTest, Mxfp8CodecTimeIsPricedWhereTheRuntimeSpendsIt) {
+  ChipProfile chip = chip_preset("cpu");
+  const double q = chip.mxfp8_quantize_seconds_per_element(), d = chip.mxfp8_decode_seconds_per_element();
+  EXPECT_DOUBLE_EQ(q, 0.67e-9);
+  EXPECT_DOUBLE_EQ(d, 0.39e-9);
+  Policy bf16;
+  bf16.seq_len = 256;
+  bf16.reshard = Reshard{Reshard::Mode::kNever, 0};  // one gather per unit and micro-step
+  Policy mx = bf16;
+  mx.param_comm = CommPrecision::kMxfp8;
+  mx.grad_comm = CommPrecision::kMxfp8;
+  const Mesh mesh = Mesh::create(MeshSpec{1, 2});
+  const ModelSpec model = model_preset("llama3-debug");
+  const Plan a = make_plan(model, chip, mesh, bf16);
+  const Plan b = make_plan(model, chip, mesh, mx);
+  EXPECT_EQ(a.estimate.time.mxfp8_codec, 0.0);
+  double quantize = 0, decode = 0;
+  for (const auto& u : b.units) {
+    const auto chunk = static_cast<double>(u.chunk_numel());
+    quantize += 2 * chunk * q;  // its shard, and the one chunk it sends
+    decode += static_cast<double>(u.numel()) * d + chunk * d;  // the gather, and the one chunk it receives
+  }
+  EXPECT_NEAR(b.estimate.time.mxfp8_codec, quantize + decode, 1e-12);
+  // A second micro-step gathers (and decodes) again but quantises the shard only once.
+  mx.grad_accum = 2;
+  const Plan c = make_plan(model, chip, mesh, mx);
+  double second_decode = 0;
+  for (const auto& u : c.units) second_decode += static_cast<double>(u.numel()) * d;
+  EXPECT_NEAR(c.estimate.time.mxfp8_codec - b.estimate.time.mxfp8_codec, second_decode, 1e-12);
+  // The step pays for it: a codec 100x slower lengthens the step by at least the difference.
+  ChipProfile slow = chip;
+  slow.mxfp8_quantize_s_per_element = 100 * q;
+  slow.mxfp8_decode_s_per_element = 100 * d;
+  const Plan e = make_plan(model, slow, mesh, mx);
+  EXPECT_NEAR(e.estimate.time.mxfp8_codec, 100 * c.estimate.time.mxfp8_codec, 1e-9);
+  EXPECT_GE(e.estimate.time.step - c.estimate.time.step,
+            e.estimate.time.mxfp8_codec - c.estimate.time.mxfp8_codec - 1e-12);
+  // Accelerators: from memory bandwidth (read f32, write 33/32 bytes; read 33/32, write bf16).
+  const ChipProfile h100 = chip_preset("h100");
+  EXPECT_DOUBLE_EQ(h100.mxfp8_quantize_seconds_per_element(), (4 + 33.0 / 32) / h100.hbm_bytes_per_s);
+  EXPECT_DOUBLE_EQ(h100.mxfp8_decode_seconds_per_element(), (33.0 / 32 + 2) / h100.hbm_bytes_per_s);
+  EXPECT_NE(format_plan(to_proto(e)).find("mxfp8 codec"), std::string::npos);
+  EXPECT_EQ(format_plan(to_proto(a)).find("mxfp8 codec"), std::string::npos);
+}
+
 TEST(PlannerTest, AccumulationWithoutSyncHoldsEveryUnitsGradients) {
   Policy p;
   p.grad_accum = 4;
@@ -369,6 +417,47 @@ TEST(AutoPlanTest, RefusesUnevenGlobalBatch) {
   o.global_batch = 0;
   o.chips_per_node = 200;
   EXPECT_THROW(auto_plan(model_preset("llama3-debug"), chip_preset("h100"), o), PlanError);
+}
+
+// --auto chooses MXFP8 only when allowed, and then only where it pays: on a slow link its 33/64 of bf16's
+// bytes win; on a fast link with an expensive codec the default does.
+AutoPlanResult auto_on(const ChipProfile& chip, bool allow) {
+  AutoPlanOptions o;
+  o.nodes = 1;
+  o.chips_per_node = 2;
+  o.base.seq_len = 256;
+  o.allow_mxfp8 = allow;
+  return auto_plan(model_preset("llama3-debug"), chip, o);
+}
+
+TEST(AutoPlanTest, ChoosesMxfp8OnlyWhereAllowedAndItPays) {
+  ChipProfile slow_link = chip_preset("cpu");
+  slow_link.intra_bytes_per_s = slow_link.inter_bytes_per_s = 0.01e9;
+  const auto chosen = auto_on(slow_link, true);
+  ASSERT_TRUE(chosen.best.has_value());
+  EXPECT_EQ(chosen.best->policy.param_comm, CommPrecision::kMxfp8) << chosen.explanation;
+  EXPECT_EQ(chosen.best->policy.grad_comm, CommPrecision::kMxfp8) << chosen.explanation;
+  EXPECT_NE(chosen.explanation.find("mxfp8 all-gathers"), std::string::npos) << chosen.explanation;
+  const auto report = to_proto(chosen);
+  EXPECT_EQ(report.best().policy().param_comm(), "mxfp8");
+  EXPECT_NE(format_candidates(report).find("mxfp8/mxfp8"), std::string::npos);
+
+  const auto refused = auto_on(slow_link, false);
+  ASSERT_TRUE(refused.best.has_value());
+  EXPECT_EQ(refused.evaluated * 4, chosen.evaluated);
+  for (const auto& c : refused.top) {
+    EXPECT_EQ(c.policy.param_comm, CommPrecision::kDefault);
+    EXPECT_EQ(c.policy.grad_comm, CommPrecision::kDefault);
+  }
+  EXPECT_GT(refused.best->estimate.time.step, chosen.best->estimate.time.step);
+
+  ChipProfile fast_link = chip_preset("cpu");
+  fast_link.intra_bytes_per_s = fast_link.inter_bytes_per_s = 1000e9;
+  fast_link.mxfp8_quantize_s_per_element = fast_link.mxfp8_decode_s_per_element = 100e-9;
+  const auto declined = auto_on(fast_link, true);
+  ASSERT_TRUE(declined.best.has_value());
+  EXPECT_EQ(declined.best->policy.param_comm, CommPrecision::kDefault) << declined.explanation;
+  EXPECT_EQ(declined.best->policy.grad_comm, CommPrecision::kDefault) << declined.explanation;
 }
 
 }  // namespace
