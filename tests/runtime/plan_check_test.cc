@@ -78,6 +78,23 @@ TEST(PlanCheck, AnotherMeshOrPolicyIsNamed) {
   EXPECT_TRUE(plan_mismatches(old_style, model, mesh(2, 1), op).empty());
 }
 
+// MXFP8 on the wire: a plan carries what its collectives send (an auto-plan may have chosen MXFP8); a job
+// sending something else is refused naming the key, and a plan written before the field means the default.
+TEST(PlanCheck, AnotherCommunicationPrecisionIsNamedByItsKey) {
+  const auto model = llama(32, 2);
+  sharding::Policy mx = fp32_policy();
+  mx.param_comm = sharding::CommPrecision::kMxfp8;
+  const auto plan = plan_for(model, 2, 1, mx);
+  EXPECT_TRUE(plan_mismatches(plan, model, mesh(2, 1), mx).empty());
+  const auto diffs = plan_mismatches(plan, model, mesh(2, 1), fp32_policy());
+  EXPECT_TRUE(mentions(diffs, "policy: training.param_comm_dtype mxfp8 in the plan, default in this job"))
+      << ::testing::PrintToString(diffs);
+  auto old_file = plan_for(model, 2, 1, fp32_policy());
+  old_file.mutable_policy()->clear_param_comm();
+  old_file.mutable_policy()->clear_grad_comm();
+  EXPECT_TRUE(plan_mismatches(old_file, model, mesh(2, 1), fp32_policy()).empty());
+}
+
 // Expert parallelism: a plan carries its degree; one for another degree (or none) is refused naming the
 // key, and the planner's own plan for the job's degree passes.
 TEST(PlanCheck, AnotherExpertParallelDegreeIsNamedByItsKey) {
