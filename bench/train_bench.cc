@@ -6,12 +6,16 @@
 //     trace shows), with prefetch on and off;
 //   - the step-time cost of checkpointing every few steps, synchronous and asynchronous;
 //   - the MoE debug flavor without and with expert parallelism (EP 2): tokens/s and the share of the
-//     step spent in the tokens' all-to-alls, which block the compute (none of it is hidden).
-// Medians over --repeats runs of the per-run medians (the first step of a run is warm-up and left out).
+//     step spent in the tokens' all-to-alls, which block the compute (none of it is hidden);
+//   - over TCP (loopback), bf16 parameters with bf16 all-gathers and f32 reduce-scatters against MXFP8
+//     all-gathers, reduce-scatters and both (training.param_comm_dtype / grad_comm_dtype, docs/mxfp8.md).
+// Medians over --repeats runs of the per-run medians (the first step of a run is warm-up and left out);
+// the repeats are interleaved (every scenario once, then again), so load drifting on a shared machine
+// lands on all of them. --only TEXT runs the scenarios whose name contains TEXT.
 // --vs-torch then runs bench/vs_torch.py (fsdp-train at 1 and 2 ranks against the same Llama in PyTorch,
 // eager and DDP over gloo, interleaved) with the same --steps and --repeats.
 //
-//   fsdp-train-bench [--config FILE] [--steps 20] [--repeats 3] [--markdown FILE] [--vs-torch]
+//   fsdp-train-bench [--config FILE] [--steps 20] [--repeats 3] [--only TEXT] [--markdown FILE] [--vs-torch]
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,6 +51,7 @@ struct Scenario {
   std::string name;
   int world = 2;
   std::vector<std::pair<std::string, std::string>> overrides;  // --section.key value
+  std::string transport = "shm";
 };
 
 // What one run measured on rank 0.
@@ -98,7 +103,7 @@ Measured run_scenario(const Scenario& sc, const std::string& config_file, int64_
     o.master_port = store.port();
     launch::WorldOptions wo;
     wo.external_store = true;
-    wo.transport = "shm";
+    wo.transport = sc.transport;
     launch::World world = launch::connect_world(launch::detect_process_env(o), wo);
     const train::JobResult r = train::run_training_job(config, *world.comm);
     if (rank == 0) {
@@ -141,8 +146,8 @@ std::string signed_percent(double fraction) { return (fraction >= 0 ? "+" : "") 
 
 [[noreturn]] void usage(const std::string& error) {
   std::fprintf(stderr,
-               "%s%susage: fsdp-train-bench [--config FILE] [--steps N] [--repeats R] [--markdown FILE] "
-               "[--vs-torch]\n",
+               "%s%susage: fsdp-train-bench [--config FILE] [--steps N] [--repeats R] [--only TEXT] "
+               "[--markdown FILE] [--vs-torch]\n",
                error.c_str(), error.empty() ? "" : "\n");
   std::exit(error.empty() ? 0 : 2);
 }
@@ -172,7 +177,7 @@ int run_vs_torch(int64_t steps, int repeats) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_file = "configs/debug_model.toml", markdown;
+  std::string config_file = "configs/debug_model.toml", markdown, only;
   int64_t steps = 20;
   int repeats = 3;
   bool vs_torch = false;
@@ -188,6 +193,8 @@ int main(int argc, char** argv) {
       steps = std::atoll(value().c_str());
     } else if (a == "--repeats") {
       repeats = std::atoi(value().c_str());
+    } else if (a == "--only") {
+      only = value();
     } else if (a == "--markdown") {
       markdown = value();
     } else if (a == "--vs-torch") {
@@ -201,7 +208,7 @@ int main(int argc, char** argv) {
   if (steps < 3 || repeats < 1) usage("fsdp-train-bench: --steps must be >= 3 and --repeats >= 1");
 
   // The same global batch (8 sequences) everywhere, so per-token times compare like for like.
-  const std::vector<Scenario> scenarios = {
+  std::vector<Scenario> scenarios = {
       {"1 rank", 1, {{"training.local_batch_size", "8"}}},
       {"FSDP 2 ranks, prefetch 1", 2, {{"training.local_batch_size", "4"}}},
       {"FSDP 2 ranks, prefetch 2", 2, {{"training.local_batch_size", "4"}, {"parallelism.prefetch", "2"}}},
@@ -226,23 +233,38 @@ int main(int argc, char** argv) {
         {"model.flavor", "debugmodel_byte_moe"},
         {"parallelism.expert_parallel_degree", "2"}}},
   };
+  // Communication precision over TCP, where bytes cost the most here: bf16 parameters throughout.
+  const std::pair<const char*, std::vector<std::pair<std::string, std::string>>> wire[] = {
+      {"bf16 all-gathers, f32 reduce-scatters", {}},
+      {"MXFP8 all-gathers", {{"training.param_comm_dtype", "mxfp8"}}},
+      {"MXFP8 reduce-scatters", {{"training.grad_comm_dtype", "mxfp8"}}},
+      {"MXFP8 both", {{"training.param_comm_dtype", "mxfp8"}, {"training.grad_comm_dtype", "mxfp8"}}},
+  };
+  for (const auto& [what, keys] : wire) {
+    Scenario sc{std::string("TCP 2 ranks, ") + what, 2,
+                {{"training.local_batch_size", "4"}, {"training.mixed_precision_param", "bfloat16"}}, "tcp"};
+    sc.overrides.insert(sc.overrides.end(), keys.begin(), keys.end());
+    scenarios.push_back(std::move(sc));
+  }
+  std::erase_if(scenarios, [&](const Scenario& sc) { return sc.name.find(only) == std::string::npos; });
+  if (scenarios.empty()) usage("fsdp-train-bench: no scenario's name contains '" + only + "'");
   const fs::path scratch = fs::temp_directory_path() / ("fsdp_train_bench_" + std::to_string(::getpid()));
   std::map<std::string, Measured> results;
   try {
-    for (const auto& sc : scenarios) {
-      std::vector<double> med, mean, ag, rs, a2a;
-      int64_t tokens = 0;
-      for (int k = 0; k < repeats; ++k) {
-        const Measured m = run_scenario(sc, config_file, steps, scratch);
-        med.push_back(m.step_seconds);
-        mean.push_back(m.mean_step_seconds);
-        ag.push_back(m.ag_hidden);
-        rs.push_back(m.rs_hidden);
-        a2a.push_back(m.all_to_all_seconds);
-        tokens = m.tokens_per_step;
-      }
-      results[sc.name] = Measured{median(med), median(mean), median(ag), median(rs), tokens, median(a2a)};
-      std::cerr << "fsdp-train-bench: " << sc.name << " done\n";
+    std::map<std::string, std::vector<Measured>> runs;
+    for (int k = 0; k < repeats; ++k) {
+      for (const auto& sc : scenarios) runs[sc.name].push_back(run_scenario(sc, config_file, steps, scratch));
+      std::cerr << "fsdp-train-bench: repeat " << k + 1 << " of " << repeats << " done\n";
+    }
+    for (const auto& [name, ms] : runs) {
+      auto med = [&](double Measured::*field) {
+        std::vector<double> v;
+        for (const Measured& m : ms) v.push_back(m.*field);
+        return median(v);
+      };
+      results[name] = Measured{med(&Measured::step_seconds), med(&Measured::mean_step_seconds),
+                               med(&Measured::ag_hidden),    med(&Measured::rs_hidden),
+                               ms.back().tokens_per_step,    med(&Measured::all_to_all_seconds)};
     }
   } catch (const std::exception& e) {
     fs::remove_all(scratch);
@@ -251,30 +273,38 @@ int main(int argc, char** argv) {
   }
   fs::remove_all(scratch);
 
-  const Measured& one = results.at("1 rank");
-  const double one_per_token = one.step_seconds / static_cast<double>(one.tokens_per_step);
-  const Measured& plain = results.at("FSDP 2 ranks, prefetch 1");
+  // Ratios against a scenario that --only left out read "-".
+  auto ratio = [&](const Measured& m, const char* base, double (*of)(const Measured&)) -> std::string {
+    return results.count(base) ? fixed(of(m) / of(results.at(base)), 2) + "x" : "-";
+  };
+  auto per_token = [](const Measured& m) { return m.step_seconds / static_cast<double>(m.tokens_per_step); };
+  auto own_table = [](const Scenario& sc) { return sc.name.starts_with("MoE") || sc.name.starts_with("TCP"); };
   std::ostringstream md;
-  md << "| scenario | ranks | step (ms, median) | us per token | vs 1 rank | all-gather hidden | reduce-scatter "
-        "hidden | mean step (ms) | checkpoint cost per step |\n"
-     << "|---|---|---|---|---|---|---|---|---|\n";
+  if (std::any_of(scenarios.begin(), scenarios.end(), [&](const Scenario& sc) { return !own_table(sc); })) {
+    md << "| scenario | ranks | step (ms, median) | us per token | vs 1 rank | all-gather hidden | reduce-scatter "
+          "hidden | mean step (ms) | checkpoint cost per step |\n"
+       << "|---|---|---|---|---|---|---|---|---|\n";
+  }
   for (const auto& sc : scenarios) {
-    if (sc.name.starts_with("MoE")) continue;  // their own table below
+    if (own_table(sc)) continue;  // their own tables below
     const Measured& m = results.at(sc.name);
-    const double per_token = m.step_seconds / static_cast<double>(m.tokens_per_step);
     const bool ckpt = sc.name.find("checkpoint") != std::string::npos;
+    const char* plain = "FSDP 2 ranks, prefetch 1";
     md << "| " << sc.name << " | " << sc.world << " | " << fixed(1e3 * m.step_seconds, 2) << " | "
-       << fixed(1e6 * per_token, 2) << " | " << fixed(per_token / one_per_token, 2) << "x | "
+       << fixed(1e6 * per_token(m), 2) << " | " << ratio(m, "1 rank", per_token) << " | "
        << (sc.world > 1 ? fixed(100 * m.ag_hidden, 0) + "%" : "-") << " | "
        << (sc.world > 1 ? fixed(100 * m.rs_hidden, 0) + "%" : "-") << " | " << fixed(1e3 * m.mean_step_seconds, 2)
        << " | "
-       << (ckpt ? signed_percent(m.mean_step_seconds / plain.mean_step_seconds - 1) : std::string("-"))
+       << (ckpt && results.count(plain)
+               ? signed_percent(m.mean_step_seconds / results.at(plain).mean_step_seconds - 1)
+               : std::string("-"))
        << " |\n";
   }
   // MoE: the same global batch on the MoE debug flavor; the all-to-alls block the compute.
-  md << "\n| scenario | ranks | step (ms, median) | tokens/s | all-to-all per step (ms) | all-to-all share of step "
+  if (std::any_of(scenarios.begin(), scenarios.end(), [](const Scenario& sc) { return sc.name.starts_with("MoE"); }))
+    md << "\n| scenario | ranks | step (ms, median) | tokens/s | all-to-all per step (ms) | all-to-all share of step "
         "| all-to-all hidden |\n"
-     << "|---|---|---|---|---|---|---|\n";
+       << "|---|---|---|---|---|---|---|\n";
   for (const auto& sc : scenarios) {
     if (!sc.name.starts_with("MoE")) continue;
     const Measured& m = results.at(sc.name);
@@ -284,6 +314,19 @@ int main(int argc, char** argv) {
        << (ep ? fixed(1e3 * m.all_to_all_seconds, 2) : "-") << " | "
        << (ep ? fixed(100 * m.all_to_all_seconds / m.step_seconds, 1) + "%" : "-") << " | "
        << (ep ? "0% (blocking)" : "-") << " |\n";
+  }
+  // Communication precision over TCP: step time against bf16 all-gathers and f32 reduce-scatters.
+  if (std::any_of(scenarios.begin(), scenarios.end(), [](const Scenario& sc) { return sc.name.starts_with("TCP"); })) {
+    md << "\n| scenario | ranks | step (ms, median) | vs bf16 / f32 on the wire | all-gather hidden | "
+          "reduce-scatter hidden |\n"
+       << "|---|---|---|---|---|---|\n";
+  }
+  for (const auto& sc : scenarios) {
+    if (!sc.name.starts_with("TCP")) continue;
+    const Measured& m = results.at(sc.name);
+    md << "| " << sc.name << " | " << sc.world << " | " << fixed(1e3 * m.step_seconds, 2) << " | "
+       << ratio(m, "TCP 2 ranks, bf16 all-gathers, f32 reduce-scatters", [](const Measured& x) { return x.step_seconds; })
+       << " | " << fixed(100 * m.ag_hidden, 0) << "% | " << fixed(100 * m.rs_hidden, 0) << "% |\n";
   }
   std::cout << md.str();
   if (!markdown.empty()) {
