@@ -110,6 +110,50 @@ TEST(ScheduleSim, TraceSpansFollowTheRuntimesOrder) {
   EXPECT_NEAR(last_end, r.step, 1e-9);
 }
 
+// MXFP8's codec runs on the training thread where runtime/fsdp_unit.cc runs it: the shard's quantise
+// right before its first all-gather is issued (once per step), each gather's decode after its wait (the
+// copy-out), the reduce-scatter's quantise before it is issued and its decode-add after it is waited for.
+TEST(ScheduleSim, Mxfp8CodecSitsWhereTheRuntimeRunsIt) {
+  StepSpec spec = equal_units(3, 0, 0.5, 0.5);
+  const StepSpec plain = spec;
+  spec.policy.param_comm = spec.policy.grad_comm = CommPrecision::kMxfp8;
+  for (auto& u : spec.units) {
+    u.gather_quantize = 0.1;
+    u.gather_decode = 0.2;
+    u.reduce_quantize = 0.3;
+    u.reduce_decode = 0.4;
+  }
+  const Program p = step_program(spec);
+  // Per step: 3 quantised shards, 3 forward + 2 backward gathers decoded (the last unit stays unsharded),
+  // 3 reduce-scatters each way.
+  EXPECT_NEAR(compute_seconds(p, SpanKind::kMxfp8Codec), 3 * 0.1 + 5 * 0.2 + 3 * 0.3 + 3 * 0.4, 1e-12);
+  EXPECT_EQ(compute_seconds(step_program(plain), SpanKind::kMxfp8Codec), 0.0);
+  int checked = 0;
+  for (size_t i = 0; i < p.instructions.size(); ++i) {
+    const Instruction& in = p.instructions[i];
+    if (in.op != Op::kCompute || in.kind != SpanKind::kMxfp8Codec) continue;
+    ++checked;
+    if (in.seconds == 0.1 || in.seconds == 0.3) {  // quantise: the next instruction issues this unit's collective
+      ASSERT_LT(i + 1, p.instructions.size());
+      EXPECT_EQ(p.instructions[i + 1].op, Op::kIssue);
+      EXPECT_EQ(p.calls[p.instructions[i + 1].call].kind,
+                in.seconds == 0.1 ? SpanKind::kAllGather : SpanKind::kReduceScatter);
+      EXPECT_EQ(p.instructions[i + 1].unit, in.unit);
+    } else {  // decode: after waiting for this unit's collective (memory bookkeeping aside)
+      size_t j = i;
+      while (j > 0 && p.instructions[j - 1].op == Op::kMemory) --j;
+      ASSERT_GT(j, 0u);
+      EXPECT_EQ(p.instructions[j - 1].op, Op::kWait);
+      EXPECT_EQ(p.instructions[j - 1].unit, in.unit);
+      EXPECT_EQ(p.calls[p.instructions[j - 1].call].kind,
+                in.seconds == 0.2 ? SpanKind::kAllGather : SpanKind::kReduceScatter);
+    }
+  }
+  EXPECT_GT(checked, 0);
+  EXPECT_FALSE(is_communication(SpanKind::kMxfp8Codec));
+  EXPECT_GT(simulate(p, SimOptions{}).step, simulate_step(plain, SimOptions{}).step);
+}
+
 Plan plan_with(const std::string& model, ChipProfile chip, MeshSpec mesh, Policy policy) {
   return make_plan(model_preset(model), chip, Mesh::create(mesh), policy);
 }
