@@ -8,11 +8,11 @@ Importing this package registers the torch.distributed backend "fsdp":
 import torch.distributed as dist
 
 from ._C import ProcessGroupFsdp
-from .fully_shard import (FSDPModule, MixedPrecisionPolicy, clip_grad_norm_, full_parameters, full_state_dict, fully_shard,
-                          load_full_state_dict, memory, reset_memory_peaks)
+from .fully_shard import (FSDPModule, MixedPrecisionPolicy, clear_overlap, clip_grad_norm_, full_parameters, full_state_dict,
+                          fully_shard, load_full_state_dict, memory, overlap, reset_memory_peaks)
 
-__all__ = ["ProcessGroupFsdp", "FSDPModule", "MixedPrecisionPolicy", "clip_grad_norm_", "fully_shard", "full_parameters", "full_state_dict",
-           "load_full_state_dict", "memory", "reset_memory_peaks"]
+__all__ = ["ProcessGroupFsdp", "FSDPModule", "MixedPrecisionPolicy", "clear_overlap", "clip_grad_norm_", "fully_shard",
+           "full_parameters", "full_state_dict", "load_full_state_dict", "memory", "overlap", "reset_memory_peaks"]
 
 
 def _create_process_group(store, rank, size, timeout):

@@ -500,6 +500,24 @@ def reset_memory_peaks(module):
         groups.reset_peaks()
 
 
+def overlap(module):
+    """{kind: share of its flight time hidden behind compute} for the collectives of the units in `module`
+    since clear_overlap(): what fsdp-train reports as "overlap", measured here as the time each collective
+    was in flight while the training thread was not waiting for it. Kinds: all_gather, reduce_scatter,
+    all_reduce (HSDP)."""
+    seconds = {}
+    for groups in _trackers(module):
+        for kind, (flight, hidden) in groups.overlap().items():
+            f, h = seconds.get(kind, (0.0, 0.0))
+            seconds[kind] = (f + flight, h + hidden)
+    return {kind: (h / f if f > 0 else 0.0) for kind, (f, h) in seconds.items()}
+
+
+def clear_overlap(module):
+    for groups in _trackers(module):
+        groups.clear_overlap()
+
+
 def _gather_master(state):
     """The unit's full float32 parameters from the master shards (one all-gather over the group), for
     a param_dtype unit whose own all-gather rounds them: rank r's chunk holds, parameter after

@@ -17,6 +17,7 @@
 #include "python/fsdp_runtime/csrc/train_bindings.h"
 #include "runtime/fsdp_unit.h"
 #include "runtime/process_groups.h"
+#include "train/overlap.h"
 
 namespace py = pybind11;
 using fsdp::torch_backend::ProcessGroupFsdp;
@@ -30,6 +31,30 @@ struct ShardingGroups {
             pg.communicator(), fsdp::sharding::Mesh::for_world(pg.getSize(), replicate), reshard_group)) {}
   fsdp::MemoryTracker tracker;
   fsdp::runtime::ProcessGroups groups;
+
+  // fsdp-train's overlap figure seen from torch's side, where the compute spans are not ours to time:
+  // each collective's flight time against the training thread's waits for it. What is in flight while
+  // the thread is not waiting is hidden (the meter's "compute" intervals are the waits here).
+  using Clock = std::chrono::steady_clock;
+  void waited(Clock::time_point start, Clock::time_point end) { waits.compute(start, end); }
+  fsdp::train::OverlapMeter waits;
+  fsdp::runtime::CommObserver observer = [this](std::string_view what, int, Clock::time_point start,
+                                                Clock::time_point end, int64_t) {
+    waits.communication(what.starts_with("all_gather") ? "all_gather" : what, start, end);
+  };
+};
+
+// Times the calling thread's wait on a collective into the groups' overlap meter.
+class WaitSpan {
+ public:
+  explicit WaitSpan(ShardingGroups& g) : groups_(g), start_(ShardingGroups::Clock::now()) {}
+  ~WaitSpan() { groups_.waited(start_, ShardingGroups::Clock::now()); }
+  WaitSpan(const WaitSpan&) = delete;
+  WaitSpan& operator=(const WaitSpan&) = delete;
+
+ private:
+  ShardingGroups& groups_;
+  ShardingGroups::Clock::time_point start_;
 };
 
 // A float32 tensor over runtime memory; valid while the buffer lives (the Python side drops views of
@@ -46,7 +71,9 @@ class TorchUnit {
       : groups_(std::move(groups)),
         shapes_(shapes),
         unit_(index, spec(name, names, shapes), policy(name, param_dtype, reduce_dtype, groups_->groups.reshard_group),
-              groups_->groups, groups_->tracker) {}
+              groups_->groups, groups_->tracker) {
+    unit_.set_observer(&groups_->observer);
+  }
 
   // Sets the master shard from the full parameters (flat float32, the unit's parameters in order).
   void load_full(const at::Tensor& flat) {
@@ -65,6 +92,7 @@ class TorchUnit {
       // torch's optimizer writes the master shard through its own view: whatever the unit derived from
       // the shard (its MXFP8 encoding) is stale. Asking for the writable shard says so.
       if (!unit_.unsharded()) unit_.master_shard();
+      WaitSpan wait(*groups_);
       unit_.wait_unshard();
     }
     std::vector<at::Tensor> out;
@@ -91,6 +119,7 @@ class TorchUnit {
   // and adds the result into the grad shard.
   void reduce_grads() {
     py::gil_scoped_release release;
+    WaitSpan wait(*groups_);
     unit_.start_reduce_grads();
     unit_.finish_reduce_grads();
   }
@@ -101,6 +130,7 @@ class TorchUnit {
   }
   void finish_reduce_grads() {
     py::gil_scoped_release release;
+    WaitSpan wait(*groups_);
     unit_.finish_reduce_grads();
   }
   bool has_unsharded_grads() const { return unit_.has_unsharded_grads(); }
@@ -174,6 +204,17 @@ PYBIND11_MODULE(_C, m) {
              return out;
            })
       .def("reset_peaks", [](ShardingGroups& g) { g.tracker.reset_peaks(); })
+      // {kind: (seconds in flight, seconds hidden)} since the last clear_overlap(); kinds "all_gather",
+      // "reduce_scatter", "all_reduce" (HSDP).
+      .def("overlap",
+           [](const ShardingGroups& g) {
+             py::dict out;
+             for (const auto& [kind, share] : g.waits.shares()) {
+               out[py::str(kind)] = py::make_tuple(share.seconds, share.seconds - share.hidden_seconds);
+             }
+             return out;
+           })
+      .def("clear_overlap", [](ShardingGroups& g) { g.waits.clear(); })
       .def_property_readonly("shard_degree", [](const ShardingGroups& g) { return g.groups.shard_degree(); })
       .def_property_readonly("replicate_degree", [](const ShardingGroups& g) { return g.groups.replicate_degree(); });
 
