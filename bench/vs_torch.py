@@ -8,7 +8,8 @@ and DDP over gloo in 2 processes with torch.set_num_threads(cores // ranks). Sam
 sequences), seq_len, vocab, init (N(0, 0.02) matrices, unit norm weights), AdamW (lr 8e-4, betas
 0.9/0.95, eps 1e-8, weight decay 0.1) and gradient clipping at 1.0. Prints the median over repeats of
 each run's median tokens/s (steps 2..n), the ratio fsdp-train / torch per rank count (at 1 process torch
-runs on all cores and on one thread; the faster is the baseline), the achieved GFLOP/s (TorchTitan's
+runs on all cores and on one thread; the faster is the baseline; at 2 ranks DDP over gloo is; the
+torch model fully_shard'ed on the runtime and DDP over backend "fsdp" run beside them), the achieved GFLOP/s (TorchTitan's
 6N + 12·L·H·hd·T FLOPs per token) and an sgemm figure timed in the same run (torch.mm of the FFN's
 (B·T, dim) x (dim, hidden) shape at 1 thread and at all cores).
 
@@ -56,11 +57,12 @@ def llama_args(m):
                      hidden=m["hidden"], vocab=m["vocab"], seq_len=m["seq_len"])
 
 
-def torch_worker(rank, world, port, m, steps, threads, out):
+def torch_worker(rank, world, port, m, steps, threads, backend, out):
     """One rank of the torch run: returns (median tokens/s over steps 2..n, loss at step 1) through out."""
     torch.set_num_threads(threads)
     if world > 1:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+        # "fsdp" is registered by the package import above (re-run in each spawned worker)
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     torch.manual_seed(42)  # same init on every rank, as DDP broadcasts anyway
     model = Llama(llama_args(m))  # the project's "normal" init: matrices N(0, 0.02), norm weights 1
     ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
@@ -82,7 +84,7 @@ def torch_worker(rank, world, port, m, steps, threads, out):
     if world > 1:
         dist.destroy_process_group()
     if rank == 0:
-        out.put((GLOBAL_BATCH * m["seq_len"] / statistics.median(times[1:]), first_loss))
+        out.put((GLOBAL_BATCH * m["seq_len"] / statistics.median(times[1:]), first_loss, {}))
 
 
 def free_port():
@@ -91,17 +93,24 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_torch(m, ranks, steps, threads):
+def run_torch(m, ranks, steps, threads, backend="gloo"):
     ctx = mp.get_context("spawn")
     out = ctx.SimpleQueue()
-    mp.start_processes(torch_worker, args=(ranks, free_port(), m, steps, threads, out), nprocs=ranks,
+    mp.start_processes(torch_worker, args=(ranks, free_port(), m, steps, threads, backend, out), nprocs=ranks,
                        start_method="spawn")
     return out.get()
 
 
-def run_fsdp(build, config, m, ranks, steps, scratch):
+def run_fsdp(build, config, m, ranks, steps, scratch, python_front_end=False):
+    """fsdp-train, or (python_front_end) python3 -m fsdp_runtime.train: the torch model fully_shard'ed on the
+    runtime, both through fsdp-run. Returns (tokens/s, loss at step 1, {collective: % hidden})."""
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
-    cmd = [f"{build}/launch/fsdp-run", "--nproc", str(ranks), "--", f"{build}/train/fsdp-train", "--config", config,
+    if python_front_end:
+        env["PYTHONPATH"] = os.path.join(build, "python")
+        job = ["--no-store", "--nproc", str(ranks), "--", sys.executable, "-m", "fsdp_runtime.train"]
+    else:
+        job = ["--nproc", str(ranks), "--", f"{build}/train/fsdp-train"]
+    cmd = [f"{build}/launch/fsdp-run"] + job + ["--config", config,
            "--training.steps", str(steps), "--training.local_batch_size", str(GLOBAL_BATCH // ranks),
            "--metrics.file=", "--job.dump_folder", scratch,
            # the torch model's init and plain RoPE (fsdp-train's defaults are TorchTitan's scheme and
@@ -112,8 +121,25 @@ def run_fsdp(build, config, m, ranks, steps, scratch):
         sys.exit(f"vs_torch: {' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
     steps_out = [(float(x.group(1)), float(x.group(2).replace(",", "")))
                  for x in re.finditer(r"\[rank 0\] step: +\d+ .*loss: +([\d.]+) .*tps: ([\d,]+)", p.stdout)]
+    hidden = {x.group(1): int(x.group(2)) for x in re.finditer(r"\[rank 0\] overlap: (\w+) (\d+)% hidden", p.stdout)}
     # rank 0's tps counts rank 0's tokens; the job's is ranks x that.
-    return statistics.median(t for _, t in steps_out[1:]) * ranks, steps_out[0][0]
+    return statistics.median(t for _, t in steps_out[1:]) * ranks, steps_out[0][0], hidden
+
+
+# What runs per model and rank count. 1 process: fsdp-train, torch on all cores and on one thread (1.13's
+# OpenMP threads can be slower than one; the ratio is taken against the faster). 2 ranks: fsdp-train, the
+# torch model fully_shard'ed on the runtime (python3 -m fsdp_runtime.train), and torch DDP over gloo and
+# over backend "fsdp"; the ratio is taken against DDP over gloo.
+IMPLS = {1: ("fsdp-train", "torch", "torch-1thread"),
+         2: ("fsdp-train", "torch fully_shard", "torch DDP gloo", "torch DDP fsdp")}
+BASELINES = {1: ("torch", "torch-1thread"), 2: ("torch DDP gloo",)}
+
+
+def run_variant(a, m, ranks, impl, scratch):
+    if impl in ("fsdp-train", "torch fully_shard"):
+        return run_fsdp(a.build, a.config, m, ranks, a.steps, scratch, python_front_end=impl != "fsdp-train")
+    threads = 1 if impl == "torch-1thread" else max(1, CORES // ranks)
+    return run_torch(m, ranks, a.steps, threads, "fsdp" if impl == "torch DDP fsdp" else "gloo")
 
 
 def sgemm_gflops(m, threads, reps=50):
@@ -137,10 +163,7 @@ def main():
     ap.add_argument("--models", default="debug,titan")
     a = ap.parse_args()
     names = a.models.split(",")
-    # torch at 1 process runs twice: on all cores (as fsdp-train) and on one thread, because 1.13's OpenMP
-    # threads can be slower than one; the ratio is taken against the faster of the two.
-    impls = {1: ("fsdp-train", "torch", "torch-1thread"), 2: ("fsdp-train", "torch")}
-    variants = [(n, impl, r) for n in names for r in (1, 2) for impl in impls[r]]
+    variants = [(n, impl, r) for n in names for r in (1, 2) for impl in IMPLS[r]]
     res = {v: [] for v in variants}
     sgemm = {n: {1: [], CORES: []} for n in names}
     with tempfile.TemporaryDirectory(prefix="fsdp_vs_torch_") as scratch:
@@ -150,25 +173,26 @@ def main():
                     sgemm[n][th].append(sgemm_gflops(MODELS[n], th))
             for v in variants:
                 n, impl, r = v
-                m = MODELS[n]
-                threads = 1 if impl == "torch-1thread" else max(1, CORES // r)
-                res[v].append(run_fsdp(a.build, a.config, m, r, a.steps, scratch) if impl == "fsdp-train"
-                              else run_torch(m, r, a.steps, threads))
+                res[v].append(run_variant(a, MODELS[n], r, impl, scratch))
             print(f"vs_torch: repeat {rep + 1}/{a.repeats} done", file=sys.stderr)
     print(f"{a.repeats} repeats x {a.steps} steps, global batch {GLOBAL_BATCH} sequences, {CORES} cores; "
           f"sgemm = torch.mm (B*T, dim) x (dim, hidden), median GFLOP/s in this run")
-    print("| model | ranks | impl | tokens/s (median) | runs | fsdp-train / torch (best torch row) | GFLOP/s | sgemm GFLOP/s "
-          "(1 thread x ranks at 2 ranks; all cores at 1) | of sgemm | loss at step 1 (ln vocab) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | ranks | impl | tokens/s (median) | runs | vs torch (faster of 1 process) / DDP gloo (2 ranks) | "
+          "GFLOP/s | sgemm GFLOP/s (1 thread x ranks at 2 ranks; all cores at 1) | of sgemm | "
+          "loss at step 1 (ln vocab) | all-gather / reduce-scatter hidden |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for n, impl, r in variants:
         m, runs = MODELS[n], res[(n, impl, r)]
         tps = statistics.median(x[0] for x in runs)
-        other = max(statistics.median(x[0] for x in res[(n, t, r)]) for t in impls[r] if t != "fsdp-train")
+        other = max(statistics.median(x[0] for x in res[(n, t, r)]) for t in BASELINES[r])
+        hidden = [statistics.median(x[2][k] for x in runs) if all(k in x[2] for x in runs) else None
+                  for k in ("all_gather", "reduce_scatter")]
         gf = tps * flops_per_token(llama_args(m)) / 1e9
         sg = statistics.median(sgemm[n][1]) * r if r > 1 else statistics.median(sgemm[n][CORES])
         print(f"| {n} | {r} | {impl} | {tps:,.0f} | {' '.join(f'{x[0]:,.0f}' for x in runs)} | "
               f"{tps / other:.2f}x | {gf:.1f} | {sg:.1f} | {gf / sg:.0%} | "
-              f"{statistics.median(x[1] for x in runs):.3f} ({math.log(m['vocab']):.3f}) |")
+              f"{statistics.median(x[1] for x in runs):.3f} ({math.log(m['vocab']):.3f}) | "
+              f"{' / '.join('-' if h is None else f'{h:.0f}%' for h in hidden)} |")
 
 
 if __name__ == "__main__":
