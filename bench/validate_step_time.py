@@ -15,8 +15,9 @@ threads fsdp-run's thread budget gives it (cores / ranks, at least 1), and where
 its matmul rate and memory bandwidth scaled by cores / ranks (the ranks time-slice the cores).
 --fit-links then also fits the intra-server link (alpha, beta) of that profile to the all-gathers and
 reduce-scatters of one fsdp-train run at prefetch 1, default resharding (rank 0's trace, steps 3..n):
-duration = (n - 1) alpha + (n - 1) / n bytes / beta by least squares, halved because those collectives ran
-beside compute, which the profile's contention of 1 already halves. That row is then fitted, not predicted.
+duration = (n - 1) alpha + (n - 1) / n bytes / beta by least squares; the transfer term halved because
+those collectives ran beside compute, which the profile's contention of 1 already halves (the latency
+term, waiting for peers, the simulator leaves at full rate). That row is then fitted, not predicted.
 """
 import argparse
 import json
@@ -49,7 +50,7 @@ def fit_links(trace, ranks, path):
     alpha, inv_beta = ((sxd * syy - syd * sxy) / det, (sxx * syd - sxy * sxd) / det) if det > 0 else (0, 0)
     if alpha < 0 or inv_beta <= 0:  # one size only, or noise: all latency
         alpha, inv_beta = sum(d for _, _, d in rows) / sxx * rows[0][0] if rows else 0, 1e-12
-    alpha, inv_beta = alpha / 2, inv_beta / 2
+    inv_beta = inv_beta / 2
     with open(path, "a") as f:
         f.write(f"intra_latency_us = {alpha * 1e6:.6g}\nintra_gb_per_s = {1e-9 / inv_beta:.6g}\n")
     return alpha, 1 / inv_beta

@@ -141,8 +141,13 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
                 .fp32_compute = chip.fp32_compute,
                 .base_bytes = mem.model_states() + residual_stream};
   step.units.resize(units.size());
-  auto collective = [](double seconds, LinkLevel level, int stream, double bytes) {
-    return SimCollective{seconds, static_cast<int>(level), stream, static_cast<int64_t>(bytes)};
+  auto collective = [](double seconds, LinkLevel level, int stream, double bytes, double latency = 0) {
+    return SimCollective{seconds, static_cast<int>(level), stream, static_cast<int64_t>(bytes),
+                         std::min(latency, seconds)};
+  };
+  // A ring's (n - 1) steps each wait a link latency (twice over for an all-reduce).
+  auto ring_latency = [](int64_t n, const Link& link, int passes = 1) {
+    return n > 1 ? static_cast<double>(passes * (n - 1)) * link.latency_s : 0.0;
   };
   double compute_s = 0;
   double recompute_s = 0;
@@ -190,12 +195,12 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
     const int streams = spec.experts ? kStreamExpert : 0;
     const LinkLevel glevel = spec.experts ? mesh.expert_shard_level() : mesh.shard_level();
     su.all_gather = collective(all_gather_seconds(gather_bytes, group, glink), glevel, streams + kStreamGather,
-                               gather_bytes);
+                               gather_bytes, ring_latency(group, glink));
     su.all_gather_backward =
         collective(all_gather_seconds(gather_bytes, bgroup, blink), spec.experts ? glevel : back_level,
-                   streams + kStreamGatherGroup, gather_bytes);
+                   streams + kStreamGatherGroup, gather_bytes, ring_latency(bgroup, blink));
     su.reduce_scatter = collective(reduce_scatter_seconds(reduce_bytes, group, glink), glevel,
-                                   streams + kStreamReduce, reduce_bytes);
+                                   streams + kStreamReduce, reduce_bytes, ring_latency(group, glink));
     // MXFP8's codec on the training thread (runtime/fsdp_unit.cc): the owner quantises its f32 shard once
     // per optimizer step; every gather over the shard group decodes the whole buffer in the copy-out (and,
     // with a reshard group, the kept slice again); a reduce-scatter quantises the chunks it sends and
@@ -216,7 +221,8 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
     }
     // An MXFP8 reduce-scatter hands over f32 sums, which the HSDP all-reduce then carries.
     const double ar_bytes = static_cast<double>(u.chunk_numel() * (policy.grad_comm == CommPrecision::kMxfp8 ? 4 : rb));
-    su.all_reduce = collective(all_reduce_seconds(ar_bytes, replicate, rep_link), rep_level, kStreamGather, ar_bytes);
+    su.all_reduce = collective(all_reduce_seconds(ar_bytes, replicate, rep_link), rep_level, kStreamGather, ar_bytes,
+                               ring_latency(replicate, rep_link, 2));
     if (group > 1) {
       (spec.experts ? eag_fwd : ag_fwd).add(gather_bytes, su.all_gather.seconds, accum);
       (spec.experts ? ers : rs).add(reduce_bytes, su.reduce_scatter.seconds, accum);
@@ -258,7 +264,8 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   // The loss and the gradient norm: one 8-byte all-reduce each over the world (and the shard group).
   const LinkLevel world_level = mesh.nodes() > 1 ? LinkLevel::kInter : LinkLevel::kIntra;
   const Link world_link{chip.bandwidth(world_level), chip.latency(world_level)};
-  step.step_sync = collective(all_reduce_seconds(8, mesh.world_size(), world_link), world_level, kStreamGather, 8);
+  step.step_sync = collective(all_reduce_seconds(8, mesh.world_size(), world_link), world_level, kStreamGather, 8,
+                              ring_latency(mesh.world_size(), world_link, 2));
   const Program program = step_program(step);
   const StepSimulation sim = simulate(program, SimOptions{chip.comm_compute_contention, false});
   t.mxfp8_codec = compute_seconds(program, SpanKind::kMxfp8Codec);

@@ -29,6 +29,7 @@ class Engine {
         slow_(1.0 / (1.0 + std::clamp(o.contention, 0.0, 1.0))),
         state_(p.calls.size(), CallState::kNone),
         left_(p.calls.size(), 0.0),
+        latency_left_(p.calls.size(), 0.0),
         started_(p.calls.size(), 0.0),
         seg_time_(p.segments.size()) {
     running_on_stream_.fill(-1);
@@ -72,7 +73,11 @@ class Engine {
 
   void start(int c) {
     state_[c] = CallState::kRunning;
-    left_[c] = p_.calls[c].collective.seconds;
+    const SimCollective& sc = p_.calls[c].collective;
+    // A call the training thread already waits for skips its latency: see SimCollective::latency_seconds.
+    const bool awaited = thread_ == Thread::kWaiting && waiting_for_ == c;
+    latency_left_[c] = awaited ? 0.0 : std::clamp(sc.latency_seconds, 0.0, sc.seconds);
+    left_[c] = sc.seconds - latency_left_[c];
     started_[c] = now_;
     active_.push_back(c);
   }
@@ -112,6 +117,7 @@ class Engine {
           } else {
             thread_ = Thread::kWaiting;
             waiting_for_ = in.call;
+            latency_left_[in.call] = 0;  // the waiting thread drives it (caller-driven progress)
           }
           break;
         case Op::kCompute:
@@ -139,14 +145,21 @@ class Engine {
                              std::to_string(pc_) + ")");
     }
     const bool computing = thread_ == Thread::kComputing;
+    // A call first waits out its latency (alone: no link share, no core taken), then moves its bytes.
+    auto waiting = [&](int c) { return latency_left_[c] > kDone; };
     std::array<int, kNumLinks> on_link{};
-    for (int c : active_) ++on_link[static_cast<size_t>(p_.calls[c].collective.link)];
-    const double compute_rate = computing && !active_.empty() ? slow_ : 1.0;
+    bool transferring = false;
+    for (int c : active_) {
+      if (waiting(c)) continue;
+      ++on_link[static_cast<size_t>(p_.calls[c].collective.link)];
+      transferring = true;
+    }
+    const double compute_rate = computing && transferring ? slow_ : 1.0;
     auto rate_of = [&](int c) {
       return (computing ? slow_ : 1.0) / on_link[static_cast<size_t>(p_.calls[c].collective.link)];
     };
     double dt = computing ? compute_left_ / compute_rate : std::numeric_limits<double>::infinity();
-    for (int c : active_) dt = std::min(dt, left_[c] / rate_of(c));
+    for (int c : active_) dt = std::min(dt, waiting(c) ? latency_left_[c] : left_[c] / rate_of(c));
 
     SegmentTime& st = seg_time_[segment_of_pc()];
     st.duration += dt;
@@ -155,8 +168,13 @@ class Engine {
 
     std::vector<int> finished;
     for (int c : active_) {
-      left_[c] -= rate_of(c) * dt;
-      if (left_[c] <= kDone) finished.push_back(c);
+      if (waiting(c)) {
+        latency_left_[c] -= dt;
+        if (latency_left_[c] <= kDone) latency_left_[c] = 0;
+      } else {
+        left_[c] -= rate_of(c) * dt;
+      }
+      if (!waiting(c) && left_[c] <= kDone) finished.push_back(c);
     }
     if (computing) {
       compute_left_ -= compute_rate * dt;
@@ -194,7 +212,8 @@ class Engine {
   const SimOptions& o_;
   const double slow_;  // rate of compute and collectives while they overlap
   std::vector<CallState> state_;
-  std::vector<double> left_;     // seconds of work left at full rate
+  std::vector<double> left_;     // seconds of transfer left at full rate
+  std::vector<double> latency_left_;  // seconds of latency left before the transfer starts
   std::vector<double> started_;  // when each call started
   std::vector<int> active_;      // calls running
   std::array<int, kNumStreams> running_on_stream_{};

@@ -5,7 +5,9 @@
 //   - on a chip whose collectives are driven by the same cores as its compute (a CPU: the progress
 //     engine's copies and reductions), `contention` c in [0, 1] slows both while they overlap, each to a
 //     rate of 1 / (1 + c); c = 0 (accelerators: DMA engines and links of their own) leaves both at full
-//     rate, c = 1 time-slices one core between them.
+//     rate, c = 1 time-slices one core between them;
+//   - a collective's latency part (SimCollective::latency_seconds: waiting for peers) comes first and
+//     shares neither: only its transfer takes link bandwidth and cores.
 // The result is the step time, the time the training thread waited for communication, and the bytes live
 // over time; with `record` every span, for a trace in fsdp-train's format (fsdp-plan --trace).
 #pragma once

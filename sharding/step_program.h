@@ -43,10 +43,16 @@ bool is_communication(SpanKind k);
 // One collective as the simulator prices it: `seconds` alone on its link at full rate. Collectives of
 // one stream (one communicator) run in issue order; those on one link share its bandwidth.
 struct SimCollective {
-  double seconds = 0;  // 0: none (a group of one)
+  double seconds = 0;  // 0: none (a group of one); latency_seconds included
   int link = 0;        // static_cast<int>(LinkLevel)
   int stream = 0;      // one of the kStream* below
   int64_t bytes = 0;   // what it moves, for the trace
+  // Of `seconds`, the per-step latencies ((n - 1) alpha of a ring): on a CPU mostly the progress engine
+  // waiting for a time slice, which neither shares the link's bandwidth nor takes the cores from
+  // compute. A call the training thread waits for skips what is left of it: the waiting thread drives
+  // the collective itself (caller-driven progress, collectives/core/progress_engine.h). The rest of
+  // `seconds` is the bytes' transfer.
+  double latency_seconds = 0;
 };
 inline constexpr int kStreamGather = 0;       // shard group all-gathers (forward; backward without a kept slice)
 inline constexpr int kStreamGatherGroup = 1;  // reshard_after_forward = k: backward all-gathers in the group of k

@@ -1,5 +1,5 @@
 // The schedule simulator: hand-built programs and steps with known answers (no overlap, perfect
-// overlap, one slow link, link sharing, compute contention), then properties of planned steps (more
+// overlap, one slow link, link sharing, compute contention, latency apart from transfer), then properties of planned steps (more
 // bandwidth never slower, more prefetch never less memory, repeated micro-steps add linearly) and the
 // step program's memory against the planner's.
 #include "sharding/schedule_sim.h"
@@ -83,6 +83,41 @@ TEST(ScheduleSim, ContentionSlowsComputeAndCommunicationWhileTheyOverlap) {
   EXPECT_DOUBLE_EQ(r.compute, 2.0);
   EXPECT_DOUBLE_EQ(r.exposed_communication, 0.0);
   ASSERT_EQ(r.spans.size(), 3u);
+}
+
+TEST(ScheduleSim, LatencyNeitherSharesTheLinkNorTakesTheCores) {
+  // All latency: two collectives on one link overlap whole behind 1 s of compute (as transfers they
+  // would share it: 2 s), and under contention the compute beside them runs at full rate.
+  Program p = two_collectives(0, 0, 1.0);
+  EXPECT_DOUBLE_EQ(simulate(p, SimOptions{}).step, 2.0);
+  for (auto& c : p.calls) c.collective.latency_seconds = 1.0;
+  EXPECT_DOUBLE_EQ(simulate(p, SimOptions{}).step, 1.0);
+  Program q = two_collectives(0, 1, 1.0);
+  for (auto& c : q.calls) c.collective.latency_seconds = 1.0;
+  EXPECT_DOUBLE_EQ(simulate(q, SimOptions{1.0}).step, 1.0);
+  // Half latency under contention 1: 0.5 s at full rate, then the remaining 0.5 s of compute and of each
+  // transfer (links of their own) at half rate: all end at 1.5 s, the compute stretched to 1.5 s.
+  for (auto& c : q.calls) c.collective.latency_seconds = 0.5;
+  const StepSimulation r = simulate(q, SimOptions{1.0});
+  EXPECT_DOUBLE_EQ(r.step, 1.5);
+  EXPECT_DOUBLE_EQ(r.compute, 1.5);
+  EXPECT_DOUBLE_EQ(r.exposed_communication, 0.0);
+}
+
+TEST(ScheduleSim, ACollectiveWaitedForAtOnceSkipsItsLatency) {
+  // Issued and waited for with no compute between: the waiting thread drives it, only the transfer counts.
+  Program p;
+  p.calls = {CollectiveCall{SimCollective{1.0, 0, kStreamGather, 1, 0.75}, SpanKind::kAllGather, 0}};
+  p.instructions = {Instruction{.op = Op::kIssue, .call = 0}, Instruction{.op = Op::kWait, .call = 0}};
+  p.segments = {Segment{0, p.instructions.size(), 1}};
+  EXPECT_DOUBLE_EQ(simulate(p, SimOptions{}).step, 0.25);
+  // Waited for after 0.5 s of compute: 0.5 s of latency passed behind it, the other 0.25 s is skipped.
+  p.instructions.insert(p.instructions.begin() + 1,
+                        Instruction{.op = Op::kCompute, .kind = SpanKind::kForward, .unit = 0, .seconds = 0.5});
+  p.segments = {Segment{0, p.instructions.size(), 1}};
+  const StepSimulation r = simulate(p, SimOptions{});
+  EXPECT_DOUBLE_EQ(r.step, 0.75);
+  EXPECT_DOUBLE_EQ(r.exposed_communication, 0.25);
 }
 
 TEST(ScheduleSim, WaitingForACollectiveNeverIssuedThrows) {
