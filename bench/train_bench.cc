@@ -38,6 +38,7 @@
 #include "launch/store.h"
 #include "launch/thread_budget.h"
 #include "launch/world.h"
+#include "model/blas_core.h"
 #include "model/ops.h"
 #include "train/config.h"
 #include "train/train_job.h"
@@ -177,6 +178,7 @@ int run_vs_torch(int64_t steps, int repeats) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fsdp::model::use_best_blas_core(argv);  // before anything else: it may restart this program
   std::string config_file = "configs/debug_model.toml", markdown, only;
   int64_t steps = 20;
   int repeats = 3;

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 _build = next((a.split("=", 1)[1] if "=" in a else sys.argv[i + 2] for i, a in enumerate(sys.argv[1:])
                if a.startswith("--build")), "build")
 sys.path.insert(0, os.path.join(_build, "python"))
+from fsdp_runtime import use_best_blas_core  # noqa: E402
 from fsdp_runtime.models.llama import Llama, LlamaArgs, flops_per_token  # noqa: E402
 
 GLOBAL_BATCH = 8
@@ -155,6 +156,9 @@ def sgemm_gflops(m, threads, reps=50):
 
 
 def main():
+    # Torch's BLAS is the OpenBLAS fsdp-train uses: both get this CPU's kernels (model/blas_core.h), the
+    # torch workers through the inherited OPENBLAS_CORETYPE.
+    use_best_blas_core()
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--config", default="configs/debug_model.toml")

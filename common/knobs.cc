@@ -128,6 +128,11 @@ const Knob<std::string> kOpenblasNumThreads{"OPENBLAS_NUM_THREADS", "",
 const Knob<std::string> kOmpNumThreads{"OMP_NUM_THREADS", "",
                                        "OpenMP's variable; when it or OPENBLAS_NUM_THREADS is set, fsdp-run and "
                                        "fsdp-train leave the thread count alone"};
+const Knob<std::string> kOpenblasCoretype{
+    "OPENBLAS_CORETYPE", "",
+    "OpenBLAS's variable: the kernels it runs (unset: its own pick by CPU model; where that falls back to "
+    "pre-AVX2 kernels on an AVX2 or AVX-512 CPU, fsdp-train, fsdp-train-bench and fsdp-calibrate restart "
+    "with Haswell or SkylakeX)"};
 
 const Knob<std::string> kNcclHost{"FSDP_NCCL_HOST", "",
                                   "the address ncclGetUniqueId announces (unset: the first non-loopback IPv4 "
@@ -333,6 +338,7 @@ std::vector<KnobInfo> all_knobs() {
           info_of(kUnitWindows),
           info_of(kOpenblasNumThreads),
           info_of(kOmpNumThreads),
+          info_of(kOpenblasCoretype),
           info_of(kNcclHost),
           info_of(kNcclCommId),
           info_of(kNcclDebug),

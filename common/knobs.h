@@ -76,6 +76,7 @@ extern const Knob<bool> kUnitWindows;
 // --- threads (launch/thread_budget.h) ---
 extern const Knob<std::string> kOpenblasNumThreads;
 extern const Knob<std::string> kOmpNumThreads;
+extern const Knob<std::string> kOpenblasCoretype;
 // --- NCCL-compatible API ---
 extern const Knob<std::string> kNcclHost;
 extern const Knob<std::string> kNcclCommId;

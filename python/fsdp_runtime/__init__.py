@@ -5,14 +5,39 @@ Importing this package registers the torch.distributed backend "fsdp":
     import fsdp_runtime
     torch.distributed.init_process_group("fsdp")   # under torchrun, mpirun or fsdp-run
 """
+import os
+import sys
+
 import torch.distributed as dist
 
-from ._C import ProcessGroupFsdp
+from ._C import ProcessGroupFsdp, blas_core_name, blas_core_override
 from .fully_shard import (FSDPModule, MixedPrecisionPolicy, clear_overlap, clip_grad_norm_, full_parameters, full_state_dict,
                           fully_shard, load_full_state_dict, memory, overlap, reset_memory_peaks)
 
 __all__ = ["ProcessGroupFsdp", "FSDPModule", "MixedPrecisionPolicy", "clear_overlap", "clip_grad_norm_", "fully_shard",
-           "full_parameters", "full_state_dict", "load_full_state_dict", "memory", "overlap", "reset_memory_peaks"]
+           "full_parameters", "full_state_dict", "load_full_state_dict", "memory", "overlap", "reset_memory_peaks",
+           "use_best_blas_core"]
+
+
+def use_best_blas_core():
+    """Where OpenBLAS (torch's BLAS here) loaded kernels older than this CPU allows (model/blas_core.h:
+    Debian 12's 0.3.21 runs an Emerald Rapids on SSE3 kernels at half speed): sets OPENBLAS_CORETYPE and
+    re-executes this Python program, as fsdp-train does. Call it first thing in a script's main; returns
+    when there is nothing to do or OPENBLAS_CORETYPE is set."""
+    better = blas_core_override()
+    if not better:
+        return
+    if os.environ.get("RANK", "0") in ("", "0") and os.environ.get("OMPI_COMM_WORLD_RANK", "0") in ("", "0"):
+        print(f"{sys.argv[0]}: OpenBLAS picked its '{blas_core_name()}' kernels: restarting with "
+              f"OPENBLAS_CORETYPE={better} (set OPENBLAS_CORETYPE to choose)", file=sys.stderr, flush=True)
+    os.environ["OPENBLAS_CORETYPE"] = better
+    sys.stdout.flush()
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name not in ("", "__main__"):  # python3 -m package.module
+        argv = [sys.executable, "-m", spec.name.removesuffix(".__main__")] + sys.argv[1:]
+    else:
+        argv = [sys.executable] + sys.argv
+    os.execv(sys.executable, argv)
 
 
 def _create_process_group(store, rank, size, timeout):

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from . import _C
+from . import _C, use_best_blas_core
 from .fully_shard import MixedPrecisionPolicy, clip_grad_norm_, fully_shard, full_state_dict, load_full_state_dict
 from .fully_shard import clear_overlap, memory, overlap, reset_memory_peaks
 from .models.llama import Llama, LlamaArgs, RopeScaling
@@ -161,6 +161,8 @@ def save_weights(model, cfg, c, step, rank):
 
 
 def main(argv=None):
+    if argv is None:  # run as a program: give torch's OpenBLAS this CPU's kernels first (may restart)
+        use_best_blas_core()
     argv = sys.argv[1:] if argv is None else argv
     init_method = _launcher_env()
     world_size = int(os.environ.get("WORLD_SIZE", "1"))

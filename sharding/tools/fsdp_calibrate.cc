@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "collectives/types/mxfp8.h"
+#include "model/blas_core.h"
 #include "model/ops.h"
 #include "sharding/chip_profile.h"
 #include "sharding/model_spec.h"
@@ -197,6 +198,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fsdp::model::use_best_blas_core(argv);  // before anything else: it may restart this program
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {

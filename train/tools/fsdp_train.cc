@@ -20,6 +20,7 @@
 #include "launch/cli_flags.h"
 #include "launch/thread_budget.h"
 #include "launch/world.h"
+#include "model/blas_core.h"
 #include "model/ops.h"
 #include "runtime/plan_check.h"
 #include "train/config.h"
@@ -39,6 +40,7 @@ int fail(int rank, const char* kind, const std::exception& e, int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fsdp::model::use_best_blas_core(argv);  // before anything else: it may restart this program
   using namespace fsdp;
   int rank = -1;  // unknown until the environment is read
   // Outside the try, so a failure is reported before the world is torn down (and never lost to it).

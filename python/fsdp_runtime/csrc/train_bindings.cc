@@ -9,6 +9,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "model/blas_core.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "sharding/cost_model.h"
 #include "train/config.h"
@@ -164,6 +165,9 @@ void bind_train(py::module_& m) {
       .def("log", &JobMetrics::log, py::arg("step"), py::arg("loss"), py::arg("grad_norm"), py::arg("lr"),
            py::arg("tokens"), py::arg("seconds"), py::arg("memory_bytes"), py::arg("skipped") = false)
       .def("summary", &JobMetrics::summary);
+  // model/blas_core.h: the OPENBLAS_CORETYPE this process should have been started with ("" if none).
+  m.def("blas_core_override", &model::blas_core_override);
+  m.def("blas_core_name", &model::blas_core_name);
   m.def("read_safetensors", &read_safetensors, py::arg("path"));
   m.def("write_safetensors", &write_safetensors, py::arg("path"), py::arg("tensors"),
         py::arg("metadata") = std::map<std::string, std::string>{});
