@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "model/fast_exp.h"
+#include "model/flush_denormals.h"
 #include "model/ops.h"
 
 namespace fsdp::model {
@@ -38,6 +39,7 @@ void probabilities_from_lse(float* p, int64_t seq, const float* lse, int64_t lse
 
 void causal_attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v, float* out,
                               float* lse, MemoryTracker& tracker) {
+  const FlushDenormals flush;  // model/flush_denormals.h
   const int64_t T = s.seq, hd = s.head_dim, qd = s.q_dim(), kvd = s.kv_dim();
   TrackedBuffer<float> scores;  // every (b, h) writes all of it (GEMM with beta 0, softmax, zeros)
   scores.reset_for_overwrite(tracker, MemoryCategory::kActivations, static_cast<size_t>(T * T));
@@ -70,6 +72,7 @@ void causal_attention_forward(const AttentionShape& s, const float* q, const flo
 void causal_attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
                                const float* out, const float* lse, const float* dout, float* dq, float* dk, float* dv,
                                MemoryTracker& tracker) {
+  const FlushDenormals flush;  // model/flush_denormals.h
   const int64_t T = s.seq, hd = s.head_dim, qd = s.q_dim(), kvd = s.kv_dim();
   const float scale = softmax_scale(s);
   TrackedBuffer<float> scratch;  // p and dp: each written whole by a GEMM with beta 0 before use

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "model/fast_exp.h"
+#include "model/flush_denormals.h"
 
 namespace fsdp::model::ops {
 namespace {
@@ -129,6 +130,7 @@ void rope_apply(float* x, int64_t rows, int64_t seq, int64_t heads, int64_t head
 // __restrict: the four arrays never overlap, and without it GCC does not vectorize the loop.
 void swiglu_forward(const float* __restrict a1, const float* __restrict a3, float* __restrict act,
                     float* __restrict gate, int64_t count) {
+  const FlushDenormals flush;  // model/flush_denormals.h
   for (int64_t i = 0; i < count; ++i) {
     act[i] = a1[i] / (1.f + exp_fast(-a1[i]));
     gate[i] = act[i] * a3[i];
@@ -137,6 +139,7 @@ void swiglu_forward(const float* __restrict a1, const float* __restrict a3, floa
 
 void swiglu_backward(const float* __restrict dgate, const float* __restrict act, float* __restrict a1,
                      float* __restrict a3, int64_t count) {
+  const FlushDenormals flush;  // model/flush_denormals.h
   for (int64_t i = 0; i < count; ++i) {
     const float sig = 1.f / (1.f + exp_fast(-a1[i]));
     const float da1 = dgate[i] * a3[i] * (sig * (1.f + a1[i] * (1.f - sig)));
