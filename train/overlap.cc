@@ -9,7 +9,8 @@ void OverlapMeter::compute(TimePoint start, TimePoint end) {
   compute_.push_back({start, end});
 }
 
-void OverlapMeter::communication(std::string_view kind, TimePoint start, TimePoint end) {
+void OverlapMeter::communication(std::string_view collective, TimePoint start, TimePoint end) {
+  const std::string_view kind = collective.starts_with("all_gather") ? "all_gather" : collective;
   std::lock_guard lock(mu_);
   comm_[std::string(kind)].push_back({start, end});
 }

@@ -17,8 +17,9 @@ class OverlapMeter {
   using TimePoint = std::chrono::steady_clock::time_point;
 
   void compute(TimePoint start, TimePoint end);
-  // `kind` groups collectives: "all_gather" (forward and backward), "reduce_scatter", "all_reduce".
-  void communication(std::string_view kind, TimePoint start, TimePoint end);
+  // `collective` as the runtime names it (CommObserver): every all-gather ("all_gather", the backward
+  // and group ones) counts as kind "all_gather"; the others ("reduce_scatter", "all_reduce") as named.
+  void communication(std::string_view collective, TimePoint start, TimePoint end);
 
   struct Share {
     double seconds = 0;         // total time the collectives of this kind were in flight

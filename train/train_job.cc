@@ -362,7 +362,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   });
   trainer.fsdp().set_comm_observer(
       [&](std::string_view what, int unit, Clock::time_point start, Clock::time_point end, int64_t bytes) {
-        overlap.communication(what.starts_with("all_gather") ? "all_gather" : what, start, end);
+        overlap.communication(what, start, end);
         if (tracing) {
           trace.complete(Track::kCommunication, std::string(what) + " " + trainer.fsdp().unit(unit).name(),
                          to_us(start), to_us(end) - to_us(start), bytes);

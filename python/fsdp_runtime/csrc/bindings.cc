@@ -40,7 +40,7 @@ struct ShardingGroups {
   fsdp::train::OverlapMeter waits;
   fsdp::runtime::CommObserver observer = [this](std::string_view what, int, Clock::time_point start,
                                                 Clock::time_point end, int64_t) {
-    waits.communication(what.starts_with("all_gather") ? "all_gather" : what, start, end);
+    waits.communication(what, start, end);
   };
 };
 
