@@ -178,7 +178,7 @@ int run_vs_torch(int64_t steps, int repeats) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fsdp::model::use_best_blas_core(argv);  // before anything else: it may restart this program
+  fsdp::model::use_best_blas_core(argv, /*announce=*/true);  // first: it may restart this program
   std::string config_file = "configs/debug_model.toml", markdown, only;
   int64_t steps = 20;
   int repeats = 3;

@@ -107,4 +107,12 @@ ProcessEnv detect_process_env(const BootstrapOverrides& o, const EnvReader& read
   return p;
 }
 
+bool environment_names_rank_zero(const EnvReader& env) {
+  try {
+    return detect_process_env({}, env).rank == 0;
+  } catch (const std::exception&) {
+    return true;
+  }
+}
+
 }  // namespace fsdp::launch

@@ -44,4 +44,8 @@ using EnvReader = std::function<std::optional<std::string>(const std::string&)>;
 // WORLD_SIZE), or inconsistent (a rank outside the world, a local rank outside the local world).
 ProcessEnv detect_process_env(const BootstrapOverrides& overrides = {}, const EnvReader& env = {});
 
+// Whether the environment makes this process rank 0 (or names no rank): for start-up lines said once per
+// job. Malformed variables count as rank 0; detect_process_env reports them when the job reads them.
+bool environment_names_rank_zero(const EnvReader& env = {});
+
 }  // namespace fsdp::launch

@@ -41,28 +41,27 @@ std::string blas_core_override() {
   return better_blas_core(blas_core_name(), avx2_fma, avx512);
 }
 
-void use_best_blas_core(char** argv) {
+std::string prepare_blas_core_restart(const std::string& program, bool announce) {
   const std::string better = blas_core_override();
-  if (better.empty()) return;
-  const std::string loaded = blas_core_name();
-  // One line per job, not per rank: only a process whose launcher calls it rank 0 (or names no rank) says it.
-  bool first_rank = true;
-  for (const char* var : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}) {
-    const char* v = std::getenv(var);
-    if (v && *v && std::string_view(v) != "0") first_rank = false;
-  }
-  if (first_rank) {
+  if (better.empty()) return "";
+  if (announce) {
     std::fprintf(stderr,
                  "%s: OpenBLAS picked its '%s' kernels on a CPU with %s: restarting with OPENBLAS_CORETYPE=%s "
                  "(set OPENBLAS_CORETYPE to choose)\n",
-                 argv[0], loaded.c_str(), better == "SkylakeX" ? "AVX-512" : "AVX2", better.c_str());
+                 program.c_str(), blas_core_name().c_str(), better == "SkylakeX" ? "AVX-512" : "AVX2",
+                 better.c_str());
   }
   std::fflush(stderr);
   std::fflush(stdout);
   ::setenv(std::string(knobs::kOpenblasCoretype.env).c_str(), better.c_str(), 1);
+  return better;
+}
+
+void use_best_blas_core(char** argv, bool announce) {
+  if (prepare_blas_core_restart(argv[0], announce).empty()) return;
   ::execv("/proc/self/exe", argv);
   std::fprintf(stderr, "%s: restarting failed (%s): OpenBLAS's '%s' kernels stay\n", argv[0], std::strerror(errno),
-               loaded.c_str());
+               blas_core_name().c_str());
 }
 
 }  // namespace fsdp::model

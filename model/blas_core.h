@@ -6,7 +6,7 @@
 // the programs that compute (fsdp-train, fsdp-train-bench, fsdp-calibrate) re-execute themselves once
 // with it set, at the very start:
 //
-//   int main(int argc, char** argv) { fsdp::model::use_best_blas_core(argv); ... }
+//   int main(int argc, char** argv) { fsdp::model::use_best_blas_core(argv, /*announce=*/true); ... }
 //
 // The Python front end does the same through fsdp_runtime.use_best_blas_core() (torch's BLAS is the same
 // OpenBLAS).
@@ -28,10 +28,13 @@ std::string better_blas_core(const std::string& loaded, bool avx2_fma, bool avx5
 // (the user's choice, or this program's second start).
 std::string blas_core_override();
 
-// Where blas_core_override names one: sets OPENBLAS_CORETYPE, says so on stderr, and
-// re-executes this program (/proc/self/exe, the same argv and environment otherwise). Returns when
-// there is nothing to do, the user chose through OPENBLAS_CORETYPE, or the exec failed (then OpenBLAS's
-// own choice stands, with a warning).
-void use_best_blas_core(char** argv);
+// Where blas_core_override names one: sets OPENBLAS_CORETYPE, says so on stderr if `announce` (rank 0:
+// one line per job) and returns it for the caller to restart with; "" when there is nothing to do.
+std::string prepare_blas_core_restart(const std::string& program, bool announce);
+
+// prepare_blas_core_restart, then re-executes this program (/proc/self/exe, the same argv and
+// environment otherwise). Returns when there is nothing to do, the user chose through
+// OPENBLAS_CORETYPE, or the exec failed (then OpenBLAS's own choice stands, with a warning).
+void use_best_blas_core(char** argv, bool announce);
 
 }  // namespace fsdp::model

@@ -10,7 +10,7 @@ import sys
 
 import torch.distributed as dist
 
-from ._C import ProcessGroupFsdp, blas_core_name, blas_core_override
+from ._C import ProcessGroupFsdp, prepare_blas_core_restart
 from .fully_shard import (FSDPModule, MixedPrecisionPolicy, clear_overlap, clip_grad_norm_, full_parameters, full_state_dict,
                           fully_shard, load_full_state_dict, memory, overlap, reset_memory_peaks)
 
@@ -24,13 +24,8 @@ def use_best_blas_core():
     Debian 12's 0.3.21 runs an Emerald Rapids on SSE3 kernels at half speed): sets OPENBLAS_CORETYPE and
     re-executes this Python program, as fsdp-train does. Call it first thing in a script's main; returns
     when there is nothing to do or OPENBLAS_CORETYPE is set."""
-    better = blas_core_override()
-    if not better:
+    if not prepare_blas_core_restart(sys.argv[0]):  # sets OPENBLAS_CORETYPE in the environment execv passes
         return
-    if os.environ.get("RANK", "0") in ("", "0") and os.environ.get("OMPI_COMM_WORLD_RANK", "0") in ("", "0"):
-        print(f"{sys.argv[0]}: OpenBLAS picked its '{blas_core_name()}' kernels: restarting with "
-              f"OPENBLAS_CORETYPE={better} (set OPENBLAS_CORETYPE to choose)", file=sys.stderr, flush=True)
-    os.environ["OPENBLAS_CORETYPE"] = better
     sys.stdout.flush()
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if spec is not None and spec.name not in ("", "__main__"):  # python3 -m package.module

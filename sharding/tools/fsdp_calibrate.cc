@@ -198,7 +198,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fsdp::model::use_best_blas_core(argv);  // before anything else: it may restart this program
+  fsdp::model::use_best_blas_core(argv, /*announce=*/true);  // first: it may restart this program
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {

@@ -101,5 +101,13 @@ TEST(Bootstrap, BadValuesAreNamed) {
   expect_rejected({{"MASTER_PORT", "70000"}}, "MASTER_PORT='70000'");
 }
 
+TEST(Bootstrap, RankZeroForStartUpLines) {
+  EXPECT_TRUE(environment_names_rank_zero(fake({})));
+  EXPECT_TRUE(environment_names_rank_zero(fake({{"RANK", "0"}, {"WORLD_SIZE", "2"}})));
+  EXPECT_FALSE(environment_names_rank_zero(fake({{"RANK", "1"}, {"WORLD_SIZE", "2"}})));
+  EXPECT_FALSE(environment_names_rank_zero(fake({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}})));
+  EXPECT_TRUE(environment_names_rank_zero(fake({{"RANK", "x"}, {"WORLD_SIZE", "2"}})));  // reported later
+}
+
 }  // namespace
 }  // namespace fsdp::launch

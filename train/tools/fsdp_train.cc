@@ -17,6 +17,7 @@
 #include "collectives/core/errors.h"
 #include "collectives/core/flight_recorder.h"
 #include "common/knobs.h"
+#include "launch/bootstrap.h"
 #include "launch/cli_flags.h"
 #include "launch/thread_budget.h"
 #include "launch/world.h"
@@ -40,7 +41,8 @@ int fail(int rank, const char* kind, const std::exception& e, int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fsdp::model::use_best_blas_core(argv);  // before anything else: it may restart this program
+  // before anything else: it may restart this program
+  fsdp::model::use_best_blas_core(argv, fsdp::launch::environment_names_rank_zero());
   using namespace fsdp;
   int rank = -1;  // unknown until the environment is read
   // Outside the try, so a failure is reported before the world is torn down (and never lost to it).

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "launch/bootstrap.h"
 #include "model/blas_core.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "sharding/cost_model.h"
@@ -165,9 +166,11 @@ void bind_train(py::module_& m) {
       .def("log", &JobMetrics::log, py::arg("step"), py::arg("loss"), py::arg("grad_norm"), py::arg("lr"),
            py::arg("tokens"), py::arg("seconds"), py::arg("memory_bytes"), py::arg("skipped") = false)
       .def("summary", &JobMetrics::summary);
-  // model/blas_core.h: the OPENBLAS_CORETYPE this process should have been started with ("" if none).
-  m.def("blas_core_override", &model::blas_core_override);
-  m.def("blas_core_name", &model::blas_core_name);
+  // model/blas_core.h: sets OPENBLAS_CORETYPE where OpenBLAS loaded kernels older than this CPU allows
+  // (rank 0 says so) and returns it, for fsdp_runtime.use_best_blas_core to restart with; "" if none.
+  m.def("prepare_blas_core_restart", [](const std::string& program) {
+    return model::prepare_blas_core_restart(program, launch::environment_names_rank_zero());
+  });
   m.def("read_safetensors", &read_safetensors, py::arg("path"));
   m.def("write_safetensors", &write_safetensors, py::arg("path"), py::arg("tensors"),
         py::arg("metadata") = std::map<std::string, std::string>{});
