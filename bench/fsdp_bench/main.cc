@@ -118,6 +118,10 @@ int run(const fb::Options& o, const std::string& command) {
   if (o.memcpy_bound) {
     report.backends.push_back({"memcpy", "single-copy bound: memcpy of the bytes a rank receives (size x busbw "
                                          "factor), every rank at once; both columns are independent samples", ""});
+    if (fb::has_reduction(o.collective)) {
+      report.backends.push_back({fb::kAddBound, "reduction bound: x[i] += y[i] over the bytes a rank reduces (size x "
+                                                "busbw factor), every rank at once, fp32/fp64 rows only", ""});
+    }
   }
   if (printer) {
     for (const fb::BackendInfo& info : report.backends) std::fputs(fb::format_backend(report, info).c_str(), stdout);

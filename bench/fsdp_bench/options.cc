@@ -286,7 +286,8 @@ std::string usage() {
          "  -t, -g, -m           accepted with the value 1 only (one rank per process)\n"
          "fsdp-bench flags:\n"
          "  --backend LIST       shm, tcp, ucx, mpi, mpi-native, gloo, a comma list, or all (default shm)\n"
-         "  --memcpy 0|1         also measure the single-copy memcpy bound (default 1)\n"
+         "  --memcpy 0|1         also measure the bounds: memcpy of the bytes a rank receives, and for\n"
+         "                       the reductions x[i] += y[i] over them (row \"add\"; default 1)\n"
          "  --thp 0|1            back the buffers with transparent huge pages (default 0)\n"
          "  --json FILE          every row, machine-readable (schema: docs/benchmarks.md)\n"
          "  --plot FILE.svg      busbw against size, one line per backend\n" +

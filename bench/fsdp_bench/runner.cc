@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include "bench/fsdp_bench/data_check.h"
@@ -166,7 +167,7 @@ Row row_header(const Options& o, const std::string& backend, size_t size, DataTy
   row.count = g.count;
   row.bytes = g.count * elem;
   row.type = t;
-  row.has_op = has_reduction(o.collective) && backend != "memcpy";
+  row.has_op = has_reduction(o.collective) && backend != "memcpy" && backend != kAddBound;
   row.op = op;
   row.root = has_root(o.collective) ? o.root : -1;
   return row;
@@ -196,6 +197,36 @@ Row memcpy_row(const Options& o, Backend& control, Buffers& buf, size_t size, Da
   return row;
 }
 
+// x[i] += y[i] in T's own arithmetic: a plain loop the compiler vectorises, independent of the
+// collectives' reduction kernels it bounds.
+template <typename T>
+void add_into(std::byte* x, const std::byte* y, size_t count) {
+  T* __restrict dst = reinterpret_cast<T*>(x);
+  const T* __restrict src = reinterpret_cast<const T*>(y);
+  for (size_t i = 0; i < count; ++i) dst[i] += src[i];
+}
+
+// The reduction bound: every rank at once adds size * bus factor bytes of y into x, the bytes a
+// reducing rank must combine, so its busbw is the in-run bandwidth of x[i] += y[i]. fp32 and fp64
+// only (the narrow floats' bound would be the widening, not the add): nullopt for the rest.
+std::optional<Row> add_row(const Options& o, Backend& control, Buffers& buf, size_t size, DataType t) {
+  if (t != DataType::kFloat32 && t != DataType::kFloat64) return std::nullopt;
+  const int n = control.size();
+  const double factor = bus_factor(o.collective, n);
+  Row row = row_header(o, kAddBound, size, t, ReduceKind::kSum, n, control.rank());
+  const size_t bytes = n > 1 ? static_cast<size_t>(static_cast<double>(row.bytes) * factor) : row.bytes;
+  const double shown_factor = n > 1 ? factor : 1.0;
+  const size_t count = bytes / element_size(t);
+  for (Measurement* m : {&row.out_of_place, &row.in_place}) {
+    const Timing timing = time_iterations(o, control, [&] {
+      if (t == DataType::kFloat32) add_into<float>(buf.recv(), buf.send(), count);
+      else add_into<double>(buf.recv(), buf.send(), count);
+    });
+    finish(*m, o, control, timing, row.bytes, shown_factor);
+  }
+  return row;
+}
+
 }  // namespace
 
 std::vector<Row> run_interleaved(const Options& o, const std::vector<Backend*>& backends, Backend* memcpy_control,
@@ -207,7 +238,12 @@ std::vector<Row> run_interleaved(const Options& o, const std::vector<Backend*>& 
     for (DataType t : o.types) {
       for (ReduceKind op : ops) {
         for (Backend* b : backends) rows.push_back(backend_row(o, *b, buf, size, t, op));
-        if (memcpy_control && op == ops.front()) rows.push_back(memcpy_row(o, *memcpy_control, buf, size, t));
+        if (memcpy_control && op == ops.front()) {
+          rows.push_back(memcpy_row(o, *memcpy_control, buf, size, t));
+          if (has_reduction(o.collective)) {
+            if (auto add = add_row(o, *memcpy_control, buf, size, t)) rows.push_back(std::move(*add));
+          }
+        }
       }
     }
   }

@@ -56,11 +56,15 @@ class Buffers {
 // max_bytes * bus factor).
 size_t buffer_bytes(const Options& o, int nranks);
 
+// The reduction bound's backend name (rows of reduce_scatter, all_reduce and reduce, fp32/fp64).
+inline constexpr const char* kAddBound = "add";
+
 // Measures every row of the sweep on each backend in turn, row by row, so that every backend and
 // the memcpy bound see the same moment of a noisy machine. The memcpy bound (when
 // `memcpy_control` is given) has every rank at once copy size * bus factor bytes with memcpy: what
 // a rank must receive, so its busbw is the copy bandwidth; `memcpy_control` lines the ranks up and
-// combines their times like any backend's.
+// combines their times like any backend's. For the reducing collectives the add bound follows it:
+// every rank at once runs x[i] += y[i] over the same bytes (fp32 and fp64 rows).
 std::vector<Row> run_interleaved(const Options& o, const std::vector<Backend*>& backends, Backend* memcpy_control,
                                  Buffers& buffers);
 
