@@ -13,14 +13,30 @@ constexpr double kGB = 1e9;
 constexpr double kTB = 1e12;
 constexpr double kUs = 1e-6;
 constexpr double kTflops = 1e12;
-// Large bf16/fp8 GEMMs reach roughly 70-80% of the datasheet peak on current accelerators; the roofline
-// uses this fraction so predicted MFU is not the datasheet's. An assumption: override per profile.
-constexpr double kMatmulEfficiency = 0.75;
+constexpr double kMiB = 1024.0 * 1024.0;
+// Where no measurement of a chip's achievable matmul rate is published (the Trainium chips): large
+// bf16/fp8 GEMMs reach roughly 70-80% of the datasheet peak on current accelerators. An assumption.
+constexpr double kAssumedMatmulEfficiency = 0.75;
 
-// Sources in docs/planner.md. Published chip-to-chip figures are totals over both directions; the
-// model uses half. Network figures (NIC line rates) are per direction already.
+// Sources in docs/planner.md (Chip profiles), one per figure; never fitted to a training result.
+// Published chip-to-chip figures are totals over both directions; the model uses half. Network
+// figures (NIC line rates) are per direction already. Memory is the capacity the driver reports
+// (NVML's MiB for the NVIDIA parts), not the marketing figure. matmul_efficiency: the measured
+// maximum achievable bf16 matmul rate over the peak (ml-engineering's MAMF table) where published.
 std::vector<ChipProfile> make_presets() {
   std::vector<ChipProfile> v;
+  v.push_back(ChipProfile{.name = "trn1",
+                          .memory_bytes = 32 * kGiB,
+                          .hbm_bytes_per_s = 820 * kGiB,
+                          .intra_bytes_per_s = 384 * kGiB / 2,  // NeuronLink-v2 384 GiB/s per device
+                          .intra_latency_s = 5 * kUs,
+                          .inter_bytes_per_s = 6.25 * kGB,  // EFA 800 Gb/s per 16-chip trn1.32xlarge
+                          .inter_latency_s = 20 * kUs,
+                          .peak_flops_fp32 = 47.5 * kTflops,
+                          .peak_flops_bf16 = 190 * kTflops,
+                          .peak_flops_fp8 = 190 * kTflops,  // cFP8 at the bf16 rate
+                          .matmul_efficiency = kAssumedMatmulEfficiency,
+                          .chips_per_node = 16});
   v.push_back(ChipProfile{.name = "trn2",
                           .memory_bytes = 96 * kGiB,
                           .hbm_bytes_per_s = 2.9 * kTB,
@@ -31,22 +47,34 @@ std::vector<ChipProfile> make_presets() {
                           .peak_flops_fp32 = 181 * kTflops,
                           .peak_flops_bf16 = 667 * kTflops,
                           .peak_flops_fp8 = 1299 * kTflops,
-                          .matmul_efficiency = kMatmulEfficiency,
+                          .matmul_efficiency = kAssumedMatmulEfficiency,
                           .chips_per_node = 16});
   v.push_back(ChipProfile{.name = "trn3",
                           .memory_bytes = 144 * kGiB,
                           .hbm_bytes_per_s = 4.9 * kTB,
                           .intra_bytes_per_s = 2.0 * kTB / 2,  // NeuronLink about 2 TB/s per chip
                           .intra_latency_s = 5 * kUs,
-                          .inter_bytes_per_s = 25 * kGB,  // assumed same EFA share per chip as trn2
+                          .inter_bytes_per_s = 25 * kGB,  // EFA 28.8 Tb/s per 144-chip UltraServer
                           .inter_latency_s = 20 * kUs,
                           .peak_flops_fp32 = 183 * kTflops,
                           .peak_flops_bf16 = 671 * kTflops,
                           .peak_flops_fp8 = 2517 * kTflops,  // MXFP8
-                          .matmul_efficiency = kMatmulEfficiency,
+                          .matmul_efficiency = kAssumedMatmulEfficiency,
                           .chips_per_node = 144});
+  v.push_back(ChipProfile{.name = "a100",
+                          .memory_bytes = 81920 * kMiB,  // "80 GB"
+                          .hbm_bytes_per_s = 2.039 * kTB,
+                          .intra_bytes_per_s = 600 * kGB / 2,  // NVLink 3: 600 GB/s total
+                          .intra_latency_s = 3 * kUs,
+                          .inter_bytes_per_s = 25 * kGB,  // one 200 Gb/s HDR NIC per GPU (DGX A100)
+                          .inter_latency_s = 10 * kUs,
+                          .peak_flops_fp32 = 19.5 * kTflops,
+                          .peak_flops_bf16 = 312 * kTflops,
+                          .peak_flops_fp8 = 312 * kTflops,  // no FP8 units: at the bf16 rate
+                          .matmul_efficiency = 271.2 / 312,
+                          .chips_per_node = 8});
   v.push_back(ChipProfile{.name = "h100",
-                          .memory_bytes = 80 * kGB,
+                          .memory_bytes = 81559 * kMiB,  // "80 GB"
                           .hbm_bytes_per_s = 3.35 * kTB,
                           .intra_bytes_per_s = 900 * kGB / 2,  // NVLink 4: 900 GB/s total
                           .intra_latency_s = 3 * kUs,
@@ -55,12 +83,24 @@ std::vector<ChipProfile> make_presets() {
                           .peak_flops_fp32 = 67 * kTflops,
                           .peak_flops_bf16 = 989 * kTflops,
                           .peak_flops_fp8 = 1979 * kTflops,
-                          .matmul_efficiency = kMatmulEfficiency,
+                          .matmul_efficiency = 794.5 / 989,
                           .chips_per_node = 8});
-  // H200: the H100's compute, NVLink and networking with more and faster HBM (141 GB HBM3e, 4.8 TB/s).
-  ChipProfile h200 = v.back();
+  // The 96 GB HBM2e H100 of Meta's Grand Teton hosts (TorchTitan's published runs): 2.4 TB/s, a 500 W
+  // power limit, compute "between SXM and NVL" (835.5-989 TFLOPS bf16): the midpoint, and the
+  // SXM part's measured efficiency (none is published for this one). 95.0 GiB as CUDA reports it.
+  ChipProfile h100_hbm2e = v.back();
+  h100_hbm2e.name = "h100-hbm2e";
+  h100_hbm2e.memory_bytes = 95.0 * kGiB;
+  h100_hbm2e.hbm_bytes_per_s = 2.4 * kTB;
+  h100_hbm2e.peak_flops_fp32 = (60 + 67) / 2.0 * kTflops;
+  h100_hbm2e.peak_flops_bf16 = (835.5 + 989) / 2 * kTflops;
+  h100_hbm2e.peak_flops_fp8 = (1670.5 + 1979) / 2 * kTflops;
+  v.push_back(h100_hbm2e);
+  // H200: the H100's compute, NVLink and networking with more and faster HBM (141 GB HBM3e, 4.8 TB/s);
+  // its bf16 MAMF is published as the H100's.
+  ChipProfile h200 = v[v.size() - 2];
   h200.name = "h200";
-  h200.memory_bytes = 141 * kGB;
+  h200.memory_bytes = 143771 * kMiB;  // "141 GB"
   h200.hbm_bytes_per_s = 4.8 * kTB;
   v.push_back(h200);
   // This project's 2-core CI machine: a "chip" is one process; figures from /work/shared/baselines.md.

@@ -53,7 +53,7 @@ struct ChipProfile {
 // Throws PlanError when a field is zero, negative or not finite.
 void validate(const ChipProfile& chip);
 
-std::vector<std::string> chip_preset_names();    // trn2, trn3, h100, h200, cpu
+std::vector<std::string> chip_preset_names();    // trn1, trn2, trn3, a100, h100, h100-hbm2e, h200, cpu
 ChipProfile chip_preset(std::string_view name);  // throws PlanError naming the known chips
 
 // A TOML profile file: a [chip] table with `base = "<preset>"` (optional) and any fields to override

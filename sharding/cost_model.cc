@@ -240,6 +240,17 @@ double ring_bytes_sent(double bytes, int64_t n) {
   return n <= 1 ? 0 : bytes * static_cast<double>(n - 1) / static_cast<double>(n);
 }
 
+Link group_link(int64_t n, int64_t nodes, const Link& intra, const Link& inter) {
+  if (nodes <= 1 || n <= 1) return intra;
+  const double m = static_cast<double>(nodes);
+  const double local = std::max(1.0, static_cast<double>(n) / m);
+  // Seconds per byte of the buffer, and latency, of the hierarchical collective.
+  const double per_byte = (local - 1) / local / intra.bytes_per_s + (m - 1) / (m * local) / inter.bytes_per_s;
+  const double latency = 2 * (local - 1) * intra.latency_s + (m - 1) * inter.latency_s;
+  const double ring_share = static_cast<double>(n - 1) / static_cast<double>(n);
+  return Link{ring_share / per_byte, latency / static_cast<double>(n - 1)};
+}
+
 double all_gather_seconds(double bytes, int64_t n, const Link& link) {
   if (n <= 1) return 0;
   return static_cast<double>(n - 1) * link.latency_s + ring_bytes_sent(bytes, n) / link.bytes_per_s;

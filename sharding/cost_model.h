@@ -157,6 +157,17 @@ double all_reduce_seconds(double bytes, int64_t n, const Link& link);  // reduce
 // Bytes each rank sends for those collectives.
 double ring_bytes_sent(double bytes, int64_t n);
 
+// The link a group of n ranks spread evenly over `nodes` servers (L = n / nodes on each) sees, as the
+// one Link the ring formulas above take. On one server: `intra`. Across servers the collective is
+// hierarchical over rails, as the runtime's (collectives/algorithms/*_hierarchical.cc) and NCCL's
+// rings over rail-connected NICs are: each rank's own network link carries (nodes - 1) / nodes of the
+// buffer / L, its server's links (L - 1) / L of it, one phase after the other:
+//   time = (L - 1) / L * B / intra + (nodes - 1) / (nodes * L) * B / inter
+//          + 2 (L - 1) alpha_intra + (nodes - 1) alpha_inter,
+// returned as the bandwidth and per-step latency with which (n - 1) / n * B and (n - 1) steps give it.
+// With one rank per server (an HSDP replicate group) that is the flat ring over `inter`.
+Link group_link(int64_t n, int64_t nodes, const Link& intra, const Link& inter);
+
 // ---- Expert parallelism's all-to-all ----
 //
 // A MoE block's token exchange over the EP group of n ranks: every rank sends `bytes` in all (the rows

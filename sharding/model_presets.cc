@@ -18,7 +18,7 @@ struct Preset {
   LlamaConfig config;
 };
 
-// Published configurations (Meta's Llama 3 / 3.1 model cards and params.json; TorchTitan's debugmodel;
+// Published configurations (Meta's Llama 2 and Llama 3 / 3.1 model cards and params.json; TorchTitan's debugmodel;
 // Mistral's Mixtral-8x7B, Qwen's Qwen3-30B-A3B and deepseek-ai's DeepSeek-V2-Lite config.json).
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> kPresets = {
@@ -46,6 +46,17 @@ const std::vector<Preset>& presets() {
                                   .vocab = 128256,
                                   .multiple_of = 4096,
                                   .ffn_dim_multiplier = 1.2}},
+      // Llama 2 (Meta's params.json: multiple_of 256, 70B with GQA 8 and ffn_dim_multiplier 1.3, vocab
+      // 32000): the models of the public FSDP runs on A100s (docs/planner.md, Public runs).
+      {"llama2-7b", LlamaConfig{.dim = 4096, .layers = 32, .n_heads = 32, .vocab = 32000}},
+      {"llama2-13b", LlamaConfig{.dim = 5120, .layers = 40, .n_heads = 40, .vocab = 32000}},
+      {"llama2-70b", LlamaConfig{.dim = 8192,
+                                 .layers = 80,
+                                 .n_heads = 64,
+                                 .n_kv_heads = 8,
+                                 .vocab = 32000,
+                                 .multiple_of = 4096,
+                                 .ffn_dim_multiplier = 1.3}},
       // Mixtral's expert width 14336 is what TorchTitan's formula gives for dim 4096 with these knobs.
       {"mixtral-8x7b", LlamaConfig{.dim = 4096,
                                    .layers = 32,

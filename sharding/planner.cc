@@ -102,12 +102,15 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   auto recomputed_per_token = [&](ActivationCheckpointing ac) {
     return saved_per_token(ActivationCheckpointing::kNone) - saved_per_token(ac);
   };
-  const Link shard_link{chip.bandwidth(mesh.shard_level()), chip.latency(mesh.shard_level())};
+  // Each group's link: its server's, or hierarchical over rails where it spans servers (group_link).
+  const Link intra{chip.bandwidth(LinkLevel::kIntra), chip.latency(LinkLevel::kIntra)};
+  const Link inter{chip.bandwidth(LinkLevel::kInter), chip.latency(LinkLevel::kInter)};
+  const Link shard_link = group_link(shard, mesh.nodes_spanned_by_block(shard), intra, inter);
   const int64_t back_group = policy.reshard.backward_group(shard);
   const LinkLevel back_level = back_group > 1 ? mesh.level_of_block(back_group) : LinkLevel::kIntra;
-  const Link back_link{chip.bandwidth(back_level), chip.latency(back_level)};
+  const Link back_link = group_link(back_group, mesh.nodes_spanned_by_block(back_group), intra, inter);
   const LinkLevel rep_level = mesh.replicate_level();
-  const Link rep_link{chip.bandwidth(rep_level), chip.latency(rep_level)};
+  const Link rep_link = group_link(replicate, mesh.nodes_spanned_by_replicate_group(), intra, inter);
 
   CommAccumulator ag_fwd{{"all_gather_forward", mesh.shard_level(), shard}};
   CommAccumulator ag_bwd{{"all_gather_backward", back_level, back_group}};
@@ -119,7 +122,8 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   // reshard_after_forward = k keeps nothing for them (their groups have no subgroup of k), so backward
   // gathers over the whole expert group unless nothing is resharded.
   const int64_t expert_shard = mesh.expert_shard_degree();
-  const Link expert_link{chip.bandwidth(mesh.expert_shard_level()), chip.latency(mesh.expert_shard_level())};
+  const Link expert_link = group_link(
+      expert_shard, mesh.expert_shard_level() == LinkLevel::kInter ? mesh.nodes_spanned_by_block(shard) : 1, intra, inter);
   const int64_t expert_back = policy.reshard.mode == Reshard::Mode::kNever ? 1 : expert_shard;
   CommAccumulator eag_fwd{{"expert_all_gather_fwd", mesh.expert_shard_level(), expert_shard}};
   CommAccumulator eag_bwd{{"expert_all_gather_bwd", mesh.expert_shard_level(), expert_back}};
@@ -129,8 +133,7 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   const double a2a_bytes = moe_all_to_all_bytes(model.dims, policy.seq_len * policy.micro_batch,
                                                 activation_element_bytes(policy.param_dtype, chip.fp32_compute));
   const AllToAllCost a2a =
-      all_to_all_cost(a2a_bytes, ep, ep_local, Link{chip.bandwidth(LinkLevel::kIntra), chip.latency(LinkLevel::kIntra)},
-                      Link{chip.bandwidth(LinkLevel::kInter), chip.latency(LinkLevel::kInter)});
+      all_to_all_cost(a2a_bytes, ep, ep_local, intra, inter);
   CommEstimate a2a_intra{"all_to_all", LinkLevel::kIntra, ep, 0, 0, 0, 0};
   CommEstimate a2a_inter{"all_to_all", LinkLevel::kInter, ep, 0, 0, 0, 0};
   ActivationCheckpointing layer_ac = ActivationCheckpointing::kNone;  // of the block an expert unit follows
@@ -263,7 +266,7 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   }
   // The loss and the gradient norm: one 8-byte all-reduce each over the world (and the shard group).
   const LinkLevel world_level = mesh.nodes() > 1 ? LinkLevel::kInter : LinkLevel::kIntra;
-  const Link world_link{chip.bandwidth(world_level), chip.latency(world_level)};
+  const Link world_link = group_link(mesh.world_size(), mesh.nodes(), intra, inter);
   step.step_sync = collective(all_reduce_seconds(8, mesh.world_size(), world_link), world_level, kStreamGather, 8,
                               ring_latency(mesh.world_size(), world_link, 2));
   const Program program = step_program(step);

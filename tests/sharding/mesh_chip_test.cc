@@ -55,12 +55,16 @@ TEST(ChipProfileTest, PresetsAndUnknownChip) {
   EXPECT_EQ(trn3.chips_per_node, 144);
   EXPECT_DOUBLE_EQ(trn3.peak_flops(DataType::kFloat8E4M3), 2517e12);
   EXPECT_DOUBLE_EQ(chip_preset("h100").peak_flops(DataType::kBfloat16), 989e12);
-  EXPECT_DOUBLE_EQ(chip_preset("h200").memory_bytes, 141e9);
+  EXPECT_DOUBLE_EQ(chip_preset("h200").memory_bytes, 143771.0 * (1 << 20));  // NVML's MiB of the "141 GB"
+  EXPECT_DOUBLE_EQ(chip_preset("a100").peak_flops(DataType::kBfloat16), 312e12);
+  EXPECT_DOUBLE_EQ(chip_preset("trn1").memory_bytes, 32.0 * (1 << 30));
+  // The 96 GB H100's compute lies between the SXM and NVL parts': the midpoint.
+  EXPECT_DOUBLE_EQ(chip_preset("h100-hbm2e").peak_flops(DataType::kBfloat16), (835.5e12 + 989e12) / 2);
   try {
     chip_preset("tpu9");
     FAIL();
   } catch (const PlanError& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown chip 'tpu9' (known chips: trn2, trn3, h100, h200, cpu"),
+    EXPECT_NE(std::string(e.what()).find("unknown chip 'tpu9' (known chips: trn1, trn2, trn3, a100, h100, h100-hbm2e, h200, cpu"),
               std::string::npos);
   }
 }

@@ -246,6 +246,23 @@ TEST(PlannerTest, AlphaBetaAndRoofline) {
   EXPECT_DOUBLE_EQ(roofline_seconds(1e9, 1e12, 2e12, 1e12), 2.0);
 }
 
+TEST(PlannerTest, GroupAcrossServersIsHierarchicalOverRails) {
+  const Link intra{300e9, 3e-6}, inter{25e9, 10e-6};
+  // On one server: the server's link; one rank per server (an HSDP replicate group): the flat ring.
+  EXPECT_DOUBLE_EQ(group_link(8, 1, intra, inter).bytes_per_s, 300e9);
+  EXPECT_NEAR(all_gather_seconds(1e9, 8, group_link(8, 8, intra, inter)), all_gather_seconds(1e9, 8, inter), 1e-12);
+  // 64 ranks over 8 servers of 8: each rank's NIC carries 7/8 of the buffer / 8, its server's links 7/8 of it.
+  const double expected = 7.0 / 8 * 1e9 / 300e9 + 7.0 / 64 * 1e9 / 25e9 + 2 * 7 * 3e-6 + 7 * 10e-6;
+  EXPECT_NEAR(all_gather_seconds(1e9, 64, group_link(64, 8, intra, inter)), expected, 1e-12);
+  // Far below the flat ring over the network, which every byte would cross.
+  EXPECT_LT(expected, all_gather_seconds(1e9, 64, inter) / 4);
+  // More network or server bandwidth is never slower; more servers for the same group never faster.
+  const double base = all_gather_seconds(1e9, 64, group_link(64, 8, intra, inter));
+  EXPECT_LE(all_gather_seconds(1e9, 64, group_link(64, 8, intra, Link{50e9, 10e-6})), base);
+  EXPECT_LE(all_gather_seconds(1e9, 64, group_link(64, 8, Link{600e9, 3e-6}, inter)), base);
+  EXPECT_GE(all_gather_seconds(1e9, 64, group_link(64, 16, intra, inter)), base);
+}
+
 TEST(PlannerTest, PrefetchOverlapsCommunication) {
   // The simulated step (tests/sharding/schedule_sim_test.cc has the known answers): prefetching hides
   // all-gathers behind compute, so exposed communication and the step shrink.
