@@ -72,6 +72,7 @@ std::vector<ChipProfile> make_presets() {
                           .peak_flops_bf16 = 312 * kTflops,
                           .peak_flops_fp8 = 312 * kTflops,  // no FP8 units: at the bf16 rate
                           .matmul_efficiency = 271.2 / 312,
+                          .attention_efficiency = 0.50,  // FlashAttention-2 on A100: 50-73% of peak
                           .chips_per_node = 8});
   v.push_back(ChipProfile{.name = "h100",
                           .memory_bytes = 81559 * kMiB,  // "80 GB"
@@ -84,6 +85,7 @@ std::vector<ChipProfile> make_presets() {
                           .peak_flops_bf16 = 989 * kTflops,
                           .peak_flops_fp8 = 1979 * kTflops,
                           .matmul_efficiency = 794.5 / 989,
+                          .attention_efficiency = 0.35,  // FlashAttention-2 on H100 (FlashAttention-3 paper)
                           .chips_per_node = 8});
   // The 96 GB HBM2e H100 of Meta's Grand Teton hosts (TorchTitan's published runs): 2.4 TB/s, a 500 W
   // power limit, compute "between SXM and NVL" (835.5-989 TFLOPS bf16): the midpoint, and the
@@ -170,6 +172,9 @@ void validate(const ChipProfile& c) {
   }
   if (c.intra_latency_s < 0 || c.inter_latency_s < 0) throw PlanError(where + "latencies must not be negative");
   if (c.matmul_efficiency > 1) throw PlanError(where + "matmul efficiency must be in (0, 1]");
+  if (!(c.attention_efficiency >= 0 && c.attention_efficiency <= 1)) {
+    throw PlanError(where + "attention efficiency must be in [0, 1] (0: the matmul efficiency)");
+  }
   if (!(c.comm_compute_contention >= 0 && c.comm_compute_contention <= 1)) {
     throw PlanError(where + "comm_compute_contention must be in [0, 1] (got " + std::to_string(c.comm_compute_contention) +
                     ")");
@@ -210,7 +215,8 @@ ChipProfile parse_chip_profile_document(std::string_view text, std::string_view 
   const toml::table& t = *cn->as_table();
   check_keys(src, t, "[chip]",
              {"base", "name", "memory_gib", "hbm_tb_per_s", "intra_gb_per_s", "intra_latency_us", "inter_gb_per_s",
-              "inter_latency_us", "fp32_tflops", "bf16_tflops", "fp8_tflops", "matmul_efficiency", "chips_per_node",
+              "inter_latency_us", "fp32_tflops", "bf16_tflops", "fp8_tflops", "matmul_efficiency",
+              "attention_efficiency", "chips_per_node",
               "fp32_compute", "comm_compute_contention", "mxfp8_quantize_ns_per_element",
               "mxfp8_decode_ns_per_element"});
   ChipProfile c;
@@ -252,6 +258,10 @@ ChipProfile parse_chip_profile_document(std::string_view text, std::string_view 
   if (auto v = get_int(src, t, "chips_per_node")) c.chips_per_node = *v;
   if (auto v = get_bool(src, t, "fp32_compute")) c.fp32_compute = *v;
   if (auto v = get_number(src, t, "comm_compute_contention")) c.comm_compute_contention = *v;
+  if (auto v = get_number(src, t, "attention_efficiency")) {
+    if (!(*v >= 0 && *v <= 1)) fail(src, *t.get("attention_efficiency"), "attention_efficiency must be in [0, 1] (0: matmul_efficiency)");
+    c.attention_efficiency = *v;
+  }
   // Optional even without a base: 0 (the default) derives the codec time from the memory bandwidth.
   for (auto [key, out] : {std::pair{"mxfp8_quantize_ns_per_element", &c.mxfp8_quantize_s_per_element},
                           {"mxfp8_decode_ns_per_element", &c.mxfp8_decode_s_per_element}}) {

@@ -25,6 +25,9 @@ struct ChipProfile {
   double peak_flops_bf16 = 0;
   double peak_flops_fp8 = 0;       // FP8 or MXFP8 dense
   double matmul_efficiency = 1.0;  // achievable fraction of peak for large matmuls (1 = pure roofline)
+  // Fraction of peak the fused attention kernel reaches (its QK^T and PV products, forward and
+  // backward); 0: matmul_efficiency (the CPU reference computes attention with the same GEMMs).
+  double attention_efficiency = 0;
   int64_t chips_per_node = 1;      // default server size when the user does not give one
   // No low-precision matmul units (the CPU reference model): parameters are gathered in the param
   // dtype but computed on, with gradients and activations, in fp32.
@@ -45,6 +48,7 @@ struct ChipProfile {
   double latency(LinkLevel level) const { return level == LinkLevel::kIntra ? intra_latency_s : inter_latency_s; }
   // Peak for matmuls whose inputs are `compute` (fp16/bf16 -> bf16 peak, fp8 -> fp8 peak, else fp32).
   double peak_flops(DataType compute) const;
+  double attention_fraction() const { return attention_efficiency > 0 ? attention_efficiency : matmul_efficiency; }
   // The codec per element: the figures above, or their bandwidth-derived defaults.
   double mxfp8_quantize_seconds_per_element() const;
   double mxfp8_decode_seconds_per_element() const;

@@ -185,8 +185,10 @@ ExecutedFlops unit_executed_flops_per_token(const UnitSpec& unit, const ModelDim
   if (unit.is_layer) {
     const double q = static_cast<double>(dims.n_heads > 0 ? dims.n_heads * dims.head_dim() : dims.dim);
     const double t = static_cast<double>(seq_len) * q * (fused_causal ? 0.5 : 1.0);
-    f.forward += 4 * t;
-    f.backward += 10 * t;
+    f.attention_forward = 4 * t;
+    f.attention_backward = 10 * t;
+    f.forward += f.attention_forward;
+    f.backward += f.attention_backward;
   }
   return f;
 }

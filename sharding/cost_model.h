@@ -118,6 +118,8 @@ double model_flops_per_token(const ModelSpec& model, int64_t seq_len);
 struct ExecutedFlops {
   double forward = 0;
   double backward = 0;
+  double attention_forward = 0;  // of which attention's own products (QK^T, PV; a chip prices them apart)
+  double attention_backward = 0;
 };
 ExecutedFlops unit_executed_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len,
                                             bool fused_causal);

@@ -165,8 +165,13 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
     const ExecutedFlops exec =
         unit_executed_flops_per_token(spec, model.dims, policy.seq_len, /*fused_causal=*/!chip.fp32_compute);
     const bool reruns_forward = ac == ActivationCheckpointing::kFull && (spec.is_layer || spec.experts);
+    // Attention's products at the chip's attention-kernel rate: as matmul FLOPs they weigh
+    // matmul_efficiency / attention_efficiency each.
+    const double attention_weight = chip.matmul_efficiency / chip.attention_fraction() - 1;
+    const double forward_flops = exec.forward + attention_weight * exec.attention_forward;
+    const double backward_flops = exec.backward + attention_weight * exec.attention_backward;
     const double recompute =
-        (reruns_forward ? exec.forward : unit_recompute_flops_per_token(spec, model.dims, policy.seq_len, ac)) * tokens;
+        (reruns_forward ? forward_flops : unit_recompute_flops_per_token(spec, model.dims, policy.seq_len, ac)) * tokens;
     const double param_bytes = static_cast<double>(u.numel() * pb);
     const double act = spec.is_layer ? saved_per_token(ac) * tokens : 0.0;
     const int64_t group = spec.experts ? expert_shard : shard;
@@ -182,9 +187,9 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
     // bytes at memory bandwidth add to the matmuls' roofline.
     const ExecutedFlops passes = unit_elementwise_bytes_per_token(
         spec, model.dims, policy.seq_len, a, /*fused_causal=*/!chip.fp32_compute, i + 1 == units.size());
-    su.forward = roofline_seconds(exec.forward * tokens, peak, param_bytes + act, chip.hbm_bytes_per_s) +
+    su.forward = roofline_seconds(forward_flops * tokens, peak, param_bytes + act, chip.hbm_bytes_per_s) +
                  passes.forward * tokens / chip.hbm_bytes_per_s;
-    su.backward = roofline_seconds(exec.backward * tokens + recompute, peak,
+    su.backward = roofline_seconds(backward_flops * tokens + recompute, peak,
                                    3 * param_bytes + act + recompute_traffic, chip.hbm_bytes_per_s) +
                   passes.backward * tokens / chip.hbm_bytes_per_s;
     compute_s += (su.forward + su.backward) * static_cast<double>(accum);

@@ -263,6 +263,30 @@ TEST(PlannerTest, GroupAcrossServersIsHierarchicalOverRails) {
   EXPECT_GE(all_gather_seconds(1e9, 64, group_link(64, 16, intra, inter)), base);
 }
 
+TEST(PlannerTest, AttentionAtItsOwnKernelRate) {
+  // Attention's products priced at attention_efficiency: at the matmul rate it is the unset default;
+  // a slower kernel lengthens compute by exactly those FLOPs' extra time, and the memory plan is unchanged.
+  Policy p;
+  p.seq_len = 8192;
+  ChipProfile chip = chip_preset("h100");
+  const ModelSpec model = model_preset("llama3-8b");
+  const Mesh mesh = Mesh::create(MeshSpec{1, 8});
+  chip.attention_efficiency = 0;
+  const auto unset = make_plan(model, chip, mesh, p).estimate;
+  chip.attention_efficiency = chip.matmul_efficiency;
+  const auto same = make_plan(model, chip, mesh, p).estimate;
+  EXPECT_DOUBLE_EQ(same.time.compute, unset.time.compute);
+  chip.attention_efficiency = chip.matmul_efficiency / 2;
+  const auto slow = make_plan(model, chip, mesh, p).estimate;
+  // Causal: 2 + 5 products of T x q_dim per token per block, forward and backward, over 8192 x 1 tokens.
+  const double attention_flops = 32 * 7.0 * 8192 * 4096 * 8192;
+  const double peak = chip.peak_flops(DataType::kBfloat16);
+  EXPECT_NEAR(slow.time.compute - unset.time.compute,
+              attention_flops / (peak * chip.attention_efficiency) - attention_flops / (peak * chip.matmul_efficiency),
+              1e-6 * unset.time.compute);
+  EXPECT_EQ(slow.memory.peak(), unset.memory.peak());
+}
+
 TEST(PlannerTest, PrefetchOverlapsCommunication) {
   // The simulated step (tests/sharding/schedule_sim_test.cc has the known answers): prefetching hides
   // all-gathers behind compute, so exposed communication and the step shrink.
