@@ -14,6 +14,10 @@ torch model fully_shard'ed on the runtime and DDP over backend "fsdp" run beside
 (B·T, dim) x (dim, hidden) shape at 1 thread and at all cores).
 
   /usr/bin/python3 bench/vs_torch.py [--build build] [--steps 8] [--repeats 3] [--models debug,titan]
+                                     [--bind-to core|none]
+
+--bind-to core pins each rank of every 2-rank variant to its own CPU (fsdp-run --bind-to core for ours,
+sched_setaffinity in the torch workers); the default leaves placement to the kernel, as torchrun does.
 """
 import argparse
 import math
@@ -58,8 +62,10 @@ def llama_args(m):
                      hidden=m["hidden"], vocab=m["vocab"], seq_len=m["seq_len"])
 
 
-def torch_worker(rank, world, port, m, steps, threads, backend, out):
+def torch_worker(rank, world, port, m, steps, threads, backend, out, bind):
     """One rank of the torch run: returns (median tokens/s over steps 2..n, loss at step 1) through out."""
+    if bind:  # as fsdp-run --bind-to core: rank r on the r-th CPU
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[rank]})
     torch.set_num_threads(threads)
     if world > 1:
         # "fsdp" is registered by the package import above (re-run in each spawned worker)
@@ -94,15 +100,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_torch(m, ranks, steps, threads, backend="gloo"):
+def run_torch(m, ranks, steps, threads, backend="gloo", bind=False):
     ctx = mp.get_context("spawn")
     out = ctx.SimpleQueue()
-    mp.start_processes(torch_worker, args=(ranks, free_port(), m, steps, threads, backend, out), nprocs=ranks,
+    mp.start_processes(torch_worker, args=(ranks, free_port(), m, steps, threads, backend, out, bind), nprocs=ranks,
                        start_method="spawn")
     return out.get()
 
 
-def run_fsdp(build, config, m, ranks, steps, scratch, python_front_end=False):
+def run_fsdp(build, config, m, ranks, steps, scratch, python_front_end=False, bind=False):
     """fsdp-train, or (python_front_end) python3 -m fsdp_runtime.train: the torch model fully_shard'ed on the
     runtime, both through fsdp-run. Returns (tokens/s, loss at step 1, {collective: % hidden})."""
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
@@ -111,7 +117,7 @@ def run_fsdp(build, config, m, ranks, steps, scratch, python_front_end=False):
         job = ["--no-store", "--nproc", str(ranks), "--", sys.executable, "-m", "fsdp_runtime.train"]
     else:
         job = ["--nproc", str(ranks), "--", f"{build}/train/fsdp-train"]
-    cmd = [f"{build}/launch/fsdp-run"] + job + ["--config", config,
+    cmd = [f"{build}/launch/fsdp-run"] + (["--bind-to", "core"] if bind else []) + job + ["--config", config,
            "--training.steps", str(steps), "--training.local_batch_size", str(GLOBAL_BATCH // ranks),
            "--metrics.file=", "--job.dump_folder", scratch,
            # the torch model's init and plain RoPE (fsdp-train's defaults are TorchTitan's scheme and
@@ -137,10 +143,12 @@ BASELINES = {1: ("torch", "torch-1thread"), 2: ("torch DDP gloo",)}
 
 
 def run_variant(a, m, ranks, impl, scratch):
+    # --bind-to core: every multi-rank variant, ours and torch's alike, one rank per CPU
+    bind = a.bind_to == "core" and ranks > 1 and ranks <= CORES
     if impl in ("fsdp-train", "torch fully_shard"):
-        return run_fsdp(a.build, a.config, m, ranks, a.steps, scratch, python_front_end=impl != "fsdp-train")
+        return run_fsdp(a.build, a.config, m, ranks, a.steps, scratch, python_front_end=impl != "fsdp-train", bind=bind)
     threads = 1 if impl == "torch-1thread" else max(1, CORES // ranks)
-    return run_torch(m, ranks, a.steps, threads, "fsdp" if impl == "torch DDP fsdp" else "gloo")
+    return run_torch(m, ranks, a.steps, threads, "fsdp" if impl == "torch DDP fsdp" else "gloo", bind=bind)
 
 
 def sgemm_gflops(m, threads, reps=50):
@@ -165,6 +173,8 @@ def main():
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--models", default="debug,titan")
+    ap.add_argument("--bind-to", choices=("core", "none"), default="none",
+                    help="multi-rank runs: each rank pinned to its own CPU (every variant alike), or not")
     a = ap.parse_args()
     names = a.models.split(",")
     variants = [(n, impl, r) for n in names for r in (1, 2) for impl in IMPLS[r]]

@@ -149,9 +149,15 @@ void FsdpUnit::reshard(bool keep_for_backward) {
   if (!keep_for_backward) kept_.release();
 }
 
-std::span<float* const> FsdpUnit::grads() {
+std::span<float* const> FsdpUnit::grads(bool overwrite, bool* fresh) {
+  if (fresh != nullptr) *fresh = grads_unsharded_.empty();
   if (grads_unsharded_.empty()) {
-    grads_unsharded_.reset(tracker_, MemoryCategory::kUnshardedGrads, static_cast<size_t>(layout_.numel()));
+    const auto count = static_cast<size_t>(layout_.numel());
+    if (overwrite) {
+      grads_unsharded_.reset_for_overwrite(tracker_, MemoryCategory::kUnshardedGrads, count);
+    } else {
+      grads_unsharded_.reset(tracker_, MemoryCategory::kUnshardedGrads, count);
+    }
     grad_views_.clear();
     for (int64_t off : param_major_offsets(layout_)) grad_views_.push_back(grads_unsharded_.data() + off);
   }

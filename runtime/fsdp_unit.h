@@ -78,8 +78,10 @@ class FsdpUnit {
 
   // --- gradients ---
   // Full-gradient views in spec order, zeroed when first asked for; backward adds into them, and they
-  // accumulate across micro-batches until reduced.
-  std::span<float* const> grads();
+  // accumulate across micro-batches until reduced. `overwrite`: a buffer this call allocates is left
+  // as the cache hands it (*fresh = true), for a caller that writes every element before the reduce
+  // (the PyTorch front end copies each parameter's first gradient in and zeroes the ones that never come).
+  std::span<float* const> grads(bool overwrite = false, bool* fresh = nullptr);
   bool has_unsharded_grads() const { return !grads_unsharded_.empty(); }
   // Copies the full gradients into the reduce-scatter buffer (reduce dtype), frees them, and starts
   // the reduce-scatter (average over the shard group).

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -45,6 +46,7 @@ struct Args {
   int master_port = 0;
   bool tag_output = true;
   bool serve_store = true;
+  bool bind_to_core = false;  // --bind-to core: local rank r on the r-th CPU fsdp-run may use
   std::vector<std::string> command;
 };
 
@@ -52,8 +54,10 @@ struct Args {
   if (!error.empty()) std::fprintf(stderr, "fsdp-run: %s\n", error.c_str());
   std::fprintf(stderr,
                "usage: fsdp-run --nproc N [--master-addr A] [--master-port P (0: a free port)] "
-               "[--tag-output|--no-tag-output] [--no-store] -- PROGRAM ARGS...\n"
+               "[--tag-output|--no-tag-output] [--no-store] [--bind-to core|none] -- PROGRAM ARGS...\n"
                "  sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT in each child;\n"
+               "  --bind-to core pins rank r to the r-th CPU of fsdp-run's affinity (as mpirun --bind-to core;\n"
+               "  refused when there are more ranks than CPUs); default none\n"
                "  FSDP_RUN_GRACE_SEC (default 5): SIGTERM to SIGKILL; FSDP_RUN_TERM_DELAY_SEC (default 1): how long\n"
                "  the others may fail on their own after a rank failed before they get SIGTERM\n");
   std::exit(error.empty() ? 0 : 2);
@@ -98,6 +102,10 @@ Args parse(int argc, char** argv) {
       a.tag_output = false;
     } else if (k == "--no-store") {
       a.serve_store = false;
+    } else if (k == "--bind-to" || k == "--bind_to") {
+      const std::string what = v();
+      if (what != "core" && what != "none") usage("--bind-to wants core or none, got '" + what + "'");
+      a.bind_to_core = what == "core";
     } else if (k == "-h" || k == "--help") {
       usage("");
     } else if (k.rfind("-", 0) == 0) {
@@ -358,6 +366,25 @@ class Job {
 bool Job::start(const std::string& program, std::vector<std::vector<std::string>>& envs) {
   std::vector<std::string> argv_strings = a_.command;
   std::vector<char*> child_argv = c_array(argv_strings);
+  // --bind-to core: the CPUs this process may use, in order; rank r gets the r-th (decided here: the
+  // child between fork and exec only makes the system call).
+  std::vector<int> cpus;
+  if (a_.bind_to_core) {
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    if (::sched_getaffinity(0, sizeof(mine), &mine) != 0) {
+      std::fprintf(stderr, "fsdp-run: --bind-to core: sched_getaffinity: %s\n", std::strerror(errno));
+      return false;
+    }
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &mine)) cpus.push_back(c);
+    }
+    if (static_cast<int>(cpus.size()) < a_.nproc) {
+      std::fprintf(stderr, "fsdp-run: --bind-to core: %d ranks but only %zu CPUs to bind them to (use --bind-to none)\n",
+                   a_.nproc, cpus.size());
+      return false;
+    }
+  }
   for (int r = 0; r < a_.nproc; ++r) {
     int out[2] = {-1, -1}, err[2] = {-1, -1};
     if (a_.tag_output && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) {
@@ -383,6 +410,16 @@ bool Job::start(const std::string& program, std::vector<std::vector<std::string>
       if (a_.tag_output) {
         ::dup2(out[1], 1);
         ::dup2(err[1], 2);
+      }
+      if (!cpus.empty()) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[static_cast<size_t>(r)], &one);
+        if (::sched_setaffinity(0, sizeof(one), &one) != 0) {
+          const char msg[] = "fsdp-run: --bind-to core: sched_setaffinity failed\n";
+          (void)!::write(2, msg, sizeof(msg) - 1);
+          ::_exit(127);
+        }
       }
       ::execve(program.c_str(), child_argv.data(), child_env.data());
       const char msg[] = "fsdp-run: exec failed\n";

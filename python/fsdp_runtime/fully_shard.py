@@ -17,7 +17,8 @@ Lifecycle of one unit in a step (the C++ FsdpModel's, driven from torch's hooks)
                      (int k), or keeps everything (False); the root unit (outermost in this forward)
                      keeps its parameters, as FSDP2 does;
   backward           the first marker autograd unpacks re-gathers the unit (FSDP2's pre-backward);
-                     each parameter's gradient is added into the unit's full-gradient buffer; once
+                     each parameter's gradient lands in the unit's full-gradient buffer (copied
+                     into a new one, added into one still accumulating); once
                      the unit's last one arrived (or backward ended, for parameters forward did not
                      use) the unit frees its full parameters and starts the reduce-scatter (averaged
                      over the ranks) into the gradient shard, `_fsdp_shard.grad`. At most one
@@ -97,6 +98,7 @@ class _UnitState:
         self.compute = []       # the tensors torch computes with (leaves), while unsharded
         self.pending = set()    # parameter indices whose gradient this backward has not produced yet
         self.grads = None       # views of the unit's full gradients during backward
+        self.grads_fresh = False  # those views were allocated by this backward and not zeroed
         self.requires_sync = True
         self.prefetch = 1            # units whose all-gather this one starts ahead of them
         self.gathering = False       # an all-gather started (a prefetch) and not waited for yet
@@ -164,11 +166,16 @@ class _UnitState:
     def _grad_hook(self, i):
         def hook(grad):
             if self.grads is None:
-                self.grads = self.unit.grads()
+                # Not zeroed when new: each parameter's first gradient is copied in (one pass instead
+                # of a zeroing and an add), and post_backward zeroes the ones backward never produced.
+                self.grads, self.grads_fresh = self.unit.grads_for_overwrite()
                 if self not in _step.in_backward:
                     _step.in_backward.append(self)
                 _queue_finish_backward()
-            self.grads[i].add_(grad)
+            if self.grads_fresh and i in self.pending:
+                self.grads[i].copy_(grad)
+            else:
+                self.grads[i].add_(grad)
             self.pending.discard(i)
             if not self.pending:
                 self.post_backward()
@@ -179,7 +186,11 @@ class _UnitState:
         self.reshard()  # also drops a slice reshard_after_forward=k kept that backward did not gather
         if self.grads is None:
             return
+        if self.grads_fresh:
+            for i in self.pending:  # parameters this backward did not reach: no gradient is zero
+                self.grads[i].zero_()
         self.grads = None
+        self.grads_fresh = False
         self.pending = set()
         if not self.requires_sync:
             return  # the full gradients accumulate until a backward with sync on

@@ -318,6 +318,29 @@ TEST(FsdpRun, GivesEachRankItsShareOfTheCores) {
   EXPECT_EQ(r.output.find("fsdp-run:"), std::string::npos) << r.output;
 }
 
+// --bind-to core: rank r runs on the r-th CPU fsdp-run may use (here the machine's first two, or the
+// one it has), so each rank sees one CPU; more ranks than CPUs is refused before anything starts.
+TEST(FsdpRun, BindToCorePinsEachRankToItsOwnCpu) {
+  const std::string show = " -- sh -c 'echo \"rank $RANK on $(grep Cpus_allowed_list /proc/self/status | cut -f2)\"'";
+  Result r = sh(kClean + "taskset -c 0 " + kRun + " --nproc 1 --bind-to core" + show);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "rank 0 on 0\n"), 1) << r.output;
+  if (sh("taskset -c 0,1 true").code == 0) {
+    r = sh(kClean + "taskset -c 0,1 " + kRun + " --nproc 2 --bind-to core" + show);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_EQ(count(r.output, "rank 0 on 0\n"), 1) << r.output;
+    EXPECT_EQ(count(r.output, "rank 1 on 1\n"), 1) << r.output;
+    r = sh(kClean + "taskset -c 0,1 " + kRun + " --nproc 2 --bind-to none" + show);  // the default: both CPUs
+    EXPECT_EQ(count(r.output, "on 0-1\n"), 2) << r.output;
+  }
+  r = sh(kClean + "taskset -c 0 " + kRun + " --nproc 2 --bind-to core -- true");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("--bind-to core: 2 ranks but only 1 CPUs"), std::string::npos) << r.output;
+  r = sh(kRun + " --nproc 2 --bind-to socket -- true");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("--bind-to wants core or none, got 'socket'"), std::string::npos) << r.output;
+}
+
 TEST(FsdpRun, NoTagOutput) {
   const Result r = sh(kClean + kRun + " --no-tag-output --nproc 2 -- echo plain");
   EXPECT_EQ(r.code, 0);

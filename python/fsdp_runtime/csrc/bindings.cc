@@ -109,11 +109,13 @@ class TorchUnit {
   void reshard(bool keep_for_backward) { unit_.reshard(keep_for_backward); }
   bool unsharded() const { return unit_.unsharded(); }
   // Views of the full gradients (zeroed when first asked for after a reduce); backward adds into them.
-  std::vector<at::Tensor> grads() {
-    std::vector<at::Tensor> out;
-    auto views = unit_.grads();
-    for (size_t i = 0; i < shapes_.size(); ++i) out.push_back(view_of(views[i], shapes_[i]));
-    return out;
+  std::vector<at::Tensor> grads() { return grad_tensors(unit_.grads()); }
+  // The same, but a buffer allocated now is not zeroed: (views, fresh); when fresh, the caller writes
+  // every view whole (copy_ of the first gradient, zero_ of a parameter backward never reached).
+  std::pair<std::vector<at::Tensor>, bool> grads_for_overwrite() {
+    bool fresh = false;
+    auto views = unit_.grads(/*overwrite=*/true, &fresh);
+    return {grad_tensors(views), fresh};
   }
   // Reduce-scatters the full gradients (averaged over the shard group; all-reduced across replicas)
   // and adds the result into the grad shard.
@@ -138,6 +140,11 @@ class TorchUnit {
   void zero_grad_shard() { unit_.zero_grad_shard(); }
 
  private:
+  std::vector<at::Tensor> grad_tensors(std::span<float* const> views) const {
+    std::vector<at::Tensor> out;
+    for (size_t i = 0; i < shapes_.size(); ++i) out.push_back(view_of(views[i], shapes_[i]));
+    return out;
+  }
   static fsdp::sharding::UnitSpec spec(const std::string& name, const std::vector<std::string>& names,
                                        const std::vector<std::vector<int64_t>>& shapes) {
     TORCH_CHECK_VALUE(names.size() == shapes.size() && !names.empty(), "fsdp unit '", name,
@@ -231,6 +238,7 @@ PYBIND11_MODULE(_C, m) {
       .def("reshard", &TorchUnit::reshard, py::arg("keep_for_backward") = false)
       .def_property_readonly("unsharded", &TorchUnit::unsharded)
       .def("grads", &TorchUnit::grads)
+      .def("grads_for_overwrite", &TorchUnit::grads_for_overwrite)
       .def("reduce_grads", &TorchUnit::reduce_grads)
       .def("start_reduce_grads", &TorchUnit::start_reduce_grads)
       .def("finish_reduce_grads", &TorchUnit::finish_reduce_grads)
