@@ -244,7 +244,7 @@ double ring_bytes_sent(double bytes, int64_t n) {
 
 Link group_link(int64_t n, int64_t nodes, const Link& intra, const Link& inter) {
   if (nodes <= 1 || n <= 1) return intra;
-  const double m = static_cast<double>(nodes);
+  const double m = static_cast<double>(std::min(nodes, n));  // a group of n spans at most n servers
   const double local = std::max(1.0, static_cast<double>(n) / m);
   // Seconds per byte of the buffer, and latency, of the hierarchical collective.
   const double per_byte = (local - 1) / local / intra.bytes_per_s + (m - 1) / (m * local) / inter.bytes_per_s;

@@ -261,6 +261,8 @@ TEST(PlannerTest, GroupAcrossServersIsHierarchicalOverRails) {
   EXPECT_LE(all_gather_seconds(1e9, 64, group_link(64, 8, intra, Link{50e9, 10e-6})), base);
   EXPECT_LE(all_gather_seconds(1e9, 64, group_link(64, 8, Link{600e9, 3e-6}, inter)), base);
   EXPECT_GE(all_gather_seconds(1e9, 64, group_link(64, 16, intra, inter)), base);
+  // A group of 2 over "4 servers" (a strided expert group counted by its shard group's servers) spans 2.
+  EXPECT_DOUBLE_EQ(group_link(2, 4, intra, inter).bytes_per_s, group_link(2, 2, intra, inter).bytes_per_s);
 }
 
 TEST(PlannerTest, AttentionAtItsOwnKernelRate) {
