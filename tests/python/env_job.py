@@ -1,5 +1,5 @@
 """One rank of a job whose launcher set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun
---standalone, or fsdp-run --no-store; both pick a free port): env:// rendezvous through torch's
+on one node with its c10d rendezvous on port 0, or fsdp-run --no-store; both pick a free port): env:// rendezvous through torch's
 TCPStore, then backend "fsdp" works."""
 import os
 import sys
