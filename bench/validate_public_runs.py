@@ -5,7 +5,7 @@ predicted tokens/s per chip, MFU and peak memory beside the published figures, a
     python3 bench/validate_public_runs.py --build build [--runs bench/public_fsdp_runs.toml] [--check]
 
 Each run is planned exactly as published (model, chip preset, servers, HSDP degrees, micro-batch, sequence
-length, checkpointing, reduce dtype) with no headroom: the published peak is what the allocator reserved,
+length, checkpointing, reduce dtype, PyTorch's eager loss) with no headroom: the published peak is what the allocator reserved,
 so the whole capacity counts. A source's own network figure overrides the chip profile's (it describes
 that cluster, not the chip); nothing else is adjusted per run. --check exits 1 when a run that ran is
 predicted not to fit, or a run that ran out of memory is predicted to fit (the step-time error is
@@ -20,7 +20,7 @@ import tempfile
 import tomllib
 
 REQUIRED = ("id", "source", "model", "chip", "nodes", "chips_per_node", "micro_batch", "seq_len", "ac", "outcome")
-OPTIONAL = ("shard", "replicate", "reduce_dtype", "compile", "network_gb_per_s", "memory_gib",
+OPTIONAL = ("loss", "shard", "replicate", "reduce_dtype", "compile", "network_gb_per_s", "memory_gib",
             "tokens_per_s_per_chip", "mfu", "memory_gib_published", "note")
 
 
@@ -62,7 +62,8 @@ def plan(build, run, tmp):
         cmd += ["--chip-file", chip_file]
     else:
         cmd += ["--chip", run["chip"]]
-    for key, flag in (("shard", "--shard"), ("replicate", "--replicate"), ("reduce_dtype", "--reduce-dtype")):
+    for key, flag in (("shard", "--shard"), ("replicate", "--replicate"), ("reduce_dtype", "--reduce-dtype"),
+                      ("loss", "--loss")):
         if key in run:
             cmd += [flag, str(run[key])]
     p = subprocess.run(cmd, capture_output=True, text=True)

@@ -80,6 +80,7 @@ fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
   pol->set_headroom(plan.headroom);
   pol->set_param_comm(std::string(name(p.param_comm)));
   pol->set_grad_comm(std::string(name(p.grad_comm)));
+  pol->set_loss(std::string(name(p.loss)));
   for (size_t u = 0; u < plan.units.size(); ++u) {
     const auto& layout = plan.units[u];
     const auto& spec = plan.rank_model.units[u];
@@ -230,6 +231,7 @@ std::string format_plan(const fsdp::proto::ShardingPlan& plan, bool per_param) {
   o << "policy    param " << p.param_dtype() << ", reduce " << p.reduce_dtype() << ", optimizer " << p.optimizer()
     << " (" << p.optimizer_state_bytes_per_element() << " B/elem), reshard_after_forward " << p.reshard_after_forward()
     << ", prefetch " << p.prefetch_depth() << ", ac " << p.activation_checkpointing();
+  if (p.loss() == "eager") o << ", loss eager";
   if (p.param_comm() == "mxfp8" || p.grad_comm() == "mxfp8") {
     o << ", on the wire: params " << p.param_comm() << ", grads " << p.grad_comm();
   }

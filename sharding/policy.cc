@@ -116,6 +116,14 @@ CommPrecision parse_comm_precision(std::string_view s) {
   throw PlanError("communication precision '" + std::string(s) + "' is not one of: default, mxfp8");
 }
 
+std::string_view name(LossImpl l) { return l == LossImpl::kEager ? "eager" : "fused"; }
+
+LossImpl parse_loss(std::string_view s) {
+  if (s == "fused") return LossImpl::kFused;
+  if (s == "eager") return LossImpl::kEager;
+  throw PlanError("loss '" + std::string(s) + "' is not one of: fused (the runtime's head), eager (PyTorch's cross_entropy)");
+}
+
 double wire_element_bytes(CommPrecision p, DataType type) {
   return p == CommPrecision::kMxfp8 ? 33.0 / 32.0 : static_cast<double>(element_size(type));
 }

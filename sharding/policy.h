@@ -64,6 +64,14 @@ double wire_element_bytes(CommPrecision p, DataType type);
 // collectives/types/mxfp8.h's wire_bytes; the planner links no collectives).
 int64_t mxfp8_slot_bytes(int64_t numel);
 
+// How the loss over the vocabulary is computed, for the output head's memory: kFused, the runtime's head
+// (logits and their fp32 softmax, one buffer when the logits are fp32); kEager, PyTorch eager's
+// F.cross_entropy(logits.float(), ...) as TorchTitan and the Python front end run it: the logits, their
+// fp32 copy and the fp32 log-softmax it saves, and in backward that log-softmax's gradient twice.
+enum class LossImpl { kFused, kEager };
+std::string_view name(LossImpl l);                 // "fused", "eager"
+LossImpl parse_loss(std::string_view s);           // throws PlanError naming the choices
+
 struct Policy {
   DataType param_dtype = DataType::kBfloat16;  // all-gather and compute dtype
   DataType reduce_dtype = DataType::kFloat32;  // reduce-scatter (and HSDP all-reduce) dtype
@@ -77,6 +85,7 @@ struct Policy {
   int64_t micro_batch = 1;  // sequences per rank per micro-step
   int64_t seq_len = 8192;
   int64_t grad_accum = 1;  // micro-steps per optimizer step
+  LossImpl loss = LossImpl::kFused;
 };
 
 inline constexpr int64_t kMaxPrefetch = 8;

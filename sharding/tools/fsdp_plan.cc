@@ -45,6 +45,8 @@ mesh and policy (plain plan)
   --reduce-dtype T       reduce-scatter dtype (default fp32)
   --param-comm P         what all-gathers carry: default (the param dtype) | mxfp8 (training.param_comm_dtype)
   --grad-comm P          what reduce-scatters carry: default (the reduce dtype) | mxfp8 (training.grad_comm_dtype)
+  --loss L               the head's loss, for its memory: fused (the runtime's; default) | eager (PyTorch's
+                         cross_entropy over fp32 logits: TorchTitan, the Python front end)
   --optimizer O          adamw | sgd (momentum) (default adamw)
   --reshard R            reshard after forward: true | false | group size (default true)
   --prefetch N           units all-gathered ahead (default 1)
@@ -144,7 +146,7 @@ int run(int argc, char** argv) {
       "--shard",     "--replicate",    "--ep",        "--param-dtype", "--reduce-dtype",
       "--optimizer", "--reshard",      "--prefetch",  "--ac",          "--micro-batch",
       "--seq-len",   "--global-batch", "--headroom",  "--top",         "--out",
-      "--trace",     "--param-comm",   "--grad-comm"};
+      "--trace",     "--param-comm",   "--grad-comm", "--loss"};
   static const std::vector<std::string> kBoolFlags = {"--auto",        "--params",     "--json", "--text",
                                                       "--list-models", "--list-chips", "--help", "-h",
                                                       "--allow-mxfp8"};
@@ -212,6 +214,7 @@ int run(int argc, char** argv) {
   if (v.count("--reduce-dtype")) policy.reduce_dtype = parse_dtype("--reduce-dtype", v["--reduce-dtype"]);
   if (v.count("--param-comm")) policy.param_comm = fs::parse_comm_precision(v["--param-comm"]);
   if (v.count("--grad-comm")) policy.grad_comm = fs::parse_comm_precision(v["--grad-comm"]);
+  if (v.count("--loss")) policy.loss = fs::parse_loss(v["--loss"]);
   if (b["--allow-mxfp8"] && !b["--auto"]) throw UsageError("--allow-mxfp8 widens the --auto search; add --auto");
   if (v.count("--optimizer")) policy.optimizer = fs::parse_optimizer(v["--optimizer"]);
   if (v.count("--reshard")) policy.reshard = fs::Reshard::parse(v["--reshard"]);

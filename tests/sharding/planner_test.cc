@@ -289,6 +289,33 @@ TEST(PlannerTest, AttentionAtItsOwnKernelRate) {
   EXPECT_EQ(slow.memory.peak(), unset.memory.peak());
 }
 
+TEST(PlannerTest, EagerLossHoldsTheLogitsFp32CopyAndLogSoftmaxGradients) {
+  // A PyTorch job's head: the fp32 log-softmax stays saved (4 B a logit where the fused head keeps the
+  // bf16 logits and their fp32 softmax, 6), the logits and their fp32 copy live through its forward,
+  // and two fp32 gradients of the log-softmax through its backward.
+  Policy p;
+  p.micro_batch = 2;
+  const ModelSpec model = model_preset("llama3-8b");
+  const auto units = shard_model(model, 8);
+  const auto fused = unit_memory(model, units, p, false, 1).back();
+  p.loss = LossImpl::kEager;
+  const auto eager = unit_memory(model, units, p, false, 1).back();
+  const int64_t logits = 2 * 8192 * int64_t{128256};
+  EXPECT_EQ(fused.activations - eager.activations, logits * 2);
+  EXPECT_EQ(eager.forward_scratch, logits * 6);
+  EXPECT_EQ(eager.backward_scratch, logits * 8);
+  EXPECT_EQ(fused.forward_scratch + fused.backward_scratch, 0);
+  // The peak (the head's backward, every block's saves still held) grows by 6 B a logit; the plan says so.
+  p.loss = LossImpl::kFused;
+  const Plan f = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, p);
+  p.loss = LossImpl::kEager;
+  const Plan e = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, p);
+  EXPECT_EQ(e.estimate.memory.peak() - f.estimate.memory.peak(), logits * 6);
+  EXPECT_EQ(to_proto(e).policy().loss(), "eager");
+  EXPECT_EQ(to_proto(f).policy().loss(), "fused");
+  EXPECT_THROW(parse_loss("unfused"), PlanError);
+}
+
 TEST(PlannerTest, PrefetchOverlapsCommunication) {
   // The simulated step (tests/sharding/schedule_sim_test.cc has the known answers): prefetching hides
   // all-gathers behind compute, so exposed communication and the step shrink.
