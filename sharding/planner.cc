@@ -152,6 +152,9 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   auto ring_latency = [](int64_t n, const Link& link, int passes = 1) {
     return n > 1 ? static_cast<double>(passes * (n - 1)) * link.latency_s : 0.0;
   };
+  // Attention's products at the chip's attention-kernel rate: as matmul FLOPs they weigh
+  // matmul_efficiency / attention_efficiency each (the extra weight below).
+  const double attention_weight = chip.matmul_efficiency / chip.attention_fraction() - 1;
   double compute_s = 0;
   double recompute_s = 0;
   int64_t layer = 0;
@@ -165,9 +168,6 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
     const ExecutedFlops exec =
         unit_executed_flops_per_token(spec, model.dims, policy.seq_len, /*fused_causal=*/!chip.fp32_compute);
     const bool reruns_forward = ac == ActivationCheckpointing::kFull && (spec.is_layer || spec.experts);
-    // Attention's products at the chip's attention-kernel rate: as matmul FLOPs they weigh
-    // matmul_efficiency / attention_efficiency each.
-    const double attention_weight = chip.matmul_efficiency / chip.attention_fraction() - 1;
     const double forward_flops = exec.forward + attention_weight * exec.attention_forward;
     const double backward_flops = exec.backward + attention_weight * exec.attention_backward;
     const double recompute =
