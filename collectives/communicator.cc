@@ -14,6 +14,7 @@
 #include "collectives/algorithms/selection.h"
 #include "collectives/algorithms/window_sync.h"
 #include "collectives/core/fingerprint.h"
+#include "collectives/core/flag_path.h"
 #include "collectives/core/flight_recorder.h"
 #include "collectives/core/op.h"
 #include "collectives/core/progress_engine.h"
@@ -180,6 +181,15 @@ struct Communicator::Impl {
   std::vector<uint64_t> recvs_from;
   std::shared_ptr<const HostLayout> layout;  // null: every rank on one host (or not told)
   std::shared_ptr<WindowTable> windows;      // null until the first alloc_window
+  OpPtr last_ordered;                        // the last collective given to the engine
+
+  // The flag path (collectives/core/flag_path.h), set up by the first collective small enough for it.
+  enum class FlagSetup { kUntried, kSettingUp, kOn, kOff };
+  FlagSetup flag_setup = FlagSetup::kUntried;
+  std::shared_ptr<FlagSegment> flags;
+  std::shared_ptr<FlagOp> flag_pool[2];  // by parity; reused once no Work holds them
+  std::shared_ptr<FlagOp> flag_pending;  // the flag operation not yet known to be complete
+  uint64_t flag_ops = 0;
 
   // Where this rank's buffers of a collective lie in shared windows. Empty (no window exchange at
   // all) unless this communicator shares windows, which every rank knows alike (alloc_window is
@@ -210,7 +220,88 @@ struct Communicator::Impl {
   Impl(std::shared_ptr<Transport> t, std::shared_ptr<ProgressEngine> e, const CommOptions& o)
       : transport(std::move(t)), engine(std::move(e)), algorithms(o.algorithms) {}
 
+  // A communicator has one flag operation outstanding at most, and it completes before the next
+  // collective is given to the engine or posted: errors stay with its own Work (and break the
+  // communicator, so what follows fails at once).
+  void settle_flag_op() {
+    if (!flag_pending) return;
+    std::shared_ptr<FlagOp> pending = std::move(flag_pending);
+    if (pending->settled()) return;
+    try {
+      pending->wait();
+    } catch (const std::exception&) {
+    }
+  }
+
+  // The pooled flag operation to post a collective of `bytes` per rank on, or null where it takes the
+  // engine. Every rank decides alike (sizes, options, layout and transport agree), so the first
+  // call that qualifies sets the segment up on every rank at once (a collective).
+  std::shared_ptr<FlagOp> flag_op(Communicator& comm, const CommOptions& o, size_t bytes) {
+    if (bytes > std::min(o.flag_path_bytes, kFlagPayloadBytes) || group.endpoints.size() < 2) return nullptr;
+    if (layout && layout->hosts() > 1) return nullptr;
+    if (flag_setup == FlagSetup::kUntried) {
+      try {
+        set_up_flags(comm);
+      } catch (const CommError&) {
+        // The set-up's exchange failed (a peer never came, or died): the caller's operation fails
+        // with it, through its Work like any collective's error.
+        auto failed = std::make_shared<FlagOp>();
+        failed->fail_unposted(std::current_exception(), "setting up the flag path (rank 0's segment, every rank's mapping) failed: ");
+        return failed;
+      }
+    }
+    if (flag_setup != FlagSetup::kOn) return nullptr;
+    settle_flag_op();
+    std::shared_ptr<FlagOp>& pooled = flag_pool[flag_ops % 2];
+    if (!pooled || pooled.use_count() > 1) pooled = std::make_shared<FlagOp>();
+    return pooled;
+  }
+
+  Work post_flag(std::shared_ptr<FlagOp> f, const FlagOp::Call& call, const CommOptions& o) {
+    if (f->failed_unposted()) {  // the set-up failed: named as this call
+      f->name_failure(ErrorContext{transport->rank(), -1, call.name, next_seq++, call.post_bytes});
+      return Work(std::move(f));
+    }
+    OpPtr prior = last_ordered && last_ordered->state() == Op::State::kPending ? last_ordered : nullptr;
+    f->post(flags, call, next_seq++, flag_ops++ % 2, o.timeout, group.context, std::move(prior), engine);
+    flag_pending = f;
+    return Work(std::move(f));
+  }
+
+  // Rank 0 creates the segment; every rank maps it and reports; on if all did.
+  void set_up_flags(Communicator& comm) {
+    flag_setup = FlagSetup::kOff;
+    if (!transport->shares_host_memory() || !transport->separate_processes()) return;
+    flag_setup = FlagSetup::kSettingUp;  // the exchanges below take the engine
+    const size_t bytes = FlagSegment::bytes_for(static_cast<int>(group.endpoints.size()));
+    std::string error;
+    int fd = -1;
+    Mapping mapping;
+    if (group.rank == 0) mapping = create_memfd("fsdp-flag-path", bytes, fd, error);
+    int64_t where[2] = {::getpid(), fd};
+    int64_t mapped = 0;
+    try {
+      comm.broadcast(where, where, 2, DataType::kInt64, 0).wait();
+      if (group.rank != 0 && where[1] >= 0) mapping = map_peer_memfd(static_cast<int>(where[0]), static_cast<int>(where[1]), bytes, error);
+      mapped = mapping.data() ? 1 : 0;
+      comm.all_reduce(&mapped, &mapped, 1, DataType::kInt64, ReduceOp{ReduceKind::kMin, 1.0}).wait();
+    } catch (...) {
+      if (fd >= 0) ::close(fd);
+      flag_setup = FlagSetup::kOff;
+      throw;
+    }
+    if (fd >= 0) ::close(fd);
+    if (!mapped) {
+      flag_setup = FlagSetup::kOff;  // the engine runs everything, as before
+      return;
+    }
+    flags = std::make_shared<FlagSegment>(std::move(mapping), transport, group.endpoints, group.rank);
+    flags->set_on_break([e = engine, st = stream](const std::string& why) { e->abort(st, why); });
+    flag_setup = FlagSetup::kOn;
+  }
+
   OpPtr new_op(const CommOptions& o, const char* name, size_t bytes, bool p2p, uint64_t seq, int peer = -1) {
+    if (!p2p) settle_flag_op();
     auto op = std::make_shared<Op>(ErrorContext{transport->rank(), -1, name, seq, bytes}, *transport,
                                    p2p ? p2p_group : group, scratch, o.chunk_bytes, o.timeout);
     op->set_flight_id(FlightRecorder::instance().queued(op->context(), group.context, group.rank,
@@ -220,6 +311,7 @@ struct Communicator::Impl {
   // Hands the operation and its algorithm to the engine; ordered ones queue behind earlier collectives.
   Work submit(OpPtr op, Task task, bool ordered) {
     op->set_task(std::move(task));
+    if (ordered) last_ordered = op;
     engine->submit(stream, op, ordered);
     return Work(std::move(op), engine);
   }
@@ -260,6 +352,7 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, CommOptions opt
 }
 
 Communicator::~Communicator() {
+  if (impl_->flags) impl_->flags->set_on_break(nullptr);  // the stream goes; a pending flag op stays valid
   impl_->engine->close_stream(impl_->stream);
   if (impl_->windows) impl_->windows->release_peers();
 }
@@ -362,6 +455,11 @@ Work Communicator::all_gather(const void* send, void* recv, size_t count, DataTy
   check.buffer(send, block, "send");
   check.buffer(recv, total, "recv");
   check.in_place_layout(recv, total, send, block, rank() * block, "send is not this rank's block of recv");
+  if (auto f = impl_->flag_op(*this, options_, block)) {
+    return impl_->post_flag(std::move(f),
+                            {FlagCollective::kAllGather, "all_gather", send, block, recv, count, type, {}, -1, block},
+                            options_);
+  }
   auto op = impl_->new_op(options_, "all_gather", total, false, impl_->next_seq++);
   return impl_->submit_collective(
       op,
@@ -381,6 +479,12 @@ Work Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
   check.buffer(send, total, "send");
   check.buffer(recv, block, "recv");
   check.in_place_layout(send, total, recv, block, rank() * block, "recv is not this rank's block of send");
+  if (auto f = impl_->flag_op(*this, options_, total)) {
+    return impl_->post_flag(
+        std::move(f),
+        {FlagCollective::kReduceScatter, "reduce_scatter", send, total, recv, recv_count, type, rop, -1, block},
+        options_);
+  }
   auto op = impl_->new_op(options_, "reduce_scatter", total, false, impl_->next_seq++);
   return impl_->submit_collective(
       op,
@@ -397,6 +501,11 @@ Work Communicator::all_reduce(const void* send, void* recv, size_t count, DataTy
   check.buffer(send, bytes, "send");
   check.buffer(recv, bytes, "recv");
   check.in_place_layout(recv, bytes, send, bytes, 0, "send != recv (in place means the same pointer)");
+  if (auto f = impl_->flag_op(*this, options_, bytes)) {
+    return impl_->post_flag(std::move(f),
+                            {FlagCollective::kAllReduce, "all_reduce", send, bytes, recv, count, type, rop, -1, bytes},
+                            options_);
+  }
   auto op = impl_->new_op(options_, "all_reduce", bytes, false, impl_->next_seq++);
   return impl_->submit_collective(
       op,
@@ -416,6 +525,13 @@ Work Communicator::broadcast(const void* send, void* recv, size_t count, DataTyp
     check.in_place_layout(recv, bytes, send, bytes, 0, "send != recv (in place means the same pointer)");
   }
   check.buffer(recv, bytes, "recv");
+  if (auto f = impl_->flag_op(*this, options_, bytes)) {
+    const bool root_here = rank() == root;
+    return impl_->post_flag(std::move(f),
+                            {FlagCollective::kBroadcast, "broadcast", root_here ? send : nullptr, root_here ? bytes : 0,
+                             recv, count, type, {}, root, bytes},
+                            options_);
+  }
   auto op = impl_->new_op(options_, "broadcast", bytes, false, impl_->next_seq++);
   return impl_->submit_collective(
       op,
@@ -433,6 +549,11 @@ Work Communicator::reduce(const void* send, void* recv, size_t count, DataType t
   if (rank() == root) {
     check.buffer(recv, bytes, "recv");
     check.in_place_layout(recv, bytes, send, bytes, 0, "send != recv (in place means the same pointer)");
+  }
+  if (auto f = impl_->flag_op(*this, options_, bytes)) {
+    return impl_->post_flag(std::move(f),
+                            {FlagCollective::kReduce, "reduce", send, bytes, recv, count, type, rop, root, bytes},
+                            options_);
   }
   auto op = impl_->new_op(options_, "reduce", bytes, false, impl_->next_seq++);
   return impl_->submit_collective(op,
@@ -478,6 +599,7 @@ Work Communicator::all_to_all_v(const void* send, std::span<const size_t> send_c
 }
 
 Work Communicator::barrier() {
+  if (auto f = impl_->flag_op(*this, options_, 0)) return impl_->post_flag(std::move(f), {}, options_);
   auto op = impl_->new_op(options_, "barrier", 0, false, impl_->next_seq++);
   return impl_->submit_collective(op, run_barrier(*op), options_, "barrier");
 }
@@ -547,10 +669,13 @@ int Communicator::local_size() const {
 int Communicator::host_of(int r) const { return impl_->layout ? impl_->layout->host_of(r) : 0; }
 
 void Communicator::abort(const std::string& why) {
+  if (impl_->flags) impl_->flags->break_with(why, true);
   impl_->engine->abort(impl_->stream, why);
   // Nothing of this communicator runs any more: the peers' windows and the control block can go.
   if (impl_->windows) impl_->windows->release_peers();
 }
+
+uint64_t Communicator::flag_path_collectives() const { return impl_->flag_ops; }
 
 uint64_t Communicator::windowed_collectives() const {
   return impl_->windows ? impl_->windows->windowed_runs() : 0;

@@ -95,6 +95,8 @@ class Communicator {
   // The Window shares it without owning it (destroying the Window ends the sharing; the caller frees
   // the memory after). fd -1 (no such memory on this rank) fails every rank with CommError naming it.
   Window share_window(void* data, size_t bytes, int fd, size_t offset, size_t file_bytes);
+  // How many collectives of this communicator ran on the flag path so far (tests, fsdp-bench).
+  uint64_t flag_path_collectives() const;
   // How many collectives of this communicator ran over windows so far (tests, fsdp-bench -R).
   uint64_t windowed_collectives() const;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "collectives/core/flag_path.h"
 #include "collectives/core/op.h"
 #include "collectives/core/progress_engine.h"
 
@@ -14,6 +15,7 @@ constexpr auto kDriveIdleBudget = std::chrono::microseconds(100);
 }  // namespace
 
 bool Work::test() const {
+  if (flag_) return flag_->test();
   if (!op_) return true;
   switch (op_->state()) {
     case Op::State::kPending:
@@ -27,12 +29,14 @@ bool Work::test() const {
 }
 
 void Work::wait() const {
+  if (flag_) return flag_->wait();
   if (!op_) return;
   // The engine's deadline ends the operation; the margin covers operations queued behind others.
   wait(std::chrono::duration_cast<std::chrono::milliseconds>(op_->timeout() * 2 + std::chrono::seconds(10)));
 }
 
 void Work::wait(std::chrono::milliseconds timeout) const {
+  if (flag_) return flag_->wait(Clock::now() + timeout);
   if (!op_) return;
   const auto deadline = Clock::now() + timeout;
   if (auto engine = engine_.lock(); engine && engine->drive(*op_, kDriveIdleBudget, deadline)) {
@@ -48,10 +52,12 @@ void Work::wait(std::chrono::milliseconds timeout) const {
 }
 
 std::chrono::steady_clock::time_point Work::started_at() const {
+  if (flag_) return flag_->started_at();
   return op_ ? op_->started_at() : std::chrono::steady_clock::time_point{};
 }
 
 std::chrono::steady_clock::time_point Work::finished_at() const {
+  if (flag_) return flag_->finished_at();
   return op_ ? op_->finished_at() : std::chrono::steady_clock::time_point{};
 }
 

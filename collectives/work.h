@@ -8,6 +8,7 @@
 namespace fsdp {
 
 class Op;
+class FlagOp;
 class ProgressEngine;
 
 class Work {
@@ -16,8 +17,10 @@ class Work {
   // `engine` runs the operation; wait() drives it from the waiting thread (progress_engine.h).
   explicit Work(std::shared_ptr<Op> op, std::weak_ptr<ProgressEngine> engine = {})
       : op_(std::move(op)), engine_(std::move(engine)) {}
+  // A small collective on the flag path (collectives/core/flag_path.h): wait() and test() complete it.
+  explicit Work(std::shared_ptr<FlagOp> flag) : flag_(std::move(flag)) {}
 
-  bool valid() const { return static_cast<bool>(op_); }
+  bool valid() const { return op_ || flag_; }
   // True once the operation completed; rethrows its error if it failed. Never blocks.
   bool test() const;
   // Blocks until the operation completes (rethrowing its error). The engine fails any operation that
@@ -36,6 +39,7 @@ class Work {
  private:
   std::shared_ptr<Op> op_;
   std::weak_ptr<ProgressEngine> engine_;
+  std::shared_ptr<FlagOp> flag_;
 };
 
 }  // namespace fsdp

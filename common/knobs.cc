@@ -21,6 +21,11 @@ const Knob<double> kTimeoutSec{
     "FSDP_TIMEOUT_SEC", 300.0, "seconds one collective may wait on its peers before TimeoutError", 0, kInf, true};
 const Knob<int64_t> kSmallMsgBytes{"FSDP_SMALL_MSG_BYTES", 64 * 1024,
                                    "below this many bytes the latency algorithms run (0: never)", 0};
+// The flag path's slot holds 4096 bytes (collectives/core/flag_path.h kFlagPayloadBytes).
+const Knob<int64_t> kFlagPathBytes{"FSDP_FLAG_PATH_BYTES", 4096,
+                                   "collectives on one host posting at most this many bytes per rank run through "
+                                   "flags in shared memory, bypassing the progress engine (0: never)",
+                                   0, 4096};
 const Knob<int64_t> kChunkBytes{
     "FSDP_CHUNK_BYTES", 512 * 1024, "pipelining unit of the ring algorithms, bytes", 0, kInf, true};
 const Knob<std::string> kAlgo{"FSDP_ALGO", "", "force algorithms by collective, e.g. all_reduce=ring,all_gather=bruck"};
@@ -309,6 +314,7 @@ template struct Knob<std::string>;
 std::vector<KnobInfo> all_knobs() {
   return {info_of(kTimeoutSec),
           info_of(kSmallMsgBytes),
+          info_of(kFlagPathBytes),
           info_of(kChunkBytes),
           info_of(kAlgo),
           info_of(kCheckCollectives),

@@ -43,6 +43,7 @@ struct Knob {
 // --- collectives (CommOptions::from_env) ---
 extern const Knob<double> kTimeoutSec;
 extern const Knob<int64_t> kSmallMsgBytes;
+extern const Knob<int64_t> kFlagPathBytes;
 extern const Knob<int64_t> kChunkBytes;
 extern const Knob<std::string> kAlgo;
 extern const Knob<bool> kCheckCollectives;

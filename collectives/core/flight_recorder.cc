@@ -22,6 +22,10 @@ double clock_seconds(clockid_t clock) {
 }
 
 double now() { return clock_seconds(CLOCK_MONOTONIC); }
+// steady_clock is CLOCK_MONOTONIC on Linux (libstdc++).
+double seconds_of(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
 
 }  // namespace
 
@@ -61,6 +65,23 @@ uint64_t FlightRecorder::queued(const ErrorContext& ctx, uint64_t comm, int comm
                                 int peer) {
   if (ring_.empty()) return 0;
   std::lock_guard<std::mutex> lock(mu_);
+  return queued_locked(ctx, comm, comm_rank, comm_size, p2p, peer, now());
+}
+
+uint64_t FlightRecorder::started_now(const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size,
+                                     std::chrono::steady_clock::time_point at) {
+  if (ring_.empty()) return 0;
+  const double t = seconds_of(at);
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t id = queued_locked(ctx, comm, comm_rank, comm_size, false, -1, t);
+  FlightEntry& e = ring_[(id - 1) % ring_.size()];
+  e.state = FlightEntry::State::kStarted;
+  e.started = t;
+  return id;
+}
+
+uint64_t FlightRecorder::queued_locked(const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size, bool p2p,
+                                       int peer, double at) {
   const uint64_t id = next_id_++;
   FlightEntry& e = ring_[(id - 1) % ring_.size()];
   e = FlightEntry{};
@@ -73,7 +94,7 @@ uint64_t FlightRecorder::queued(const ErrorContext& ctx, uint64_t comm, int comm
   e.seq = ctx.seq;
   e.bytes = ctx.bytes;
   e.peer = peer;
-  e.queued = now();
+  e.queued = at;
   if (process_rank_ < 0) process_rank_ = ctx.rank;
   return id;
 }
@@ -94,6 +115,11 @@ void FlightRecorder::started(uint64_t id) {
 
 void FlightRecorder::finished(uint64_t id, const Failure* failure) {
   if (id == 0) return;
+  finished(id, failure, std::chrono::steady_clock::now());
+}
+
+void FlightRecorder::finished(uint64_t id, const Failure* failure, std::chrono::steady_clock::time_point at) {
+  if (id == 0) return;
   bool first_failure = false;
   std::string reason;
   {
@@ -101,7 +127,7 @@ void FlightRecorder::finished(uint64_t id, const Failure* failure) {
     FlightEntry* e = slot(id);
     if (e) {
       e->state = failure ? FlightEntry::State::kFailed : FlightEntry::State::kDone;
-      e->finished = now();
+      e->finished = seconds_of(at);
       if (e->started == 0) e->started = e->finished;
       if (failure) e->error = describe(failure->ctx, failure->detail);
     }

@@ -19,6 +19,7 @@
 // Recording costs one uncontended mutex per state change; FSDP_FLIGHT_RECORDER_ENTRIES=0 turns it off.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -59,6 +60,11 @@ class FlightRecorder {
   uint64_t queued(const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size, bool p2p, int peer);
   void started(uint64_t id);
   void finished(uint64_t id, const Failure* failure);  // failure: null when it succeeded
+  // One lock and no clock read each, for operations that start at their call and know their times
+  // (the flag path): queued and started at `at`, finished at `at`; steady_clock is CLOCK_MONOTONIC.
+  uint64_t started_now(const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size,
+                       std::chrono::steady_clock::time_point at);
+  void finished(uint64_t id, const Failure* failure, std::chrono::steady_clock::time_point at);
 
   // Where dumps go; "" turns dumping off. set_dump_dir wins over FSDP_FLIGHT_RECORDER_DIR and re-arms
   // the dump at the next failure.
@@ -74,6 +80,8 @@ class FlightRecorder {
 
  private:
   FlightEntry* slot(uint64_t id);  // null once the ring moved past it
+  uint64_t queued_locked(const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size, bool p2p, int peer,
+                         double at);
 
   mutable std::mutex mu_;
   std::vector<FlightEntry> ring_;

@@ -17,6 +17,11 @@ struct CommOptions {
   // (recursive doubling, Bruck, binomial trees); larger ones the bandwidth-optimal rings.
   // FSDP_SMALL_MSG_BYTES.
   size_t small_message_bytes = static_cast<size_t>(knobs::kSmallMsgBytes.fallback);
+  // Collectives whose per-rank contribution is at most this many bytes (all-reduce, reduce: the
+  // buffer; all-gather: the block; reduce-scatter: the whole input; broadcast; barrier), among ranks
+  // that share memory, run through flags and slots in a shared segment instead of the progress engine
+  // (collectives/core/flag_path.h). 0 turns it off; at most 4096. FSDP_FLAG_PATH_BYTES.
+  size_t flag_path_bytes = static_cast<size_t>(knobs::kFlagPathBytes.fallback);
   // Pipelining unit of the ring algorithms: a chunk is forwarded as soon as it arrived, and reduced
   // while it is still in cache. FSDP_CHUNK_BYTES.
   size_t chunk_bytes = static_cast<size_t>(knobs::kChunkBytes.fallback);

@@ -152,6 +152,13 @@ class ShmTransport final : public Transport {
 
   std::string_view name() const override { return "shm"; }
   bool shares_host_memory() const override { return true; }
+  // Every rank answers alike: no two endpoints of the job share a process.
+  bool separate_processes() const override {
+    std::vector<pid_t> pids(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) pids[r] = const_cast<ShmTransport*>(this)->info(r).pid.load(std::memory_order_acquire);
+    std::sort(pids.begin(), pids.end());
+    return std::adjacent_find(pids.begin(), pids.end()) == pids.end();
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 

@@ -1,5 +1,6 @@
 #include "tests/collectives/test_support.h"
 
+#include <dirent.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <thread>
 #include <sstream>
 
@@ -340,6 +342,26 @@ int size_mismatch_scenario(Transport& t) {
 std::string unique_job_name(const std::string& prefix) {
   static std::atomic<int> counter{0};
   return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+int memfd_mappings(const std::string& name) {
+  std::ifstream maps("/proc/self/maps");
+  int count = 0;
+  for (std::string line; std::getline(maps, line);) count += line.find("memfd:" + name) != std::string::npos;
+  return count;
+}
+
+std::set<std::string> left_in_dev_shm(const std::string& prefix) {
+  const std::string mine = "fsdp-" + unique_job_name(prefix);
+  const std::string start = mine.substr(0, mine.rfind('-') + 1);  // "fsdp-<prefix>-<pid>-"
+  std::set<std::string> names;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    while (dirent* e = ::readdir(d)) {
+      if (std::string(e->d_name).rfind(start, 0) == 0) names.insert(e->d_name);
+    }
+    ::closedir(d);
+  }
+  return names;
 }
 
 std::vector<DataType> all_data_types() {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,6 +80,11 @@ int size_mismatch_scenario(Transport& transport);
 
 // A job name no other test process on this host is using (pid and a counter).
 std::string unique_job_name(const std::string& prefix);
+// Mappings in this process of memfds whose name starts with `name` (/proc/self/maps "memfd:<name>...").
+int memfd_mappings(const std::string& name);
+// What this test process's jobs named by unique_job_name(prefix) left in /dev/shm (the shm transport's
+// "fsdp-<job>" segments). Other processes' entries are not this test's business: tests run in parallel.
+std::set<std::string> left_in_dev_shm(const std::string& prefix);
 
 // `command` run by sh with stderr joined to stdout: its exit code (128 + signal for a signal), its
 // output and how long it took. For tests that start launchers (fsdp-run, mpirun) as processes.

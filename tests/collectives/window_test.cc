@@ -4,12 +4,10 @@
 // destroy, and nothing left in /dev/shm.
 #include <gtest/gtest.h>
 
-#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <set>
 #include <stdexcept>
@@ -24,29 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Mappings of window memory in this process (own windows, peers' windows and control blocks).
-int window_mappings() {
-  std::ifstream maps("/proc/self/maps");
-  int count = 0;
-  for (std::string line; std::getline(maps, line);) count += line.find("memfd:fsdp-window") != std::string::npos;
-  return count;
-}
-
-// What this test process's jobs left in /dev/shm: segments named after the jobs it named (the shm
-// transport's "fsdp-<job>"; windows are memfds and never appear there). Other processes' entries are
-// not this test's business: tests run in parallel.
-std::set<std::string> left_in_dev_shm() {
-  const std::string mine = "fsdp-" + unique_job_name("window");
-  const std::string prefix = mine.substr(0, mine.rfind('-') + 1);  // "fsdp-window-<pid>-"
-  std::set<std::string> names;
-  if (DIR* d = ::opendir("/dev/shm")) {
-    while (dirent* e = ::readdir(d)) {
-      if (std::string(e->d_name).rfind(prefix, 0) == 0) names.insert(e->d_name);
-    }
-    ::closedir(d);
-  }
-  return names;
-}
+int window_mappings() { return memfd_mappings("fsdp-window"); }
 
 struct Checks {
   std::string failures;
@@ -232,6 +208,7 @@ TEST(WindowThreads, WindowsAreSharedAndUnmappedOnAbortAndRelease) {
 int process_body(const std::string& job, int rank, int n, bool mixed) {
   CommOptions o;
   o.timeout = 20s;
+  o.flag_path_bytes = 0;  // count 1 would take the flag path (flag_path_test.cc), not the windows
   auto comm = Communicator::create(make_shm_transport(job, rank, n, 20s), o);
   try {
     run_suite(*comm, mixed);
@@ -252,7 +229,7 @@ TEST_P(WindowProcesses, EveryCollectiveMatchesReferenceAndMixedFallsBack) {
     auto codes = run_processes(n, 60s, [&](int rank) { return process_body(job, rank, n, mixed); });
     for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r << (mixed ? " (mixed)" : "");
   }
-  EXPECT_EQ(left_in_dev_shm(), std::set<std::string>{}) << "a segment was left in /dev/shm";
+  EXPECT_EQ(left_in_dev_shm("window"), std::set<std::string>{}) << "a segment was left in /dev/shm";
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, WindowProcesses, ::testing::Values(1, 2, 3, 4));
@@ -318,7 +295,7 @@ TEST_P(WindowKilledPeer, IsNamedBySurvivor) {
   });
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 128 + SIGKILL);
-  EXPECT_EQ(left_in_dev_shm(), std::set<std::string>{}) << "a segment was left in /dev/shm";
+  EXPECT_EQ(left_in_dev_shm("window"), std::set<std::string>{}) << "a segment was left in /dev/shm";
 }
 
 INSTANTIATE_TEST_SUITE_P(When, WindowKilledPeer,
