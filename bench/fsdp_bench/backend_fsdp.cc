@@ -24,7 +24,8 @@ class FsdpBackend final : public Backend {
     }
   }
   ~FsdpBackend() override {
-    if (send_window_.data() && world_.comm && world_.comm->rank() == 0) {
+    if (!world_.comm || world_.comm->rank() != 0) return;
+    if (send_window_.data()) {
       std::fprintf(stderr, "fsdp-bench: %s ran %llu collectives over shared windows\n", name_.c_str(),
                    static_cast<unsigned long long>(world_.comm->windowed_collectives()));
     }
@@ -39,6 +40,9 @@ class FsdpBackend final : public Backend {
     std::string d = "fsdp Communicator over transport " + world_.transport_name;
     if (world_.transport_name == "shm") {
       d += " (FSDP_SHM_COPY=" + knobs::kShmCopy.get() + ")";
+      if (const size_t flag = world_.comm->options().flag_path_bytes) {
+        d += "; up to " + std::to_string(flag) + " bytes a rank on the flag path (FSDP_FLAG_PATH_BYTES)";
+      }
     }
     if (send_window_.data()) {
       d += send_window_.shared() ? "; buffers in shared windows (-R), collectives over them where every rank's are"
