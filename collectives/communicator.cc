@@ -21,6 +21,7 @@
 #include "collectives/core/window_table.h"
 #include "collectives/transports/transport.h"
 #include "collectives/types/reduce_kernels.h"
+#include "collectives/types/stream_copy.h"
 #include "common/splitmix.h"
 
 namespace fsdp {
@@ -34,7 +35,11 @@ uint64_t mix(uint64_t x) { return splitmix64(x) & ~kPointToPointBit; }  // sprea
 Task run_all_gather(Op& op, const void* send, std::byte* recv, size_t block_bytes, bool small,
                     std::shared_ptr<const HostLayout> layout, WindowPlan windows) {
   std::byte* mine = recv + op.rank() * block_bytes;
-  if (send != mine && block_bytes > 0) copy_bytes(mine, send, block_bytes);
+  if (send != mine && windows.table) {
+    large_copy(mine, send, block_bytes);  // the windowed path's traffic: streamed when large
+  } else if (send != mine) {
+    copy_bytes(mine, send, block_bytes);  // the ring and Bruck read it back at once: keep it in cache
+  }
   if (windows.table) {
     WindowSync sync(op, std::move(windows));
     co_await sync.agree();

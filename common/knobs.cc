@@ -26,6 +26,11 @@ const Knob<int64_t> kFlagPathBytes{"FSDP_FLAG_PATH_BYTES", 4096,
                                    "collectives on one host posting at most this many bytes per rank run through "
                                    "flags in shared memory, bypassing the progress engine (0: never)",
                                    0, 4096};
+// Measured on this project's CI kind: docs/benchmarks.md "Shared-memory windows".
+const Knob<int64_t> kStreamCopyBytes{"FSDP_STREAM_COPY_BYTES", 4 << 20,
+                                     "copies into a collective's output of at least this many bytes (windowed "
+                                     "all-gather blocks) use non-temporal stores, bypassing the cache (0: never)",
+                                     0};
 const Knob<int64_t> kChunkBytes{
     "FSDP_CHUNK_BYTES", 512 * 1024, "pipelining unit of the ring algorithms, bytes", 0, kInf, true};
 const Knob<std::string> kAlgo{"FSDP_ALGO", "", "force algorithms by collective, e.g. all_reduce=ring,all_gather=bruck"};
@@ -315,6 +320,7 @@ std::vector<KnobInfo> all_knobs() {
   return {info_of(kTimeoutSec),
           info_of(kSmallMsgBytes),
           info_of(kFlagPathBytes),
+          info_of(kStreamCopyBytes),
           info_of(kChunkBytes),
           info_of(kAlgo),
           info_of(kCheckCollectives),

@@ -44,6 +44,7 @@ struct Knob {
 extern const Knob<double> kTimeoutSec;
 extern const Knob<int64_t> kSmallMsgBytes;
 extern const Knob<int64_t> kFlagPathBytes;
+extern const Knob<int64_t> kStreamCopyBytes;
 extern const Knob<int64_t> kChunkBytes;
 extern const Knob<std::string> kAlgo;
 extern const Knob<bool> kCheckCollectives;

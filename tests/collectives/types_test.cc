@@ -16,6 +16,7 @@
 #include "common/float_formats.h"
 #include "collectives/types/reduce_kernels.h"
 #include "collectives/types/reduce_op.h"
+#include "collectives/types/stream_copy.h"
 
 namespace fsdp {
 namespace {
@@ -694,4 +695,28 @@ TEST(WidenNarrowTest, F64AndIntegersConvertThenScale) {
 }
 
 }  // namespace
+// Streaming copies: every alignment of source and destination against the cache line, sizes below a
+// line, around the head and tail, and many lines; bytes around the destination stay untouched.
+TEST(StreamCopy, MatchesMemcpyAtEveryAlignmentAndSize) {
+  std::mt19937 rng(7);
+  std::vector<unsigned char> src(70000), dst(70000 + 256);
+  for (auto& b : src) b = static_cast<unsigned char>(rng());
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{127}, size_t{128}, size_t{129},
+                       size_t{1000}, size_t{4096}, size_t{65537}}) {
+    for (size_t s_off : {0, 1, 17, 63}) {
+      for (size_t d_off : {0, 5, 32, 63}) {
+        std::fill(dst.begin(), dst.end(), 0xAB);
+        stream_copy(dst.data() + 64 + d_off, src.data() + s_off, bytes);
+        ASSERT_EQ(std::memcmp(dst.data() + 64 + d_off, src.data() + s_off, bytes), 0)
+            << bytes << " bytes, source +" << s_off << ", destination +" << d_off;
+        for (size_t i = 0; i < 64 + d_off; ++i) ASSERT_EQ(dst[i], 0xAB) << "wrote before the destination";
+        for (size_t i = 64 + d_off + bytes; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xAB) << "wrote past the end";
+      }
+    }
+  }
+  large_copy(nullptr, nullptr, 0);  // null with 0 bytes is fine
+  large_copy(dst.data(), src.data(), src.size());
+  EXPECT_EQ(std::memcmp(dst.data(), src.data(), src.size()), 0);
+}
+
 }  // namespace fsdp

@@ -1,0 +1,55 @@
+#include "collectives/types/stream_copy.h"
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "common/knobs.h"
+
+namespace fsdp {
+
+void stream_copy(void* dst, const void* src, size_t bytes) {
+#if defined(__SSE2__)
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+  // Up to the destination's first cache line boundary with memcpy, then whole lines streamed.
+  const size_t head = (64 - (reinterpret_cast<uintptr_t>(d) & 63)) & 63;
+  if (bytes < head + 64) {
+    if (bytes > 0) std::memcpy(d, s, bytes);
+    return;
+  }
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  bytes -= head;
+  size_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  _mm_sfence();  // the streamed lines are visible before whatever the caller publishes next
+  if (i < bytes) std::memcpy(d + i, s + i, bytes - i);
+#else
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+#endif
+}
+
+void large_copy(void* dst, const void* src, size_t bytes) {
+  static const size_t from = static_cast<size_t>(knobs::kStreamCopyBytes.get());
+  if (from > 0 && bytes >= from) {
+    stream_copy(dst, src, bytes);
+  } else if (bytes > 0) {
+    std::memcpy(dst, src, bytes);
+  }
+}
+
+}  // namespace fsdp
