@@ -323,9 +323,11 @@ struct Communicator::Impl {
   // A collective: ordered, and fingerprinted first when the options ask for it.
   Work submit_collective(OpPtr op, Task task, const CommOptions& o, const char* name, size_t count = 0, int dtype = -1,
                          int root = -1, int reduce = -1) {
-    if (o.check_collectives) {
-      task = run_checked(*op, Fingerprint::of(name, op->context().seq, count, dtype, root, reduce), std::move(task));
-    }
+    const Fingerprint fingerprint = Fingerprint::of(name, op->context().seq, count, dtype, root, reduce);
+    // A peer that took the flag path at this sequence number (a count on the other side of the limit)
+    // finds this rank's call in its slot and fails at once naming both, instead of waiting out the timeout.
+    if (flags) flags->mark_engine_call(flag_ops % 2, fingerprint);
+    if (o.check_collectives) task = run_checked(*op, fingerprint, std::move(task));
     return submit(std::move(op), std::move(task), true);
   }
 };

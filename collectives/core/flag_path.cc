@@ -45,6 +45,13 @@ FlagSegment::FlagSegment(Mapping mapping, std::shared_ptr<Transport> transport, 
       rank_(rank),
       oversubscribed_(endpoints_.size() > std::max(1u, std::thread::hardware_concurrency())) {}
 
+void FlagSegment::mark_engine_call(uint64_t parity, const Fingerprint& called) {
+  FlagSlot& mine = slot(rank_, parity);
+  mine.fingerprint = called;
+  mine.bytes = 0;
+  mine.seq.store(called.seq + 1, std::memory_order_release);
+}
+
 void FlagSegment::break_with(const std::string& why, bool aborted) {
   std::function<void(const std::string&)> on_break;
   {

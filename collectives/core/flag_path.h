@@ -71,6 +71,12 @@ class FlagSegment {
   // More ranks than cores spin on this host: waits yield early instead of spinning.
   bool oversubscribed() const { return oversubscribed_; }
 
+  // Publishes in this rank's slot of `parity` (the next flag operation's) that it runs the collective
+  // `called` through the engine: a peer waiting there on the flag path at the same sequence number
+  // sees the fingerprints differ and fails with MismatchError. Safe for the same reason as a post:
+  // the previous flag operation completed before any engine call is made.
+  void mark_engine_call(uint64_t parity, const Fingerprint& called);
+
   // Breaks the segment: every flag operation still waiting, and every later one, fails with `why`.
   // `on_break` (set by the communicator while it lives) also breaks its engine stream.
   void break_with(const std::string& why, bool aborted);

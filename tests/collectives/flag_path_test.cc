@@ -248,6 +248,37 @@ TEST(FlagPath, KilledPeerIsNamedBySurvivor) {
   EXPECT_EQ(left_in_dev_shm("flag"), std::set<std::string>{});
 }
 
+// Counts on both sides of the limit: rank 0's all-reduce takes the flag path, rank 1's the engine.
+// Rank 0 finds rank 1's call in its slot and fails at once naming both (not after the 20 s timeout);
+// rank 1 learns of it when rank 0 goes.
+TEST(FlagPath, MismatchAcrossTheLimitFailsAtOnce) {
+  const std::string job = unique_job_name("flag");
+  auto codes = in_processes(2, [&](int rank) {
+    auto comm = join(job, rank, 2);
+    comm->barrier().wait();  // the path is set up
+    std::vector<float> x(rank == 0 ? 1000 : 2000, 1.f);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm->all_reduce(x.data(), x.data(), x.size(), DataType::kFloat32, ReduceOp::sum()).wait();
+      return 2;
+    } catch (const MismatchError& e) {
+      const std::string what = e.what();
+      if (rank != 0 || what.find("all_reduce(count 1000") == std::string::npos ||
+          what.find("all_reduce(count 2000") == std::string::npos) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
+        return 3;
+      }
+    } catch (const CommError& e) {
+      if (rank != 1) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+        return 4;
+      }
+    }
+    return std::chrono::steady_clock::now() - start < 5s ? 0 : 5;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
 // A peer that never comes: TimeoutError naming it after the communicator's timeout; Work::wait(ms)
 // gives up earlier without failing the operation; abort() from another thread ends a wait at once.
 TEST(FlagPath, TimeoutGiveUpAndAbort) {
