@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "collectives/algorithms/algorithms.h"
@@ -192,7 +193,7 @@ struct Communicator::Impl {
   enum class FlagSetup { kUntried, kSettingUp, kOn, kOff };
   FlagSetup flag_setup = FlagSetup::kUntried;
   std::shared_ptr<FlagSegment> flags;
-  std::shared_ptr<FlagOp> flag_pool[2];  // by parity; reused once no Work holds them
+  std::shared_ptr<FlagOp> flag_pool[2];  // by parity
   std::shared_ptr<FlagOp> flag_pending;  // the flag operation not yet known to be complete
   uint64_t flag_ops = 0;
 
@@ -238,39 +239,33 @@ struct Communicator::Impl {
     }
   }
 
-  // The pooled flag operation to post a collective of `bytes` per rank on, or null where it takes the
-  // engine. Every rank decides alike (sizes, options, layout and transport agree), so the first
-  // call that qualifies sets the segment up on every rank at once (a collective).
-  std::shared_ptr<FlagOp> flag_op(Communicator& comm, const CommOptions& o, size_t bytes) {
-    if (bytes > std::min(o.flag_path_bytes, kFlagPayloadBytes) || group.endpoints.size() < 2) return nullptr;
-    if (layout && layout->hosts() > 1) return nullptr;
+  // The collective `call` (of `bytes` per rank) posted on the flag path, or nullopt where it takes the
+  // engine. Every rank decides alike (sizes, options, layout and transport agree), so the first call
+  // that qualifies sets the segment up on every rank at once (a collective).
+  std::optional<Work> flag_path(Communicator& comm, const CommOptions& o, size_t bytes, const FlagOp::Call& call) {
+    if (bytes > std::min(o.flag_path_bytes, kFlagPayloadBytes) || group.endpoints.size() < 2) return std::nullopt;
+    if (layout && layout->hosts() > 1) return std::nullopt;
     if (flag_setup == FlagSetup::kUntried) {
       try {
         set_up_flags(comm);
       } catch (const CommError&) {
-        // The set-up's exchange failed (a peer never came, or died): the caller's operation fails
-        // with it, through its Work like any collective's error.
+        // The set-up's exchange failed (a peer never came, or died): this call fails with it, through
+        // its Work like any collective's error.
         auto failed = std::make_shared<FlagOp>();
-        failed->fail_unposted(std::current_exception(), "setting up the flag path (rank 0's segment, every rank's mapping) failed: ");
-        return failed;
+        failed->fail_unposted(std::current_exception(),
+                              ErrorContext{transport->rank(), -1, call.name, next_seq++, call.post_bytes},
+                              "setting up the flag path (rank 0's segment, every rank's mapping) failed: ");
+        return Work(std::move(failed));
       }
     }
-    if (flag_setup != FlagSetup::kOn) return nullptr;
+    if (flag_setup != FlagSetup::kOn) return std::nullopt;
     settle_flag_op();
-    std::shared_ptr<FlagOp>& pooled = flag_pool[flag_ops % 2];
+    std::shared_ptr<FlagOp>& pooled = flag_pool[flag_ops % 2];  // reused once no Work holds it
     if (!pooled || pooled.use_count() > 1) pooled = std::make_shared<FlagOp>();
-    return pooled;
-  }
-
-  Work post_flag(std::shared_ptr<FlagOp> f, const FlagOp::Call& call, const CommOptions& o) {
-    if (f->failed_unposted()) {  // the set-up failed: named as this call
-      f->name_failure(ErrorContext{transport->rank(), -1, call.name, next_seq++, call.post_bytes});
-      return Work(std::move(f));
-    }
     OpPtr prior = last_ordered && last_ordered->state() == Op::State::kPending ? last_ordered : nullptr;
-    f->post(flags, call, next_seq++, flag_ops++ % 2, o.timeout, group.context, std::move(prior), engine);
-    flag_pending = f;
-    return Work(std::move(f));
+    pooled->post(flags, call, next_seq++, flag_ops++ % 2, o.timeout, group.context, std::move(prior), engine);
+    flag_pending = pooled;
+    return Work(pooled);
   }
 
   // Rank 0 creates the segment; every rank maps it and reports; on if all did.
@@ -462,10 +457,9 @@ Work Communicator::all_gather(const void* send, void* recv, size_t count, DataTy
   check.buffer(send, block, "send");
   check.buffer(recv, total, "recv");
   check.in_place_layout(recv, total, send, block, rank() * block, "send is not this rank's block of recv");
-  if (auto f = impl_->flag_op(*this, options_, block)) {
-    return impl_->post_flag(std::move(f),
-                            {FlagCollective::kAllGather, "all_gather", send, block, recv, count, type, {}, -1, block},
-                            options_);
+  if (auto w = impl_->flag_path(*this, options_, block,
+                                {FlagCollective::kAllGather, "all_gather", send, block, recv, count, type, {}, -1, block})) {
+    return *w;
   }
   auto op = impl_->new_op(options_, "all_gather", total, false, impl_->next_seq++);
   return impl_->submit_collective(
@@ -486,11 +480,10 @@ Work Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
   check.buffer(send, total, "send");
   check.buffer(recv, block, "recv");
   check.in_place_layout(send, total, recv, block, rank() * block, "recv is not this rank's block of send");
-  if (auto f = impl_->flag_op(*this, options_, total)) {
-    return impl_->post_flag(
-        std::move(f),
-        {FlagCollective::kReduceScatter, "reduce_scatter", send, total, recv, recv_count, type, rop, -1, block},
-        options_);
+  if (auto w = impl_->flag_path(
+          *this, options_, total,
+          {FlagCollective::kReduceScatter, "reduce_scatter", send, total, recv, recv_count, type, rop, -1, block})) {
+    return *w;
   }
   auto op = impl_->new_op(options_, "reduce_scatter", total, false, impl_->next_seq++);
   return impl_->submit_collective(
@@ -508,10 +501,9 @@ Work Communicator::all_reduce(const void* send, void* recv, size_t count, DataTy
   check.buffer(send, bytes, "send");
   check.buffer(recv, bytes, "recv");
   check.in_place_layout(recv, bytes, send, bytes, 0, "send != recv (in place means the same pointer)");
-  if (auto f = impl_->flag_op(*this, options_, bytes)) {
-    return impl_->post_flag(std::move(f),
-                            {FlagCollective::kAllReduce, "all_reduce", send, bytes, recv, count, type, rop, -1, bytes},
-                            options_);
+  if (auto w = impl_->flag_path(*this, options_, bytes,
+                                {FlagCollective::kAllReduce, "all_reduce", send, bytes, recv, count, type, rop, -1, bytes})) {
+    return *w;
   }
   auto op = impl_->new_op(options_, "all_reduce", bytes, false, impl_->next_seq++);
   return impl_->submit_collective(
@@ -532,12 +524,11 @@ Work Communicator::broadcast(const void* send, void* recv, size_t count, DataTyp
     check.in_place_layout(recv, bytes, send, bytes, 0, "send != recv (in place means the same pointer)");
   }
   check.buffer(recv, bytes, "recv");
-  if (auto f = impl_->flag_op(*this, options_, bytes)) {
-    const bool root_here = rank() == root;
-    return impl_->post_flag(std::move(f),
-                            {FlagCollective::kBroadcast, "broadcast", root_here ? send : nullptr, root_here ? bytes : 0,
-                             recv, count, type, {}, root, bytes},
-                            options_);
+  const bool root_here = rank() == root;
+  if (auto w = impl_->flag_path(*this, options_, bytes,
+                                {FlagCollective::kBroadcast, "broadcast", root_here ? send : nullptr,
+                                 root_here ? bytes : 0, recv, count, type, {}, root, bytes})) {
+    return *w;
   }
   auto op = impl_->new_op(options_, "broadcast", bytes, false, impl_->next_seq++);
   return impl_->submit_collective(
@@ -557,10 +548,9 @@ Work Communicator::reduce(const void* send, void* recv, size_t count, DataType t
     check.buffer(recv, bytes, "recv");
     check.in_place_layout(recv, bytes, send, bytes, 0, "send != recv (in place means the same pointer)");
   }
-  if (auto f = impl_->flag_op(*this, options_, bytes)) {
-    return impl_->post_flag(std::move(f),
-                            {FlagCollective::kReduce, "reduce", send, bytes, recv, count, type, rop, root, bytes},
-                            options_);
+  if (auto w = impl_->flag_path(*this, options_, bytes,
+                                {FlagCollective::kReduce, "reduce", send, bytes, recv, count, type, rop, root, bytes})) {
+    return *w;
   }
   auto op = impl_->new_op(options_, "reduce", bytes, false, impl_->next_seq++);
   return impl_->submit_collective(op,
@@ -606,7 +596,7 @@ Work Communicator::all_to_all_v(const void* send, std::span<const size_t> send_c
 }
 
 Work Communicator::barrier() {
-  if (auto f = impl_->flag_op(*this, options_, 0)) return impl_->post_flag(std::move(f), {}, options_);
+  if (auto w = impl_->flag_path(*this, options_, 0, {})) return *w;
   auto op = impl_->new_op(options_, "barrier", 0, false, impl_->next_seq++);
   return impl_->submit_collective(op, run_barrier(*op), options_, "barrier");
 }

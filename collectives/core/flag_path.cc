@@ -114,34 +114,26 @@ void FlagOp::post(std::shared_ptr<FlagSegment> segment, const Call& call, uint64
         AbortedError(ctx_, "communicator is broken by an earlier error: " + prior_->failure().detail)));
     return;
   }
-  if (call_.kind == FlagCollective::kAllReduce || call_.kind == FlagCollective::kReduceScatter ||
-      call_.kind == FlagCollective::kReduce) {
-    plan_ = ReductionPlan(call_.type, call_.reduce);
-  }
+  const bool reduces = call_.kind == FlagCollective::kAllReduce || call_.kind == FlagCollective::kReduceScatter ||
+                       call_.kind == FlagCollective::kReduce;
+  if (reduces) plan_ = ReductionPlan(call_.type, call_.reduce);
+  // As the engine path fingerprints the same call (Communicator::Impl::submit_collective).
   FlagSlot& mine = segment_->slot(segment_->rank(), parity_);
-  mine.fingerprint = Fingerprint::of(call_.name, seq_, call_.count, static_cast<int>(call_.type), call_.root,
-                                     static_cast<int>(call_.reduce.kind));
-  if (call_.kind == FlagCollective::kBarrier) mine.fingerprint.dtype = -1;
-  if (call_.kind != FlagCollective::kAllReduce && call_.kind != FlagCollective::kReduceScatter &&
-      call_.kind != FlagCollective::kReduce) {
-    mine.fingerprint.reduce = -1;
-  }
+  mine.fingerprint = Fingerprint::of(call_.name, seq_, call_.count,
+                                     call_.kind == FlagCollective::kBarrier ? -1 : static_cast<int>(call_.type),
+                                     call_.root, reduces ? static_cast<int>(call_.reduce.kind) : -1);
   mine.bytes = call_.post_bytes;
   if (call_.post_bytes > 0) std::memcpy(mine.payload, call_.send, call_.post_bytes);
   mine.seq.store(seq_ + 1, std::memory_order_release);
 }
 
-void FlagOp::fail_unposted(const std::exception_ptr& error, const std::string& why) {
+void FlagOp::fail_unposted(const std::exception_ptr& error, ErrorContext ctx, const std::string& why) {
   failure_ = to_failure(error);
   failure_.detail = why + failure_.detail;
-  failed_unposted_ = true;
-  started_at_ = finished_at_ = Clock::now();
-  state_.store(State::kFailed, std::memory_order_release);
-}
-
-void FlagOp::name_failure(ErrorContext ctx) {
   ctx.peer = failure_.ctx.peer;
   failure_.ctx = std::move(ctx);
+  started_at_ = finished_at_ = Clock::now();
+  state_.store(State::kFailed, std::memory_order_release);
 }
 
 bool FlagOp::test() {

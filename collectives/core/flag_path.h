@@ -125,11 +125,8 @@ class FlagOp {
             std::chrono::milliseconds timeout, uint64_t comm_context, std::shared_ptr<Op> prior,
             std::weak_ptr<ProgressEngine> engine);
 
-  // Fails without posting: `error` (a CommError) prefixed with `why`; name_failure then gives it the
-  // context of the call it stands for (the error's peer kept).
-  void fail_unposted(const std::exception_ptr& error, const std::string& why);
-  void name_failure(ErrorContext ctx);
-  bool failed_unposted() const { return failed_unposted_; }
+  // Fails without posting, as the call `ctx` names: `error` (a CommError; its peer kept) prefixed with `why`.
+  void fail_unposted(const std::exception_ptr& error, ErrorContext ctx, const std::string& why);
 
   // Completes the operation if every peer has posted (never blocks); true once done. Rethrows the
   // operation's error.
@@ -166,7 +163,6 @@ class FlagOp {
   ReductionPlan plan_{DataType::kFloat32, ReduceOp{}};
   int next_peer_ = 0;  // peers below it have posted
   uint64_t flight_id_ = 0;
-  bool failed_unposted_ = false;
 
   std::atomic<State> state_{State::kPending};
   Failure failure_;
