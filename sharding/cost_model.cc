@@ -129,12 +129,12 @@ std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<Un
       // The output head: its input and normed input, their inverse RMS, the targets, and the logits with
       // their fp32 softmax (one buffer when the logits are fp32 already).
       const int64_t logits = a == 4 ? 4 : a + 4;
-      out[i].activations = tokens * (2 * d.dim * a + 4 + 4 + d.vocab * logits);
-      if (policy.loss == LossImpl::kEager) {
-        // PyTorch eager: the log-softmax (fp32) is what stays saved; during the forward the logits and
-        // their fp32 copy (the same tensor when the logits are fp32) live beside it, and in backward the
-        // log-softmax's incoming gradient and its result (fp32 each) beside the saved output.
-        out[i].activations = tokens * (2 * d.dim * a + 4 + 4 + d.vocab * 4);
+      // PyTorch eager: only the log-softmax (fp32) stays saved; during the forward the logits and their
+      // fp32 copy (the same tensor when the logits are fp32) live beside it, and in backward the
+      // log-softmax's incoming gradient and its result (fp32 each) beside the saved output.
+      const bool eager = policy.loss == LossImpl::kEager;
+      out[i].activations = tokens * (2 * d.dim * a + 4 + 4 + d.vocab * (eager ? 4 : logits));
+      if (eager) {
         out[i].forward_scratch = tokens * d.vocab * logits;
         out[i].backward_scratch = tokens * d.vocab * 8;
       }

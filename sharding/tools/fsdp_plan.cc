@@ -30,7 +30,7 @@ constexpr const char* kUsage =
 
 model and hardware
   --model NAME|FILE      preset (llama3-debug, debugmodel_byte, debugmodel_byte_moe, llama3-8b, llama3-70b, llama3-405b,
-                         mixtral-8x7b, qwen3-30b-a3b, deepseek-v2-lite) or TOML spec
+                         llama2-7b, llama2-13b, llama2-70b, mixtral-8x7b, qwen3-30b-a3b, deepseek-v2-lite) or TOML spec
   --chip NAME            chip profile (trn1, trn2, trn3, a100, h100, h100-hbm2e, h200, cpu)
   --chip-file FILE       TOML profile; overrides the --chip preset field by field
   --nodes N              servers (default 1)
