@@ -291,12 +291,7 @@ int killed_peer_scenario(Communicator& comm, const std::string& collective) {
   } catch (const PeerLostError& e) {
     const auto elapsed = std::chrono::steady_clock::now() - start;
     const std::string what = e.what();
-    for (const char* needle : {"rank 0", "peer 1", collective.c_str()}) {
-      if (what.find(needle) == std::string::npos) {
-        std::fprintf(stderr, "'%s' missing from: %s\n", needle, what.c_str());
-        return 3;
-      }
-    }
+    if (!mentions_all(what, {"rank 0", "peer 1", collective})) return 3;
     return elapsed < std::chrono::seconds(5) ? 0 : 4;
   }
 }
@@ -342,6 +337,15 @@ int size_mismatch_scenario(Transport& t) {
 std::string unique_job_name(const std::string& prefix) {
   static std::atomic<int> counter{0};
   return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+bool mentions_all(const std::string& what, std::initializer_list<std::string> needles) {
+  for (const std::string& needle : needles) {
+    if (what.find(needle) != std::string::npos) continue;
+    std::fprintf(stderr, "'%s' missing from: %s\n", needle.c_str(), what.c_str());
+    return false;
+  }
+  return true;
 }
 
 int memfd_mappings(const std::string& name) {

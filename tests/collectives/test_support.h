@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <set>
 #include <string>
@@ -77,6 +78,10 @@ int killed_peer_scenario(Communicator& comm, const std::string& collective = "al
 // and sizes), an 8-byte send into a 16-byte receive (the receiver must fail), then a well-formed 2 MiB
 // message that must arrive intact. Returns 0 when all of that held.
 int size_mismatch_scenario(Transport& transport);
+
+// Whether `what` (an error's text) contains every needle; prints the first one missing to stderr (for
+// checks inside forked ranks, which report through their exit code).
+bool mentions_all(const std::string& what, std::initializer_list<std::string> needles);
 
 // A job name no other test process on this host is using (pid and a counter).
 std::string unique_job_name(const std::string& prefix);
