@@ -18,6 +18,7 @@
 #include "collectives/core/flag_path.h"
 #include "collectives/core/flight_recorder.h"
 #include "collectives/core/op.h"
+#include "collectives/core/op_pool.h"
 #include "collectives/core/progress_engine.h"
 #include "collectives/core/window_table.h"
 #include "collectives/transports/transport.h"
@@ -159,8 +160,9 @@ Task run_all_to_all_v(Op& op, const void* send, PeerBlocks send_blocks, void* re
 }
 
 Task run_all_to_all(Op& op, const void* send, void* recv, size_t block_bytes, bool small, WindowPlan windows) {
-  PeerBlocks blocks = PeerBlocks::equal(op.size(), block_bytes);
-  co_await run_all_to_all_v(op, send, blocks, recv, blocks, std::move(windows), small);
+  PeerBlocks send_blocks = PeerBlocks::equal(op.size(), block_bytes, &op.arena());
+  PeerBlocks recv_blocks = PeerBlocks::equal(op.size(), block_bytes, &op.arena());
+  co_await run_all_to_all_v(op, send, std::move(send_blocks), recv, std::move(recv_blocks), std::move(windows), small);
 }
 
 Task run_barrier(Op& op) { co_await barrier_dissemination(op); }
@@ -180,6 +182,7 @@ struct Communicator::Impl {
   GroupView group;
   GroupView p2p_group;  // same ranks, its own tag context; its sequence numbers count per peer
   ScratchPool scratch;
+  std::shared_ptr<OpPool> ops;  // reused from call to call
   ProgressEngine::Stream* stream = nullptr;
   AlgorithmChoice algorithms;
   uint64_t next_seq = 0;
@@ -224,7 +227,7 @@ struct Communicator::Impl {
   }
 
   Impl(std::shared_ptr<Transport> t, std::shared_ptr<ProgressEngine> e, const CommOptions& o)
-      : transport(std::move(t)), engine(std::move(e)), algorithms(o.algorithms) {}
+      : transport(std::move(t)), engine(std::move(e)), ops(OpPool::create(*transport, scratch)), algorithms(o.algorithms) {}
 
   // A communicator has one flag operation outstanding at most, and it completes before the next
   // collective is given to the engine or posted: errors stay with its own Work (and break the
@@ -302,8 +305,8 @@ struct Communicator::Impl {
 
   OpPtr new_op(const CommOptions& o, const char* name, size_t bytes, bool p2p, uint64_t seq, int peer = -1) {
     if (!p2p) settle_flag_op();
-    auto op = std::make_shared<Op>(ErrorContext{transport->rank(), -1, name, seq, bytes}, *transport,
-                                   p2p ? p2p_group : group, scratch, o.chunk_bytes, o.timeout);
+    OpPtr op = ops->acquire(ErrorContext{transport->rank(), -1, name, seq, bytes}, p2p ? p2p_group : group,
+                            o.chunk_bytes, o.timeout);
     op->set_flight_id(FlightRecorder::instance().queued(op->context(), group.context, group.rank,
                                                         static_cast<int>(group.endpoints.size()), p2p, peer));
     return op;
@@ -403,7 +406,7 @@ struct Checker {
       fail(std::string(which) + " counts and displacements need " + std::to_string(size) + " entries each, got " +
            std::to_string(counts.size()) + " and " + std::to_string(displs.size()));
     }
-    PeerBlocks b{std::vector<size_t>(size), std::vector<size_t>(size)};
+    PeerBlocks b{std::pmr::vector<size_t>(size), std::pmr::vector<size_t>(size)};
     for (int r = 0; r < size; ++r) {
       if (counts[r] > std::numeric_limits<size_t>::max() - displs[r]) {
         fail(std::string(which) + " block of rank " + std::to_string(r) + " overflows");

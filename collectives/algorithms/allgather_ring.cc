@@ -19,7 +19,7 @@ Task allgather_ring(Op& op, std::byte* buf, Blocks blocks) {
 
   // Posts every receive of step s (distinct memory per step, so all can be posted up front).
   auto post_recvs = [&](int s) {
-    std::vector<RequestPtr> recvs;
+    RequestList recvs = op.request_list();
     const int b = block_at(s + 1);
     for (size_t c = 0; c < chunks.count(blocks.bytes(b)); ++c) {
       recvs.push_back(op.recv(left, slot(s, c), buf + blocks.offset(b) + c * chunks.size,
@@ -28,15 +28,15 @@ Task allgather_ring(Op& op, std::byte* buf, Blocks blocks) {
     return recvs;
   };
 
-  std::vector<RequestPtr> sends;
+  RequestList sends = op.request_list();
   for (size_t c = 0; c < chunks.count(blocks.bytes(r)); ++c) {
     sends.push_back(op.send(right, slot(0, c), buf + blocks.offset(r) + c * chunks.size,
                             chunks.length(blocks.bytes(r), c)));
   }
-  std::vector<RequestPtr> recvs = post_recvs(0);
+  RequestList recvs = post_recvs(0);
   for (int s = 0; s < n - 1; ++s) {
     const bool last = s == n - 2;
-    std::vector<RequestPtr> next = last ? std::vector<RequestPtr>{} : post_recvs(s + 1);
+    RequestList next = last ? op.request_list() : post_recvs(s + 1);
     const int b = block_at(s + 1);  // what arrives now, and is forwarded at step s + 1
     for (size_t c = 0; c < recvs.size(); ++c) {
       co_await op.wait(recvs[c]);

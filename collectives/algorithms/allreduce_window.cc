@@ -16,7 +16,7 @@ Task allreduce_window(Op& op, WindowSync& sync, size_t count, const ReductionPla
   const int n = op.size();
   const int r = op.rank();
   const Blocks blocks{count, n, element_size(plan.user_type)};
-  std::vector<const std::byte*> inputs(static_cast<size_t>(n));
+  std::pmr::vector<const std::byte*> inputs(static_cast<size_t>(n), &op.arena());
   for (int p = 0; p < n; ++p) inputs[p] = sync.read_of(p) + blocks.offset(r);
   reduce_from_windows(sync.result_of(r) + blocks.offset(r), inputs, blocks.count_of(r), plan,
                       op.scratch(kScratchWindowAcc, 2 * kWindowReduceChunk * plan.red.elem()));

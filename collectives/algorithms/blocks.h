@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory_resource>
 #include <vector>
 
 namespace fsdp {
@@ -26,13 +27,14 @@ struct Blocks {
 };
 
 // Where each rank's block lies in an all-to-all buffer (blocks may differ per rank, all_to_all_v):
-// byte offset and length, indexed by rank.
+// byte offset and length, indexed by rank. (std::pmr: an all-to-all of equal blocks builds them in its
+// operation's arena; moving them keeps it, copying takes the heap.)
 struct PeerBlocks {
-  std::vector<size_t> offset;
-  std::vector<size_t> bytes;
+  std::pmr::vector<size_t> offset;
+  std::pmr::vector<size_t> bytes;
 
-  static PeerBlocks equal(int n, size_t block_bytes) {
-    PeerBlocks b{std::vector<size_t>(n), std::vector<size_t>(n, block_bytes)};
+  static PeerBlocks equal(int n, size_t block_bytes, std::pmr::memory_resource* memory = std::pmr::get_default_resource()) {
+    PeerBlocks b{std::pmr::vector<size_t>(n, memory), std::pmr::vector<size_t>(n, block_bytes, memory)};
     for (int r = 0; r < n; ++r) b.offset[r] = r * block_bytes;
     return b;
   }

@@ -18,7 +18,7 @@ Task broadcast_binomial(Op& op, std::byte* buf, size_t bytes, int root) {
     }
     mask <<= 1;
   }
-  std::vector<RequestPtr> sends;
+  RequestList sends = op.request_list();
   for (mask >>= 1; mask > 0; mask >>= 1) {
     if (vrank + mask < n) sends.push_back(op.send(real(vrank + mask), slot(0, 0), buf, bytes));
   }

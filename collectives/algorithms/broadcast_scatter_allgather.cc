@@ -11,7 +11,7 @@ Task broadcast_scatter_allgather(Op& op, std::byte* buf, size_t bytes, int root)
   if (n == 1 || bytes == 0) co_return;
   const Blocks blocks{bytes, n, 1};
   if (r == root) {
-    std::vector<RequestPtr> sends;
+    RequestList sends = op.request_list();
     for (int b = 0; b < n; ++b) {
       if (b != root && blocks.bytes(b) > 0) sends.push_back(op.send(b, slot(0, 0), buf + blocks.offset(b), blocks.bytes(b)));
     }

@@ -13,7 +13,7 @@ Task reduce_ring(Op& op, const std::byte* in, std::byte* out, size_t count, Redu
   co_await reduce_scatter_ring(op, in, mine, blocks, red);
   if (n == 1) co_return;
   op.next_phase();
-  std::vector<RequestPtr> transfers;
+  RequestList transfers = op.request_list();
   if (r == root) {
     for (int b = 0; b < n; ++b) {
       if (b != root && blocks.bytes(b) > 0) transfers.push_back(op.recv(b, slot(0, 0), out + blocks.offset(b), blocks.bytes(b)));

@@ -34,31 +34,33 @@ Task reduce_scatter_ring(Op& op, const std::byte* in, std::byte* out, Blocks blo
   std::byte* partial[2] = {op.scratch(kScratchPartialA, blocks.max_bytes()),
                            n > 2 ? op.scratch(kScratchPartialB, blocks.max_bytes()) : nullptr};
   auto dst = [&](int s) { return (s == n - 2 && !out_aliases_in) ? out : partial[s % 2]; };
-  std::vector<RequestPtr> recvs_next;  // receives posted for the coming step, by chunk
+  RequestList recvs_next = op.request_list();  // receives posted for the coming step, by chunk
 
   // reading[k][c]: the last send from chunk c of partial[k]; a receive into that chunk waits for it.
   const size_t max_chunks = chunks.count(blocks.max_bytes());
-  std::vector<RequestPtr> reading[2] = {std::vector<RequestPtr>(max_chunks), std::vector<RequestPtr>(max_chunks)};
-  auto post_recv = [&](int s, size_t c) -> Task {
-    std::byte* target = dst(s);
-    RequestPtr& hazard = reading[s % 2][c];
-    if (target != out && hazard) co_await op.wait(std::exchange(hazard, nullptr));
-    recvs_next[c] = op.recv(left, slot(s, c), target + c * chunks.size, chunks.length(blocks.bytes(block_at(s + 1)), c));
+  RequestList reading[2] = {RequestList(max_chunks, &op.arena()), RequestList(max_chunks, &op.arena())};
+  // The send a receive of step s, chunk c must wait for first (null: none).
+  auto hazard = [&](int s, size_t c) { return dst(s) != out ? std::exchange(reading[s % 2][c], nullptr) : nullptr; };
+  auto post_recv = [&](int s, size_t c) {
+    recvs_next[c] = op.recv(left, slot(s, c), dst(s) + c * chunks.size, chunks.length(blocks.bytes(block_at(s + 1)), c));
   };
 
-  std::vector<RequestPtr> all_sends;
+  RequestList all_sends = op.request_list();
   const int b0 = block_at(0);
   for (size_t c = 0; c < chunks.count(blocks.bytes(b0)); ++c) {
     all_sends.push_back(op.send(right, slot(0, c), in + blocks.offset(b0) + c * chunks.size,
                                 chunks.length(blocks.bytes(b0), c)));
   }
   recvs_next.resize(chunks.count(blocks.bytes(block_at(1))));
-  for (size_t c = 0; c < recvs_next.size(); ++c) co_await post_recv(0, c);
+  for (size_t c = 0; c < recvs_next.size(); ++c) {
+    if (RequestPtr h = hazard(0, c)) co_await op.wait(std::move(h));
+    post_recv(0, c);
+  }
 
   for (int s = 0; s < n - 1; ++s) {
     const bool last = s == n - 2;
     const int b = block_at(s + 1);  // the block arriving now; forwarded at step s + 1
-    std::vector<RequestPtr> recvs = std::exchange(recvs_next, {});
+    RequestList recvs = std::exchange(recvs_next, op.request_list());
     const size_t next_chunks = last ? 0 : chunks.count(blocks.bytes(block_at(s + 2)));
     recvs_next.resize(next_chunks);
     for (size_t c = 0; c < std::max(recvs.size(), next_chunks); ++c) {
@@ -78,7 +80,10 @@ Task reduce_scatter_ring(Op& op, const std::byte* in, std::byte* out, Blocks blo
         }
       }
       // Post the next step's receive of this chunk right away, so the left neighbour can pipeline.
-      if (c < next_chunks) co_await post_recv(s + 1, c);
+      if (c < next_chunks) {
+        if (RequestPtr h = hazard(s + 1, c)) co_await op.wait(std::move(h));
+        post_recv(s + 1, c);
+      }
     }
   }
   co_await op.wait(std::move(all_sends));

@@ -5,7 +5,7 @@
 
 namespace fsdp {
 
-void reduce_from_windows(std::byte* dst, const std::vector<const std::byte*>& srcs, size_t count,
+void reduce_from_windows(std::byte* dst, std::span<const std::byte* const> srcs, size_t count,
                          const ReductionPlan& plan, std::byte* scratch) {
   const DataType user = plan.user_type;
   const DataType acc_type = plan.red.type;

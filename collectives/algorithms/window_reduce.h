@@ -3,7 +3,7 @@
 #pragma once
 
 #include <cstddef>
-#include <vector>
+#include <span>
 
 #include "collectives/algorithms/reduction_plan.h"
 
@@ -13,7 +13,7 @@ namespace fsdp {
 // plan's type (premul applied to each input, avg's division and the narrowing applied once). dst may
 // alias one of srcs exactly; `scratch` holds 2 * kWindowReduceChunk accumulate-type elements.
 inline constexpr size_t kWindowReduceChunk = 4096;
-void reduce_from_windows(std::byte* dst, const std::vector<const std::byte*>& srcs, size_t count,
+void reduce_from_windows(std::byte* dst, std::span<const std::byte* const> srcs, size_t count,
                          const ReductionPlan& plan, std::byte* scratch);
 
 }  // namespace fsdp

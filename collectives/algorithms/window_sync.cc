@@ -6,7 +6,8 @@ namespace fsdp {
 
 WindowSync::WindowSync(Op& op, WindowPlan plan)
     : op_(op), plan_(std::move(plan)), control_(plan_.table ? plan_.table->control() : nullptr),
-      blocks_(plan_.table ? plan_.table->block_posts() : nullptr), seq_(op.context().seq + 1) {}
+      blocks_(plan_.table ? plan_.table->block_posts() : nullptr), seq_(op.context().seq + 1), read_(&op.arena()),
+      result_(&op.arena()) {}
 
 Task WindowSync::agree() {
   const int n = op_.size();

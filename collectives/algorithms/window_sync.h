@@ -62,6 +62,9 @@ class WindowSync {
   // This rank finished `phase` (1 .. kPhases - 1); resumes once every peer has too.
   Task phase_done(int phase);
 
+  // The coroutines above live in the operation's arena (task.h).
+  OpArena& arena() { return op_.arena(); }
+
  private:
   // Rank p's PeerBlockPosts for this operation's slot.
   PeerBlockPost* slot_posts(int p) const {
@@ -77,8 +80,8 @@ class WindowSync {
   PeerBlockPost* blocks_;
   uint64_t seq_;  // the operation's sequence number + 1 (0 never posted)
   bool windowed_ = false;
-  std::vector<std::byte*> read_;
-  std::vector<std::byte*> result_;
+  std::pmr::vector<std::byte*> read_;  // in the operation's arena
+  std::pmr::vector<std::byte*> result_;
 };
 
 }  // namespace fsdp

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <iterator>
+#include <memory_resource>
 #include <vector>
 
 #include "collectives/algorithms/algorithms.h"
@@ -53,8 +54,7 @@ std::string describe(const Fingerprint& f) {
 Task exchange_fingerprints(Op& op, Fingerprint mine) {
   const int n = op.size();
   if (n == 1) co_return;
-  // Owned by the coroutine frame: the check is opt-in, so one small allocation per checked op is fine.
-  std::vector<Fingerprint> all(static_cast<size_t>(n));
+  std::pmr::vector<Fingerprint> all(static_cast<size_t>(n), &op.arena());
   all[static_cast<size_t>(op.rank())] = mine;
   co_await allgather_bruck(op, reinterpret_cast<std::byte*>(all.data()), sizeof(Fingerprint));
   for (int r = 1; r < n; ++r) {

@@ -22,7 +22,7 @@ bool WaitAll::await_ready() const {
 }
 
 void WaitAll::await_suspend(std::coroutine_handle<> h) {
-  op_.waiting_ = requests_;
+  op_.waiting_.assign(requests_.begin(), requests_.end());
   op_.resume_point_ = h;
 }
 
@@ -38,21 +38,56 @@ void WaitAll::await_resume() const {
   }
 }
 
-void WaitUntil::await_suspend(std::coroutine_handle<> h) {
-  // A request that never completes stands for the wait in timeout and peer-loss reports.
-  op_.waiting_ = {std::make_shared<Request>(peer_, bytes_, false)};
-  op_.ready_when_ = ready_;
-  op_.resume_point_ = h;
+WaitAll Op::wait(RequestPtr a) {
+  RequestList list(&arena_);
+  list.push_back(std::move(a));
+  return WaitAll(*this, std::move(list));
 }
 
-Op::Op(ErrorContext ctx, Transport& transport, const GroupView& group, ScratchPool& scratch, size_t chunk_bytes,
-       Clock::duration timeout)
-    : ctx_(std::move(ctx)),
-      transport_(transport),
-      group_(group),
-      scratch_(scratch),
-      chunk_bytes_(chunk_bytes),
-      timeout_(timeout) {}
+WaitAll Op::wait(RequestPtr a, RequestPtr b) {
+  RequestList list(&arena_);
+  list.reserve(2);
+  list.push_back(std::move(a));
+  list.push_back(std::move(b));
+  return WaitAll(*this, std::move(list));
+}
+
+WaitAll Op::wait(const std::vector<RequestPtr>& requests) {
+  return WaitAll(*this, RequestList(requests.begin(), requests.end(), &arena_));
+}
+
+void Op::suspend_until(std::coroutine_handle<> h, int peer, size_t bytes, bool (*test)(const void*), const void* ready) {
+  if (!stand_in_ || stand_in_.use_count() > 1) stand_in_ = std::make_shared<Request>(peer, bytes, false);
+  stand_in_->rearm(peer, bytes, false);
+  waiting_.assign(1, stand_in_);
+  ready_when_ = ReadyWhen{test, ready};
+  resume_point_ = h;
+}
+
+Op::Op(Transport& transport, ScratchPool& scratch) : transport_(transport), scratch_(scratch) {}
+
+void Op::begin(ErrorContext ctx, const GroupView& group, size_t chunk_bytes, Clock::duration timeout) {
+  ctx_ = std::move(ctx);
+  group_ = &group;
+  chunk_bytes_ = chunk_bytes;
+  timeout_ = timeout;
+}
+
+void Op::recycle() {
+  task_ = Task();  // the coroutine frames, before the arena they live in is reset
+  resume_point_ = {};
+  waiting_.clear();
+  posted_.clear();
+  ready_when_ = {};
+  arena_.reset();
+  ctx_ = ErrorContext{};
+  deadline_ = started_at_ = finished_at_ = Clock::time_point{};
+  started_ = false;
+  phase_ = 0;
+  flight_id_ = 0;
+  failure_ = Failure{};
+  state_.store(State::kPending, std::memory_order_relaxed);
+}
 
 RequestPtr Op::track(RequestPtr request) {
   // Keep the list short: settled requests need no cancelling.
@@ -64,11 +99,11 @@ RequestPtr Op::track(RequestPtr request) {
 }
 
 RequestPtr Op::send(int peer, uint32_t slot, const void* data, size_t bytes) {
-  return track(transport_.isend(group_.endpoints[peer], tag(slot), data, bytes));
+  return track(transport_.isend(group_->endpoints[peer], tag(slot), data, bytes));
 }
 
 RequestPtr Op::recv(int peer, uint32_t slot, void* data, size_t bytes) {
-  return track(transport_.irecv(group_.endpoints[peer], tag(slot), data, bytes));
+  return track(transport_.irecv(group_->endpoints[peer], tag(slot), data, bytes));
 }
 
 void Op::start(Clock::time_point now) {
@@ -81,13 +116,13 @@ void Op::start(Clock::time_point now) {
 
 bool Op::runnable() const {
   if (!started_) return true;
-  if (ready_when_) return ready_when_();
+  if (ready_when_.set()) return ready_when_();
   return std::none_of(waiting_.begin(), waiting_.end(), [](const RequestPtr& r) { return r->pending(); });
 }
 
 void Op::resume() {
   waiting_.clear();
-  ready_when_ = nullptr;
+  ready_when_ = {};
   auto h = std::exchange(resume_point_, {});
   h.resume();
 }
@@ -108,7 +143,7 @@ void Op::cancel_pending() {
   }
   posted_.clear();
   waiting_.clear();
-  ready_when_ = nullptr;
+  ready_when_ = {};
 }
 
 void Op::finish(std::exception_ptr error) {

@@ -3,6 +3,9 @@
 // The algorithm (a Task coroutine) posts sends and receives through the Op and `co_await`s them;
 // while it waits, the Op records what it waits for and where to resume, and the progress engine
 // resumes it once those requests completed, failed, or the deadline passed.
+//
+// Ops are reused: a communicator takes them from its OpPool (op_pool.h) and gets them back when the
+// last reference goes; the frames and lists of the algorithm live in the Op's arena (op_arena.h).
 #pragma once
 
 #include <atomic>
@@ -11,13 +14,14 @@
 #include <coroutine>
 #include <cstddef>
 #include <exception>
-#include <functional>
 #include <initializer_list>
 #include <memory>
+#include <memory_resource>
 #include <mutex>
 #include <vector>
 
 #include "collectives/core/errors.h"
+#include "collectives/core/op_arena.h"
 #include "collectives/core/task.h"
 #include "collectives/transports/transport.h"
 
@@ -41,27 +45,31 @@ class ScratchPool {
 
 class Op;
 
+// Requests an algorithm waits on together, kept in the operation's arena.
+using RequestList = std::pmr::vector<RequestPtr>;
+
 // Awaitable: resumes the coroutine when every request has left kPending; throws a CommError naming
 // the peer of the first failed one.
 class WaitAll {
  public:
-  WaitAll(Op& op, std::vector<RequestPtr> requests) : op_(op), requests_(std::move(requests)) {}
+  WaitAll(Op& op, RequestList requests) : op_(op), requests_(std::move(requests)) {}
   bool await_ready() const;
   void await_suspend(std::coroutine_handle<> h);
   void await_resume() const;
 
  private:
   Op& op_;
-  std::vector<RequestPtr> requests_;
+  RequestList requests_;
 };
 
 // Awaitable: resumes the coroutine once `ready()` holds (a flag in shared memory a peer sets). The
 // wait stands for a receive of `bytes` from `peer` (an endpoint), so timeouts and the liveness check
-// name that peer exactly as they do for a message.
+// name that peer exactly as they do for a message. The predicate stays in the awaiter (in the
+// coroutine's frame) while the Op polls it: nothing is allocated.
+template <class Ready>
 class WaitUntil {
  public:
-  WaitUntil(Op& op, int peer, size_t bytes, std::function<bool()> ready)
-      : op_(op), peer_(peer), bytes_(bytes), ready_(std::move(ready)) {}
+  WaitUntil(Op& op, int peer, size_t bytes, Ready ready) : op_(op), peer_(peer), bytes_(bytes), ready_(std::move(ready)) {}
   bool await_ready() const { return ready_(); }
   void await_suspend(std::coroutine_handle<> h);
   void await_resume() const {}
@@ -70,7 +78,7 @@ class WaitUntil {
   Op& op_;
   int peer_;
   size_t bytes_;
-  std::function<bool()> ready_;
+  Ready ready_;
 };
 
 // The communicator-side facts an algorithm needs, fixed for the communicator's life.
@@ -84,24 +92,37 @@ class Op {
  public:
   enum class State : int { kPending, kDone, kFailed };
 
-  Op(ErrorContext ctx, Transport& transport, const GroupView& group, ScratchPool& scratch, size_t chunk_bytes,
-     Clock::duration timeout);
+  Op(Transport& transport, ScratchPool& scratch);
+  Op(const Op&) = delete;
+  Op& operator=(const Op&) = delete;
+
+  // Readies the Op for one operation (a new one, or one OpPool recycled).
+  void begin(ErrorContext ctx, const GroupView& group, size_t chunk_bytes, Clock::duration timeout);
+  // Drops everything of the finished operation (its coroutines, requests, failure) and keeps the
+  // capacity (arena, request lists) for the next.
+  void recycle();
 
   // --- used by algorithms ---
-  int rank() const { return group_.rank; }
-  int size() const { return static_cast<int>(group_.endpoints.size()); }
+  int rank() const { return group_->rank; }
+  int size() const { return static_cast<int>(group_->endpoints.size()); }
   size_t chunk_bytes() const { return chunk_bytes_; }
   // `slot` tells apart the transfers of one operation between the same two ranks (step, chunk).
   RequestPtr send(int peer, uint32_t slot, const void* data, size_t bytes);
   RequestPtr recv(int peer, uint32_t slot, void* data, size_t bytes);
   // (Separate overloads, not an initializer list: g++ 12 miscompiles braced lists inside co_await.)
-  WaitAll wait(RequestPtr a) { return WaitAll(*this, std::vector<RequestPtr>{std::move(a)}); }
-  WaitAll wait(RequestPtr a, RequestPtr b) { return WaitAll(*this, std::vector<RequestPtr>{std::move(a), std::move(b)}); }
-  WaitAll wait(std::vector<RequestPtr> requests) { return WaitAll(*this, std::move(requests)); }
+  WaitAll wait(RequestPtr a);
+  WaitAll wait(RequestPtr a, RequestPtr b);
+  WaitAll wait(RequestList requests) { return WaitAll(*this, std::move(requests)); }
+  WaitAll wait(const std::vector<RequestPtr>& requests);
+  // An empty list in this operation's arena.
+  RequestList request_list() { return RequestList(&arena_); }
   // Waits for a condition on memory a peer (a communicator rank) writes, bounded like a receive.
-  WaitUntil wait_until(int peer, size_t bytes, std::function<bool()> ready) {
-    return WaitUntil(*this, group_.endpoints[peer], bytes, std::move(ready));
+  template <class Ready>
+  WaitUntil<Ready> wait_until(int peer, size_t bytes, Ready ready) {
+    return WaitUntil<Ready>(*this, group_->endpoints[peer], bytes, std::move(ready));
   }
+  // Where this operation's coroutine frames and lists live (task.h).
+  OpArena& arena() { return arena_; }
   std::byte* scratch(int index, size_t bytes) { return scratch_.get(index, bytes); }
   // An algorithm built from others (all-reduce = reduce-scatter + all-gather) starts a new phase
   // before each part, so a fast neighbour's next part never matches this rank's current one.
@@ -141,16 +162,21 @@ class Op {
 
  private:
   friend class WaitAll;
+  template <class Ready>
   friend class WaitUntil;
   RequestPtr track(RequestPtr request);
-  Tag tag(uint32_t slot) const { return Tag{group_.context, (ctx_.seq << 32) | (phase_ + slot)}; }
+  Tag tag(uint32_t slot) const { return Tag{group_->context, (ctx_.seq << 32) | (phase_ + slot)}; }
+  // A WaitUntil suspends: runnable once test(ready) holds; a request that never completes stands for
+  // the wait in timeout and peer-loss reports.
+  void suspend_until(std::coroutine_handle<> h, int peer, size_t bytes, bool (*test)(const void*), const void* ready);
 
+  OpArena arena_;  // first: outlives the coroutine frames (task_) carved from it
   ErrorContext ctx_;
   Transport& transport_;
-  const GroupView& group_;
+  const GroupView* group_ = nullptr;
   ScratchPool& scratch_;
-  size_t chunk_bytes_;
-  Clock::duration timeout_;
+  size_t chunk_bytes_ = 0;
+  Clock::duration timeout_{};
   Clock::time_point deadline_{};
   Clock::time_point started_at_{};
   Clock::time_point finished_at_{};
@@ -161,7 +187,13 @@ class Op {
   Task task_;
   std::coroutine_handle<> resume_point_;
   std::vector<RequestPtr> waiting_;
-  std::function<bool()> ready_when_;  // set while a WaitUntil suspends: runnable once it holds
+  struct ReadyWhen {
+    bool (*test)(const void*) = nullptr;
+    const void* ready = nullptr;
+    bool set() const { return test != nullptr; }
+    bool operator()() const { return test(ready); }
+  } ready_when_;  // set while a WaitUntil suspends
+  RequestPtr stand_in_;  // the request a WaitUntil's wait shows as pending (made once per Op)
   std::vector<RequestPtr> posted_;
 
   std::atomic<State> state_{State::kPending};
@@ -171,5 +203,10 @@ class Op {
 };
 
 using OpPtr = std::shared_ptr<Op>;
+
+template <class Ready>
+void WaitUntil<Ready>::await_suspend(std::coroutine_handle<> h) {
+  op_.suspend_until(h, peer_, bytes_, [](const void* ready) { return (*static_cast<const Ready*>(ready))(); }, &ready_);
+}
 
 }  // namespace fsdp

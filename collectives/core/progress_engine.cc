@@ -49,7 +49,7 @@ class ProgressEngine::Stream {
  public:
   explicit Stream(Transport& t) : transport(t) {}
   Transport& transport;
-  std::deque<OpPtr> queued;  // ordered ops not yet started
+  PooledDeque<OpPtr> queued{pooled<OpPtr>()};  // ordered ops not yet started
   OpPtr head;                // the ordered op running now
   std::vector<OpPtr> unordered;
   std::string broken;  // why, once an error broke the stream
@@ -210,7 +210,7 @@ void ProgressEngine::drain_inbox() {
 }
 
 void ProgressEngine::drain_inbox_locked() {
-  std::vector<std::pair<Stream*, std::pair<OpPtr, bool>>> batch;
+  std::vector<Submission>& batch = draining_;  // swapped with the inbox: both keep their capacity
   {
     std::lock_guard lock(inbox_mu_);
     batch.swap(inbox_);
@@ -229,9 +229,17 @@ void ProgressEngine::drain_inbox_locked() {
     }
     busy_ = true;
   }
+  batch.clear();
 }
 
 void ProgressEngine::run() {
+  {
+    // Room for a burst of submissions and checks, taken here: this thread's first heap call picks its
+    // malloc arena now, not in the middle of a training step.
+    std::lock_guard lock(mu_);
+    draining_.reserve(64);
+    liveness_ops_.reserve(64);
+  }
   int idle_rounds = 0;
   auto idle_sleep = kMinIdleSleep;
   bool idle = false;
@@ -303,7 +311,8 @@ bool ProgressEngine::poll(Clock::time_point now) {
     progressed |= poll_stream(*s, now);
     if (check_liveness) {
       // A vanished peer fails the op now rather than at its deadline.
-      std::vector<OpPtr> running = s->unordered;
+      std::vector<OpPtr>& running = liveness_ops_;  // a copy: failing an op changes the stream's lists
+      running.assign(s->unordered.begin(), s->unordered.end());
       if (s->head) running.push_back(s->head);
       for (const OpPtr& op : running) {
         const Request* r = op->first_pending();
@@ -324,6 +333,7 @@ bool ProgressEngine::poll(Clock::time_point now) {
         progressed = true;
         break;
       }
+      running.clear();  // keeps no op alive (nor out of its pool) until the next check
     }
     busy |= !s->idle();
   }

@@ -72,7 +72,9 @@ class ProgressEngine {
   // Lock order: mu_ before inbox_mu_ (a driving caller drains the inbox while polling).
   std::mutex inbox_mu_;  // submissions, so callers never wait behind a long copy
   std::condition_variable inbox_cv_;
-  std::vector<std::pair<Stream*, std::pair<OpPtr, bool>>> inbox_;
+  using Submission = std::pair<Stream*, std::pair<OpPtr, bool>>;  // (stream, (op, ordered))
+  std::vector<Submission> inbox_;
+  std::vector<Submission> draining_;  // under mu_: the batch drain_inbox_locked moves into streams
   bool stop_ = false;
   // Under inbox_mu_: the engine sleeps without a timeout (idle for long), so a submission must
   // wake it. While it only naps (recently active), small submissions skip the wake-up: a waiting
@@ -82,6 +84,7 @@ class ProgressEngine {
   std::atomic<int> drivers_{0};    // callers inside drive(): the engine thread stands aside
 
   Clock::time_point next_liveness_check_{};
+  std::vector<OpPtr> liveness_ops_;  // under mu_: the ops a liveness check looks at (kept for its capacity)
   std::thread thread_;
 };
 

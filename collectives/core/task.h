@@ -4,11 +4,18 @@
 //
 // A Task starts suspended. Awaiting a Task from another Task runs it and resumes the awaiter when it
 // ends (symmetric transfer, no stack growth); its exception propagates to the awaiter.
+//
+// Frames come from the operation's arena (op_arena.h) when the coroutine's first parameter, or the
+// object whose member it is, has one (an Op, or a helper running inside one), else from the heap.
 #pragma once
 
+#include <concepts>
 #include <coroutine>
+#include <cstddef>
 #include <exception>
 #include <utility>
+
+#include "collectives/core/op_arena.h"
 
 namespace fsdp {
 
@@ -17,6 +24,14 @@ class [[nodiscard]] Task {
   struct promise_type {
     std::coroutine_handle<> continuation;
     std::exception_ptr error;
+
+    template <class First, class... Rest>
+      requires requires(First& first) { { first.arena() } -> std::same_as<OpArena&>; }
+    static void* operator new(size_t bytes, First& first, Rest&...) {
+      return OpArena::allocate_frame(&first.arena(), bytes);
+    }
+    static void* operator new(size_t bytes) { return OpArena::allocate_frame(nullptr, bytes); }
+    static void operator delete(void* frame, size_t bytes) noexcept { OpArena::free_frame(frame, bytes); }
 
     Task get_return_object() { return Task(std::coroutine_handle<promise_type>::from_promise(*this)); }
     std::suspend_always initial_suspend() noexcept { return {}; }

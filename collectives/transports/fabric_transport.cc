@@ -67,7 +67,7 @@ class FabricTransport final : public Transport {
 
   RequestPtr isend(int peer, const Tag& tag, const void* data, size_t bytes) override {
     check_rank(peer);
-    auto request = std::make_shared<Request>(peer, bytes, true);
+    auto request = requests_.make(peer, bytes, true);
     if (peer == rank_) {
       self_.send(tag, data, bytes, request);
       return request;
@@ -95,7 +95,7 @@ class FabricTransport final : public Transport {
 
   RequestPtr irecv(int peer, const Tag& tag, void* data, size_t bytes) override {
     check_rank(peer);
-    auto request = std::make_shared<Request>(peer, bytes, false);
+    auto request = requests_.make(peer, bytes, false);
     if (peer == rank_) {
       self_.recv(tag, data, bytes, request);
       return request;
@@ -394,6 +394,7 @@ class FabricTransport final : public Transport {
   std::unique_ptr<Fabric> fabric_;
   int rank_;
   int size_;
+  RequestPool requests_;
   std::vector<Peer> peers_;
   LoopbackMatcher self_;
   uint64_t next_message_id_ = 1;

@@ -89,7 +89,7 @@ class HybridTransport final : public Transport {
   }
 
   RequestPtr wrap(int peer, size_t bytes, bool is_send, RequestPtr inner) {
-    auto outer = std::make_shared<Request>(peer, bytes, is_send);
+    auto outer = requests_.make(peer, bytes, is_send);
     if (inner->done()) {
       outer->complete();
     } else if (inner->failed()) {
@@ -108,6 +108,7 @@ class HybridTransport final : public Transport {
   }
 
   int rank_, size_;
+  RequestPool requests_;
   std::shared_ptr<Transport> local_, remote_;
   std::vector<int> local_index_;  // job rank -> index on this host, -1 when elsewhere
   std::vector<int> local_ranks_;

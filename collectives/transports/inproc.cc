@@ -20,11 +20,11 @@ struct Posted {
 // Everything addressed to one receiver: sends no receive has matched yet, receives no send has.
 struct Mailbox {
   std::mutex mu;
-  std::list<Posted> sends;
-  std::list<Posted> recvs;
+  PooledList<Posted> sends{pooled<Posted>()};
+  PooledList<Posted> recvs{pooled<Posted>()};
 };
 
-std::list<Posted>::iterator find(std::list<Posted>& queue, int peer, const Tag& tag) {
+PooledList<Posted>::iterator find(PooledList<Posted>& queue, int peer, const Tag& tag) {
   for (auto it = queue.begin(); it != queue.end(); ++it) {
     if (it->peer == peer && it->tag == tag) return it;
   }
@@ -70,7 +70,7 @@ class InProcTransport final : public Transport {
   int size() const override { return size_; }
 
   RequestPtr isend(int peer, const Tag& tag, const void* data, size_t bytes) override {
-    auto request = std::make_shared<Request>(peer, bytes, true);
+    auto request = requests_.make(peer, bytes, true);
     Posted send{rank_, tag, const_cast<void*>(data), bytes, request};
     Mailbox& box = fabric_->box(peer);
     std::unique_lock lock(box.mu);
@@ -87,7 +87,7 @@ class InProcTransport final : public Transport {
   }
 
   RequestPtr irecv(int peer, const Tag& tag, void* data, size_t bytes) override {
-    auto request = std::make_shared<Request>(peer, bytes, false);
+    auto request = requests_.make(peer, bytes, false);
     Posted recv{peer, tag, data, bytes, request};
     Mailbox& box = fabric_->box(rank_);
     std::unique_lock lock(box.mu);
@@ -118,6 +118,7 @@ class InProcTransport final : public Transport {
   std::shared_ptr<InProcFabric> fabric_;
   int rank_;
   int size_;
+  RequestPool requests_;
 };
 
 }  // namespace

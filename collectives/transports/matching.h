@@ -28,7 +28,12 @@ class ReceiveMatcher {
  public:
   struct Unexpected {
     MessageHeader header;
-    std::vector<std::byte> eager;  // an inline payload copied out of the transport's buffers
+    // An inline payload copied out of the transport's buffers: small ones (a fingerprint, a barrier's
+    // token) in the node itself, so a message that arrives before its receive costs no heap call.
+    static constexpr size_t kInPlaceBytes = 64;
+    std::byte in_place[kInPlaceBytes];
+    std::vector<std::byte> spilled;
+    const std::byte* eager() const { return spilled.empty() ? in_place : spilled.data(); }
   };
 
   // What irecv does with a receive: the earliest parked message with its tag goes to
@@ -37,7 +42,7 @@ class ReceiveMatcher {
   template <typename Deliver>
   void receive(PostedRecv recv, bool dead, const std::string& why, bool lost, Deliver&& deliver) {
     if (auto u = take_unexpected(recv.tag)) {
-      deliver(u->header, u->eager.data(), recv);
+      deliver(u->header, u->eager(), recv);
     } else if (dead) {
       recv.request->fail(why, lost);
     } else {
@@ -53,7 +58,13 @@ class ReceiveMatcher {
     if (auto recv = take_posted(h)) {
       deliver(h, eager, *recv);
     } else {
-      unexpected_.push_back(Unexpected{h, std::vector<std::byte>(eager, eager + eager_bytes)});
+      Unexpected& u = unexpected_.emplace_back();
+      u.header = h;
+      if (eager_bytes <= Unexpected::kInPlaceBytes) {
+        if (eager_bytes) std::memcpy(u.in_place, eager, eager_bytes);
+      } else {
+        u.spilled.assign(eager, eager + eager_bytes);
+      }
     }
   }
 
@@ -91,8 +102,8 @@ class ReceiveMatcher {
     return std::nullopt;
   }
 
-  std::list<PostedRecv> posted_;
-  std::list<Unexpected> unexpected_;
+  PooledList<PostedRecv> posted_{pooled<PostedRecv>()};
+  PooledList<Unexpected> unexpected_{pooled<Unexpected>()};
 };
 
 // The error both sides of a size mismatch report, naming both ranks and sizes.
@@ -126,7 +137,7 @@ class LoopbackMatcher {
     RequestPtr request;
   };
 
-  void post(std::list<Posted>& mine, std::list<Posted>& other, Posted posted, bool is_send) {
+  void post(PooledList<Posted>& mine, PooledList<Posted>& other, Posted posted, bool is_send) {
     for (auto it = other.begin(); it != other.end(); ++it) {
       if (!(it->tag == posted.tag)) continue;
       Posted match = std::move(*it);
@@ -148,8 +159,8 @@ class LoopbackMatcher {
   }
 
   int rank_;
-  std::list<Posted> sends_;
-  std::list<Posted> recvs_;
+  PooledList<Posted> sends_{pooled<Posted>()};
+  PooledList<Posted> recvs_{pooled<Posted>()};
 };
 
 }  // namespace fsdp

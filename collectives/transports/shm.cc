@@ -131,13 +131,20 @@ size_t cma_min_bytes_from_env() {
 std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
 
 // True when the process is gone or a zombie (a killed child not yet reaped still answers kill(0)).
+// Reads /proc/<pid>/stat into a stack buffer: the engine asks every 10 ms, and allocates nothing.
 bool process_dead(pid_t pid) {
   if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  auto paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() && (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
+  char path[48];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  char line[1024];  // "pid (comm) S ...": comm is at most 16 bytes, the state follows it
+  const ssize_t n = ::read(fd, line, sizeof(line) - 1);
+  ::close(fd);
+  if (n <= 0) return true;
+  const std::string_view text(line, static_cast<size_t>(n));
+  const size_t paren = text.rfind(')');
+  return paren != std::string_view::npos && paren + 2 < text.size() && (text[paren + 2] == 'Z' || text[paren + 2] == 'X');
 }
 
 class ShmTransport final : public Transport {
@@ -163,7 +170,7 @@ class ShmTransport final : public Transport {
   int size() const override { return size_; }
 
   RequestPtr isend(int peer, const Tag& tag, const void* data, size_t bytes) override {
-    auto request = std::make_shared<Request>(peer, bytes, true);
+    auto request = requests_.make(peer, bytes, true);
     if (peer == rank_) {
       self_.send(tag, data, bytes, request);  // matched in memory, no ring involved
       return request;
@@ -184,7 +191,7 @@ class ShmTransport final : public Transport {
   }
 
   RequestPtr irecv(int peer, const Tag& tag, void* data, size_t bytes) override {
-    auto request = std::make_shared<Request>(peer, bytes, false);
+    auto request = requests_.make(peer, bytes, false);
     if (peer == rank_) {
       self_.recv(tag, data, bytes, request);
       return request;
@@ -259,10 +266,10 @@ class ShmTransport final : public Transport {
   struct Peer {
     Cma cma = Cma::kUnknown;  // whether this rank may read the peer's memory (kAuto probes once)
     ReceiveMatcher matcher;
-    std::list<PendingSend> sends_in_flight;  // rendezvous sends awaiting an ack or a clear-to-send
-    std::deque<Transfer> streaming;          // sends cleared to stream, in clear-to-send order
-    std::deque<Transfer> incoming;           // receives whose payload streams in, in the same order
-    std::list<Message> outbox;               // messages the full ring could not take yet
+    PooledList<PendingSend> sends_in_flight{pooled<PendingSend>()};  // rendezvous sends awaiting an ack or a clear-to-send
+    PooledDeque<Transfer> streaming{pooled<Transfer>()};  // sends cleared to stream, in clear-to-send order
+    PooledDeque<Transfer> incoming{pooled<Transfer>()};   // receives whose payload streams in, in the same order
+    PooledList<Message> outbox{pooled<Message>()};  // messages the full ring could not take yet
   };
 
   DataRing& data_ring(int from, int to) {
@@ -545,6 +552,7 @@ class ShmTransport final : public Transport {
 
   int rank_;
   int size_;
+  RequestPool requests_;
   Layout layout_;
   void* base_ = nullptr;
   uint64_t next_send_id_ = 1;

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/block_pool.h"
+
 namespace fsdp {
 
 // Names one message in the whole job: the communicator context, and inside it the operation's
@@ -41,6 +43,15 @@ class Request {
   bool peer_lost() const { return peer_lost_; }
 
   void complete() { state_.store(State::kDone, std::memory_order_release); }
+  // A request its owner reuses (one nobody else holds) made pending again for another transfer.
+  void rearm(int peer, size_t bytes, bool is_send) {
+    peer_ = peer;
+    bytes_ = bytes;
+    is_send_ = is_send;
+    peer_lost_ = false;
+    error_.clear();
+    state_.store(State::kPending, std::memory_order_relaxed);
+  }
   void fail(std::string why, bool peer_lost) {
     error_ = std::move(why);
     peer_lost_ = peer_lost;
@@ -57,6 +68,17 @@ class Request {
 };
 
 using RequestPtr = std::shared_ptr<Request>;
+
+// A transport's requests, from a free list (common/block_pool.h): it makes one per transfer.
+class RequestPool {
+ public:
+  RequestPtr make(int peer, size_t bytes, bool is_send) {
+    return std::allocate_shared<Request>(PoolAllocator<Request>(blocks_), peer, bytes, is_send);
+  }
+
+ private:
+  std::shared_ptr<BlockPool> blocks_ = std::make_shared<BlockPool>();
+};
 
 // One endpoint of a job-wide fabric. All methods are called from one thread at a time (the progress
 // engine's), so implementations need no locking of their own state except what they share with
