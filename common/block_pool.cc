@@ -1,18 +1,32 @@
 #include "common/block_pool.h"
 
+#include <utility>
+
 namespace fsdp {
 
 BlockPool::~BlockPool() {
   for (SizeClass& c : classes_) {
-    for (void* p : c.idle) ::operator delete(p);
+    for (Free* list : {c.local, c.remote.load(std::memory_order_acquire)}) {
+      while (list) ::operator delete(std::exchange(list, list->next));
+    }
   }
 }
 
-BlockPool::SizeClass* BlockPool::size_class(size_t bytes) {
+BlockPool::SizeClass* BlockPool::find(size_t bytes) {
   for (SizeClass& c : classes_) {
-    if (c.bytes == bytes) return &c;
-    if (c.bytes == 0) {
-      c.bytes = bytes;
+    const size_t b = c.bytes.load(std::memory_order_acquire);
+    if (b == bytes) return &c;
+    if (b == 0) return nullptr;  // classes are claimed in order
+  }
+  return nullptr;
+}
+
+BlockPool::SizeClass* BlockPool::claim(size_t bytes) {
+  for (SizeClass& c : classes_) {
+    const size_t b = c.bytes.load(std::memory_order_relaxed);  // only this thread claims
+    if (b == bytes) return &c;
+    if (b == 0) {
+      c.bytes.store(bytes, std::memory_order_release);
       return &c;
     }
   }
@@ -20,38 +34,36 @@ BlockPool::SizeClass* BlockPool::size_class(size_t bytes) {
 }
 
 void* BlockPool::allocate(size_t bytes) {
-  {
-    std::lock_guard lock(mu_);
-    SizeClass* c = size_class(bytes);
-    if (c && !c->idle.empty()) {
-      void* p = c->idle.back();
-      c->idle.pop_back();
-      return p;
+  if (bytes >= sizeof(Free)) {
+    if (SizeClass* c = claim(bytes)) {
+      if (!c->local && sharing_ == Sharing::kFreedAnywhere) {
+        c->local = c->remote.exchange(nullptr, std::memory_order_acquire);  // every block freed since
+      }
+      if (Free* block = c->local) {
+        c->local = block->next;
+        return block;
+      }
     }
-    ++heap_allocations_;
   }
+  heap_allocations_.fetch_add(1, std::memory_order_relaxed);
   return ::operator new(bytes);
 }
 
 void BlockPool::deallocate(void* p, size_t bytes) noexcept {
-  {
-    std::lock_guard lock(mu_);
-    SizeClass* c = size_class(bytes);
-    if (c && c->idle.size() < max_idle_) {
-      // The list's own growth is bounded by max_idle_ and happens while the high water is made.
-      try {
-        c->idle.push_back(p);
-        return;
-      } catch (...) {
-      }
-    }
+  SizeClass* c = bytes >= sizeof(Free) ? find(bytes) : nullptr;
+  if (!c) {
+    ::operator delete(p);
+    return;
   }
-  ::operator delete(p);
-}
-
-size_t BlockPool::heap_allocations() const {
-  std::lock_guard lock(mu_);
-  return heap_allocations_;
+  Free* block = static_cast<Free*>(p);
+  if (sharing_ == Sharing::kConfined) {
+    block->next = c->local;
+    c->local = block;
+    return;
+  }
+  block->next = c->remote.load(std::memory_order_relaxed);
+  while (!c->remote.compare_exchange_weak(block->next, block, std::memory_order_release, std::memory_order_relaxed)) {
+  }
 }
 
 }  // namespace fsdp

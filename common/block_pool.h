@@ -3,25 +3,32 @@
 // operation, the nodes of a transport's matching lists): once the first calls have made their
 // high-water count, the next calls take blocks from the list and make no heap call.
 //
-// Thread-safe (a block may be freed on another thread than the one that took it: an operation's
-// requests are dropped wherever its last Work goes). A pool keeps a few block sizes (a std::deque's
-// nodes and its map); the first sizes asked for are kept, requests of further sizes go to the heap.
+// Cheaper than the C library's per-thread caches, not just fewer calls: a confined pool (every use
+// under one lock or on one thread, as a transport's lists are) takes no atomic operation at all; a
+// pool whose blocks may be freed on any thread (a request is dropped wherever its operation's last
+// Work goes) takes one compare-and-swap per free and one exchange per batch of allocations:
+// allocations, one thread at a time, pop a private list and refill it by taking every block freed
+// since at once (no ABA: nobody else pops). A pool keeps a few block sizes (a std::deque's nodes and
+// its map); requests of further sizes go to the heap. Blocks stay until the pool goes.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <deque>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <new>
-#include <vector>
 
 namespace fsdp {
 
 class BlockPool {
  public:
-  // At most `max_idle` free blocks of each size are kept; more go back to the heap.
-  explicit BlockPool(size_t max_idle = 256) : max_idle_(max_idle) {}
+  enum class Sharing {
+    kConfined,       // allocate and deallocate one thread at a time (a lock or one thread orders them)
+    kFreedAnywhere,  // allocate one thread at a time; deallocate from any thread, concurrently
+  };
+
+  explicit BlockPool(Sharing sharing) : sharing_(sharing) {}
   ~BlockPool();
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
@@ -29,21 +36,24 @@ class BlockPool {
   void* allocate(size_t bytes);
   void deallocate(void* p, size_t bytes) noexcept;
 
-  // Blocks taken from the heap so far (the first calls' high water, or a size the pool does not hold).
-  size_t heap_allocations() const;
+  // Blocks taken from the heap so far (the first calls' high water, or a size the pool does not keep).
+  size_t heap_allocations() const { return heap_allocations_.load(std::memory_order_relaxed); }
 
  private:
-  static constexpr size_t kSizes = 4;
-  struct SizeClass {
-    size_t bytes = 0;  // 0: not yet used
-    std::vector<void*> idle;
+  struct Free {
+    Free* next;
   };
-  // The class for `bytes`, claiming an unused one; null when all are taken by other sizes.
-  SizeClass* size_class(size_t bytes);
+  struct SizeClass {
+    std::atomic<size_t> bytes{0};        // 0: not yet claimed (allocate claims, release)
+    Free* local = nullptr;               // the allocating thread's
+    std::atomic<Free*> remote{nullptr};  // freed by other threads (kFreedAnywhere)
+  };
+  static constexpr size_t kSizes = 4;
+  SizeClass* find(size_t bytes);
+  SizeClass* claim(size_t bytes);  // find, or take an unused class (allocating thread only)
 
-  mutable std::mutex mu_;
-  size_t max_idle_;
-  size_t heap_allocations_ = 0;
+  const Sharing sharing_;
+  std::atomic<size_t> heap_allocations_{0};
   SizeClass classes_[kSizes];
 };
 
@@ -72,15 +82,15 @@ class PoolAllocator {
   std::shared_ptr<BlockPool> pool_;
 };
 
-// A list whose nodes come from a pool of its own: `PooledList<T> items{pooled<T>()}`.
+// Containers whose nodes come from a confined pool of their own, for lists a lock (or one thread)
+// already guards: `PooledList<T> items{pooled<T>()}`, `PooledDeque<T> queue{pooled<T>()}`.
 template <class T>
 using PooledList = std::list<T, PoolAllocator<T>>;
-// Likewise a deque (its nodes and its map): `PooledDeque<T> items{pooled<T>()}`.
 template <class T>
 using PooledDeque = std::deque<T, PoolAllocator<T>>;
 template <class T>
 PoolAllocator<T> pooled() {
-  return PoolAllocator<T>(std::make_shared<BlockPool>());
+  return PoolAllocator<T>(std::make_shared<BlockPool>(BlockPool::Sharing::kConfined));
 }
 
 }  // namespace fsdp

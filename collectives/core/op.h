@@ -101,6 +101,7 @@ class Op {
   // Drops everything of the finished operation (its coroutines, requests, failure) and keeps the
   // capacity (arena, request lists) for the next.
   void recycle();
+  Op* next_idle = nullptr;  // OpPool's link while the Op waits there
 
   // --- used by algorithms ---
   int rank() const { return group_->rank; }

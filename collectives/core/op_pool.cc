@@ -7,42 +7,39 @@ std::shared_ptr<OpPool> OpPool::create(Transport& transport, ScratchPool& scratc
 }
 
 OpPool::OpPool(Transport& transport, ScratchPool& scratch, size_t max_idle)
-    : transport_(transport), scratch_(scratch), max_idle_(max_idle) {
-  idle_.reserve(max_idle_);
+    : transport_(transport), scratch_(scratch), max_idle_(max_idle) {}
+
+OpPool::~OpPool() {
+  for (Op* list : {local_, returned_.load(std::memory_order_acquire)}) {
+    while (list) delete std::exchange(list, list->next_idle);
+  }
 }
 
 OpPtr OpPool::acquire(ErrorContext ctx, const GroupView& group, size_t chunk_bytes, Clock::duration timeout) {
-  std::unique_ptr<Op> op;
-  {
-    std::lock_guard lock(mu_);
-    if (!idle_.empty()) {
-      op = std::move(idle_.back());
-      idle_.pop_back();
-    } else {
-      ++created_;
-    }
+  if (!local_) local_ = returned_.exchange(nullptr, std::memory_order_acquire);
+  Op* op = local_;
+  if (op) {
+    local_ = op->next_idle;
+    idle_.fetch_sub(1, std::memory_order_relaxed);
+  } else {
+    op = new Op(transport_, scratch_);
+    created_.fetch_add(1, std::memory_order_relaxed);
   }
-  if (!op) op = std::make_unique<Op>(transport_, scratch_);
   op->begin(std::move(ctx), group, chunk_bytes, timeout);
   // Should the control block's allocation throw, shared_ptr hands the Op to the deleter itself.
-  return OpPtr(op.release(), GiveBack{shared_from_this()}, PoolAllocator<Op>(control_blocks_));
+  return OpPtr(op, GiveBack{shared_from_this()}, PoolAllocator<Op>(control_blocks_));
 }
 
 void OpPool::give_back(Op* op) noexcept {
   op->recycle();
-  {
-    std::lock_guard lock(mu_);
-    if (idle_.size() < max_idle_) {
-      idle_.emplace_back(op);  // capacity reserved: no allocation, no throw
-      return;
-    }
+  if (idle_.fetch_add(1, std::memory_order_relaxed) >= max_idle_) {
+    idle_.fetch_sub(1, std::memory_order_relaxed);
+    delete op;
+    return;
   }
-  delete op;
-}
-
-size_t OpPool::created() const {
-  std::lock_guard lock(mu_);
-  return created_;
+  op->next_idle = returned_.load(std::memory_order_relaxed);
+  while (!returned_.compare_exchange_weak(op->next_idle, op, std::memory_order_release, std::memory_order_relaxed)) {
+  }
 }
 
 }  // namespace fsdp

@@ -2,11 +2,14 @@
 // caller's Work, the engine's queue, the communicator's last-ordered reference; on whichever thread
 // drops it last), keeping its arena, request lists and shared_ptr control block for the next call,
 // so a collective in steady state makes no heap call for its Op or its coroutines.
+//
+// No lock: an Op comes back by one compare-and-swap onto a shared list; acquire (one thread at a
+// time: a communicator's calls are ordered) pops a private list and refills it from the shared one
+// with one exchange (the scheme of common/block_pool.h).
 #pragma once
 
+#include <atomic>
 #include <memory>
-#include <mutex>
-#include <vector>
 
 #include "collectives/core/op.h"
 #include "common/block_pool.h"
@@ -15,14 +18,15 @@ namespace fsdp {
 
 class OpPool : public std::enable_shared_from_this<OpPool> {
  public:
-  // At most `max_idle` idle Ops are kept (a burst of asynchronous calls leaves no more behind).
+  // At most about `max_idle` idle Ops are kept (a burst of asynchronous calls leaves no more behind).
   static std::shared_ptr<OpPool> create(Transport& transport, ScratchPool& scratch, size_t max_idle = 16);
+  ~OpPool();
 
   // An Op ready for one operation (Op::begin done).
   OpPtr acquire(ErrorContext ctx, const GroupView& group, size_t chunk_bytes, Clock::duration timeout);
 
   // Ops made (not reused) so far; tests check that steady state makes none.
-  size_t created() const;
+  size_t created() const { return created_.load(std::memory_order_relaxed); }
 
  private:
   OpPool(Transport& transport, ScratchPool& scratch, size_t max_idle);
@@ -37,10 +41,11 @@ class OpPool : public std::enable_shared_from_this<OpPool> {
   Transport& transport_;
   ScratchPool& scratch_;
   const size_t max_idle_;
-  std::shared_ptr<BlockPool> control_blocks_ = std::make_shared<BlockPool>();
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<Op>> idle_;
-  size_t created_ = 0;
+  std::shared_ptr<BlockPool> control_blocks_ = std::make_shared<BlockPool>(BlockPool::Sharing::kFreedAnywhere);
+  Op* local_ = nullptr;               // the acquiring thread's idle Ops (linked by Op::next_idle)
+  std::atomic<Op*> returned_{nullptr};  // recycled since, from any thread
+  std::atomic<size_t> idle_{0};
+  std::atomic<size_t> created_{0};
 };
 
 }  // namespace fsdp

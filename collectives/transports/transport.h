@@ -69,7 +69,8 @@ class Request {
 
 using RequestPtr = std::shared_ptr<Request>;
 
-// A transport's requests, from a free list (common/block_pool.h): it makes one per transfer.
+// A transport's requests, from a free list (common/block_pool.h): it makes one per transfer (under
+// the engine's lock), and the last holder may drop it on any thread.
 class RequestPool {
  public:
   RequestPtr make(int peer, size_t bytes, bool is_send) {
@@ -77,7 +78,7 @@ class RequestPool {
   }
 
  private:
-  std::shared_ptr<BlockPool> blocks_ = std::make_shared<BlockPool>();
+  std::shared_ptr<BlockPool> blocks_ = std::make_shared<BlockPool>(BlockPool::Sharing::kFreedAnywhere);
 };
 
 // One endpoint of a job-wide fabric. All methods are called from one thread at a time (the progress
