@@ -28,8 +28,9 @@ const Knob<int64_t> kFlagPathBytes{"FSDP_FLAG_PATH_BYTES", 4096,
                                    0, 4096};
 // Measured on this project's CI kind: docs/benchmarks.md "Shared-memory windows".
 const Knob<int64_t> kStreamCopyBytes{"FSDP_STREAM_COPY_BYTES", 4 << 20,
-                                     "copies into a collective's output of at least this many bytes (windowed "
-                                     "all-gather blocks) use non-temporal stores, bypassing the cache (0: never)",
+                                     "writes into a collective's output of at least this many bytes (windowed "
+                                     "all-gather blocks, a two-rank windowed reduce-scatter's sum) use "
+                                     "non-temporal stores, bypassing the cache (0: never)",
                                      0};
 const Knob<int64_t> kChunkBytes{
     "FSDP_CHUNK_BYTES", 512 * 1024, "pipelining unit of the ring algorithms, bytes", 0, kInf, true};

@@ -19,7 +19,7 @@ Task allreduce_window(Op& op, WindowSync& sync, size_t count, const ReductionPla
   std::pmr::vector<const std::byte*> inputs(static_cast<size_t>(n), &op.arena());
   for (int p = 0; p < n; ++p) inputs[p] = sync.read_of(p) + blocks.offset(r);
   reduce_from_windows(sync.result_of(r) + blocks.offset(r), inputs, blocks.count_of(r), plan,
-                      op.scratch(kScratchWindowAcc, 2 * kWindowReduceChunk * plan.red.elem()));
+                      op.scratch(kScratchWindowAcc, 2 * kWindowReduceChunk * plan.red.elem()), /*output_read_soon=*/true);
   co_await sync.phase_done(1);
   for (int k = 1; k < n; ++k) {
     const int p = (r + k) % n;

@@ -16,7 +16,7 @@ Task reduce_scatter_window(Op& op, WindowSync& sync, std::byte* out, size_t recv
   std::pmr::vector<const std::byte*> inputs(static_cast<size_t>(n), &op.arena());
   for (int p = 0; p < n; ++p) inputs[p] = sync.read_of(p) + static_cast<size_t>(op.rank()) * block_bytes;
   reduce_from_windows(out, inputs, recv_count, plan,
-                      op.scratch(kScratchWindowAcc, 2 * kWindowReduceChunk * plan.red.elem()));
+                      op.scratch(kScratchWindowAcc, 2 * kWindowReduceChunk * plan.red.elem()), /*output_read_soon=*/false);
   co_await sync.phase_done(1);
 }
 

@@ -12,8 +12,10 @@ namespace fsdp {
 // dst[i] = (op over p in rank order of srcs[p][i]) for `count` user elements, accumulated in the
 // plan's type (premul applied to each input, avg's division and the narrowing applied once). dst may
 // alias one of srcs exactly; `scratch` holds 2 * kWindowReduceChunk accumulate-type elements.
+// `output_read_soon`: peers read dst next (all-reduce), so it stays in cache; otherwise (reduce-scatter)
+// a large two-input f32 sum streams it past the cache (FSDP_STREAM_COPY_BYTES).
 inline constexpr size_t kWindowReduceChunk = 4096;
 void reduce_from_windows(std::byte* dst, std::span<const std::byte* const> srcs, size_t count,
-                         const ReductionPlan& plan, std::byte* scratch);
+                         const ReductionPlan& plan, std::byte* scratch, bool output_read_soon);
 
 }  // namespace fsdp

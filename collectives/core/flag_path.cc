@@ -260,7 +260,7 @@ void FlagOp::compute() {
     sources_.resize(static_cast<size_t>(n));
     for (int p = 0; p < n; ++p) sources_[p] = segment_->slot(p, parity_).payload + offset;
     scratch_.resize(2 * kWindowReduceChunk * plan_.red.elem());
-    reduce_from_windows(out, sources_, count, plan_, scratch_.data());
+    reduce_from_windows(out, sources_, count, plan_, scratch_.data(), /*output_read_soon=*/true);
   };
   switch (call_.kind) {
     case FlagCollective::kAllReduce:

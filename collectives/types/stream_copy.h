@@ -18,4 +18,11 @@ void stream_copy(void* dst, const void* src, size_t bytes);
 // with 0 bytes are fine.
 void large_copy(void* dst, const void* src, size_t bytes);
 
+// dst[i] = a[i] + b[i] in f32 with non-temporal stores (the windowed reduce-scatter of two ranks out of
+// place: the output is written once and read by nobody soon). Bit-identical to reduce_pair's sum. dst
+// overlaps neither input.
+void stream_sum_f32(float* dst, const float* a, const float* b, size_t count);
+// Whether a `bytes`-byte output is large enough to stream (FSDP_STREAM_COPY_BYTES).
+bool worth_streaming(size_t bytes);
+
 }  // namespace fsdp

@@ -719,4 +719,29 @@ TEST(StreamCopy, MatchesMemcpyAtEveryAlignmentAndSize) {
   EXPECT_EQ(std::memcmp(dst.data(), src.data(), src.size()), 0);
 }
 
+// The streamed sum of the windowed reduce-scatter: the same bits as reduce_pair's, at every alignment
+// of the destination (4-byte steps) and inputs, heads and tails included, nothing written outside.
+TEST(StreamCopy, StreamedSumMatchesReducePairBitwise) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> value(-1e3f, 1e3f);
+  std::vector<float> a(20000), b(20000), want(20000), got(20000 + 64);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = value(rng);
+    b[i] = value(rng) * 1e-4f;  // different exponents, so rounding matters
+  }
+  for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{15}, size_t{16}, size_t{17}, size_t{100}, size_t{19000}}) {
+    for (size_t a_off : {0, 1, 3}) {
+      for (size_t d_off : {0, 1, 2, 3}) {
+        std::fill(got.begin(), got.end(), -7.f);
+        reduce_pair(want.data(), a.data() + a_off, b.data(), count, DataType::kFloat32, ReduceKind::kSum);
+        stream_sum_f32(got.data() + 16 + d_off, a.data() + a_off, b.data(), count);
+        ASSERT_EQ(std::memcmp(got.data() + 16 + d_off, want.data(), count * sizeof(float)), 0)
+            << count << " floats, a +" << a_off << ", destination +" << d_off;
+        for (size_t i = 0; i < 16 + d_off; ++i) ASSERT_EQ(got[i], -7.f) << "wrote before the destination";
+        for (size_t i = 16 + d_off + count; i < got.size(); ++i) ASSERT_EQ(got[i], -7.f) << "wrote past the end";
+      }
+    }
+  }
+}
+
 }  // namespace fsdp
