@@ -27,7 +27,7 @@ void reduce_from_windows(std::byte* dst, std::span<const std::byte* const> srcs,
     }
     return to;
   };
-  // Native types without a premultiply (f32 sums, the integers): reduce straight into dst, the first
+  // Native types (f32, f64, the integers) without a premultiply, any reduction: reduce straight into dst, the first
   // two inputs in one pass, instead of through the accumulator and two copies. Same operations in the
   // same order, so the same bits. Not when dst is one of the later inputs (in place, rank >= 2): the
   // first pass would overwrite it before it is read.

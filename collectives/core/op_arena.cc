@@ -31,6 +31,7 @@ void OpArena::free_frame(void* frame, size_t bytes) noexcept {
 }
 
 void* OpArena::do_allocate(size_t bytes, size_t alignment) {
+  bytes = std::max<size_t>(bytes, 1);  // a distinct address inside the buffer, never its end
   const size_t a = std::max(alignment, kAlign);
   if (!buffer_) {
     capacity_ = kFirstBytes;
@@ -49,7 +50,9 @@ void* OpArena::do_allocate(size_t bytes, size_t alignment) {
 }
 
 void OpArena::do_deallocate(void* p, size_t bytes, size_t alignment) {
+  bytes = std::max<size_t>(bytes, 1);
   if (!owns(p)) {
+    overflowed_ -= std::min(overflowed_, round_up(bytes, kAlign));  // live overflow: the high water counts the peak
     if (alignment > kAlign) {
       ::operator delete(p, std::align_val_t(alignment));
     } else {
@@ -62,11 +65,16 @@ void OpArena::do_deallocate(void* p, size_t bytes, size_t alignment) {
   if (start + round_up(bytes, kAlign) == top_) top_ = start;
 }
 
-void OpArena::reset() {
+void OpArena::reset() noexcept {
   top_ = 0;
   if (high_water_ > capacity_) {
-    capacity_ = std::bit_ceil(high_water_);
-    buffer_ = std::make_unique_for_overwrite<std::byte[]>(capacity_);
+    // Runs inside the OpPtr's deleter: out of memory keeps the old buffer (the next use overflows again).
+    const size_t grown = std::bit_ceil(high_water_);
+    std::unique_ptr<std::byte[]> buffer(new (std::nothrow) std::byte[grown]);
+    if (buffer) {
+      buffer_ = std::move(buffer);
+      capacity_ = grown;
+    }
   }
   high_water_ = 0;
   overflowed_ = 0;

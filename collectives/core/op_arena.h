@@ -6,7 +6,8 @@
 // so the next call of that shape allocates nothing.
 //
 // One thread at a time: the caller builds the top coroutine, then the engine (or a caller driving
-// it) resumes it; submission and recycling hand the Op over through locks.
+// it) resumes it; submission (the engine's inbox lock) and recycling (the OpPtr's count, then the
+// pool's compare-and-swap) hand the Op over with the ordering that needs.
 #pragma once
 
 #include <cstddef>
@@ -26,10 +27,12 @@ class OpArena final : public std::pmr::memory_resource {
   static void* allocate_frame(OpArena* arena, size_t bytes);
   static void free_frame(void* frame, size_t bytes) noexcept;
 
-  // Everything carved from the arena is gone; the buffer grows to this use's high water.
-  void reset();
+  // Everything carved from the arena is gone; the buffer grows to this use's high water (the peak of
+  // what was live at once, buffer and heap overflow together).
+  void reset() noexcept;
   // Allocations that went to the heap because the buffer was full (tests check steady state).
   size_t heap_allocations() const { return heap_allocations_; }
+  size_t capacity() const { return capacity_; }
 
  private:
   void* do_allocate(size_t bytes, size_t alignment) override;

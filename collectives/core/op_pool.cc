@@ -1,5 +1,7 @@
 #include "collectives/core/op_pool.h"
 
+#include <thread>
+
 namespace fsdp {
 
 std::shared_ptr<OpPool> OpPool::create(Transport& transport, ScratchPool& scratch, size_t max_idle) {
@@ -16,6 +18,11 @@ OpPool::~OpPool() {
 }
 
 OpPtr OpPool::acquire(ErrorContext ctx, const GroupView& group, size_t chunk_bytes, Clock::duration timeout) {
+  while (acquiring_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+  struct Turn {
+    std::atomic<bool>& flag;
+    ~Turn() { flag.store(false, std::memory_order_release); }
+  } turn{acquiring_};
   if (!local_) local_ = returned_.exchange(nullptr, std::memory_order_acquire);
   Op* op = local_;
   if (op) {

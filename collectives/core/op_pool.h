@@ -3,9 +3,11 @@
 // drops it last), keeping its arena, request lists and shared_ptr control block for the next call,
 // so a collective in steady state makes no heap call for its Op or its coroutines.
 //
-// No lock: an Op comes back by one compare-and-swap onto a shared list; acquire (one thread at a
-// time: a communicator's calls are ordered) pops a private list and refills it from the shared one
-// with one exchange (the scheme of common/block_pool.h).
+// No lock: an Op comes back by one compare-and-swap onto a shared list; acquire pops a private list
+// and refills it from the shared one with one exchange (the scheme of common/block_pool.h). That needs
+// one acquiring thread at a time: a communicator's calls are meant to be ordered, but a front end may
+// let threads race (c10d used from several threads, an NCCL group running its actions in parallel),
+// so a flag (one exchange, uncontended) makes them take turns rather than share an Op.
 #pragma once
 
 #include <atomic>
@@ -45,6 +47,7 @@ class OpPool : public std::enable_shared_from_this<OpPool> {
   Op* local_ = nullptr;               // the acquiring thread's idle Ops (linked by Op::next_idle)
   std::atomic<Op*> returned_{nullptr};  // recycled since, from any thread
   std::atomic<size_t> idle_{0};
+  std::atomic<bool> acquiring_{false};  // acquire's turn: guards local_ and the control blocks' allocations
   std::atomic<size_t> created_{0};
 };
 

@@ -211,6 +211,10 @@ void ProgressEngine::drain_inbox() {
 
 void ProgressEngine::drain_inbox_locked() {
   std::vector<Submission>& batch = draining_;  // swapped with the inbox: both keep their capacity
+  struct Clear {
+    std::vector<Submission>& v;
+    ~Clear() { v.clear(); }  // also when a push throws: no moved-from entry goes back to the inbox
+  } clear{batch};
   {
     std::lock_guard lock(inbox_mu_);
     batch.swap(inbox_);
@@ -229,7 +233,6 @@ void ProgressEngine::drain_inbox_locked() {
     }
     busy_ = true;
   }
-  batch.clear();
 }
 
 void ProgressEngine::run() {

@@ -131,7 +131,8 @@ size_t cma_min_bytes_from_env() {
 std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
 
 // True when the process is gone or a zombie (a killed child not yet reaped still answers kill(0)).
-// Reads /proc/<pid>/stat into a stack buffer: the engine asks every 10 ms, and allocates nothing.
+// Reads /proc/<pid>/stat into a stack buffer: asked on every liveness check (the engine's, the flag
+// path's), it allocates nothing.
 bool process_dead(pid_t pid) {
   if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
   char path[48];

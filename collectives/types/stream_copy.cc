@@ -59,9 +59,9 @@ void large_copy(void* dst, const void* src, size_t bytes) {
 void stream_sum_f32(float* dst, const float* a, const float* b, size_t count) {
   size_t i = 0;
 #if defined(__SSE2__)
-  // Scalar up to the destination's first 16-byte boundary (floats are 4-byte aligned), then four
-  // floats a store, streamed; the tail scalar.
-  for (; i < count && (reinterpret_cast<uintptr_t>(dst + i) & 15) != 0; ++i) dst[i] = a[i] + b[i];
+  // Scalar up to the destination's first cache line boundary (floats are 4-byte aligned), then whole
+  // lines of 16 floats, streamed four at a time; the tail scalar.
+  for (; i < count && (reinterpret_cast<uintptr_t>(dst + i) & 63) != 0; ++i) dst[i] = a[i] + b[i];
   for (; i + 16 <= count; i += 16) {
     for (size_t k = 0; k < 16; k += 4) {
       _mm_stream_ps(dst + i + k, _mm_add_ps(_mm_loadu_ps(a + i + k), _mm_loadu_ps(b + i + k)));

@@ -202,6 +202,47 @@ TEST(OpArena, LastInFirstOutFreesReuseTheSpace) {
   arena.deallocate(big, 1 << 20, 16);
 }
 
+// The buffer grows to the peak of what was live at once, not to everything that ever overflowed: a
+// loop that overflows and frees a block a thousand times grows it once, by one block.
+TEST(OpArena, GrowsToThePeakNotTheSumOfOverflows) {
+  OpArena arena;
+  void* base = arena.allocate(3000, 16);
+  for (int i = 0; i < 1000; ++i) arena.deallocate(arena.allocate(2000, 16), 2000, 16);
+  EXPECT_EQ(arena.heap_allocations(), 1000u);
+  arena.deallocate(base, 3000, 16);
+  arena.reset();
+  EXPECT_EQ(arena.capacity(), 8192u);  // bit_ceil(3008 + 2000)
+  base = arena.allocate(3000, 16);
+  arena.deallocate(arena.allocate(2000, 16), 2000, 16);
+  EXPECT_EQ(arena.heap_allocations(), 1000u);  // fits now
+  // Zero bytes at a full buffer: an address inside it, returned to it (not to the heap).
+  void* rest = arena.allocate(8192 - 3008, 16);
+  void* none = arena.allocate(0, 16);
+  arena.deallocate(none, 0, 16);
+  arena.deallocate(rest, 8192 - 3008, 16);
+  arena.deallocate(base, 3000, 16);
+}
+
+// Threads racing on one pool (a front end that lets them) take turns: never the same Op at once.
+TEST(OpPool, ConcurrentAcquirersNeverShareAnOp) {
+  auto transports = make_inproc_transports(1);
+  ScratchPool scratch;
+  auto pool = OpPool::create(*transports[0], scratch, 4);
+  GroupView group{0, {0}, 7};
+  std::atomic<int> shared{0};
+  auto body = [&](const char* name) {
+    for (int i = 0; i < 5000; ++i) {
+      OpPtr op = pool->acquire(ErrorContext{0, -1, name, static_cast<uint64_t>(i), 0}, group, 1024, 1s);
+      std::this_thread::yield();
+      if (op->context().op != name || op->context().seq != static_cast<uint64_t>(i)) shared.fetch_add(1);
+    }
+  };
+  std::thread a(body, "first"), b(body, "second");
+  a.join();
+  b.join();
+  EXPECT_EQ(shared.load(), 0);
+}
+
 TEST(BlockPool, ReusesBlocksOfEachSizeAcrossThreads) {
   auto pool = std::make_shared<BlockPool>(BlockPool::Sharing::kFreedAnywhere);
   void* p = pool->allocate(64);
@@ -227,35 +268,52 @@ TEST(BlockPool, ReusesBlocksOfEachSizeAcrossThreads) {
 
 // One thread allocates, two others free concurrently (what requests see: made under the engine's
 // lock, dropped wherever their operation's last Work goes); blocks are reused, none lost (ASan, TSan).
+// Batches: the allocator hands out 100 blocks, waits until both freers have returned them, and the
+// next batch takes exactly those back, so only the first batch comes from the heap.
 TEST(BlockPool, OneAllocatorManyFreers) {
   auto pool = std::make_shared<BlockPool>(BlockPool::Sharing::kFreedAnywhere);
+  constexpr int kBatch = 100, kBatches = 50;
   std::mutex mu;
   std::vector<void*> handed;
+  std::atomic<int> freed{0};
   std::atomic<bool> done{false};
   auto freer = [&] {
-    for (;;) {
-      std::vector<void*> mine;
+    while (!done.load()) {
+      void* p = nullptr;
       {
         std::lock_guard lock(mu);
-        mine.swap(handed);
+        if (!handed.empty()) {
+          p = handed.back();
+          handed.pop_back();
+        }
       }
-      for (void* p : mine) pool->deallocate(p, 72);
-      if (mine.empty() && done.load()) return;
-      std::this_thread::yield();
+      if (!p) {
+        std::this_thread::yield();
+        continue;
+      }
+      pool->deallocate(p, 72);
+      freed.fetch_add(1);
     }
   };
   std::thread a(freer), b(freer);
-  constexpr int kBlocks = 20000;
-  for (int i = 0; i < kBlocks; ++i) {
-    void* p = pool->allocate(72);
-    std::memset(p, i & 0xff, 72);  // a block handed out twice would be caught by ASan or TSan here
-    std::lock_guard lock(mu);
-    handed.push_back(p);
+  bool stalled = false;
+  for (int k = 0; k < kBatches && !stalled; ++k) {
+    for (int i = 0; i < kBatch; ++i) {
+      void* p = pool->allocate(72);
+      std::memset(p, i & 0xff, 72);  // a block handed out twice would be caught by ASan or TSan here
+      std::lock_guard lock(mu);
+      handed.push_back(p);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (freed.load() < (k + 1) * kBatch && !(stalled = std::chrono::steady_clock::now() > deadline)) {
+      std::this_thread::yield();
+    }
   }
   done = true;
   a.join();
   b.join();
-  EXPECT_LT(pool->heap_allocations(), static_cast<size_t>(kBlocks));
+  ASSERT_FALSE(stalled) << "the freeing threads did not return a batch within 20 s";
+  EXPECT_EQ(pool->heap_allocations(), static_cast<size_t>(kBatch));
 }
 
 TEST(BlockPool, PooledContainersKeepTheirNodes) {
