@@ -199,6 +199,34 @@ def check_refusals(rank, n):
     dist.barrier()  # the group still works after refusals
 
 
+def check_threads(rank, n):
+    """Threads racing on one process group (c10d allows it; gloo queues them): calls take turns, none is
+    lost or corrupted. Every call sums ones of one shape, so any pairing across ranks gives n."""
+    import threading
+    errors = []
+
+    def worker():
+        try:
+            for _ in range(30):
+                ts = [torch.ones(2048) for _ in range(3)]
+                works = [dist.all_reduce(t, async_op=True) for t in ts]
+                for w, t in zip(works, ts):
+                    w.wait()
+                    assert torch.all(t == n), f"rank {rank}: {t[:4]}"
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    t = torch.ones(2048)
+    dist.all_reduce(t)
+    assert torch.all(t == n), t
+    dist.barrier()
+
 
 if __name__ == "__main__":
-    main(check_all, check_refusals)
+    main(check_all, check_refusals, check_threads)

@@ -265,6 +265,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::broadcast(std::vector<at::Tenso
   const at::Tensor& t = single(tensors, "broadcast");
   TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < size_, "fsdp backend: broadcast: root ", opts.rootRank,
                     " outside the group of ", size_);
+  std::lock_guard turn(calls_mu_);
   auto w = world_.comm->broadcast(t.data_ptr(), t.data_ptr(), count_of(t), data_type_of(t, "broadcast"),
                                   static_cast<int>(opts.rootRank));
   return make_work(c10d::OpType::BROADCAST, "broadcast", {w}, tensors, {}, nullptr, opts.timeout);
@@ -274,6 +275,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::allreduce(std::vector<at::Tenso
                                                            const c10d::AllreduceOptions& opts) {
   const at::Tensor& t = single(tensors, "allreduce");
   const ReduceOp op = reduce_op_of(opts.reduceOp, t, "allreduce");
+  std::lock_guard turn(calls_mu_);
   auto w = world_.comm->all_reduce(t.data_ptr(), t.data_ptr(), count_of(t), data_type_of(t, "allreduce"), op);
   return make_work(c10d::OpType::ALLREDUCE, "allreduce", {w}, tensors, {}, nullptr, opts.timeout);
 }
@@ -284,6 +286,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::reduce(std::vector<at::Tensor>&
   TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < size_, "fsdp backend: reduce: root ", opts.rootRank,
                     " outside the group of ", size_);
   const ReduceOp op = reduce_op_of(opts.reduceOp, t, "reduce");
+  std::lock_guard turn(calls_mu_);
   auto w = world_.comm->reduce(t.data_ptr(), t.data_ptr(), count_of(t), data_type_of(t, "reduce"), op,
                                static_cast<int>(opts.rootRank));
   return make_work(c10d::OpType::REDUCE, "reduce", {w}, tensors, {}, nullptr, opts.timeout);
@@ -293,6 +296,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::_allgather_base(at::Tensor& out
                                                                  const c10d::AllgatherOptions& opts) {
   check_tensor(input, "all_gather_into_tensor", "the input");
   check_same(output, input, input.numel() * size_, "all_gather_into_tensor", "the output");
+  std::lock_guard turn(calls_mu_);
   auto w = world_.comm->all_gather(input.data_ptr(), output.data_ptr(), count_of(input),
                                    data_type_of(input, "all_gather_into_tensor"));
   return make_work(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {w}, {output}, {input}, nullptr, opts.timeout);
@@ -307,6 +311,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::allgather(std::vector<std::vect
                     "fsdp backend: all_gather: expected one list of ", size_, " output tensors");
   for (const at::Tensor& o : outputs[0]) check_same(o, input, input.numel(), "all_gather", "an output tensor");
   at::Tensor flat = at::empty({static_cast<int64_t>(size_) * input.numel()}, input.options());
+  std::lock_guard turn(calls_mu_);
   auto w = world_.comm->all_gather(input.data_ptr(), flat.data_ptr(), count_of(input),
                                    data_type_of(input, "all_gather"));
   std::vector<at::Tensor> outs = outputs[0];
@@ -321,6 +326,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::_reduce_scatter_base(at::Tensor
   check_tensor(output, "reduce_scatter_tensor", "the output");
   check_same(input, output, output.numel() * size_, "reduce_scatter_tensor", "the input");
   const ReduceOp op = reduce_op_of(opts.reduceOp, input, "reduce_scatter_tensor");
+  std::lock_guard turn(calls_mu_);
   auto w = world_.comm->reduce_scatter(input.data_ptr(), output.data_ptr(), count_of(output),
                                        data_type_of(input, "reduce_scatter_tensor"), op);
   return make_work(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {w}, {output}, {input}, nullptr, opts.timeout);
@@ -337,6 +343,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::reduce_scatter(std::vector<at::
   std::vector<at::Tensor> flat_inputs;
   for (const at::Tensor& i : inputs[0]) flat_inputs.push_back(i.view({-1}));
   at::Tensor flat = at::cat(flat_inputs);  // copy-in: the collective reads one buffer
+  std::lock_guard turn(calls_mu_);
   auto w = world_.comm->reduce_scatter(flat.data_ptr(), output.data_ptr(), count_of(output),
                                        data_type_of(output, "reduce_scatter"), op);
   return make_work(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {w}, outputs, {flat}, nullptr, opts.timeout);
@@ -344,6 +351,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::reduce_scatter(std::vector<at::
 
 std::vector<fsdp::Work> ProcessGroupFsdp::exchange(const std::vector<Transfer>& sends,
                                                    const std::vector<Transfer>& recvs) {
+  std::lock_guard turn(calls_mu_);
   std::vector<fsdp::Work> parts;
   for (const Transfer& r : recvs) {
     if (r.bytes) parts.push_back(world_.comm->recv(r.data, r.bytes, DataType::kUint8, r.peer));
@@ -444,6 +452,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::alltoall_base(at::Tensor& outpu
     in_off += send_counts[r];
     out_off += recv_counts[r];
   }
+  std::lock_guard turn(calls_mu_);
   auto w = world_.comm->all_to_all_v(input.data_ptr(), send_counts, send_displs, output.data_ptr(), recv_counts,
                                      recv_displs, DataType::kUint8);
   return make_work(c10d::OpType::ALLTOALL_BASE, op, {w}, {output}, {input}, nullptr, opts.timeout);
@@ -474,6 +483,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::send(std::vector<at::Tensor>& t
   const at::Tensor& t = single(tensors, "send");
   TORCH_CHECK_VALUE(dst >= 0 && dst < size_ && dst != rank_, "fsdp backend: send: peer ", dst,
                     " is not another rank of the group of ", size_);
+  std::lock_guard turn(calls_mu_);
   auto w = world_.comm->send(t.data_ptr(), count_of(t), data_type_of(t, "send"), dst);
   return make_work(c10d::OpType::SEND, "send to " + std::to_string(dst), {w}, {}, tensors, nullptr, c10d::kUnsetTimeout);
 }
@@ -482,11 +492,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::recv(std::vector<at::Tensor>& t
   const at::Tensor& t = single(tensors, "recv");
   TORCH_CHECK_VALUE(src >= 0 && src < size_ && src != rank_, "fsdp backend: recv: peer ", src,
                     " is not another rank of the group of ", size_);
+  std::lock_guard turn(calls_mu_);
   auto w = world_.comm->recv(t.data_ptr(), count_of(t), data_type_of(t, "recv"), src);
   return make_work(c10d::OpType::RECV, "recv from " + std::to_string(src), {w}, tensors, {}, nullptr, c10d::kUnsetTimeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::barrier(const c10d::BarrierOptions& opts) {
+  std::lock_guard turn(calls_mu_);
   return make_work(c10d::OpType::BARRIER, "barrier", {world_.comm->barrier()}, {}, {}, nullptr, opts.timeout);
 }
 

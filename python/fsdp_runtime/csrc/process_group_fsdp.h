@@ -15,6 +15,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <mutex>
 #include <functional>
 #include <string>
 #include <vector>
@@ -85,6 +86,9 @@ class ProcessGroupFsdp : public c10d::ProcessGroup {
 
   launch::World world_;
   std::chrono::milliseconds timeout_;
+  // Calls into the communicator take turns: c10d lets several threads use one process group (gloo
+  // queues their calls), and a Communicator's calls must be ordered (sequence numbers, its Op pool).
+  std::mutex calls_mu_;
 };
 
 }  // namespace fsdp::torch_backend
