@@ -70,10 +70,10 @@ void OpArena::reset() noexcept {
   if (high_water_ > capacity_) {
     // Runs inside the OpPtr's deleter: out of memory keeps the old buffer (the next use overflows again).
     const size_t grown = std::bit_ceil(high_water_);
-    std::unique_ptr<std::byte[]> buffer(new (std::nothrow) std::byte[grown]);
-    if (buffer) {
-      buffer_ = std::move(buffer);
+    try {
+      buffer_ = std::make_unique_for_overwrite<std::byte[]>(grown);  // replaced only once it succeeded
       capacity_ = grown;
+    } catch (const std::bad_alloc&) {
     }
   }
   high_water_ = 0;
