@@ -6,7 +6,7 @@ namespace fsdp {
 
 BlockPool::~BlockPool() {
   for (SizeClass& c : classes_) {
-    for (Free* list : {c.local, c.remote.load(std::memory_order_acquire)}) {
+    for (Free* list : {c.local, c.remote.take_all()}) {
       while (list) ::operator delete(std::exchange(list, list->next));
     }
   }
@@ -37,7 +37,7 @@ void* BlockPool::allocate(size_t bytes) {
   if (bytes >= sizeof(Free)) {
     if (SizeClass* c = claim(bytes)) {
       if (!c->local && sharing_ == Sharing::kFreedAnywhere) {
-        c->local = c->remote.exchange(nullptr, std::memory_order_acquire);  // every block freed since
+        c->local = c->remote.take_all();  // every block freed since
       }
       if (Free* block = c->local) {
         c->local = block->next;
@@ -61,9 +61,7 @@ void BlockPool::deallocate(void* p, size_t bytes) noexcept {
     c->local = block;
     return;
   }
-  block->next = c->remote.load(std::memory_order_relaxed);
-  while (!c->remote.compare_exchange_weak(block->next, block, std::memory_order_release, std::memory_order_relaxed)) {
-  }
+  c->remote.push(block);
 }
 
 }  // namespace fsdp

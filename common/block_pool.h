@@ -21,6 +21,23 @@
 
 namespace fsdp {
 
+// The shared half of that scheme, for any node with a `next` link: any thread pushes a node (one
+// compare-and-swap, release); one thread at a time takes every node pushed so far (one exchange,
+// acquire). No ABA: nobody pops single nodes. BlockPool's freed blocks and OpPool's returned Ops.
+template <class Node, Node* Node::*kNext>
+class ReturnedList {
+ public:
+  void push(Node* node) noexcept {
+    node->*kNext = head_.load(std::memory_order_relaxed);
+    while (!head_.compare_exchange_weak(node->*kNext, node, std::memory_order_release, std::memory_order_relaxed)) {
+    }
+  }
+  Node* take_all() noexcept { return head_.exchange(nullptr, std::memory_order_acquire); }
+
+ private:
+  std::atomic<Node*> head_{nullptr};
+};
+
 class BlockPool {
  public:
   enum class Sharing {
@@ -45,8 +62,8 @@ class BlockPool {
   };
   struct SizeClass {
     std::atomic<size_t> bytes{0};        // 0: not yet claimed (allocate claims, release)
-    Free* local = nullptr;               // the allocating thread's
-    std::atomic<Free*> remote{nullptr};  // freed by other threads (kFreedAnywhere)
+    Free* local = nullptr;                      // the allocating thread's
+    ReturnedList<Free, &Free::next> remote;  // freed by other threads (kFreedAnywhere)
   };
   static constexpr size_t kSizes = 4;
   SizeClass* find(size_t bytes);

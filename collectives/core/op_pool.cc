@@ -12,7 +12,7 @@ OpPool::OpPool(Transport& transport, ScratchPool& scratch, size_t max_idle)
     : transport_(transport), scratch_(scratch), max_idle_(max_idle) {}
 
 OpPool::~OpPool() {
-  for (Op* list : {local_, returned_.load(std::memory_order_acquire)}) {
+  for (Op* list : {local_, returned_.take_all()}) {
     while (list) delete std::exchange(list, list->next_idle);
   }
 }
@@ -23,7 +23,7 @@ OpPtr OpPool::acquire(ErrorContext ctx, const GroupView& group, size_t chunk_byt
     std::atomic<bool>& flag;
     ~Turn() { flag.store(false, std::memory_order_release); }
   } turn{acquiring_};
-  if (!local_) local_ = returned_.exchange(nullptr, std::memory_order_acquire);
+  if (!local_) local_ = returned_.take_all();
   Op* op = local_;
   if (op) {
     local_ = op->next_idle;
@@ -44,9 +44,7 @@ void OpPool::give_back(Op* op) noexcept {
     delete op;
     return;
   }
-  op->next_idle = returned_.load(std::memory_order_relaxed);
-  while (!returned_.compare_exchange_weak(op->next_idle, op, std::memory_order_release, std::memory_order_relaxed)) {
-  }
+  returned_.push(op);
 }
 
 }  // namespace fsdp

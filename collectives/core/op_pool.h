@@ -45,7 +45,7 @@ class OpPool : public std::enable_shared_from_this<OpPool> {
   const size_t max_idle_;
   std::shared_ptr<BlockPool> control_blocks_ = std::make_shared<BlockPool>(BlockPool::Sharing::kFreedAnywhere);
   Op* local_ = nullptr;               // the acquiring thread's idle Ops (linked by Op::next_idle)
-  std::atomic<Op*> returned_{nullptr};  // recycled since, from any thread
+  ReturnedList<Op, &Op::next_idle> returned_;  // recycled since, from any thread
   std::atomic<size_t> idle_{0};
   std::atomic<bool> acquiring_{false};  // acquire's turn: guards local_ and the control blocks' allocations
   std::atomic<size_t> created_{0};
