@@ -27,4 +27,10 @@ struct ProcessIdentity {
 };
 static_assert(sizeof(ProcessIdentity) == 64);
 
+// The state letter and start time (field 22) of /proc/<pid>/stat; false when there is no such process.
+// Read into a stack buffer: liveness checks ask often, and it allocates nothing.
+bool read_proc_stat(int pid, char& state, uint64_t& start_time);
+// True when the process is gone or a zombie (a killed child not yet reaped still answers kill(0)).
+bool process_exited(int pid);
+
 }  // namespace fsdp

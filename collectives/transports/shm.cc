@@ -21,6 +21,7 @@
 
 #include "collectives/core/errors.h"
 #include "collectives/transports/matching.h"
+#include "collectives/transports/process_identity.h"
 #include "common/knobs.h"
 
 namespace fsdp {
@@ -130,24 +131,6 @@ size_t cma_min_bytes_from_env() {
 
 std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
 
-// True when the process is gone or a zombie (a killed child not yet reaped still answers kill(0)).
-// Reads /proc/<pid>/stat into a stack buffer: asked on every liveness check (the engine's, the flag
-// path's), it allocates nothing.
-bool process_dead(pid_t pid) {
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-  char path[48];
-  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return true;
-  char line[1024];  // "pid (comm) S ...": comm is at most 16 bytes, the state follows it
-  const ssize_t n = ::read(fd, line, sizeof(line) - 1);
-  ::close(fd);
-  if (n <= 0) return true;
-  const std::string_view text(line, static_cast<size_t>(n));
-  const size_t paren = text.rfind(')');
-  return paren != std::string_view::npos && paren + 2 < text.size() && (text[paren + 2] == 'Z' || text[paren + 2] == 'X');
-}
-
 class ShmTransport final : public Transport {
  public:
   ShmTransport(const std::string& job, int rank, int size, std::chrono::milliseconds timeout)
@@ -245,7 +228,7 @@ class ShmTransport final : public Transport {
 
   std::string check_peer(int peer) override {
     const pid_t pid = info(peer).pid.load();
-    if (process_dead(pid)) return "process " + std::to_string(pid) + " of rank " + std::to_string(peer) + " exited";
+    if (process_exited(pid)) return "process " + std::to_string(pid) + " of rank " + std::to_string(peer) + " exited";
     return {};
   }
 

@@ -8,9 +8,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <thread>
 
+#include "collectives/transports/process_identity.h"
 #include "collectives/transports/shm.h"
 #include "tests/collectives/test_support.h"
 
@@ -18,6 +21,37 @@ namespace fsdp::testing {
 namespace {
 
 using namespace std::chrono_literals;
+
+// /proc/<pid>/stat as the peers' liveness checks read it: state and start time (field 22) against a
+// plain split of the same file; a live child, a zombie, a reaped pid.
+TEST(ProcessIdentity, ReadsStateAndStartTimeAndSeesExits) {
+  std::ifstream in("/proc/self/stat");
+  std::string line;
+  std::getline(in, line);
+  std::istringstream fields(line.substr(line.rfind(')') + 2));
+  std::vector<std::string> f{"pid", "comm"};
+  for (std::string x; fields >> x;) f.push_back(x);
+  char state = 0;
+  uint64_t start_time = 0;
+  ASSERT_TRUE(read_proc_stat(::getpid(), state, start_time));
+  EXPECT_EQ(state, 'R');
+  EXPECT_EQ(std::to_string(start_time), f.at(21));  // field 22, counted from 1
+  EXPECT_EQ(ProcessIdentity::self().start_time, start_time);
+  EXPECT_EQ(ProcessIdentity::self().gone(0), "");
+
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  EXPECT_FALSE(process_exited(child));
+  ::kill(child, SIGKILL);
+  for (int i = 0; i < 500 && !process_exited(child); ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(process_exited(child)) << "a killed child not yet reaped (a zombie) counts as exited";
+  ::waitpid(child, nullptr, 0);
+  EXPECT_TRUE(process_exited(child)) << "a reaped pid";
+  EXPECT_FALSE(read_proc_stat(child, state, start_time));
+}
 
 // One rank's share of the suite shared with the other multi-process transports (test_support.h).
 int suite(int rank, int n, const std::string& job) {
