@@ -37,18 +37,25 @@ uint64_t mix(uint64_t x) { return splitmix64(x) & ~kPointToPointBit; }  // sprea
 Task run_all_gather(Op& op, const void* send, std::byte* recv, size_t block_bytes, bool small,
                     std::shared_ptr<const HostLayout> layout, WindowPlan windows) {
   std::byte* mine = recv + op.rank() * block_bytes;
-  if (send != mine && windows.table) {
-    large_copy(mine, send, block_bytes);  // the windowed path's traffic: streamed when large
-  } else if (send != mine) {
-    copy_bytes(mine, send, block_bytes);  // the ring and Bruck read it back at once: keep it in cache
-  }
   if (windows.table) {
+    // Out of place, the own block's copy fills the wait for the peers' posts; the rest runs in step
+    // with the peers' blocks (allgather_window.cc).
+    ChunkedCopy own;
+    if (send != mine) own = ChunkedCopy(mine, static_cast<const std::byte*>(send), block_bytes);
     WindowSync sync(op, std::move(windows));
+    sync.post();
+    while (!own.finished() && !sync.peers_posted()) own.copy_through(own.copied() + kWindowCopyChunkBytes);
     co_await sync.agree();
     if (sync.windowed()) {
-      co_await allgather_window(op, sync, recv, block_bytes);
+      co_await allgather_window(op, sync, recv, block_bytes, own);
       co_return;
     }
+    // Not every rank's buffers are windows: the rest of the own block in cache for the ring or Bruck.
+    if (send != mine) {
+      copy_bytes(mine + own.copied(), static_cast<const std::byte*>(send) + own.copied(), block_bytes - own.copied());
+    }
+  } else if (send != mine) {
+    copy_bytes(mine, send, block_bytes);  // the ring and Bruck read it back at once: keep it in cache
   }
   if (layout) {
     co_await allgather_hierarchical(op, recv, Blocks{block_bytes * op.size(), op.size(), 1}, *layout);

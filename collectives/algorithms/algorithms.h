@@ -41,6 +41,7 @@ enum ScratchSlot : int {
 
 class HostLayout;
 class WindowSync;
+class ChunkedCopy;
 struct ReductionPlan;
 
 // --- all-gather: `buf` holds every rank's block; this rank's is already in place ---
@@ -93,9 +94,11 @@ Task reduce_ring(Op& op, const std::byte* in, std::byte* out, size_t count, Redu
 // --- over shared-memory windows (window_sync.h): every rank's buffers mapped by every other rank ---
 // Load/store only: no messages, no staging, no process_vm_readv. They run after sync.agree() found
 // every rank's buffers in windows.
-// All-gather: this rank's block of `recv` is in place; it copies every peer's block straight from the
-// peer's window ((n-1)/n of the buffer read from peers), then waits until the peers read its block.
-Task allgather_window(Op& op, WindowSync& sync, std::byte* recv, size_t block_bytes);
+// All-gather: copies every peer's block straight from the peer's window ((n-1)/n of the buffer read
+// from peers), then waits until the peers read its block. Out of place, this rank's own block is
+// copied too, in step with the peers' blocks: `own` holds what is left of that copy (in place, or
+// once copied, a finished ChunkedCopy).
+Task allgather_window(Op& op, WindowSync& sync, std::byte* recv, size_t block_bytes, ChunkedCopy& own);
 // Reduce-scatter: reduces this rank's block of `recv_count` user elements straight from every rank's
 // input window into `out` (fp32 accumulation for 16/8-bit floats), then waits for the peers' reads.
 Task reduce_scatter_window(Op& op, WindowSync& sync, std::byte* out, size_t recv_count, const ReductionPlan& plan);

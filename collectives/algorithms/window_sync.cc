@@ -9,10 +9,11 @@ WindowSync::WindowSync(Op& op, WindowPlan plan)
       blocks_(plan_.table ? plan_.table->block_posts() : nullptr), seq_(op.context().seq + 1), read_(&op.arena()),
       result_(&op.arena()) {}
 
-Task WindowSync::agree() {
+void WindowSync::post() {
+  if (posted_ || !control_) return;
+  posted_ = true;
   const int n = op_.size();
   const int me = op_.rank();
-  if (!control_) co_return;  // released by an abort, or never shared: the caller falls back
   WindowPost& mine = control_[me].post[seq_ % 2];
   mine.read = plan_.read;
   mine.read_bytes = plan_.read_bytes;
@@ -25,7 +26,21 @@ Task WindowSync::agree() {
     }
   }
   mine.seq.store(seq_, std::memory_order_release);
+}
 
+bool WindowSync::peers_posted() const {
+  if (!control_) return true;
+  for (int p = 0; p < op_.size(); ++p) {
+    if (p != op_.rank() && control_[p].post[seq_ % 2].seq.load(std::memory_order_acquire) != seq_) return false;
+  }
+  return true;
+}
+
+Task WindowSync::agree() {
+  const int n = op_.size();
+  const int me = op_.rank();
+  if (!control_) co_return;  // released by an abort, or never shared: the caller falls back
+  post();
   bool all = true;
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;

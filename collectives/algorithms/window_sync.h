@@ -49,8 +49,12 @@ class WindowSync {
 
   WindowSync(Op& op, WindowPlan plan);
 
-  // Posts this rank's buffers and waits for every peer's; then windowed() says which path runs.
+  // Posts this rank's buffers (once; agree() posts if the caller did not) and waits for every peer's;
+  // then windowed() says which path runs.
+  void post();
   Task agree();
+  // Whether every peer has posted this operation (a poll: the caller has work to do meanwhile).
+  bool peers_posted() const;
   bool windowed() const { return windowed_; }
   // Rank p's buffers in this process (valid once windowed()).
   const std::byte* read_of(int p) const { return read_[static_cast<size_t>(p)]; }
@@ -79,6 +83,7 @@ class WindowSync {
   RankSync* control_;
   PeerBlockPost* blocks_;
   uint64_t seq_;  // the operation's sequence number + 1 (0 never posted)
+  bool posted_ = false;
   bool windowed_ = false;
   std::pmr::vector<std::byte*> read_;  // in the operation's arena
   std::pmr::vector<std::byte*> result_;

@@ -56,6 +56,21 @@ void large_copy(void* dst, const void* src, size_t bytes) {
   }
 }
 
+ChunkedCopy::ChunkedCopy(std::byte* dst, const std::byte* src, size_t bytes)
+    : dst_(dst), src_(src), bytes_(bytes), streamed_(worth_streaming(bytes)) {}
+
+void ChunkedCopy::copy_through(size_t end) {
+  end = end < bytes_ ? end : bytes_;
+  if (end <= copied_) return;
+  const size_t len = end - copied_;
+  if (streamed_) {
+    stream_copy(dst_ + copied_, src_ + copied_, len);
+  } else {
+    std::memcpy(dst_ + copied_, src_ + copied_, len);
+  }
+  copied_ = end;
+}
+
 void stream_sum_f32(float* dst, const float* a, const float* b, size_t count) {
   size_t i = 0;
 #if defined(__SSE2__)

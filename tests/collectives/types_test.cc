@@ -719,6 +719,32 @@ TEST(StreamCopy, MatchesMemcpyAtEveryAlignmentAndSize) {
   EXPECT_EQ(std::memcmp(dst.data(), src.data(), src.size()), 0);
 }
 
+// A ChunkedCopy in uneven pieces, some past the end or behind what was copied: every byte once, in
+// order, nothing outside the destination; a block large enough to stream (4 MiB default) and a small one.
+TEST(StreamCopy, ChunkedCopyCopiesEachByteOnceInAnyPieces) {
+  std::mt19937 rng(5);
+  for (size_t bytes : {size_t{0}, size_t{1000}, size_t{5} << 20}) {
+    std::vector<std::byte> src(bytes), dst(bytes + 128, std::byte{0xAB});
+    for (auto& b : src) b = static_cast<std::byte>(rng());
+    ChunkedCopy copy(dst.data() + 64 + 3, src.data(), bytes);
+    size_t end = 0;
+    while (!copy.finished()) {
+      const size_t before = copy.copied();
+      end += 1 + rng() % (kWindowCopyChunkBytes + 999);
+      copy.copy_through(end);
+      copy.copy_through(end / 2);  // behind: nothing
+      ASSERT_EQ(copy.copied(), std::min(end, bytes));
+      ASSERT_GE(copy.copied(), before);
+    }
+    copy.copy_through(bytes + 1);
+    EXPECT_EQ(copy.copied(), bytes);
+    EXPECT_EQ(std::memcmp(dst.data() + 64 + 3, src.data(), bytes), 0) << bytes;
+    for (size_t i = 0; i < 64 + 3; ++i) ASSERT_EQ(dst[i], std::byte{0xAB}) << "wrote before the destination";
+    for (size_t i = 64 + 3 + bytes; i < dst.size(); ++i) ASSERT_EQ(dst[i], std::byte{0xAB}) << "wrote past the end";
+  }
+  EXPECT_TRUE(ChunkedCopy().finished());
+}
+
 // The streamed sum of the windowed reduce-scatter: the same bits as reduce_pair's, at every alignment
 // of the destination (4-byte steps) and inputs, heads and tails included, nothing written outside.
 TEST(StreamCopy, StreamedSumMatchesReducePairBitwise) {

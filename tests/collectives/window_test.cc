@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "collectives/transports/shm.h"
+#include "collectives/types/stream_copy.h"
 #include "tests/collectives/test_support.h"
 
 namespace fsdp::testing {
@@ -146,13 +147,16 @@ void windowed_suite(Communicator& comm, DataType t, size_t count, bool use_windo
   all_to_all_suite(comm, t, count, buffer, c, tag);
 }
 
-// The suite over fp32, bf16 and int32 at two counts (one reduce chunk, several); checks that the
-// windowed path ran exactly where every rank's buffers were windows. Throws with every failure.
+// The suite over fp32, bf16 and int32 at two counts (one reduce chunk, several), and fp32 at a count
+// whose all-gather blocks span several copy chunks and end inside one (kWindowCopyChunkBytes); checks
+// that the windowed path ran exactly where every rank's buffers were windows. Throws with every failure.
 void run_suite(Communicator& comm, bool mixed) {
   Checks c;
   const int n = comm.size();
+  const size_t chunks_and_a_bit = (2 * kWindowCopyChunkBytes + 4 * 77) / sizeof(float) + 1;
   for (DataType t : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt32}) {
-    for (size_t count : {size_t{1000}, size_t{9001}}) {
+    for (size_t count : {size_t{1000}, size_t{9001}, chunks_and_a_bit}) {
+      if (count == chunks_and_a_bit && t != DataType::kFloat32) continue;
       const uint64_t before = comm.windowed_collectives();
       // Mixed: rank 0 passes windows, the others plain memory: every rank must fall back.
       const bool use_windows = mixed ? comm.rank() == 0 : true;
@@ -200,6 +204,35 @@ TEST(WindowThreads, WindowsAreSharedAndUnmappedOnAbortAndRelease) {
   for (auto& w : windows) w.reset();
   EXPECT_EQ(window_mappings(), before);
   EXPECT_EQ(tracker.current(MemoryCategory::kAllGather), 0);
+}
+
+// Out of place, a rank copies its own block while the peers have not posted yet and the rest in step
+// with the peers' blocks: with one rank late (each in turn), the early ones copy part or all of their
+// own block before the windowed copies start; every block must still land once, whole.
+TEST(WindowThreads, AllGatherOutOfPlaceWithALatePeer) {
+  const int n = 3;
+  const size_t count = (2 * kWindowCopyChunkBytes + 4 * 77) / sizeof(float) + 1;
+  InProcJob job(n);
+  for (int late = 0; late < n; ++late) {
+    job.run([&](Communicator& comm) {
+      const int r = comm.rank();
+      Window shard = comm.alloc_window(count * sizeof(float));
+      for (size_t i = 0; i < count; ++i) shard.data<float>()[i] = static_cast<float>(r * 1000003 + i);
+      std::vector<float> out(n * count, -1.f);
+      const uint64_t before = comm.windowed_collectives();
+      if (r == late) std::this_thread::sleep_for(30ms);
+      comm.all_gather(shard.data<float>(), out.data(), count, DataType::kFloat32).wait();
+      if (comm.windowed_collectives() != before + 1) throw std::runtime_error("the windowed path did not run");
+      for (int p = 0; p < n; ++p) {
+        for (size_t i = 0; i < count; ++i) {
+          if (out[p * count + i] != static_cast<float>(p * 1000003 + i)) {
+            throw std::runtime_error("late rank " + std::to_string(late) + ": rank " + std::to_string(r) + " block " +
+                                     std::to_string(p) + " element " + std::to_string(i));
+          }
+        }
+      }
+    });
+  }
 }
 
 // --- processes over the shm transport ---
