@@ -4,7 +4,8 @@
 Per repeat, interleaved (so drifting machine load hits all alike): fsdp-train at 1 and 2 ranks (through
 fsdp-run, which sets one BLAS thread per rank at 2 ranks on 2 cores), then the same model in plain PyTorch
 (TorchTitan's Llama 3 module tree: RMSNorm, RoPE on interleaved pairs, GQA, SwiGLU), eager in 1 process
-and DDP over gloo in 2 processes with torch.set_num_threads(cores // ranks). Same global batch (8
+and DDP over gloo in 2 processes with cores // ranks threads each (torch's and OpenBLAS's pools:
+fsdp_runtime.set_cpu_threads; torch.set_num_threads alone leaves OpenBLAS a thread per core). Same global batch (8
 sequences), seq_len, vocab, init (N(0, 0.02) matrices, unit norm weights), AdamW (lr 8e-4, betas
 0.9/0.95, eps 1e-8, weight decay 0.1) and gradient clipping at 1.0. Prints the median over repeats of
 each run's median tokens/s (steps 2..n), the ratio fsdp-train / torch per rank count (at 1 process torch
@@ -41,7 +42,7 @@ import torch.nn.functional as F
 _build = next((a.split("=", 1)[1] if "=" in a else sys.argv[i + 2] for i, a in enumerate(sys.argv[1:])
                if a.startswith("--build")), "build")
 sys.path.insert(0, os.path.join(_build, "python"))
-from fsdp_runtime import use_best_blas_core  # noqa: E402
+from fsdp_runtime import set_cpu_threads, use_best_blas_core  # noqa: E402
 from fsdp_runtime.models.llama import Llama, LlamaArgs, flops_per_token  # noqa: E402
 
 GLOBAL_BATCH = 8
@@ -66,7 +67,7 @@ def torch_worker(rank, world, port, m, steps, threads, backend, out, bind):
     """One rank of the torch run: returns (median tokens/s over steps 2..n, loss at step 1) through out."""
     if bind:  # as fsdp-run --bind-to core: rank r on the r-th CPU
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[rank]})
-    torch.set_num_threads(threads)
+    set_cpu_threads(threads)  # torch's pool and OpenBLAS's, as fsdp-run gives our ranks
     if world > 1:
         # "fsdp" is registered by the package import above (re-run in each spawned worker)
         dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
@@ -152,7 +153,7 @@ def run_variant(a, m, ranks, impl, scratch):
 
 
 def sgemm_gflops(m, threads, reps=50):
-    torch.set_num_threads(threads)
+    set_cpu_threads(threads)
     a, b = torch.randn(GLOBAL_BATCH * m["seq_len"], m["dim"]), torch.randn(m["dim"], m["hidden"])
     torch.mm(a, b)
     ts = []

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from . import _C, use_best_blas_core
+from . import _C, set_cpu_threads, use_best_blas_core
 from .fully_shard import MixedPrecisionPolicy, clip_grad_norm_, fully_shard, full_state_dict, load_full_state_dict
 from .fully_shard import clear_overlap, memory, overlap, reset_memory_peaks
 from .models.llama import Llama, LlamaArgs, RopeScaling
@@ -184,9 +184,12 @@ def main(argv=None):
     except ValueError as e:  # _C.ConfigError
         print(f"fsdp_runtime.train: rank {rank}: configuration: {e}", file=sys.stderr)
         return 2
-    if "OMP_NUM_THREADS" not in os.environ:  # each local rank its share of the cores, as fsdp-train
+    if "OPENBLAS_NUM_THREADS" not in os.environ:  # fsdp-run sets it and OMP_NUM_THREADS
+        # Each local rank its share of the cores, as fsdp-train; where only OMP_NUM_THREADS is set
+        # (torchrun sets 1), torch's pool follows it and OpenBLAS's is brought to the same count.
         local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local))
+        share = max(1, (os.cpu_count() or 1) // local)
+        set_cpu_threads(torch.get_num_threads() if "OMP_NUM_THREADS" in os.environ else share)
 
     timeout = datetime.timedelta(seconds=float(os.environ.get("FSDP_TIMEOUT_SEC", "300")))
     if init_method is None and "MASTER_ADDR" not in os.environ and world_size == 1:  # no launcher: one rank
