@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""The torch variants at 2 ranks in the same two processes, a step of each in turn: the torch model
+fully_shard'ed on the runtime, DDP over gloo, DDP over "fsdp", and no communication at all (each rank
+trains its own replica on its half of the batch: the compute floor). Separate jobs, as bench/vs_torch.py
+runs them, spread by more than the differences between them on a shared 2-core machine; here every
+variant sees the same load, step by step, and the ratios are of medians over the same minutes.
+
+  /usr/bin/python3 bench/torch_interleaved.py [--build build] [--steps 80] [--models debug,titan]
+                                              [--bind-to core|none]
+
+Same model, init, data, AdamW and clipping as vs_torch.py (whose MODELS it reuses); one thread per rank
+for torch and OpenBLAS (fsdp_runtime.set_cpu_threads). Per variant: median step time over steps 4..n
+(the order of the variants alternates from step to step), tokens/s of the job, the ratio to DDP over
+gloo, and the median forward / backward / clip / optimizer split. The variants train the same model on
+the same tokens, so their losses must agree: the largest relative difference of each against DDP over
+gloo over the first 20 steps is printed too (the horizon of the equivalence tests: later, rounding
+differences grow as in any two fp32 runs), so a wrong result shows before any speed is read.
+"""
+import argparse
+import os
+import socket
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vs_torch import GLOBAL_BATCH, MODELS, llama_args  # noqa: E402  (also puts --build's python/ on the path)
+
+import fsdp_runtime  # noqa: E402
+from fsdp_runtime.models.llama import Llama  # noqa: E402
+
+VARIANTS = ("fully_shard", "DDP gloo", "DDP fsdp", "no communication")
+BASELINE = "DDP gloo"
+
+
+def build(variant, m, gloo):
+    torch.manual_seed(42)  # the same initial weights for every variant
+    model = Llama(llama_args(m))
+    if variant == "fully_shard":
+        for block in model.layers:
+            fsdp_runtime.fully_shard(block)
+        fsdp_runtime.fully_shard(model)
+        return model, model
+    if variant == "DDP gloo":
+        return nn.parallel.DistributedDataParallel(model, process_group=gloo), model
+    if variant == "DDP fsdp":
+        return nn.parallel.DistributedDataParallel(model), model
+    return model, model
+
+
+def step(variant, wrapped, model, opt, tokens, vocab):
+    """One training step; returns (loss, [forward, backward, clip, optimizer] seconds)."""
+    t0 = time.perf_counter()
+    logits = wrapped(tokens[:, :-1])
+    loss = F.cross_entropy(logits.reshape(-1, vocab), tokens[:, 1:].reshape(-1))
+    t1 = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    t2 = time.perf_counter()
+    if variant == "fully_shard":
+        fsdp_runtime.clip_grad_norm_(model, 1.0)
+    else:
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    t3 = time.perf_counter()
+    opt.step()
+    t4 = time.perf_counter()
+    return loss.item(), [t1 - t0, t2 - t1, t3 - t2, t4 - t3]
+
+
+def worker(rank, world, port, names, steps, bind, out):
+    if bind:
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[rank]})
+    fsdp_runtime.set_cpu_threads(1)
+    dist.init_process_group("fsdp", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    gloo = dist.new_group(backend="gloo")
+    results = {}
+    for name in names:
+        m = MODELS[name]
+        runs = {}
+        for v in VARIANTS:
+            wrapped, model = build(v, m, gloo)
+            opt = torch.optim.AdamW(model.parameters(), lr=8e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+            runs[v] = (wrapped, model, opt)
+        gen = torch.Generator().manual_seed(1000 + rank)
+        times = {v: [] for v in VARIANTS}
+        losses = {v: [] for v in VARIANTS}
+        for s in range(steps):
+            tokens = torch.randint(0, m["vocab"], (GLOBAL_BATCH // world, m["seq_len"] + 1), generator=gen)
+            for v in (VARIANTS if s % 2 == 0 else VARIANTS[::-1]):
+                loss, phases = step(v, *runs[v], tokens, m["vocab"])
+                losses[v].append(loss)
+                times[v].append(phases)
+        results[name] = (times, losses)
+        del runs
+    dist.destroy_process_group()
+    if rank == 0:
+        out.put(results)
+
+
+def main():
+    fsdp_runtime.use_best_blas_core()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--steps", type=int, default=80)
+    ap.add_argument("--models", default="debug,titan")
+    ap.add_argument("--bind-to", choices=("core", "none"), default="core")
+    a = ap.parse_args()
+    names = a.models.split(",")
+    if a.steps < 6:
+        sys.exit("torch_interleaved: --steps must be at least 6 (the first 3 are left out)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = mp.get_context("spawn").SimpleQueue()
+    mp.start_processes(worker, args=(2, port, names, a.steps, a.bind_to == "core", out), nprocs=2,
+                       start_method="spawn")
+    results = out.get()
+    print(f"2 ranks (bind-to {a.bind_to}), {a.steps} steps of each variant in turn, global batch {GLOBAL_BATCH} "
+          "sequences; medians over steps 4..n of rank 0")
+    print("| model | variant | step (ms, median) | tokens/s | vs DDP gloo | forward / backward / clip / optimizer (ms) "
+          "| largest loss difference vs DDP gloo (steps 1-20) |")
+    print("|---|---|---|---|---|---|---|")
+    for name in names:
+        times, losses = results[name]
+        m = MODELS[name]
+        med = {v: statistics.median(sum(p) for p in times[v][3:]) for v in VARIANTS}
+        for v in VARIANTS:
+            split = " / ".join(f"{statistics.median(p[k] for p in times[v][3:]) * 1e3:.1f}" for k in range(4))
+            if v == "no communication":  # each rank its own replica: not the same training
+                diff = "- (own replicas)"
+            else:
+                pairs = list(zip(losses[v], losses[BASELINE]))[:20]
+                diff = f"{max(abs(x - y) / abs(y) for x, y in pairs):.1e}"
+            print(f"| {name} | {v} | {med[v] * 1e3:.2f} | {GLOBAL_BATCH * m['seq_len'] / med[v]:,.0f} | "
+                  f"{med[BASELINE] / med[v]:.2f}x | {split} | {diff} |")
+
+
+if __name__ == "__main__":
+    main()
