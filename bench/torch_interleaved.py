@@ -6,7 +6,7 @@ runs them, spread by more than the differences between them on a shared 2-core m
 variant sees the same load, step by step, and the ratios are of medians over the same minutes.
 
   /usr/bin/python3 bench/torch_interleaved.py [--build build] [--steps 80] [--models debug,titan]
-                                              [--bind-to core|none]
+                                              [--bind-to core|none] [--check]
 
 Same model, init, data, AdamW and clipping as vs_torch.py (whose MODELS it reuses); one thread per rank
 for torch and OpenBLAS (fsdp_runtime.set_cpu_threads). Per variant: median step time over steps 4..n
@@ -14,7 +14,8 @@ for torch and OpenBLAS (fsdp_runtime.set_cpu_threads). Per variant: median step 
 gloo, and the median forward / backward / clip / optimizer split. The variants train the same model on
 the same tokens, so their losses must agree: the largest relative difference of each against DDP over
 gloo over the first 20 steps is printed too (the horizon of the equivalence tests: later, rounding
-differences grow as in any two fp32 runs), so a wrong result shows before any speed is read.
+differences grow as in any two fp32 runs), so a wrong result shows before any speed is read; --check
+exits 1 where one exceeds 1e-5 (ctest python.torch_interleaved runs it for a few steps).
 """
 import argparse
 import os
@@ -110,6 +111,8 @@ def main():
     ap.add_argument("--steps", type=int, default=80)
     ap.add_argument("--models", default="debug,titan")
     ap.add_argument("--bind-to", choices=("core", "none"), default="core")
+    ap.add_argument("--check", action="store_true", help="exit 1 where a variant's losses differ from DDP over gloo's "
+                    "by more than 1e-5 relative in the first 20 steps")
     a = ap.parse_args()
     names = a.models.split(",")
     if a.steps < 6:
@@ -126,6 +129,7 @@ def main():
     print("| model | variant | step (ms, median) | tokens/s | vs DDP gloo | forward / backward / clip / optimizer (ms) "
           "| largest loss difference vs DDP gloo (steps 1-20) |")
     print("|---|---|---|---|---|---|---|")
+    worst = 0.0
     for name in names:
         times, losses = results[name]
         m = MODELS[name]
@@ -136,9 +140,13 @@ def main():
                 diff = "- (own replicas)"
             else:
                 pairs = list(zip(losses[v], losses[BASELINE]))[:20]
-                diff = f"{max(abs(x - y) / abs(y) for x, y in pairs):.1e}"
+                largest = max(abs(x - y) / abs(y) for x, y in pairs)
+                worst = max(worst, largest)
+                diff = f"{largest:.1e}"
             print(f"| {name} | {v} | {med[v] * 1e3:.2f} | {GLOBAL_BATCH * m['seq_len'] / med[v]:,.0f} | "
                   f"{med[BASELINE] / med[v]:.2f}x | {split} | {diff} |")
+    if a.check and worst > 1e-5:
+        sys.exit(f"torch_interleaved: a variant's losses differ from DDP over gloo's by {worst:.1e} relative (> 1e-5)")
 
 
 if __name__ == "__main__":
