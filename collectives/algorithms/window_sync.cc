@@ -28,10 +28,14 @@ void WindowSync::post() {
   mine.seq.store(seq_, std::memory_order_release);
 }
 
+bool WindowSync::has_posted(int p) const {
+  return control_[p].post[seq_ % 2].seq.load(std::memory_order_acquire) == seq_;
+}
+
 bool WindowSync::peers_posted() const {
   if (!control_) return true;
   for (int p = 0; p < op_.size(); ++p) {
-    if (p != op_.rank() && control_[p].post[seq_ % 2].seq.load(std::memory_order_acquire) != seq_) return false;
+    if (p != op_.rank() && !has_posted(p)) return false;
   }
   return true;
 }
@@ -44,8 +48,8 @@ Task WindowSync::agree() {
   bool all = true;
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
+    co_await op_.wait_until(p, plan_.read_bytes, [this, p] { return has_posted(p); });
     const WindowPost& post = control_[p].post[seq_ % 2];
-    co_await op_.wait_until(p, plan_.read_bytes, [&post, s = seq_] { return post.seq.load(std::memory_order_acquire) == s; });
     all &= post.read.windowed() && (!plan_.needs_result || post.result.windowed());
   }
   all &= plan_.read.windowed() && (!plan_.needs_result || plan_.result.windowed());

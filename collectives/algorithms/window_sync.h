@@ -70,6 +70,8 @@ class WindowSync {
   OpArena& arena() { return op_.arena(); }
 
  private:
+  // Rank p's post of this operation is in (acquire: what it posted is visible).
+  bool has_posted(int p) const;
   // Rank p's PeerBlockPosts for this operation's slot.
   PeerBlockPost* slot_posts(int p) const {
     return blocks_ + (static_cast<size_t>(p) * 2 + seq_ % 2) * static_cast<size_t>(op_.size());

@@ -48,14 +48,6 @@ bool worth_streaming(size_t bytes) {
   return from > 0 && bytes >= from;
 }
 
-void large_copy(void* dst, const void* src, size_t bytes) {
-  if (worth_streaming(bytes)) {
-    stream_copy(dst, src, bytes);
-  } else if (bytes > 0) {
-    std::memcpy(dst, src, bytes);
-  }
-}
-
 ChunkedCopy::ChunkedCopy(std::byte* dst, const std::byte* src, size_t bytes)
     : dst_(dst), src_(src), bytes_(bytes), streamed_(worth_streaming(bytes)) {}
 

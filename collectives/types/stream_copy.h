@@ -14,9 +14,6 @@ namespace fsdp {
 
 // memcpy with non-temporal stores (SSE2 where built for x86-64; memcpy elsewhere). No overlap.
 void stream_copy(void* dst, const void* src, size_t bytes);
-// stream_copy from FSDP_STREAM_COPY_BYTES (read once per process) up, memcpy below; null pointers
-// with 0 bytes are fine.
-void large_copy(void* dst, const void* src, size_t bytes);
 
 // The piece a ChunkedCopy's caller takes at a time: a few of them (one per rank's block) fit the L2
 // cache (2 MiB a core on the machine measured). 64 KiB to 1 MiB measured alike at 2 ranks.

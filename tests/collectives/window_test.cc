@@ -147,16 +147,18 @@ void windowed_suite(Communicator& comm, DataType t, size_t count, bool use_windo
   all_to_all_suite(comm, t, count, buffer, c, tag);
 }
 
+// fp32 elements whose all-gather block spans two copy chunks (kWindowCopyChunkBytes) and ends inside a third.
+constexpr size_t kChunksAndABit = (2 * kWindowCopyChunkBytes + 4 * 77) / sizeof(float) + 1;
+
 // The suite over fp32, bf16 and int32 at two counts (one reduce chunk, several), and fp32 at a count
 // whose all-gather blocks span several copy chunks and end inside one (kWindowCopyChunkBytes); checks
 // that the windowed path ran exactly where every rank's buffers were windows. Throws with every failure.
 void run_suite(Communicator& comm, bool mixed) {
   Checks c;
   const int n = comm.size();
-  const size_t chunks_and_a_bit = (2 * kWindowCopyChunkBytes + 4 * 77) / sizeof(float) + 1;
   for (DataType t : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt32}) {
-    for (size_t count : {size_t{1000}, size_t{9001}, chunks_and_a_bit}) {
-      if (count == chunks_and_a_bit && t != DataType::kFloat32) continue;
+    for (size_t count : {size_t{1000}, size_t{9001}, kChunksAndABit}) {
+      if (count == kChunksAndABit && t != DataType::kFloat32) continue;
       const uint64_t before = comm.windowed_collectives();
       // Mixed: rank 0 passes windows, the others plain memory: every rank must fall back.
       const bool use_windows = mixed ? comm.rank() == 0 : true;
@@ -211,7 +213,7 @@ TEST(WindowThreads, WindowsAreSharedAndUnmappedOnAbortAndRelease) {
 // own block before the windowed copies start; every block must still land once, whole.
 TEST(WindowThreads, AllGatherOutOfPlaceWithALatePeer) {
   const int n = 3;
-  const size_t count = (2 * kWindowCopyChunkBytes + 4 * 77) / sizeof(float) + 1;
+  const size_t count = kChunksAndABit;
   InProcJob job(n);
   for (int late = 0; late < n; ++late) {
     job.run([&](Communicator& comm) {
