@@ -31,6 +31,7 @@ int64_t matmul_flops() { return g_matmul_flops.load(std::memory_order_relaxed); 
 void reset_matmul_flops() { g_matmul_flops.store(0, std::memory_order_relaxed); }
 
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
+int blas_threads() { return openblas_get_num_threads(); }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {

@@ -28,6 +28,7 @@ void reset_matmul_flops();
 
 // OpenBLAS's thread count for this process (its OPENBLAS_NUM_THREADS is read once, at library load).
 void set_blas_threads(int threads);
+int blas_threads();
 
 // RMSNorm over rows of width d: y = x * rstd * w with rstd = 1/sqrt(mean(x^2) + eps).
 // x, y: (n, d); w: (d); rstd: (n), saved for backward. y may alias x.

@@ -5,14 +5,13 @@ Importing this package registers the torch.distributed backend "fsdp":
     import fsdp_runtime
     torch.distributed.init_process_group("fsdp")   # under torchrun, mpirun or fsdp-run
 """
-import ctypes
 import os
 import sys
 
 import torch
 import torch.distributed as dist
 
-from ._C import ProcessGroupFsdp, prepare_blas_core_restart
+from ._C import ProcessGroupFsdp, prepare_blas_core_restart, set_blas_threads
 from .fully_shard import (FSDPModule, MixedPrecisionPolicy, clear_overlap, clip_grad_norm_, full_parameters, full_state_dict,
                           fully_shard, load_full_state_dict, memory, overlap, reset_memory_peaks)
 
@@ -37,24 +36,14 @@ def use_best_blas_core():
     os.execv(sys.executable, argv)
 
 
-def _loaded_openblas():
-    """The OpenBLAS libraries this process has loaded (torch's BLAS on Debian), as ctypes handles."""
-    with open("/proc/self/maps") as maps:
-        paths = sorted({line.split()[-1] for line in maps if "libopenblas" in line and "/" in line})
-    return [ctypes.CDLL(p) for p in paths]
-
-
 def set_cpu_threads(n):
     """torch.set_num_threads(n), and the same for OpenBLAS's own thread pool, which torch's setting does
     not reach: Debian's torch 1.13 calls the pthreads OpenBLAS, which starts a thread per core, so two
-    ranks on two cores would each run two BLAS threads (and their idle ones spin in sched_yield). Returns
-    OpenBLAS's thread count afterwards (None where torch's BLAS is not OpenBLAS)."""
+    ranks on two cores would each run two BLAS threads (and their idle ones spin in sched_yield). The
+    OpenBLAS set is the one the runtime's C++ model links, the library torch calls on Debian. Returns
+    OpenBLAS's thread count afterwards."""
     torch.set_num_threads(n)
-    count = None
-    for lib in _loaded_openblas():
-        lib.openblas_set_num_threads(ctypes.c_int(n))
-        count = lib.openblas_get_num_threads()
-    return count
+    return set_blas_threads(n)
 
 
 def _create_process_group(store, rank, size, timeout):

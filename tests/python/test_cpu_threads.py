@@ -15,15 +15,13 @@ if __name__ == "__main__":
     for n in (1, 2, 1):
         got = fsdp_runtime.set_cpu_threads(n)
         assert torch.get_num_threads() == n, (n, torch.get_num_threads())
-        if blas:
-            # read back through a handle of our own, not the function's
-            assert got == n and ctypes.CDLL(blas[0]).openblas_get_num_threads() == n, (n, got)
-        else:
-            assert got is None, got
+        assert got == n, (n, got)
+        if blas:  # read back through a handle of our own on the library torch loaded, not the function's
+            assert ctypes.CDLL(blas[0]).openblas_get_num_threads() == n, n
     torch.set_num_threads(2)
     if blas:
         assert ctypes.CDLL(blas[0]).openblas_get_num_threads() == 1, "torch's setting reached OpenBLAS after all"
         print(f"torch and OpenBLAS ({os.path.basename(blas[0])}) pools follow set_cpu_threads; "
               "torch.set_num_threads alone leaves OpenBLAS's", flush=True)
     else:
-        print("torch's BLAS is not OpenBLAS here: set_cpu_threads sets torch's pool only", flush=True)
+        print("no libopenblas in this process: only the counts set_cpu_threads reports were checked", flush=True)

@@ -11,6 +11,7 @@
 
 #include "launch/bootstrap.h"
 #include "model/blas_core.h"
+#include "model/ops.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "sharding/cost_model.h"
 #include "train/config.h"
@@ -170,6 +171,12 @@ void bind_train(py::module_& m) {
   // (rank 0 says so) and returns it, for fsdp_runtime.use_best_blas_core to restart with; "" if none.
   m.def("prepare_blas_core_restart", [](const std::string& program) {
     return model::prepare_blas_core_restart(program, launch::environment_names_rank_zero());
+  });
+  // model/ops.h: the thread count of the OpenBLAS this process runs (torch's BLAS on Debian, the same
+  // library); returns the count afterwards. fsdp_runtime.set_cpu_threads.
+  m.def("set_blas_threads", [](int threads) {
+    model::ops::set_blas_threads(threads);
+    return model::ops::blas_threads();
   });
   m.def("read_safetensors", &read_safetensors, py::arg("path"));
   m.def("write_safetensors", &write_safetensors, py::arg("path"), py::arg("tensors"),
