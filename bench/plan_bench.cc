@@ -12,6 +12,7 @@
 #include "sharding/schedule_sim.h"
 
 namespace fs = fsdp::sharding;
+namespace sp = fsdp::spec;
 
 namespace {
 
@@ -35,16 +36,16 @@ Stats time_it(const std::function<void()>& fn) {
 }  // namespace
 
 int main() {
-  const fs::ModelSpec model = fs::model_preset("llama3-405b");
+  const sp::ModelSpec model = sp::model_preset("llama3-405b");
   const fs::ChipProfile chip = fs::chip_preset("trn3");
   std::printf("# fsdp-plan-bench: llama3-405b on trn3, %d runs each, milliseconds\n", kRuns);
   std::printf("%-44s %10s %10s %10s\n", "what", "min", "median", "max");
   size_t sink = 0;
   for (int64_t nodes : {1, 4}) {
     const std::string mesh = std::to_string(nodes) + " x 144";
-    fs::Policy policy;
-    policy.ac = fs::ActivationCheckpointing::kFull;
-    const fs::Mesh m = fs::Mesh::create(fs::MeshSpec{nodes, 144, 1, 0});
+    sp::Policy policy;
+    policy.ac = sp::ActivationCheckpointing::kFull;
+    const sp::Mesh m = sp::Mesh::create(sp::MeshSpec{nodes, 144, 1, 0});
     const Stats plan = time_it([&] { sink += fs::make_plan(model, chip, m, policy).units.size(); });
     std::printf("%-44s %10.2f %10.2f %10.2f\n", ("plan " + mesh + " (layout + cost)").c_str(), plan.min_ms,
                 plan.median_ms, plan.max_ms);

@@ -1,5 +1,5 @@
 // The two exceptions of bad input that every layer shares. Layers derive their own from them
-// (sharding::PlanError, train::ConfigError) so callers can catch a layer's errors or all of them.
+// (spec::SpecError, train::ConfigError) so callers can catch a layer's errors or all of them.
 #pragma once
 
 #include <stdexcept>

@@ -9,13 +9,13 @@
 
 #include "proto/plan.pb.h"
 #include "runtime/plan_check.h"
-#include "sharding/model_spec.h"
+#include "spec/model_spec.h"
 
 namespace {
 
 // The job the seeds' plan was made for (fuzz/make_seeds.py): debugmodel_byte on 2 ranks in fp32.
-const fsdp::sharding::ModelSpec& model() {
-  static const auto m = fsdp::sharding::model_preset("debugmodel_byte");
+const fsdp::spec::ModelSpec& model() {
+  static const auto m = fsdp::spec::model_preset("debugmodel_byte");
   return m;
 }
 
@@ -32,9 +32,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
   try {
     const proto::ShardingPlan plan = runtime::decode_plan(bytes, data[0] & 1, "plan.pb");
-    sharding::Policy policy;
+    spec::Policy policy;
     policy.param_dtype = DataType::kFloat32;
-    runtime::check_plan(plan, model(), sharding::Mesh::for_world(2, 1), policy);
+    runtime::check_plan(plan, model(), spec::Mesh::for_world(2, 1), policy);
   } catch (const runtime::PlanMismatch&) {
   }
   return 0;

@@ -49,7 +49,7 @@ void MoeDims::validate() const {
   }
 }
 
-LlamaDims LlamaDims::from_spec(const sharding::ModelSpec& spec) {
+LlamaDims LlamaDims::from_spec(const spec::ModelSpec& spec) {
   const auto& d = spec.dims;
   if (!d.known()) fail("model '" + spec.name + "' has no transformer dims (layers and dim unknown)");
   LlamaDims out;

@@ -6,7 +6,7 @@
 #include <span>
 
 #include "model/ops.h"
-#include "sharding/model_spec.h"
+#include "spec/model_spec.h"
 
 namespace fsdp::model {
 
@@ -68,13 +68,13 @@ struct LlamaDims {
   // MoE specs give a MoE block (moe from the spec's experts, widths and routing; dropless). Throws
   // std::invalid_argument for unknown dims, dim not divisible by n_heads, n_heads not
   // divisible by n_kv_heads, or an odd head_dim (RoPE rotates pairs).
-  static LlamaDims from_spec(const sharding::ModelSpec& spec);
+  static LlamaDims from_spec(const spec::ModelSpec& spec);
   // The same checks on dims built by hand (tests); throws std::invalid_argument naming the field.
   void validate() const;
 };
 
 // A unit's parameters as the runtime hands them over: one pointer per parameter, in the order of
-// sharding::make_llama (views into the unit's all-gathered flat buffer).
+// spec::make_llama (views into the unit's all-gathered flat buffer).
 using Weights = std::span<const float* const>;
 // Same order; every backward ADDS into them (+=), so micro-batches accumulate.
 using Grads = std::span<float* const>;

@@ -38,7 +38,7 @@ InitScheme parse_init_scheme(std::string_view s) {
   throw std::invalid_argument("unknown init scheme '" + std::string(s) + "' (expected torchtitan or normal)");
 }
 
-InitDistribution init_distribution(const sharding::ParamSpec& p, InitScheme scheme) {
+InitDistribution init_distribution(const spec::ParamSpec& p, InitScheme scheme) {
   if (scheme == InitScheme::kNormal) return {};
   const std::string_view name = p.name;
   if (name == "tok_embeddings.weight") return {1.0, 0};
@@ -55,7 +55,7 @@ InitDistribution init_distribution(const sharding::ParamSpec& p, InitScheme sche
   return {};
 }
 
-void init_parameter_range(const sharding::ParamSpec& p, uint64_t seed, int64_t first, int64_t count, float* out,
+void init_parameter_range(const spec::ParamSpec& p, uint64_t seed, int64_t first, int64_t count, float* out,
                           InitScheme scheme) {
   if (first < 0 || count < 0 || first + count > p.numel()) {
     throw std::out_of_range("init_parameter_range: [" + std::to_string(first) + ", " + std::to_string(first + count) +
@@ -78,7 +78,7 @@ void init_parameter_range(const sharding::ParamSpec& p, uint64_t seed, int64_t f
   }
 }
 
-void init_parameters(const sharding::UnitSpec& unit, Grads out_params, uint64_t seed, InitScheme scheme) {
+void init_parameters(const spec::UnitSpec& unit, Grads out_params, uint64_t seed, InitScheme scheme) {
   if (out_params.size() != unit.params.size()) {
     throw std::invalid_argument("init_parameters: unit '" + unit.name + "' has " + std::to_string(unit.params.size()) +
                                 " parameters, got " + std::to_string(out_params.size()) + " pointers");

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "model/dims.h"
-#include "sharding/model_spec.h"
+#include "spec/model_spec.h"
 
 namespace fsdp::model {
 
@@ -24,15 +24,15 @@ struct InitDistribution {
   double stddev = 0.02;
   double cutoff = 0;  // > 0: draws beyond +-cutoff are drawn again
 };
-InitDistribution init_distribution(const sharding::ParamSpec& p, InitScheme scheme);
+InitDistribution init_distribution(const spec::ParamSpec& p, InitScheme scheme);
 
 // Fills elements [first, first + count) of p's row-major flattening into out[0, count): a rank can
 // initialise just its shard. Throws std::out_of_range if the range leaves the parameter.
-void init_parameter_range(const sharding::ParamSpec& p, uint64_t seed, int64_t first, int64_t count, float* out,
+void init_parameter_range(const spec::ParamSpec& p, uint64_t seed, int64_t first, int64_t count, float* out,
                           InitScheme scheme = InitScheme::kNormal);
 
 // Every parameter of the unit, out_params[i] holding unit.params[i].numel() floats.
-void init_parameters(const sharding::UnitSpec& unit, Grads out_params, uint64_t seed,
+void init_parameters(const spec::UnitSpec& unit, Grads out_params, uint64_t seed,
                      InitScheme scheme = InitScheme::kNormal);
 
 }  // namespace fsdp::model

@@ -1,6 +1,6 @@
 // The reference Llama 3 decoder (TorchTitan's architecture) in fp32 over OpenBLAS, one module per FSDP
 // unit: Embedding ("tok_embeddings"), TransformerBlock ("layers.i"), OutputHead ("output").
-// The runtime all-gathers a unit and passes views of its parameters in sharding::make_llama order;
+// The runtime all-gathers a unit and passes views of its parameters in spec::make_llama order;
 // the model never sees shards. Chaining for one micro-batch of B sequences of T tokens:
 //
 //   embedding.forward(w_emb, tokens, B*T, x);             // x: (B*T, dim)

@@ -41,7 +41,7 @@ void copy_rows(float* dst, const float* src, int64_t n) {
 
 }  // namespace
 
-using sharding::ActivationCheckpointing;
+using spec::ActivationCheckpointing;
 
 TransformerBlock::TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker,
                                    ActivationCheckpointing ac, ExpertExchange* exchange)

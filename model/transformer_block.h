@@ -3,7 +3,7 @@
 //   out = h + w2(silu(w1(n2)) * w3(n2))                           with n2 = ffn_norm(h)
 // or, when dims.moe is enabled, out = h + moe(n2) with the MoE feed-forward of model/moe_feed_forward.h.
 //
-// Activation checkpointing (the block's own mode; sharding::block_ac picks it per layer): forward computes
+// Activation checkpointing (the block's own mode; spec::block_ac picks it per layer): forward computes
 // every tensor, keeps those of its mode and frees the rest; backward recomputes the rest with the same
 // functions on the same inputs in the same order, so the gradients are bitwise those of mode none.
 //   none:      keeps everything backward reads;
@@ -22,7 +22,7 @@
 #include "model/dims.h"
 #include "common/memory_tracker.h"
 #include "model/moe_feed_forward.h"
-#include "sharding/policy.h"
+#include "spec/policy.h"
 
 namespace fsdp::model {
 
@@ -32,7 +32,7 @@ class TransformerBlock {
   // exchange: the expert-parallel group of a MoE block with dims.moe.expert_parallel > 1 (see
   // model/moe_feed_forward.h); it must outlive the block.
   TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker,
-                   sharding::ActivationCheckpointing ac = sharding::ActivationCheckpointing::kNone,
+                   spec::ActivationCheckpointing ac = spec::ActivationCheckpointing::kNone,
                    ExpertExchange* exchange = nullptr);
 
   // w: the unit's block_param_count(dims) parameters in spec order (wq wk wv wo w1 w2 w3 attention_norm
@@ -56,7 +56,7 @@ class TransformerBlock {
   // Bytes held for backward now: 0, or kept_elements(dims, batch*seq, mode) * 4 after a forward (plus the
   // MoE feed-forward's own saves, except in mode full).
   int64_t saved_bytes() const { return kept_.bytes() + transient_.bytes() + (moe_ ? moe_->saved_bytes() : 0); }
-  sharding::ActivationCheckpointing checkpointing() const { return ac_; }
+  spec::ActivationCheckpointing checkpointing() const { return ac_; }
   // Floats one forward saves for backward over `rows` tokens:
   //   rows * (6*dim + 2*kv_dim + 4*ffn_hidden)   x, n1, q, k, v (after RoPE), attention output, h, n2,
   //                                              w1 out, w3 out, silu(w1 out), their product (a MoE
@@ -68,8 +68,8 @@ class TransformerBlock {
   //   selective: rows * (3*dim + kv_dim + 3*ffn_hidden + 2) recomputed (n1, k, h, n2, w3 out, silu out,
   //              product, both rstd);
   //   full:      everything but x (rows * dim kept).
-  static int64_t kept_elements(const LlamaDims& dims, int64_t rows, sharding::ActivationCheckpointing ac);
-  static int64_t recomputed_elements(const LlamaDims& dims, int64_t rows, sharding::ActivationCheckpointing ac) {
+  static int64_t kept_elements(const LlamaDims& dims, int64_t rows, spec::ActivationCheckpointing ac);
+  static int64_t recomputed_elements(const LlamaDims& dims, int64_t rows, spec::ActivationCheckpointing ac) {
     return saved_elements(dims, rows) - kept_elements(dims, rows, ac);
   }
 
@@ -90,7 +90,7 @@ class TransformerBlock {
   LlamaDims dims_;
   int64_t batch_, seq_, rows_;
   MemoryTracker* tracker_;
-  sharding::ActivationCheckpointing ac_;
+  spec::ActivationCheckpointing ac_;
   TrackedBuffer<float> kept_;       // kept from forward to backward, views carved by views()
   TrackedBuffer<float> transient_;  // what checkpointing drops: live during forward and during backward
   std::unique_ptr<MoeFeedForward> moe_;  // the FFN of a MoE block

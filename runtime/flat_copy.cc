@@ -13,13 +13,13 @@ namespace {
 
 // Calls fn(flat_offset, param_offset, count) for every run of real rows: one per (parameter, rank).
 template <class Fn>
-void for_each_run(const sharding::UnitShardLayout& layout, Fn&& fn) {
+void for_each_run(const spec::UnitShardLayout& layout, Fn&& fn) {
   const auto offsets = param_major_offsets(layout);
   const auto& params = layout.params();
   for (size_t p = 0; p < params.size(); ++p) {
     const auto& pl = params[p];
     for (int64_t r = 0; r < layout.shard_degree(); ++r) {
-      const sharding::RowRange rows = pl.rows_of(r);
+      const spec::RowRange rows = pl.rows_of(r);
       if (rows.size() == 0) continue;
       fn(layout.flat_offset(p, r), offsets[p] + rows.begin * pl.row_numel, rows.size() * pl.row_numel);
     }
@@ -28,7 +28,7 @@ void for_each_run(const sharding::UnitShardLayout& layout, Fn&& fn) {
 
 }  // namespace
 
-std::vector<int64_t> param_major_offsets(const sharding::UnitShardLayout& layout) {
+std::vector<int64_t> param_major_offsets(const spec::UnitShardLayout& layout) {
   std::vector<int64_t> offsets;
   int64_t at = 0;
   for (const auto& p : layout.params()) {
@@ -38,7 +38,7 @@ std::vector<int64_t> param_major_offsets(const sharding::UnitShardLayout& layout
   return offsets;
 }
 
-void copy_out(const sharding::UnitShardLayout& layout, const void* flat, DataType type, float* params) {
+void copy_out(const spec::UnitShardLayout& layout, const void* flat, DataType type, float* params) {
   const auto* bytes = static_cast<const std::byte*>(flat);
   const size_t elem = element_size(type);
   for_each_run(layout, [&](int64_t flat_at, int64_t param_at, int64_t n) {
@@ -46,7 +46,7 @@ void copy_out(const sharding::UnitShardLayout& layout, const void* flat, DataTyp
   });
 }
 
-void copy_out_mxfp8(const sharding::UnitShardLayout& layout, const uint8_t* wire, DataType element,
+void copy_out_mxfp8(const spec::UnitShardLayout& layout, const uint8_t* wire, DataType element,
                     DataType param_type, float* params) {
   const auto chunk = static_cast<size_t>(layout.chunk_numel());
   for_each_run(layout, [&](int64_t flat_at, int64_t param_at, int64_t n) {
@@ -55,7 +55,7 @@ void copy_out_mxfp8(const sharding::UnitShardLayout& layout, const uint8_t* wire
   });
 }
 
-void copy_in(const sharding::UnitShardLayout& layout, const float* params, void* flat, DataType type) {
+void copy_in(const spec::UnitShardLayout& layout, const float* params, void* flat, DataType type) {
   auto* bytes = static_cast<std::byte*>(flat);
   const size_t elem = element_size(type);
   for_each_run(layout, [&](int64_t flat_at, int64_t param_at, int64_t n) {
@@ -63,11 +63,11 @@ void copy_in(const sharding::UnitShardLayout& layout, const float* params, void*
   });
 }
 
-void extract_chunk(const sharding::UnitShardLayout& layout, int64_t rank, const float* params, float* chunk) {
+void extract_chunk(const spec::UnitShardLayout& layout, int64_t rank, const float* params, float* chunk) {
   const auto offsets = param_major_offsets(layout);
   const auto& ps = layout.params();
   for (size_t p = 0; p < ps.size(); ++p) {
-    const sharding::RowRange rows = ps[p].rows_of(rank);
+    const spec::RowRange rows = ps[p].rows_of(rank);
     if (rows.size() == 0) continue;
     std::memcpy(chunk + ps[p].offset_in_chunk, params + offsets[p] + rows.begin * ps[p].row_numel,
                 static_cast<size_t>(rows.size() * ps[p].row_numel) * sizeof(float));

@@ -9,27 +9,27 @@
 #include <vector>
 
 #include "common/dtype.h"
-#include "sharding/shard_layout.h"
+#include "spec/shard_layout.h"
 
 namespace fsdp::runtime {
 
 // Element offset of each parameter in the param-major buffer (prefix sums of numel).
-std::vector<int64_t> param_major_offsets(const sharding::UnitShardLayout& layout);
+std::vector<int64_t> param_major_offsets(const spec::UnitShardLayout& layout);
 
 // flat (rank-major, `type`) -> params (param-major, fp32). Padding is skipped.
-void copy_out(const sharding::UnitShardLayout& layout, const void* flat, DataType type, float* params);
+void copy_out(const spec::UnitShardLayout& layout, const void* flat, DataType type, float* params);
 // The MXFP8 all-gather's slots (collectives/quantized.h: rank r's chunk of the flat layout, encoded)
 // -> params (param-major, fp32), each value rounded to param_type (kFloat32 or kBfloat16): what a param_type
 // all-gather and copy_out give, decoded in the same pass as the copy, with no param_type flat buffer.
-void copy_out_mxfp8(const sharding::UnitShardLayout& layout, const uint8_t* wire, DataType element,
+void copy_out_mxfp8(const spec::UnitShardLayout& layout, const uint8_t* wire, DataType element,
                     DataType param_type, float* params);
 // params (param-major, fp32) -> flat (rank-major, `type`), rounding once. Padding is left as it is
 // (zero in a freshly allocated buffer).
-void copy_in(const sharding::UnitShardLayout& layout, const float* params, void* flat, DataType type);
+void copy_in(const spec::UnitShardLayout& layout, const float* params, void* flat, DataType type);
 
 // One rank's chunk of the flat layout <-> that rank's rows of the param-major buffer, in fp32. Used to
 // initialise master shards from full parameters and by tests.
-void extract_chunk(const sharding::UnitShardLayout& layout, int64_t rank, const float* params, float* chunk);
+void extract_chunk(const spec::UnitShardLayout& layout, int64_t rank, const float* params, float* chunk);
 
 // dst[i] += float(src[i]) for src in `type`.
 void accumulate_widened(float* dst, const void* src, size_t count, DataType type);

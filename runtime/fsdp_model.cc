@@ -6,13 +6,13 @@
 #include "collectives/types/reduce_kernels.h"
 #include "runtime/flat_copy.h"
 #include "runtime/plan_check.h"
-#include "sharding/expert_parallel.h"
+#include "spec/expert_parallel.h"
 
 namespace fsdp::runtime {
 namespace {
 
-sharding::Mesh mesh_of(const FsdpOptions& o, const Communicator& world) {
-  const sharding::Mesh mesh = o.mesh ? *o.mesh : sharding::Mesh::for_world(world.size(), 1);
+spec::Mesh mesh_of(const FsdpOptions& o, const Communicator& world) {
+  const spec::Mesh mesh = o.mesh ? *o.mesh : spec::Mesh::for_world(world.size(), 1);
   if (mesh.world_size() != world.size()) {
     throw InvalidArgument("fsdp: the mesh (replicate " + std::to_string(mesh.replicate_degree()) + " x shard " +
                           std::to_string(mesh.shard_degree()) + ") does not tile the world of " +
@@ -23,23 +23,23 @@ sharding::Mesh mesh_of(const FsdpOptions& o, const Communicator& world) {
 
 }  // namespace
 
-FsdpModel::FsdpModel(const sharding::ModelSpec& model, const FsdpOptions& options, Communicator& world,
+FsdpModel::FsdpModel(const spec::ModelSpec& model, const FsdpOptions& options, Communicator& world,
                      MemoryTracker& tracker)
     : model_(model), full_model_(model), options_(options), tracker_(tracker) {
-  const sharding::Mesh mesh = mesh_of(options_, world);
-  sharding::validate(options_.policy, mesh.shard_degree());
+  const spec::Mesh mesh = mesh_of(options_, world);
+  spec::validate(options_.policy, mesh.shard_degree());
   const int64_t ep = options_.expert_parallel;
-  sharding::validate_expert_parallel(model_, ep, mesh.shard_degree());
-  if (ep > 1 && options_.policy.grad_comm == sharding::CommPrecision::kMxfp8) {
+  spec::validate_expert_parallel(model_, ep, mesh.shard_degree());
+  if (ep > 1 && options_.policy.grad_comm == spec::CommPrecision::kMxfp8) {
     throw InvalidArgument("fsdp: MXFP8 gradient reduce-scatters (grad_comm = mxfp8) with "
                           "parallelism.expert_parallel_degree = " + std::to_string(ep) + " are not supported");
   }
   if (options_.plan) check_plan(*options_.plan, model_, mesh.with_expert_parallel(ep), options_.policy);
-  const bool grouped = options_.policy.reshard.mode == sharding::Reshard::Mode::kGroup;
+  const bool grouped = options_.policy.reshard.mode == spec::Reshard::Mode::kGroup;
   groups_ = ProcessGroups::create(world, mesh, grouped ? options_.policy.reshard.group : 0);
   if (ep > 1) {
     expert_groups_ = ProcessGroups::create_experts(world, mesh, ep);
-    model_ = sharding::expert_parallel_units(model_, ep, expert_groups_.expert_parallel->rank(), mesh.shard_degree());
+    model_ = spec::expert_parallel_units(model_, ep, expert_groups_.expert_parallel->rank(), mesh.shard_degree());
   }
   for (size_t u = 0; u < model_.units.size(); ++u) {
     ProcessGroups& g = model_.units[u].experts ? expert_groups_ : groups_;
@@ -81,7 +81,7 @@ std::span<const float* const> FsdpModel::pre_forward(int u) {
 void FsdpModel::post_forward(int u) {
   // The last unit runs backward right after forward: but for "always", it stays unsharded.
   if (!options_.policy.reshard.reshards(u, num_units())) return;
-  unit(u).reshard(/*keep_for_backward=*/options_.policy.reshard.mode == sharding::Reshard::Mode::kGroup);
+  unit(u).reshard(/*keep_for_backward=*/options_.policy.reshard.mode == spec::Reshard::Mode::kGroup);
 }
 
 std::span<const float* const> FsdpModel::pre_backward(int u) {

@@ -25,9 +25,9 @@
 #include "runtime/fsdp_unit.h"
 #include "common/memory_tracker.h"
 #include "runtime/process_groups.h"
-#include "sharding/mesh.h"
-#include "sharding/model_spec.h"
-#include "sharding/policy.h"
+#include "spec/mesh.h"
+#include "spec/model_spec.h"
+#include "spec/policy.h"
 
 namespace fsdp::proto {
 class ShardingPlan;
@@ -37,39 +37,39 @@ namespace fsdp::runtime {
 
 struct FsdpOptions {
   // replicate x shard over the world (HSDP: gradients all-reduced across replicas); unset: one shard
-  // group of the whole world. Its world size must be the communicator's (sharding::Mesh::for_world).
-  std::optional<sharding::Mesh> mesh;
-  sharding::Policy policy;  // param/reduce dtypes, reshard_after_forward, prefetch
+  // group of the whole world. Its world size must be the communicator's (spec::Mesh::for_world).
+  std::optional<spec::Mesh> mesh;
+  spec::Policy policy;  // param/reduce dtypes, reshard_after_forward, prefetch
   // A plan from the planner or a file (`fsdp-plan --out`, runtime/plan_check.h). When given, the
   // constructor refuses it (PlanMismatch naming every difference) unless it describes exactly this
   // model, mesh and policy. Without one, the layout is the planner's for the options above
-  // (sharding::UnitShardLayout), which is what such a plan would hold.
+  // (spec::UnitShardLayout), which is what such a plan would hold.
   std::shared_ptr<const proto::ShardingPlan> plan;
   // Expert parallelism of a MoE model (sharding/expert_parallel.h): > 1 splits the experts over groups
-  // of this many shard ranks; the model's units then become sharding::expert_parallel_units of this rank.
+  // of this many shard ranks; the model's units then become spec::expert_parallel_units of this rank.
   int64_t expert_parallel = 1;
 };
 
 class FsdpModel {
  public:
   // Collective over `world` (splits the process groups). Allocates the sharded state, zeroed.
-  FsdpModel(const sharding::ModelSpec& model, const FsdpOptions& options, Communicator& world, MemoryTracker& tracker);
+  FsdpModel(const spec::ModelSpec& model, const FsdpOptions& options, Communicator& world, MemoryTracker& tracker);
   FsdpModel(const FsdpModel&) = delete;  // units hold references into it
   FsdpModel& operator=(const FsdpModel&) = delete;
 
   int num_units() const { return static_cast<int>(units_.size()); }
   FsdpUnit& unit(int u) { return *units_.at(static_cast<size_t>(u)); }
   const ProcessGroups& groups() const { return groups_; }
-  const sharding::Mesh& mesh() const { return groups_.mesh; }
-  const sharding::Policy& policy() const { return options_.policy; }
+  const spec::Mesh& mesh() const { return groups_.mesh; }
+  const spec::Policy& policy() const { return options_.policy; }
   // The units this rank holds: the model given, or under expert parallelism its dense units and this
-  // rank's expert units (sharding::expert_parallel_units).
-  const sharding::ModelSpec& model() const { return model_; }
+  // rank's expert units (spec::expert_parallel_units).
+  const spec::ModelSpec& model() const { return model_; }
   // Expert parallelism: the groups of the expert units (the EP group is expert_groups().expert_parallel);
   // without it, groups().
   int64_t expert_parallel() const { return options_.expert_parallel; }
   // The model as given, whatever this rank holds of it: checkpoints name its tensors.
-  const sharding::ModelSpec& full_model() const { return full_model_; }
+  const spec::ModelSpec& full_model() const { return full_model_; }
   const ProcessGroups& expert_groups() const { return expert_parallel() > 1 ? expert_groups_ : groups_; }
 
   // Fills every unit's master shard: fn writes the unit's full parameters (param-major, spec order)
@@ -112,8 +112,8 @@ class FsdpModel {
  private:
   void prefetch_after(int u, int direction);
 
-  sharding::ModelSpec model_;
-  sharding::ModelSpec full_model_;
+  spec::ModelSpec model_;
+  spec::ModelSpec full_model_;
   FsdpOptions options_;
   MemoryTracker& tracker_;
   ProcessGroups groups_;

@@ -24,7 +24,7 @@ constexpr mx::Format kWireFormat{DataType::kFloat8E4M3, mx::ScaleRounding::kCeil
 
 }  // namespace
 
-FsdpUnit::FsdpUnit(int index, const sharding::UnitSpec& spec, const sharding::Policy& policy, ProcessGroups& groups,
+FsdpUnit::FsdpUnit(int index, const spec::UnitSpec& spec, const spec::Policy& policy, ProcessGroups& groups,
                    MemoryTracker& tracker)
     : index_(index),
       name_(spec.name),
@@ -82,7 +82,7 @@ void FsdpUnit::start_unshard() {
     return;
   }
   gather_name_ = "all_gather";
-  if (policy_.param_comm == sharding::CommPrecision::kMxfp8) {
+  if (policy_.param_comm == spec::CommPrecision::kMxfp8) {
     // Only the wire slots: wait_unshard decodes them straight into the parameters (no param-dtype buffer).
     const size_t count = master_.size(), slot = mx::slot_bytes(count);
     if (own_wire_.empty()) own_wire_.reset(tracker_, MemoryCategory::kParamShards, slot);
@@ -127,7 +127,7 @@ void FsdpUnit::wait_unshard() {
 
   if (from_kept) {
     kept_.release();
-  } else if (policy_.reshard.mode == sharding::Reshard::Mode::kGroup && groups_.reshard) {
+  } else if (policy_.reshard.mode == spec::Reshard::Mode::kGroup && groups_.reshard) {
     // Keep this rank's 1/k of the gathered buffer (param dtype) for backward's all-gather inside the group of k.
     const int64_t slice = layout_.flat_numel() / groups_.reshard->size();
     const int64_t first = groups_.reshard->rank() * slice;
@@ -171,7 +171,7 @@ void FsdpUnit::start_reduce_grads() {
   if (reduce_work_.valid()) {
     throw std::logic_error("fsdp unit '" + name_ + "': a reduce-scatter is already in flight");
   }
-  const bool quantised = policy_.grad_comm == sharding::CommPrecision::kMxfp8;
+  const bool quantised = policy_.grad_comm == spec::CommPrecision::kMxfp8;
   // An MXFP8 reduce-scatter quantises straight from f32 and hands back f32 sums.
   const DataType type = quantised ? DataType::kFloat32 : policy_.reduce_dtype;
   reduce_buf_.reset(quantised ? nullptr : groups_.reduce_windows, tracker_, MemoryCategory::kReduceScatter,

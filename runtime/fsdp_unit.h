@@ -24,9 +24,9 @@
 #include "common/memory_tracker.h"
 #include "runtime/process_groups.h"
 #include "runtime/window_pool.h"
-#include "sharding/model_spec.h"
-#include "sharding/policy.h"
-#include "sharding/shard_layout.h"
+#include "spec/model_spec.h"
+#include "spec/policy.h"
+#include "spec/shard_layout.h"
 
 namespace fsdp::runtime {
 
@@ -36,7 +36,7 @@ using CommObserver = std::function<void(std::string_view collective, int unit, s
 
 class FsdpUnit {
  public:
-  FsdpUnit(int index, const sharding::UnitSpec& spec, const sharding::Policy& policy, ProcessGroups& groups,
+  FsdpUnit(int index, const spec::UnitSpec& spec, const spec::Policy& policy, ProcessGroups& groups,
            MemoryTracker& tracker);
   // Waits for collectives still in flight on this unit's buffers (a prefetch the next step never
   // used, or a step abandoned by an exception) so the engine never writes into freed memory.
@@ -46,7 +46,7 @@ class FsdpUnit {
 
   int index() const { return index_; }
   const std::string& name() const { return name_; }
-  const sharding::UnitShardLayout& layout() const { return layout_; }
+  const spec::UnitShardLayout& layout() const { return layout_; }
   const std::vector<std::string>& param_names() const { return param_names_; }
   // This rank's place in the unit's shard group (the expert FSDP group for an expert unit).
   int64_t shard_rank() const { return shard_rank_; }
@@ -102,10 +102,10 @@ class FsdpUnit {
   int index_;
   std::string name_;
   std::vector<std::string> param_names_;
-  sharding::Policy policy_;
+  spec::Policy policy_;
   ProcessGroups& groups_;
   MemoryTracker& tracker_;
-  sharding::UnitShardLayout layout_;
+  spec::UnitShardLayout layout_;
   int64_t shard_rank_;
 
   TrackedBuffer<float> master_;

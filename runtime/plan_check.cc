@@ -6,7 +6,7 @@
 
 #include "proto/plan.pb.h"
 #include "sharding/chip_profile.h"
-#include "sharding/plan_error.h"
+#include "spec/spec_error.h"
 #include "sharding/plan_io.h"
 #include "sharding/planner.h"
 
@@ -70,8 +70,8 @@ void compare_units(const proto::ShardingPlan& got, const proto::ShardingPlan& wa
 // A plan's reshard_after_forward as this build names it; unreadable text stays as it is (and differs).
 std::string canonical_reshard(const std::string& text) {
   try {
-    return sharding::Reshard::parse(text).to_string();
-  } catch (const sharding::PlanError&) {
+    return spec::Reshard::parse(text).to_string();
+  } catch (const spec::SpecError&) {
     return text;
   }
 }
@@ -80,18 +80,18 @@ std::string canonical_reshard(const std::string& text) {
 // text stays as it is (and differs).
 std::string canonical_ac(const std::string& text) {
   try {
-    sharding::Policy p;
-    sharding::parse_ac(text, p);
-    return sharding::ac_to_string(p);
-  } catch (const sharding::PlanError&) {
+    spec::Policy p;
+    spec::parse_ac(text, p);
+    return spec::ac_to_string(p);
+  } catch (const spec::SpecError&) {
     return text;
   }
 }
 
 }  // namespace
 
-std::vector<std::string> plan_mismatches(const proto::ShardingPlan& plan, const sharding::ModelSpec& model,
-                                         const sharding::Mesh& mesh, const sharding::Policy& policy) {
+std::vector<std::string> plan_mismatches(const proto::ShardingPlan& plan, const spec::ModelSpec& model,
+                                         const spec::Mesh& mesh, const spec::Policy& policy) {
   // What the planner itself says for this model, mesh and policy: the plan must be that layout.
   const proto::ShardingPlan want =
       sharding::to_proto(sharding::make_plan(model, sharding::chip_preset("cpu"), mesh, policy, 0.0));
@@ -118,8 +118,8 @@ std::vector<std::string> plan_mismatches(const proto::ShardingPlan& plan, const 
   return d.take();
 }
 
-void check_plan(const proto::ShardingPlan& plan, const sharding::ModelSpec& model, const sharding::Mesh& mesh,
-                const sharding::Policy& policy) {
+void check_plan(const proto::ShardingPlan& plan, const spec::ModelSpec& model, const spec::Mesh& mesh,
+                const spec::Policy& policy) {
   const auto diffs = plan_mismatches(plan, model, mesh, policy);
   if (diffs.empty()) return;
   constexpr size_t kShown = 8;

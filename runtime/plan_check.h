@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "sharding/mesh.h"
-#include "sharding/model_spec.h"
-#include "sharding/policy.h"
+#include "spec/mesh.h"
+#include "spec/model_spec.h"
+#include "spec/policy.h"
 
 namespace fsdp::proto {
 class ShardingPlan;
@@ -29,12 +29,12 @@ class PlanMismatch : public std::invalid_argument {
 // `policy` (dtypes, reshard_after_forward, prefetch), one line each, e.g.
 // "unit 2 (layers.1): parameter 0 (layers.1.attention.wq.weight): shape [64, 64] in the plan, [128, 128] in
 // this job". Empty when they agree.
-std::vector<std::string> plan_mismatches(const proto::ShardingPlan& plan, const sharding::ModelSpec& model,
-                                         const sharding::Mesh& mesh, const sharding::Policy& policy);
+std::vector<std::string> plan_mismatches(const proto::ShardingPlan& plan, const spec::ModelSpec& model,
+                                         const spec::Mesh& mesh, const spec::Policy& policy);
 
 // Throws PlanMismatch listing plan_mismatches() (the first few, and how many more) when there are any.
-void check_plan(const proto::ShardingPlan& plan, const sharding::ModelSpec& model, const sharding::Mesh& mesh,
-                const sharding::Policy& policy);
+void check_plan(const proto::ShardingPlan& plan, const spec::ModelSpec& model, const spec::Mesh& mesh,
+                const spec::Policy& policy);
 
 // Reads a plan written by `fsdp-plan --out`: text format when the name ends in .txtpb or .pbtxt, else
 // binary. Throws PlanMismatch naming the file when it cannot be read or parsed.

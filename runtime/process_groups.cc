@@ -4,7 +4,7 @@
 
 namespace fsdp::runtime {
 
-ProcessGroups ProcessGroups::create(Communicator& world, const sharding::Mesh& mesh, int64_t reshard_group) {
+ProcessGroups ProcessGroups::create(Communicator& world, const spec::Mesh& mesh, int64_t reshard_group) {
   const int64_t shard_degree = mesh.shard_degree();
   if (mesh.world_size() != world.size()) {
     throw InvalidArgument("process groups: the mesh (replicate " + std::to_string(mesh.replicate_degree()) +
@@ -34,7 +34,7 @@ ProcessGroups ProcessGroups::create(Communicator& world, const sharding::Mesh& m
   return g;
 }
 
-ProcessGroups ProcessGroups::create_experts(Communicator& world, const sharding::Mesh& mesh, int64_t ep) {
+ProcessGroups ProcessGroups::create_experts(Communicator& world, const spec::Mesh& mesh, int64_t ep) {
   const int64_t shard_degree = mesh.shard_degree();
   if (ep < 2 || shard_degree % ep != 0) {
     throw InvalidArgument("process groups: expert_parallel_degree " + std::to_string(ep) +
@@ -46,7 +46,7 @@ ProcessGroups ProcessGroups::create_experts(Communicator& world, const sharding:
   const int e = static_cast<int>(ep);
   const int expert_shards = static_cast<int>(shard_degree / ep);
   ProcessGroups g;
-  g.mesh = sharding::Mesh::for_world(mesh.replicate_degree() * expert_shards, mesh.replicate_degree());
+  g.mesh = spec::Mesh::for_world(mesh.replicate_degree() * expert_shards, mesh.replicate_degree());
   // Same experts: shard ranks equal mod ep, ordered by shard_rank / ep.
   g.shard_gather = world.split(replica * e + shard_rank % e, shard_rank / e);
   g.shard_reduce = world.split(replica * e + shard_rank % e, shard_rank / e);

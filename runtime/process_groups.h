@@ -1,6 +1,6 @@
 // The communicators one rank's FSDP state uses, split once from the world communicator.
 //
-// Ranks follow sharding::Mesh: rank = replica * shard_degree + shard_rank, so a shard group is a run
+// Ranks follow spec::Mesh: rank = replica * shard_degree + shard_rank, so a shard group is a run
 // of consecutive ranks (one server when it fits) and a replicate group strides by shard_degree.
 // All-gathers and reduce-scatters get separate communicators (two streams on the progress engine), so
 // a reduce-scatter never queues behind a prefetched all-gather, as FSDP2 puts them on separate streams.
@@ -11,12 +11,12 @@
 
 #include "collectives/communicator.h"
 #include "runtime/window_pool.h"
-#include "sharding/mesh.h"
+#include "spec/mesh.h"
 
 namespace fsdp::runtime {
 
 struct ProcessGroups {
-  sharding::Mesh mesh;        // replicate x shard over the world
+  spec::Mesh mesh;        // replicate x shard over the world
   int64_t reshard_group = 0;  // reshard_after_forward = k: groups of k consecutive shard ranks; 0 = none
   std::unique_ptr<Communicator> shard_gather;  // all-gathers over the shard group
   std::unique_ptr<Communicator> shard_reduce;  // reduce-scatters (and norms) over the shard group
@@ -41,14 +41,14 @@ struct ProcessGroups {
 
   // Collective over `world`. Throws InvalidArgument when the mesh is not of the world's size or
   // reshard_group does not divide the shard degree.
-  static ProcessGroups create(Communicator& world, const sharding::Mesh& mesh, int64_t reshard_group = 0);
+  static ProcessGroups create(Communicator& world, const spec::Mesh& mesh, int64_t reshard_group = 0);
   // The groups of the expert units under expert parallelism of degree ep (> 1, dividing the shard
   // degree S): shard_* over the S / ep ranks of the shard group holding the same experts (shard ranks
   // equal mod ep), replicate as create()'s, expert_parallel over the ep consecutive shard ranks, and
   // mesh = replicate x (S / ep). An expert's gradient arrives summed over its EP group's tokens, so
   // the reduce-scatter sums and scales by 1 / S: the data-parallel average a dense gradient gets.
   // Collective over `world`.
-  static ProcessGroups create_experts(Communicator& world, const sharding::Mesh& mesh, int64_t ep);
+  static ProcessGroups create_experts(Communicator& world, const spec::Mesh& mesh, int64_t ep);
 
  private:
   void make_window_pools();

@@ -6,7 +6,7 @@
 #include <tuple>
 
 #include "sharding/cost_model.h"
-#include "sharding/plan_error.h"
+#include "spec/spec_error.h"
 
 namespace fsdp::sharding {
 
@@ -29,25 +29,25 @@ std::vector<int64_t> divisors(int64_t n) {
 
 // true, false, and secondary groups worth trying: the server size (backward gathers stay on the fast
 // links) and 8 (a common hpZ choice), when they properly divide the shard degree.
-std::vector<Reshard> reshard_choices(int64_t shard, int64_t chips_per_node) {
-  std::vector<Reshard> r = {Reshard{Reshard::Mode::kDefault, 0}};
+std::vector<spec::Reshard> reshard_choices(int64_t shard, int64_t chips_per_node) {
+  std::vector<spec::Reshard> r = {spec::Reshard{spec::Reshard::Mode::kDefault, 0}};
   if (shard == 1) return r;
-  r.push_back(Reshard{Reshard::Mode::kNever, 0});
+  r.push_back(spec::Reshard{spec::Reshard::Mode::kNever, 0});
   for (int64_t k : {chips_per_node, int64_t{8}}) {
     if (k > 1 && k < shard && shard % k == 0 && (r.size() < 3 || r[2].group != k)) {
-      r.push_back(Reshard{Reshard::Mode::kGroup, k});
+      r.push_back(spec::Reshard{spec::Reshard::Mode::kGroup, k});
     }
   }
   return r;
 }
 
 // How many of the two collectives carry MXFP8: a tie goes to the plan that changes the numerics less.
-int mxfp8_count(const Policy& p) {
-  return (p.param_comm == CommPrecision::kMxfp8 ? 1 : 0) + (p.grad_comm == CommPrecision::kMxfp8 ? 1 : 0);
+int mxfp8_count(const spec::Policy& p) {
+  return (p.param_comm == spec::CommPrecision::kMxfp8 ? 1 : 0) + (p.grad_comm == spec::CommPrecision::kMxfp8 ? 1 : 0);
 }
 
-int reshard_rank(const Reshard& r) {
-  return r.mode == Reshard::Mode::kDefault ? 0 : r.mode == Reshard::Mode::kGroup ? 1 : 2;
+int reshard_rank(const spec::Reshard& r) {
+  return r.mode == spec::Reshard::Mode::kDefault ? 0 : r.mode == spec::Reshard::Mode::kGroup ? 1 : 2;
 }
 
 // Total order so the result never depends on evaluation order: fitting first, then faster, then
@@ -92,7 +92,7 @@ std::string differences(const AutoCandidate& a, const AutoCandidate& b) {
       std::to_string(b.mesh.expert_parallel_degree()));
   add("reshard", a.policy.reshard.to_string(), b.policy.reshard.to_string());
   add("prefetch", std::to_string(a.policy.prefetch), std::to_string(b.policy.prefetch));
-  add("ac", ac_to_string(a.policy), ac_to_string(b.policy));
+  add("ac", spec::ac_to_string(a.policy), spec::ac_to_string(b.policy));
   add("micro-batch", std::to_string(a.policy.micro_batch), std::to_string(b.policy.micro_batch));
   add("all-gathers", std::string(name(a.policy.param_comm)), std::string(name(b.policy.param_comm)));
   add("reduce-scatters", std::string(name(a.policy.grad_comm)), std::string(name(b.policy.grad_comm)));
@@ -108,22 +108,22 @@ std::string AutoCandidate::describe() const {
   s << "shard " << mesh.shard_degree();
   if (mesh.expert_parallel_degree() > 1) s << " (expert parallel " << mesh.expert_parallel_degree() << ")";
   s << " x replicate " << mesh.replicate_degree() << ", reshard " << policy.reshard.to_string() << ", prefetch "
-    << policy.prefetch << ", ac " << ac_to_string(policy) << ", micro-batch " << policy.micro_batch << " x "
+    << policy.prefetch << ", ac " << spec::ac_to_string(policy) << ", micro-batch " << policy.micro_batch << " x "
     << policy.grad_accum << " accumulation";
-  if (policy.param_comm == CommPrecision::kMxfp8) s << ", mxfp8 all-gathers";
-  if (policy.grad_comm == CommPrecision::kMxfp8) s << ", mxfp8 reduce-scatters";
+  if (policy.param_comm == spec::CommPrecision::kMxfp8) s << ", mxfp8 all-gathers";
+  if (policy.grad_comm == spec::CommPrecision::kMxfp8) s << ", mxfp8 reduce-scatters";
   return s.str();
 }
 
-AutoPlanResult auto_plan(const ModelSpec& model, const ChipProfile& chip, const AutoPlanOptions& o) {
+AutoPlanResult auto_plan(const spec::ModelSpec& model, const ChipProfile& chip, const AutoPlanOptions& o) {
   validate(model);
   validate(chip);
-  if (!(o.headroom >= 0 && o.headroom < 1)) throw PlanError("headroom must be in [0, 1)");
-  const Mesh full = Mesh::create(MeshSpec{o.nodes, o.chips_per_node, 1, 0});
+  if (!(o.headroom >= 0 && o.headroom < 1)) throw spec::SpecError("headroom must be in [0, 1)");
+  const spec::Mesh full = spec::Mesh::create(spec::MeshSpec{o.nodes, o.chips_per_node, 1, 0});
   const int64_t world = full.world_size();
   const int64_t global_batch = o.global_batch == 0 ? world : o.global_batch;
   if (global_batch < world || global_batch % world != 0) {
-    throw PlanError("global batch " + std::to_string(global_batch) + " must be a positive multiple of the world size " +
+    throw spec::SpecError("global batch " + std::to_string(global_batch) + " must be a positive multiple of the world size " +
                     std::to_string(world) + " (every rank trains on the same number of sequences)");
   }
   const int64_t per_rank = global_batch / world;
@@ -136,10 +136,10 @@ AutoPlanResult auto_plan(const ModelSpec& model, const ChipProfile& chip, const 
   std::vector<int64_t> ep_choices = o.expert_parallel_choices;
   if (ep_choices.empty()) ep_choices = experts > 0 ? divisors(experts) : std::vector<int64_t>{1};
 
-  using CommChoice = std::pair<CommPrecision, CommPrecision>;  // all-gathers, reduce-scatters
+  using CommChoice = std::pair<spec::CommPrecision, spec::CommPrecision>;  // all-gathers, reduce-scatters
   std::vector<CommChoice> comm_choices = {{o.base.param_comm, o.base.grad_comm}};
   if (o.allow_mxfp8) {
-    constexpr auto kDef = CommPrecision::kDefault, kMx = CommPrecision::kMxfp8;
+    constexpr auto kDef = spec::CommPrecision::kDefault, kMx = spec::CommPrecision::kMxfp8;
     comm_choices = {{kDef, kDef}, {kMx, kDef}, {kDef, kMx}, {kMx, kMx}};
   }
 
@@ -148,18 +148,18 @@ AutoPlanResult auto_plan(const ModelSpec& model, const ChipProfile& chip, const 
   for (int64_t shard : divisors(world)) {
     for (int64_t ep : ep_choices) {
       if (ep < 1 || shard % ep != 0 || (ep > 1 && (experts == 0 || experts % ep != 0))) continue;
-      const Mesh mesh = Mesh::create(MeshSpec{o.nodes, o.chips_per_node, world / shard, shard, ep});
-      const ModelSpec rank_model = rank_units(model, mesh);
+      const spec::Mesh mesh = spec::Mesh::create(spec::MeshSpec{o.nodes, o.chips_per_node, world / shard, shard, ep});
+      const spec::ModelSpec rank_model = rank_units(model, mesh);
       const auto units = shard_rank_units(rank_model, mesh);
-      for (const Reshard& reshard : reshard_choices(shard, o.chips_per_node)) {
+      for (const spec::Reshard& reshard : reshard_choices(shard, o.chips_per_node)) {
         for (int64_t prefetch : o.prefetch_choices) {
           for (auto ac :
-               {ActivationCheckpointing::kNone, ActivationCheckpointing::kSelective, ActivationCheckpointing::kFull}) {
+               {spec::ActivationCheckpointing::kNone, spec::ActivationCheckpointing::kSelective, spec::ActivationCheckpointing::kFull}) {
             for (int64_t mb : micro_batches) {
               for (const auto& [param_comm, grad_comm] : comm_choices) {
                 // The runtime refuses MXFP8 reduce-scatters under expert parallelism (runtime/fsdp_model.cc).
-                if (o.allow_mxfp8 && ep > 1 && grad_comm == CommPrecision::kMxfp8) continue;
-                Policy p = o.base;
+                if (o.allow_mxfp8 && ep > 1 && grad_comm == spec::CommPrecision::kMxfp8) continue;
+                spec::Policy p = o.base;
                 p.reshard = reshard;
                 p.prefetch = prefetch;
                 p.ac = ac;
@@ -181,7 +181,7 @@ AutoPlanResult auto_plan(const ModelSpec& model, const ChipProfile& chip, const 
   if (all.empty()) {
     std::string tried;
     for (int64_t ep : ep_choices) tried += (tried.empty() ? "" : ", ") + std::to_string(ep);
-    throw PlanError("parallelism.expert_parallel_degree: none of " + tried + " divides both a shard degree of the " +
+    throw spec::SpecError("parallelism.expert_parallel_degree: none of " + tried + " divides both a shard degree of the " +
                     std::to_string(world) + " ranks and the " + std::to_string(experts) + " experts of '" + model.name +
                     "'");
   }
@@ -210,7 +210,7 @@ AutoPlanResult auto_plan(const ModelSpec& model, const ChipProfile& chip, const 
 
   std::ostringstream x;
   const double states_total = static_cast<double>(model.num_params()) *
-                              static_cast<double>(4 + 4 + optimizer_state_bytes_per_element(o.base.optimizer));
+                              static_cast<double>(4 + 4 + spec::optimizer_state_bytes_per_element(o.base.optimizer));
   const AutoCandidate& first = all.front();
   const double available = static_cast<double>(first.estimate.available_bytes);
   if (first.estimate.fits) {
@@ -254,7 +254,7 @@ AutoPlanResult auto_plan(const ModelSpec& model, const ChipProfile& chip, const 
       << gib(available) << " available (" << gib(chip.memory_bytes) << " less " << o.headroom * 100
       << "% headroom): short by " << gib(peak - available) << ".\n";
     x << "  model states alone need " << gib(states_total / static_cast<double>(world)) << " per chip ("
-      << 4 + 4 + optimizer_state_bytes_per_element(o.base.optimizer) << " bytes x " << model.num_params()
+      << 4 + 4 + spec::optimizer_state_bytes_per_element(o.base.optimizer) << " bytes x " << model.num_params()
       << " params / " << world << " chips).\n";
     // Transients and activations do not shrink with more chips; model states do.
     const double fixed = peak - static_cast<double>(m.model_states());

@@ -18,7 +18,7 @@ struct AutoPlanOptions {
   int64_t global_batch = 0;  // sequences per step; 0: one per rank
   double headroom = kDefaultHeadroom;
   size_t top = 5;  // candidates reported
-  Policy base;     // dtypes, optimizer and seq_len are kept; the rest is searched
+  spec::Policy base;     // dtypes, optimizer and seq_len are kept; the rest is searched
   std::vector<int64_t> prefetch_choices = {0, 1, 2};
   int64_t max_micro_batch = 64;
   // Expert-parallel degrees to try (each only where it divides the shard degree and the experts);
@@ -31,8 +31,8 @@ struct AutoPlanOptions {
 };
 
 struct AutoCandidate {
-  Mesh mesh;
-  Policy policy;
+  spec::Mesh mesh;
+  spec::Policy policy;
   PlanEstimate estimate;
   // "shard 144 x replicate 1, reshard true, prefetch 1, ac full, mb 1 x 8" (", expert parallel 8" after the
   // shard degree when it is > 1; ", mxfp8 all-gathers" / "reduce-scatters" at the end when they are)
@@ -48,6 +48,6 @@ struct AutoPlanResult {
 };
 
 // Throws PlanError for bad input (mesh sizes, a global batch that does not split evenly over ranks).
-AutoPlanResult auto_plan(const ModelSpec& model, const ChipProfile& chip, const AutoPlanOptions& options);
+AutoPlanResult auto_plan(const spec::ModelSpec& model, const ChipProfile& chip, const AutoPlanOptions& options);
 
 }  // namespace fsdp::sharding

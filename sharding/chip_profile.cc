@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "sharding/plan_error.h"
+#include "spec/spec_error.h"
 #include "common/toml_util.h"
 
 namespace fsdp::sharding {
@@ -158,7 +158,7 @@ double ChipProfile::mxfp8_decode_seconds_per_element() const {
 
 void validate(const ChipProfile& c) {
   const std::string where = "chip '" + c.name + "': ";
-  if (c.name.empty()) throw PlanError("chip profile has no name");
+  if (c.name.empty()) throw spec::SpecError("chip profile has no name");
   for (auto [v, field] : {std::pair{c.memory_bytes, "memory"},
                           {c.hbm_bytes_per_s, "memory bandwidth"},
                           {c.intra_bytes_per_s, "intra-server bandwidth"},
@@ -168,23 +168,23 @@ void validate(const ChipProfile& c) {
                           {c.peak_flops_fp8, "fp8 FLOP/s"},
                           {c.matmul_efficiency, "matmul efficiency"}}) {
     if (!(v > 0) || !std::isfinite(v))
-      throw PlanError(where + field + " must be positive (got " + std::to_string(v) + ")");
+      throw spec::SpecError(where + field + " must be positive (got " + std::to_string(v) + ")");
   }
-  if (c.intra_latency_s < 0 || c.inter_latency_s < 0) throw PlanError(where + "latencies must not be negative");
-  if (c.matmul_efficiency > 1) throw PlanError(where + "matmul efficiency must be in (0, 1]");
+  if (c.intra_latency_s < 0 || c.inter_latency_s < 0) throw spec::SpecError(where + "latencies must not be negative");
+  if (c.matmul_efficiency > 1) throw spec::SpecError(where + "matmul efficiency must be in (0, 1]");
   if (!(c.attention_efficiency >= 0 && c.attention_efficiency <= 1)) {
-    throw PlanError(where + "attention efficiency must be in [0, 1] (0: the matmul efficiency)");
+    throw spec::SpecError(where + "attention efficiency must be in [0, 1] (0: the matmul efficiency)");
   }
   if (!(c.comm_compute_contention >= 0 && c.comm_compute_contention <= 1)) {
-    throw PlanError(where + "comm_compute_contention must be in [0, 1] (got " + std::to_string(c.comm_compute_contention) +
+    throw spec::SpecError(where + "comm_compute_contention must be in [0, 1] (got " + std::to_string(c.comm_compute_contention) +
                     ")");
   }
   for (auto [v, field] : {std::pair{c.mxfp8_quantize_s_per_element, "mxfp8 quantise time"},
                           {c.mxfp8_decode_s_per_element, "mxfp8 decode time"}}) {
-    if (!(v >= 0) || !std::isfinite(v)) throw PlanError(where + field + " must not be negative (0: from bandwidth)");
+    if (!(v >= 0) || !std::isfinite(v)) throw spec::SpecError(where + field + " must not be negative (0: from bandwidth)");
   }
-  if (c.chips_per_node <= 0 || c.chips_per_node > kMaxChipsPerNode) {
-    throw PlanError(where + "chips per node must be 1.." + std::to_string(kMaxChipsPerNode));
+  if (c.chips_per_node <= 0 || c.chips_per_node > spec::kMaxChipsPerNode) {
+    throw spec::SpecError(where + "chips per node must be 1.." + std::to_string(spec::kMaxChipsPerNode));
   }
 }
 
@@ -200,7 +200,7 @@ ChipProfile chip_preset(std::string_view name) {
   }
   std::string known;
   for (const auto& c : presets()) known += (known.empty() ? "" : ", ") + c.name;
-  throw PlanError("unknown chip '" + std::string(name) + "' (known chips: " + known +
+  throw spec::SpecError("unknown chip '" + std::string(name) + "' (known chips: " + known +
                   "; or give a profile file with --chip-file)");
 }
 
@@ -211,7 +211,7 @@ ChipProfile parse_chip_profile_document(std::string_view text, std::string_view 
   const toml::table doc = parse(text, src);
   check_keys(src, doc, "the top level", {"chip"});
   const toml::node* cn = doc.get("chip");
-  if (cn == nullptr || !cn->is_table()) throw PlanError(std::string(src) + ": missing [chip] table");
+  if (cn == nullptr || !cn->is_table()) throw spec::SpecError(std::string(src) + ": missing [chip] table");
   const toml::table& t = *cn->as_table();
   check_keys(src, t, "[chip]",
              {"base", "name", "memory_gib", "hbm_tb_per_s", "intra_gb_per_s", "intra_latency_us", "inter_gb_per_s",
@@ -224,7 +224,7 @@ ChipProfile parse_chip_profile_document(std::string_view text, std::string_view 
   if (base) {
     try {
       c = chip_preset(*base);
-    } catch (const PlanError& e) {
+    } catch (const spec::SpecError& e) {
       fail(src, *t.get("base"), e.what());
     }
   } else if (!default_base.empty()) {
@@ -273,8 +273,8 @@ ChipProfile parse_chip_profile_document(std::string_view text, std::string_view 
   if (c.name.empty()) fail(src, t, "profile needs a 'name' or a 'base'");
   try {
     validate(c);
-  } catch (const PlanError& e) {
-    throw PlanError(std::string(src) + ": " + e.what());
+  } catch (const spec::SpecError& e) {
+    throw spec::SpecError(std::string(src) + ": " + e.what());
   }
   return c;
 }
@@ -282,11 +282,11 @@ ChipProfile parse_chip_profile_document(std::string_view text, std::string_view 
 }  // namespace
 
 ChipProfile parse_chip_profile(std::string_view text, std::string_view src, std::string_view default_base) {
-  return as_plan_error([&] { return parse_chip_profile_document(text, src, default_base); });
+  return spec::as_spec_error([&] { return parse_chip_profile_document(text, src, default_base); });
 }
 
 ChipProfile load_chip_profile_file(const std::string& path, std::string_view default_base) {
-  return parse_chip_profile(as_plan_error([&] { return toml_util::read_file(path); }), path, default_base);
+  return parse_chip_profile(spec::as_spec_error([&] { return toml_util::read_file(path); }), path, default_base);
 }
 
 }  // namespace fsdp::sharding

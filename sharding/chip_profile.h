@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/dtype.h"
-#include "sharding/mesh.h"
+#include "spec/mesh.h"
 
 namespace fsdp::sharding {
 
@@ -44,8 +44,8 @@ struct ChipProfile {
   double mxfp8_quantize_s_per_element = 0;
   double mxfp8_decode_s_per_element = 0;
 
-  double bandwidth(LinkLevel level) const { return level == LinkLevel::kIntra ? intra_bytes_per_s : inter_bytes_per_s; }
-  double latency(LinkLevel level) const { return level == LinkLevel::kIntra ? intra_latency_s : inter_latency_s; }
+  double bandwidth(spec::LinkLevel level) const { return level == spec::LinkLevel::kIntra ? intra_bytes_per_s : inter_bytes_per_s; }
+  double latency(spec::LinkLevel level) const { return level == spec::LinkLevel::kIntra ? intra_latency_s : inter_latency_s; }
   // Peak for matmuls whose inputs are `compute` (fp16/bf16 -> bf16 peak, fp8 -> fp8 peak, else fp32).
   double peak_flops(DataType compute) const;
   double attention_fraction() const { return attention_efficiency > 0 ? attention_efficiency : matmul_efficiency; }
@@ -58,7 +58,7 @@ struct ChipProfile {
 void validate(const ChipProfile& chip);
 
 std::vector<std::string> chip_preset_names();    // trn1, trn2, trn3, a100, h100, h100-hbm2e, h200, cpu
-ChipProfile chip_preset(std::string_view name);  // throws PlanError naming the known chips
+ChipProfile chip_preset(std::string_view name);  // throws spec::SpecError naming the known chips
 
 // A TOML profile file: a [chip] table with `base = "<preset>"` (optional) and any fields to override
 // (memory_gib, hbm_tb_per_s, intra_gb_per_s, intra_latency_us, inter_gb_per_s, inter_latency_us,

@@ -8,7 +8,7 @@ namespace fsdp::sharding {
 
 namespace {
 
-int64_t shard_bytes(const ModelSpec& model, const std::vector<UnitShardLayout>& units) {
+int64_t shard_bytes(const spec::ModelSpec& model, const std::vector<spec::UnitShardLayout>& units) {
   int64_t bytes = 0;
   for (size_t u = 0; u < units.size(); ++u) {
     const auto& params = units[u].params();
@@ -21,16 +21,16 @@ int64_t shard_bytes(const ModelSpec& model, const std::vector<UnitShardLayout>& 
 
 }  // namespace
 
-int64_t param_shard_bytes(const ModelSpec& model, const std::vector<UnitShardLayout>& units) {
+int64_t param_shard_bytes(const spec::ModelSpec& model, const std::vector<spec::UnitShardLayout>& units) {
   return shard_bytes(model, units);
 }
 
-int64_t grad_shard_bytes(const ModelSpec& model, const std::vector<UnitShardLayout>& units) {
+int64_t grad_shard_bytes(const spec::ModelSpec& model, const std::vector<spec::UnitShardLayout>& units) {
   return shard_bytes(model, units);
 }
 
-int64_t optimizer_state_bytes(int64_t shard_numel, Optimizer optimizer) {
-  return shard_numel * optimizer_state_bytes_per_element(optimizer);
+int64_t optimizer_state_bytes(int64_t shard_numel, spec::Optimizer optimizer) {
+  return shard_numel * spec::optimizer_state_bytes_per_element(optimizer);
 }
 
 int64_t compute_element_bytes(DataType param_dtype, bool fp32_compute) {
@@ -41,12 +41,12 @@ int64_t activation_element_bytes(DataType param_dtype, bool fp32_compute) {
   return fp32_compute ? 4 : std::max<int64_t>(2, static_cast<int64_t>(element_size(param_dtype)));
 }
 
-int64_t expert_parallel_saved_elements_per_token(const ModelDims& d, int64_t expert_parallel) {
+int64_t expert_parallel_saved_elements_per_token(const spec::ModelDims& d, int64_t expert_parallel) {
   if (expert_parallel <= 1 || d.num_experts == 0) return 0;
   return d.experts_per_token * 3 * d.dim;
 }
 
-int64_t layer_saved_elements_per_token(const ModelDims& d, ActivationCheckpointing ac, int64_t expert_parallel) {
+int64_t layer_saved_elements_per_token(const spec::ModelDims& d, spec::ActivationCheckpointing ac, int64_t expert_parallel) {
   const int64_t ep_saved = expert_parallel_saved_elements_per_token(d, expert_parallel);
   const int64_t ffn =
       d.num_experts > 0 ? d.expert_width() * (d.experts_per_token + d.shared_experts) : d.ffn_hidden;
@@ -57,26 +57,26 @@ int64_t layer_saved_elements_per_token(const ModelDims& d, ActivationCheckpointi
   const int64_t k = d.experts_per_token;
   const int64_t routing = d.num_experts > 0 ? d.num_experts + 2 * k + 2 * k * d.dim + 3 * k : 0;
   switch (ac) {
-    case ActivationCheckpointing::kNone:
+    case spec::ActivationCheckpointing::kNone:
       return 6 * d.dim + 2 * kv + 4 * ffn + routing + ep_saved;
-    case ActivationCheckpointing::kSelective:
+    case spec::ActivationCheckpointing::kSelective:
       // Kept: block input, q, v, attention output, w1 output (every second matmul's output, k, wo's
       // residual h and w3's, is recomputed with the norms and the SwiGLU product); a MoE feed-forward
       // keeps all its saves.
       return 3 * d.dim + kv + (d.num_experts > 0 ? 4 * ffn + routing + ep_saved : ffn);
-    case ActivationCheckpointing::kFull:
+    case spec::ActivationCheckpointing::kFull:
       return d.dim;
   }
   return 0;
 }
 
-int64_t layer_saved_stats_per_token(const ModelDims& d, ActivationCheckpointing ac) {
+int64_t layer_saved_stats_per_token(const spec::ModelDims& d, spec::ActivationCheckpointing ac) {
   switch (ac) {
-    case ActivationCheckpointing::kNone:
+    case spec::ActivationCheckpointing::kNone:
       return 2 + d.n_heads;
-    case ActivationCheckpointing::kSelective:
+    case spec::ActivationCheckpointing::kSelective:
       return d.n_heads;
-    case ActivationCheckpointing::kFull:
+    case spec::ActivationCheckpointing::kFull:
       return 0;
   }
   return 0;
@@ -84,18 +84,18 @@ int64_t layer_saved_stats_per_token(const ModelDims& d, ActivationCheckpointing 
 
 namespace {
 
-bool has_embedding(const UnitSpec& u) {
+bool has_embedding(const spec::UnitSpec& u) {
   for (const auto& p : u.params) {
-    if (p.kind == ParamKind::kEmbedding) return true;
+    if (p.kind == spec::ParamKind::kEmbedding) return true;
   }
   return false;
 }
 
 }  // namespace
 
-std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<UnitShardLayout>& units,
-                                    const Policy& policy, bool fp32_compute, int64_t expert_parallel) {
-  const ModelDims& d = model.dims;
+std::vector<UnitMemory> unit_memory(const spec::ModelSpec& model, const std::vector<spec::UnitShardLayout>& units,
+                                    const spec::Policy& policy, bool fp32_compute, int64_t expert_parallel) {
+  const spec::ModelDims& d = model.dims;
   const int64_t tokens = policy.seq_len * policy.micro_batch;
   const int64_t a = activation_element_bytes(policy.param_dtype, fp32_compute);
   std::vector<UnitMemory> out(units.size());
@@ -106,13 +106,13 @@ std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<Un
     out[i].numel = units[i].numel();
     out[i].keeps_group_slice = !model.units[i].experts;
     if (!d.known()) continue;
-    const UnitSpec& spec = model.units[i];
+    const spec::UnitSpec& spec = model.units[i];
     if (spec.is_layer) {
-      const ActivationCheckpointing ac = block_ac(policy, layer++);
+      const spec::ActivationCheckpointing ac = spec::block_ac(policy, layer++);
       const int64_t saved = layer_saved_elements_per_token(d, ac, expert_parallel);
-      const int64_t full = layer_saved_elements_per_token(d, ActivationCheckpointing::kNone, expert_parallel);
+      const int64_t full = layer_saved_elements_per_token(d, spec::ActivationCheckpointing::kNone, expert_parallel);
       const int64_t stats = layer_saved_stats_per_token(d, ac);  // fp32
-      const int64_t all_stats = layer_saved_stats_per_token(d, ActivationCheckpointing::kNone);
+      const int64_t all_stats = layer_saved_stats_per_token(d, spec::ActivationCheckpointing::kNone);
       const int64_t q_dim = d.n_heads * d.head_dim();
       out[i].activations = tokens * (saved * a + stats * 4);
       // What checkpointing drops: held while the forward computes it, and again while the backward
@@ -132,7 +132,7 @@ std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<Un
       // PyTorch eager: only the log-softmax (fp32) stays saved; during the forward the logits and their
       // fp32 copy (the same tensor when the logits are fp32) live beside it, and in backward the
       // log-softmax's incoming gradient and its result (fp32 each) beside the saved output.
-      const bool eager = policy.loss == LossImpl::kEager;
+      const bool eager = policy.loss == spec::LossImpl::kEager;
       out[i].activations = tokens * (2 * d.dim * a + 4 + 4 + d.vocab * (eager ? 4 : logits));
       if (eager) {
         out[i].forward_scratch = tokens * d.vocab * logits;
@@ -143,7 +143,7 @@ std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<Un
   return out;
 }
 
-MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t base, const Policy& policy,
+MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t base, const spec::Policy& policy,
                                int64_t shard_degree, bool fp32_compute) {
   // The step program keeps the bytes (sharding/step_program.h); times play no part in them.
   StepSpec spec{.policy = policy, .shard_degree = shard_degree, .fp32_compute = fp32_compute, .base_bytes = base};
@@ -156,11 +156,11 @@ namespace {
 
 // experts_per_token of the experts a unit holds: all of them, or a rank's local experts under expert
 // parallelism (w1 w2 w3 each).
-double active_expert_fraction(const UnitSpec& unit, const ModelDims& dims) {
+double active_expert_fraction(const spec::UnitSpec& unit, const spec::ModelDims& dims) {
   int64_t experts = dims.num_experts;
   if (unit.experts) {
     experts = 0;
-    for (const auto& p : unit.params) experts += p.kind == ParamKind::kExpert ? 1 : 0;
+    for (const auto& p : unit.params) experts += p.kind == spec::ParamKind::kExpert ? 1 : 0;
     experts /= 3;
   }
   return experts > 0 ? static_cast<double>(dims.experts_per_token) / static_cast<double>(experts) : 1.0;
@@ -168,26 +168,26 @@ double active_expert_fraction(const UnitSpec& unit, const ModelDims& dims) {
 
 }  // namespace
 
-double unit_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len) {
+double unit_flops_per_token(const spec::UnitSpec& unit, const spec::ModelDims& dims, int64_t seq_len) {
   const double expert_fraction = active_expert_fraction(unit, dims);
   double active = 0;
   for (const auto& p : unit.params) {
-    if (p.kind == ParamKind::kDense) active += static_cast<double>(p.numel());
-    if (p.kind == ParamKind::kExpert) active += expert_fraction * static_cast<double>(p.numel());
+    if (p.kind == spec::ParamKind::kDense) active += static_cast<double>(p.numel());
+    if (p.kind == spec::ParamKind::kExpert) active += expert_fraction * static_cast<double>(p.numel());
   }
   double flops = 6 * active;
   if (unit.is_layer) flops += 12.0 * static_cast<double>(dims.dim) * static_cast<double>(seq_len);
   return flops;
 }
 
-ExecutedFlops unit_executed_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len,
+ExecutedFlops unit_executed_flops_per_token(const spec::UnitSpec& unit, const spec::ModelDims& dims, int64_t seq_len,
                                             bool fused_causal) {
   const double expert_fraction = active_expert_fraction(unit, dims);
   double matrices = 0;
   for (const auto& p : unit.params) {
     if (p.shape.size() < 2) continue;
-    if (p.kind == ParamKind::kDense) matrices += static_cast<double>(p.numel());
-    if (p.kind == ParamKind::kExpert) matrices += expert_fraction * static_cast<double>(p.numel());
+    if (p.kind == spec::ParamKind::kDense) matrices += static_cast<double>(p.numel());
+    if (p.kind == spec::ParamKind::kExpert) matrices += expert_fraction * static_cast<double>(p.numel());
   }
   ExecutedFlops f{2 * matrices, 4 * matrices};
   if (unit.is_layer) {
@@ -201,7 +201,7 @@ ExecutedFlops unit_executed_flops_per_token(const UnitSpec& unit, const ModelDim
   return f;
 }
 
-ExecutedFlops unit_elementwise_bytes_per_token(const UnitSpec& unit, const ModelDims& d, int64_t seq_len,
+ExecutedFlops unit_elementwise_bytes_per_token(const spec::UnitSpec& unit, const spec::ModelDims& d, int64_t seq_len,
                                                int64_t element_bytes, bool fused_causal, bool is_head) {
   if (!d.known() || unit.experts) return {};  // an expert unit's SwiGLU is counted with its block
   const auto dim = static_cast<double>(d.dim);
@@ -225,20 +225,20 @@ ExecutedFlops unit_elementwise_bytes_per_token(const UnitSpec& unit, const Model
   return e;
 }
 
-double model_flops_per_token(const ModelSpec& model, int64_t seq_len) {
+double model_flops_per_token(const spec::ModelSpec& model, int64_t seq_len) {
   double f = 0;
   for (const auto& u : model.units) f += unit_flops_per_token(u, model.dims, seq_len);
   return f;
 }
 
-double unit_recompute_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len,
-                                      ActivationCheckpointing ac) {
+double unit_recompute_flops_per_token(const spec::UnitSpec& unit, const spec::ModelDims& dims, int64_t seq_len,
+                                      spec::ActivationCheckpointing ac) {
   // A rank's expert unit is recomputed with its block under full checkpointing; selective keeps a MoE
   // feed-forward's saves.
-  if (unit.experts) return ac == ActivationCheckpointing::kFull ? unit_flops_per_token(unit, dims, seq_len) / 3 : 0;
+  if (unit.experts) return ac == spec::ActivationCheckpointing::kFull ? unit_flops_per_token(unit, dims, seq_len) / 3 : 0;
   if (!unit.is_layer) return 0;
-  if (ac == ActivationCheckpointing::kFull) return unit_flops_per_token(unit, dims, seq_len) / 3;
-  if (ac != ActivationCheckpointing::kSelective) return 0;
+  if (ac == spec::ActivationCheckpointing::kFull) return unit_flops_per_token(unit, dims, seq_len) / 3;
+  if (ac != spec::ActivationCheckpointing::kSelective) return 0;
   // The op-level policy's recomputed matmuls: wk, wo and (dense) w3, 2 FLOPs per multiply-add.
   const double kv = dims.n_heads > 0 ? static_cast<double>(dims.kv_dim()) : static_cast<double>(dims.dim);
   const double q = dims.n_heads > 0 ? static_cast<double>(dims.n_heads * dims.head_dim()) : static_cast<double>(dims.dim);
@@ -284,12 +284,12 @@ AllToAllCost all_to_all_cost(double bytes, int64_t n, int64_t local, const Link&
   return c;
 }
 
-double moe_all_to_all_bytes(const ModelDims& dims, int64_t tokens, int64_t activation_bytes) {
+double moe_all_to_all_bytes(const spec::ModelDims& dims, int64_t tokens, int64_t activation_bytes) {
   return static_cast<double>(tokens) * static_cast<double>(dims.experts_per_token) * static_cast<double>(dims.dim) *
          static_cast<double>(activation_bytes);
 }
 
-int64_t moe_all_to_alls(ActivationCheckpointing ac) { return ac == ActivationCheckpointing::kFull ? 6 : 4; }
+int64_t moe_all_to_alls(spec::ActivationCheckpointing ac) { return ac == spec::ActivationCheckpointing::kFull ? 6 : 4; }
 
 double roofline_seconds(double flops, double peak_flops, double bytes_moved, double memory_bytes_per_s) {
   return std::max(flops / peak_flops, bytes_moved / memory_bytes_per_s);

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "common/dtype.h"
-#include "sharding/model_spec.h"
-#include "sharding/policy.h"
-#include "sharding/shard_layout.h"
+#include "spec/model_spec.h"
+#include "spec/policy.h"
+#include "spec/shard_layout.h"
 
 namespace fsdp::sharding {
 
@@ -26,12 +26,12 @@ int64_t compute_element_bytes(DataType param_dtype, bool fp32_compute);
 int64_t activation_element_bytes(DataType param_dtype, bool fp32_compute);
 
 // Sharded (master) parameters in each parameter's storage dtype, padding included.
-int64_t param_shard_bytes(const ModelSpec& model, const std::vector<UnitShardLayout>& units);
+int64_t param_shard_bytes(const spec::ModelSpec& model, const std::vector<spec::UnitShardLayout>& units);
 // Gradient shards: the same size as the parameter shards (reduced gradients accumulate in the
 // parameters' dtype).
-int64_t grad_shard_bytes(const ModelSpec& model, const std::vector<UnitShardLayout>& units);
+int64_t grad_shard_bytes(const spec::ModelSpec& model, const std::vector<spec::UnitShardLayout>& units);
 // fp32 optimizer state over the rank's padded shard elements.
-int64_t optimizer_state_bytes(int64_t shard_numel, Optimizer optimizer);
+int64_t optimizer_state_bytes(int64_t shard_numel, spec::Optimizer optimizer);
 
 // Elements saved per token by one transformer block for backward (flash attention: no score matrix), in
 // the activation dtype, under the block's own mode (block_ac: kSelective is the op-level policy here):
@@ -46,16 +46,16 @@ int64_t optimizer_state_bytes(int64_t shard_numel, Optimizer optimizer);
 //                                                  recomputed; a MoE block keeps its MoE saves: 4*ffn + routing)
 //   full:      dim                                 (the block input only)
 //   + under expert parallelism (ep > 1, none and selective): expert_parallel_saved_elements_per_token.
-int64_t layer_saved_elements_per_token(const ModelDims& dims, ActivationCheckpointing ac, int64_t expert_parallel = 1);
+int64_t layer_saved_elements_per_token(const spec::ModelDims& dims, spec::ActivationCheckpointing ac, int64_t expert_parallel = 1);
 // What a MoE block keeps in addition under expert parallelism (model/moe_feed_forward.cc's ep_saved_):
 // per row its experts received, the row as it arrived and its expert-major input and output (3 * dim),
 // plus the experts' SwiGLU saves (4 * expert width) that it then keeps for the rows received instead of
 // the rows sent. Balanced routing has a rank receive as many rows as it sends, k per token, so the
 // difference is k * 3 * dim per token; 0 for ep = 1 or a dense model.
-int64_t expert_parallel_saved_elements_per_token(const ModelDims& dims, int64_t expert_parallel);
+int64_t expert_parallel_saved_elements_per_token(const spec::ModelDims& dims, int64_t expert_parallel);
 // fp32 statistics saved per token: none 2 + n_heads (both norms' inverse RMS, one softmax log-sum-exp
 // per head), selective n_heads (the norms are recomputed), full 0.
-int64_t layer_saved_stats_per_token(const ModelDims& dims, ActivationCheckpointing ac);
+int64_t layer_saved_stats_per_token(const spec::ModelDims& dims, spec::ActivationCheckpointing ac);
 
 // What the runtime holds for one unit.
 struct UnitMemory {
@@ -78,8 +78,8 @@ struct UnitMemory {
 // All zero when the model's dims are unknown.
 // `model` is the units one rank holds (expert_parallel_units under expert parallelism of degree
 // expert_parallel, whose expert units hold no activations of their own: the block's unit does).
-std::vector<UnitMemory> unit_memory(const ModelSpec& model, const std::vector<UnitShardLayout>& units,
-                                    const Policy& policy, bool fp32_compute, int64_t expert_parallel = 1);
+std::vector<UnitMemory> unit_memory(const spec::ModelSpec& model, const std::vector<spec::UnitShardLayout>& units,
+                                    const spec::Policy& policy, bool fp32_compute, int64_t expert_parallel = 1);
 
 struct MemoryTimeline {
   int64_t peak = 0;  // the most bytes live at any moment (base included)
@@ -98,7 +98,7 @@ struct MemoryTimeline {
 // buffer (the previous unit's is freed before the next starts; none while gradient sync is off
 // between micro-batches). `base` is what is always live (model states, the residual stream). The
 // replay is the step program's (sharding/step_program.h), which the schedule simulator also times.
-MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t base, const Policy& policy,
+MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t base, const spec::Policy& policy,
                                int64_t shard_degree, bool fp32_compute);
 
 // ---- FLOPs ----
@@ -107,8 +107,8 @@ MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t bas
 // parameter, plus causal-agnostic attention 12 * dim * seq_len for a transformer block. A unit of a
 // rank's local experts under expert parallelism (UnitSpec::experts, L experts) computes the k rows per
 // token its EP group routes to it (balanced routing): its experts are active at k / L, not k / E.
-double unit_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len);
-double model_flops_per_token(const ModelSpec& model, int64_t seq_len);
+double unit_flops_per_token(const spec::UnitSpec& unit, const spec::ModelDims& dims, int64_t seq_len);
+double model_flops_per_token(const spec::ModelSpec& model, int64_t seq_len);
 // The matmul FLOPs per token one micro-step executes for a unit (what its time is priced on; MFU keeps
 // the model FLOPs above): 2 forward and 4 backward per element of each weight matrix (1-D weights such
 // as norms do no matmul), an expert's at its active fraction; a block adds attention's score and value
@@ -121,7 +121,7 @@ struct ExecutedFlops {
   double attention_forward = 0;  // of which attention's own products (QK^T, PV; a chip prices them apart)
   double attention_backward = 0;
 };
-ExecutedFlops unit_executed_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len,
+ExecutedFlops unit_executed_flops_per_token(const spec::UnitSpec& unit, const spec::ModelDims& dims, int64_t seq_len,
                                             bool fused_causal);
 
 // Bytes per token the non-matmul passes of one micro-step move for a unit (read + written, elements of
@@ -135,14 +135,14 @@ ExecutedFlops unit_executed_flops_per_token(const UnitSpec& unit, const ModelDim
 //                   and 2 vocab;
 //   embedding:      the row gathered 2 dim; backward the row added 2 dim.
 // ffn is the dense width, or for MoE the active experts' (experts_per_token + shared) x expert width.
-ExecutedFlops unit_elementwise_bytes_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len,
+ExecutedFlops unit_elementwise_bytes_per_token(const spec::UnitSpec& unit, const spec::ModelDims& dims, int64_t seq_len,
                                                int64_t element_bytes, bool fused_causal, bool is_head);
 
 // Extra FLOPs per token that checkpointing recomputes: full repeats a block's forward (a third of the
 // above); selective (the op policy) recomputes the wk, wo and, in a dense block, w3 matmuls:
 // 2 * dim * (kv_dim + q_dim + ffn_hidden); its elementwise recomputation is priced as memory traffic.
-double unit_recompute_flops_per_token(const UnitSpec& unit, const ModelDims& dims, int64_t seq_len,
-                                      ActivationCheckpointing ac);
+double unit_recompute_flops_per_token(const spec::UnitSpec& unit, const spec::ModelDims& dims, int64_t seq_len,
+                                      spec::ActivationCheckpointing ac);
 
 // ---- Time ----
 
@@ -186,10 +186,10 @@ struct AllToAllCost {
 };
 AllToAllCost all_to_all_cost(double bytes, int64_t n, int64_t local, const Link& intra, const Link& inter);
 // Bytes one MoE block's each all-to-all carries per rank: tokens * k * dim * activation bytes.
-double moe_all_to_all_bytes(const ModelDims& dims, int64_t tokens, int64_t activation_bytes);
+double moe_all_to_all_bytes(const spec::ModelDims& dims, int64_t tokens, int64_t activation_bytes);
 // All-to-alls of one MoE block per micro-step: dispatch and combine in forward, their gradients in
 // backward (4), and with full checkpointing the forward's two again when backward recomputes it (6).
-int64_t moe_all_to_alls(ActivationCheckpointing ac);
+int64_t moe_all_to_alls(spec::ActivationCheckpointing ac);
 
 // Roofline: bound by peak FLOP/s or by device memory traffic, whichever is slower.
 double roofline_seconds(double flops, double peak_flops, double bytes_moved, double memory_bytes_per_s);

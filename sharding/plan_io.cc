@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "sharding/plan_error.h"
+#include "spec/spec_error.h"
 
 namespace fsdp::sharding {
 
@@ -69,10 +69,10 @@ fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
   pol->set_param_dtype(std::string(name(p.param_dtype)));
   pol->set_reduce_dtype(std::string(name(p.reduce_dtype)));
   pol->set_optimizer(std::string(name(p.optimizer)));
-  pol->set_optimizer_state_bytes_per_element(optimizer_state_bytes_per_element(p.optimizer));
+  pol->set_optimizer_state_bytes_per_element(spec::optimizer_state_bytes_per_element(p.optimizer));
   pol->set_reshard_after_forward(p.reshard.to_string());
   pol->set_prefetch_depth(p.prefetch);
-  pol->set_activation_checkpointing(ac_to_string(p));
+  pol->set_activation_checkpointing(spec::ac_to_string(p));
   pol->set_micro_batch(p.micro_batch);
   pol->set_seq_len(p.seq_len);
   pol->set_grad_accum_steps(p.grad_accum);
@@ -157,7 +157,7 @@ fsdp::proto::AutoPlanReport to_proto(const AutoPlanResult& r) {
     x->set_replicate_degree(c.mesh.replicate_degree());
     x->set_reshard_after_forward(c.policy.reshard.to_string());
     x->set_prefetch_depth(c.policy.prefetch);
-    x->set_activation_checkpointing(ac_to_string(c.policy));
+    x->set_activation_checkpointing(spec::ac_to_string(c.policy));
     x->set_micro_batch(c.policy.micro_batch);
     x->set_grad_accum_steps(c.policy.grad_accum);
     x->set_peak_bytes(c.estimate.memory.peak());
@@ -182,7 +182,7 @@ std::string to_binary(const google::protobuf::Message& message) {
     // The coded stream trims the string to what was written when it goes out of scope.
     google::protobuf::io::CodedOutputStream coded(&stream);
     coded.SetSerializationDeterministic(true);
-    if (!message.SerializeToCodedStream(&coded)) throw PlanError("cannot serialise " + message.GetTypeName());
+    if (!message.SerializeToCodedStream(&coded)) throw spec::SpecError("cannot serialise " + message.GetTypeName());
   }
   return out;
 }
@@ -200,17 +200,17 @@ std::string to_json(const google::protobuf::Message& message) {
   options.preserve_proto_field_names = true;
   std::string out;
   const auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
-  if (!status.ok()) throw PlanError("cannot write JSON: " + std::string(status.message()));
+  if (!status.ok()) throw spec::SpecError("cannot write JSON: " + std::string(status.message()));
   return out;
 }
 
 void parse_binary(const std::string& bytes, google::protobuf::Message* message) {
-  if (!message->ParseFromString(bytes)) throw PlanError("malformed binary " + message->GetTypeName());
+  if (!message->ParseFromString(bytes)) throw spec::SpecError("malformed binary " + message->GetTypeName());
 }
 
 void parse_text(const std::string& text, google::protobuf::Message* message) {
   if (!google::protobuf::TextFormat::ParseFromString(text, message)) {
-    throw PlanError("malformed text " + message->GetTypeName());
+    throw spec::SpecError("malformed text " + message->GetTypeName());
   }
 }
 

@@ -16,8 +16,8 @@ fsdp::proto::AutoPlanReport to_proto(const AutoPlanResult& result);
 std::string to_binary(const google::protobuf::Message& message);  // deterministic serialisation
 std::string to_text(const google::protobuf::Message& message);
 std::string to_json(const google::protobuf::Message& message);                    // fields as in plan.proto, indented
-void parse_binary(const std::string& bytes, google::protobuf::Message* message);  // throws PlanError
-void parse_text(const std::string& text, google::protobuf::Message* message);     // throws PlanError
+void parse_binary(const std::string& bytes, google::protobuf::Message* message);  // throws spec::SpecError
+void parse_text(const std::string& text, google::protobuf::Message* message);     // throws spec::SpecError
 
 // The plan as a table: header, memory per rank, communication per step, time, units (and every
 // parameter's layout when per_param).

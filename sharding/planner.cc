@@ -7,8 +7,8 @@
 #include <tuple>
 
 #include "sharding/cost_model.h"
-#include "sharding/expert_parallel.h"
-#include "sharding/plan_error.h"
+#include "spec/expert_parallel.h"
+#include "spec/spec_error.h"
 #include "sharding/schedule_sim.h"
 
 namespace fsdp::sharding {
@@ -31,30 +31,30 @@ struct CommAccumulator {
 }  // namespace
 
 int64_t grad_accum_for(int64_t global_batch, int64_t world_size, int64_t micro_batch) {
-  if (global_batch <= 0) throw PlanError("global batch must be >= 1 (got " + std::to_string(global_batch) + ")");
-  if (micro_batch <= 0) throw PlanError("micro-batch must be >= 1 (got " + std::to_string(micro_batch) + ")");
+  if (global_batch <= 0) throw spec::SpecError("global batch must be >= 1 (got " + std::to_string(global_batch) + ")");
+  if (micro_batch <= 0) throw spec::SpecError("micro-batch must be >= 1 (got " + std::to_string(micro_batch) + ")");
   const int64_t per_step = world_size * micro_batch;
   if (global_batch % per_step != 0) {
-    throw PlanError("global batch " + std::to_string(global_batch) + " is not a multiple of world size " +
+    throw spec::SpecError("global batch " + std::to_string(global_batch) + " is not a multiple of world size " +
                     std::to_string(world_size) + " x micro-batch " + std::to_string(micro_batch) + " = " +
                     std::to_string(per_step));
   }
   return global_batch / per_step;
 }
 
-ModelSpec rank_units(const ModelSpec& model, const Mesh& mesh) {
-  return expert_parallel_units(model, mesh.expert_parallel_degree(), 0, mesh.shard_degree());
+spec::ModelSpec rank_units(const spec::ModelSpec& model, const spec::Mesh& mesh) {
+  return spec::expert_parallel_units(model, mesh.expert_parallel_degree(), 0, mesh.shard_degree());
 }
 
-std::vector<UnitShardLayout> shard_rank_units(const ModelSpec& rank_units, const Mesh& mesh) {
-  return shard_expert_parallel_units(rank_units, mesh.shard_degree(), mesh.expert_parallel_degree());
+std::vector<spec::UnitShardLayout> shard_rank_units(const spec::ModelSpec& rank_units, const spec::Mesh& mesh) {
+  return spec::shard_expert_parallel_units(rank_units, mesh.shard_degree(), mesh.expert_parallel_degree());
 }
 
-PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLayout>& units, const ChipProfile& chip,
-                           const Mesh& mesh, const Policy& policy, double headroom, StepSpec* schedule) {
+PlanEstimate estimate_plan(const spec::ModelSpec& model, const std::vector<spec::UnitShardLayout>& units, const ChipProfile& chip,
+                           const spec::Mesh& mesh, const spec::Policy& policy, double headroom, StepSpec* schedule) {
   validate(policy, mesh.shard_degree());
   if (units.size() != model.units.size() || units.empty() || units[0].shard_degree() != mesh.shard_degree()) {
-    throw PlanError("estimate_plan: layout does not match the model and the mesh's shard degree");
+    throw spec::SpecError("estimate_plan: layout does not match the model and the mesh's shard degree");
   }
   PlanEstimate est;
   const int64_t shard = mesh.shard_degree();
@@ -67,8 +67,8 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   for (const auto& u : units) shard_numel += u.chunk_numel();
   auto& mem = est.memory;
   mem.param_shards = param_shard_bytes(model, units);
-  if (policy.param_comm == CommPrecision::kMxfp8) {  // each unit's quantised shard, kept between gathers
-    for (const auto& u : units) mem.param_shards += mxfp8_slot_bytes(u.chunk_numel());
+  if (policy.param_comm == spec::CommPrecision::kMxfp8) {  // each unit's quantised shard, kept between gathers
+    for (const auto& u : units) mem.param_shards += spec::mxfp8_slot_bytes(u.chunk_numel());
   }
   mem.grad_shards = grad_shard_bytes(model, units);
   mem.optimizer_state = optimizer_state_bytes(shard_numel, policy.optimizer);
@@ -96,20 +96,20 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   const double peak = chip.peak_flops(policy.param_dtype) * chip.matmul_efficiency;
   const int64_t a = activation_element_bytes(policy.param_dtype, chip.fp32_compute);
   // Per block, by its own checkpointing mode (block_ac): bytes saved and bytes recomputed per token.
-  auto saved_per_token = [&](ActivationCheckpointing ac) {
+  auto saved_per_token = [&](spec::ActivationCheckpointing ac) {
     return model.dims.known() ? static_cast<double>(layer_saved_elements_per_token(model.dims, ac) * a) : 0.0;
   };
-  auto recomputed_per_token = [&](ActivationCheckpointing ac) {
-    return saved_per_token(ActivationCheckpointing::kNone) - saved_per_token(ac);
+  auto recomputed_per_token = [&](spec::ActivationCheckpointing ac) {
+    return saved_per_token(spec::ActivationCheckpointing::kNone) - saved_per_token(ac);
   };
   // Each group's link: its server's, or hierarchical over rails where it spans servers (group_link).
-  const Link intra{chip.bandwidth(LinkLevel::kIntra), chip.latency(LinkLevel::kIntra)};
-  const Link inter{chip.bandwidth(LinkLevel::kInter), chip.latency(LinkLevel::kInter)};
+  const Link intra{chip.bandwidth(spec::LinkLevel::kIntra), chip.latency(spec::LinkLevel::kIntra)};
+  const Link inter{chip.bandwidth(spec::LinkLevel::kInter), chip.latency(spec::LinkLevel::kInter)};
   const Link shard_link = group_link(shard, mesh.nodes_spanned_by_block(shard), intra, inter);
   const int64_t back_group = policy.reshard.backward_group(shard);
-  const LinkLevel back_level = back_group > 1 ? mesh.level_of_block(back_group) : LinkLevel::kIntra;
+  const spec::LinkLevel back_level = back_group > 1 ? mesh.level_of_block(back_group) : spec::LinkLevel::kIntra;
   const Link back_link = group_link(back_group, mesh.nodes_spanned_by_block(back_group), intra, inter);
-  const LinkLevel rep_level = mesh.replicate_level();
+  const spec::LinkLevel rep_level = mesh.replicate_level();
   const Link rep_link = group_link(replicate, mesh.nodes_spanned_by_replicate_group(), intra, inter);
 
   CommAccumulator ag_fwd{{"all_gather_forward", mesh.shard_level(), shard}};
@@ -123,8 +123,8 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   // gathers over the whole expert group unless nothing is resharded.
   const int64_t expert_shard = mesh.expert_shard_degree();
   const Link expert_link = group_link(
-      expert_shard, mesh.expert_shard_level() == LinkLevel::kInter ? mesh.nodes_spanned_by_block(shard) : 1, intra, inter);
-  const int64_t expert_back = policy.reshard.mode == Reshard::Mode::kNever ? 1 : expert_shard;
+      expert_shard, mesh.expert_shard_level() == spec::LinkLevel::kInter ? mesh.nodes_spanned_by_block(shard) : 1, intra, inter);
+  const int64_t expert_back = policy.reshard.mode == spec::Reshard::Mode::kNever ? 1 : expert_shard;
   CommAccumulator eag_fwd{{"expert_all_gather_fwd", mesh.expert_shard_level(), expert_shard}};
   CommAccumulator eag_bwd{{"expert_all_gather_bwd", mesh.expert_shard_level(), expert_back}};
   CommAccumulator ers{{"expert_reduce_scatter", mesh.expert_shard_level(), expert_shard}};
@@ -134,9 +134,9 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
                                                 activation_element_bytes(policy.param_dtype, chip.fp32_compute));
   const AllToAllCost a2a =
       all_to_all_cost(a2a_bytes, ep, ep_local, intra, inter);
-  CommEstimate a2a_intra{"all_to_all", LinkLevel::kIntra, ep, 0, 0, 0, 0};
-  CommEstimate a2a_inter{"all_to_all", LinkLevel::kInter, ep, 0, 0, 0, 0};
-  ActivationCheckpointing layer_ac = ActivationCheckpointing::kNone;  // of the block an expert unit follows
+  CommEstimate a2a_intra{"all_to_all", spec::LinkLevel::kIntra, ep, 0, 0, 0, 0};
+  CommEstimate a2a_inter{"all_to_all", spec::LinkLevel::kInter, ep, 0, 0, 0, 0};
+  spec::ActivationCheckpointing layer_ac = spec::ActivationCheckpointing::kNone;  // of the block an expert unit follows
   double t_all_to_all = 0;
 
   StepSpec step{.policy = policy,
@@ -144,7 +144,7 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
                 .fp32_compute = chip.fp32_compute,
                 .base_bytes = mem.model_states() + residual_stream};
   step.units.resize(units.size());
-  auto collective = [](double seconds, LinkLevel level, int stream, double bytes, double latency = 0) {
+  auto collective = [](double seconds, spec::LinkLevel level, int stream, double bytes, double latency = 0) {
     return SimCollective{seconds, static_cast<int>(level), stream, static_cast<int64_t>(bytes),
                          std::min(latency, seconds)};
   };
@@ -159,15 +159,15 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   double recompute_s = 0;
   int64_t layer = 0;
   for (size_t i = 0; i < units.size(); ++i) {
-    const UnitSpec& spec = model.units[i];
-    const UnitShardLayout& u = units[i];
-    if (spec.is_layer) layer_ac = block_ac(policy, layer++);
-    const ActivationCheckpointing ac = spec.is_layer || spec.experts ? layer_ac : ActivationCheckpointing::kNone;
+    const spec::UnitSpec& spec = model.units[i];
+    const spec::UnitShardLayout& u = units[i];
+    if (spec.is_layer) layer_ac = spec::block_ac(policy, layer++);
+    const spec::ActivationCheckpointing ac = spec.is_layer || spec.experts ? layer_ac : spec::ActivationCheckpointing::kNone;
     // Priced on the FLOPs the chip executes: the CPU reference's attention over the whole T x T matrix,
     // an accelerator's fused causal kernel over half; full checkpointing reruns the executed forward.
     const ExecutedFlops exec =
         unit_executed_flops_per_token(spec, model.dims, policy.seq_len, /*fused_causal=*/!chip.fp32_compute);
-    const bool reruns_forward = ac == ActivationCheckpointing::kFull && (spec.is_layer || spec.experts);
+    const bool reruns_forward = ac == spec::ActivationCheckpointing::kFull && (spec.is_layer || spec.experts);
     const double forward_flops = exec.forward + attention_weight * exec.attention_forward;
     const double backward_flops = exec.backward + attention_weight * exec.attention_backward;
     const double recompute =
@@ -197,11 +197,11 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
         roofline_seconds(recompute, peak, recompute_traffic, chip.hbm_bytes_per_s) * static_cast<double>(accum);
 
     // On the wire: MXFP8 moves 8.25 bits per element (33/32 bytes: 8.25/16 of bf16).
-    const double gather_bytes = static_cast<double>(u.flat_numel()) * wire_element_bytes(policy.param_comm, policy.param_dtype);
-    const double reduce_bytes = static_cast<double>(u.flat_numel()) * wire_element_bytes(policy.grad_comm, policy.reduce_dtype);
+    const double gather_bytes = static_cast<double>(u.flat_numel()) * spec::wire_element_bytes(policy.param_comm, policy.param_dtype);
+    const double reduce_bytes = static_cast<double>(u.flat_numel()) * spec::wire_element_bytes(policy.grad_comm, policy.reduce_dtype);
     // Expert units gather and reduce on communicators of their own (streams kStreamExpert + ...).
     const int streams = spec.experts ? kStreamExpert : 0;
-    const LinkLevel glevel = spec.experts ? mesh.expert_shard_level() : mesh.shard_level();
+    const spec::LinkLevel glevel = spec.experts ? mesh.expert_shard_level() : mesh.shard_level();
     su.all_gather = collective(all_gather_seconds(gather_bytes, group, glink), glevel, streams + kStreamGather,
                                gather_bytes, ring_latency(group, glink));
     su.all_gather_backward =
@@ -216,19 +216,19 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
     const double quantize = chip.mxfp8_quantize_seconds_per_element();
     const double decode = chip.mxfp8_decode_seconds_per_element();
     const auto others = static_cast<double>((group - 1) * u.chunk_numel());
-    if (policy.param_comm == CommPrecision::kMxfp8) {
+    if (policy.param_comm == spec::CommPrecision::kMxfp8) {
       su.gather_quantize = static_cast<double>(u.chunk_numel()) * quantize;
       su.gather_decode = static_cast<double>(u.numel()) * decode;
-      if (policy.reshard.mode == Reshard::Mode::kGroup && policy.reshard.group > 0) {  // used only if one is kept
+      if (policy.reshard.mode == spec::Reshard::Mode::kGroup && policy.reshard.group > 0) {  // used only if one is kept
         su.kept_decode = static_cast<double>(u.flat_numel() / policy.reshard.group) * decode;
       }
     }
-    if (policy.grad_comm == CommPrecision::kMxfp8) {
+    if (policy.grad_comm == spec::CommPrecision::kMxfp8) {
       su.reduce_quantize = others * quantize;
       su.reduce_decode = others * decode;
     }
     // An MXFP8 reduce-scatter hands over f32 sums, which the HSDP all-reduce then carries.
-    const double ar_bytes = static_cast<double>(u.chunk_numel() * (policy.grad_comm == CommPrecision::kMxfp8 ? 4 : rb));
+    const double ar_bytes = static_cast<double>(u.chunk_numel() * (policy.grad_comm == spec::CommPrecision::kMxfp8 ? 4 : rb));
     su.all_reduce = collective(all_reduce_seconds(ar_bytes, replicate, rep_link), rep_level, kStreamGather, ar_bytes,
                                ring_latency(replicate, rep_link, 2));
     if (group > 1) {
@@ -240,7 +240,7 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
     if (spec.experts && ep > 1) {
       const int64_t calls = moe_all_to_alls(ac);
       // Pairwise rounds, one after another: priced on the slower link they use.
-      const LinkLevel a2a_level = a2a.inter_seconds > 0 ? LinkLevel::kInter : LinkLevel::kIntra;
+      const spec::LinkLevel a2a_level = a2a.inter_seconds > 0 ? spec::LinkLevel::kInter : spec::LinkLevel::kIntra;
       su.all_to_all_forward = collective(2 * a2a.seconds(), a2a_level, kStreamGather, 2 * a2a_bytes);
       su.all_to_all_backward = collective(static_cast<double>(calls - 2) * a2a.seconds(), a2a_level, kStreamGather,
                                           static_cast<double>(calls - 2) * a2a_bytes);
@@ -270,7 +270,7 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
                               static_cast<double>(std::max<int64_t>(1, shard_numel));
   }
   // The loss and the gradient norm: one 8-byte all-reduce each over the world (and the shard group).
-  const LinkLevel world_level = mesh.nodes() > 1 ? LinkLevel::kInter : LinkLevel::kIntra;
+  const spec::LinkLevel world_level = mesh.nodes() > 1 ? spec::LinkLevel::kInter : spec::LinkLevel::kIntra;
   const Link world_link = group_link(mesh.world_size(), mesh.nodes(), intra, inter);
   step.step_sync = collective(all_reduce_seconds(8, mesh.world_size(), world_link), world_level, kStreamGather, 8,
                               ring_latency(mesh.world_size(), world_link, 2));
@@ -290,15 +290,15 @@ PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLa
   return est;
 }
 
-Plan make_plan(const ModelSpec& model, const ChipProfile& chip, const Mesh& mesh, const Policy& policy,
+Plan make_plan(const spec::ModelSpec& model, const ChipProfile& chip, const spec::Mesh& mesh, const spec::Policy& policy,
                double headroom) {
   validate(model);
   validate(chip);
   validate(policy, mesh.shard_degree());
   if (!(headroom >= 0 && headroom < 1)) {
-    throw PlanError("headroom must be in [0, 1) (got " + std::to_string(headroom) + ")");
+    throw spec::SpecError("headroom must be in [0, 1) (got " + std::to_string(headroom) + ")");
   }
-  ModelSpec units = rank_units(model, mesh);
+  spec::ModelSpec units = rank_units(model, mesh);
   auto layouts = shard_rank_units(units, mesh);
   Plan plan{model, mesh, chip, policy, headroom, std::move(layouts), {}, {}, std::move(units), {}};
   plan.estimate = estimate_plan(plan.rank_model, plan.units, chip, mesh, policy, headroom, &plan.schedule);
@@ -321,7 +321,7 @@ Plan make_plan(const ModelSpec& model, const ChipProfile& chip, const Mesh& mesh
       << 100.0 * static_cast<double>(padding) / static_cast<double>(flat) << "% of the flat buffers)";
     notes.push_back(s.str());
   }
-  if (mesh.shard_level() == LinkLevel::kInter) {
+  if (mesh.shard_level() == spec::LinkLevel::kInter) {
     notes.push_back("shard group spans " + std::to_string(mesh.nodes_spanned_by_block(mesh.shard_degree())) +
                     " servers: all-gathers and reduce-scatters are bound by the inter-server network");
   }

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "sharding/chip_profile.h"
-#include "sharding/mesh.h"
-#include "sharding/model_spec.h"
-#include "sharding/policy.h"
-#include "sharding/shard_layout.h"
+#include "spec/mesh.h"
+#include "spec/model_spec.h"
+#include "spec/policy.h"
+#include "spec/shard_layout.h"
 #include "sharding/step_program.h"
 
 namespace fsdp::sharding {
@@ -38,7 +38,7 @@ struct MemoryEstimate {  // bytes per rank
 
 struct CommEstimate {
   std::string collective;  // all_gather_forward, all_gather_backward, reduce_scatter, all_reduce
-  LinkLevel level = LinkLevel::kIntra;
+  spec::LinkLevel level = spec::LinkLevel::kIntra;
   int64_t group_size = 1;
   int64_t calls = 0;         // per step
   int64_t buffer_bytes = 0;  // per step, full buffers
@@ -75,31 +75,31 @@ struct PlanEstimate {
 // when given, receives the step the time comes from (for simulate_step with record: the trace).
 // Under expert parallelism (mesh.expert_parallel_degree() > 1) `model` is the units one rank holds
 // (rank_units) and `units` their layouts (shard_rank_units): every EP rank's are the same size.
-PlanEstimate estimate_plan(const ModelSpec& model, const std::vector<UnitShardLayout>& units, const ChipProfile& chip,
-                           const Mesh& mesh, const Policy& policy, double headroom, StepSpec* schedule = nullptr);
+PlanEstimate estimate_plan(const spec::ModelSpec& model, const std::vector<spec::UnitShardLayout>& units, const ChipProfile& chip,
+                           const spec::Mesh& mesh, const spec::Policy& policy, double headroom, StepSpec* schedule = nullptr);
 
 // The units one rank holds for `model` on `mesh` (expert_parallel_units of EP rank 0; the model itself
 // without expert parallelism), and their layouts. Throws PlanError for an EP degree the model refuses.
-ModelSpec rank_units(const ModelSpec& model, const Mesh& mesh);
-std::vector<UnitShardLayout> shard_rank_units(const ModelSpec& rank_units, const Mesh& mesh);
+spec::ModelSpec rank_units(const spec::ModelSpec& model, const spec::Mesh& mesh);
+std::vector<spec::UnitShardLayout> shard_rank_units(const spec::ModelSpec& rank_units, const spec::Mesh& mesh);
 
 struct Plan {
-  ModelSpec model;  // the whole model
-  Mesh mesh;
+  spec::ModelSpec model;  // the whole model
+  spec::Mesh mesh;
   ChipProfile chip;
-  Policy policy;
+  spec::Policy policy;
   double headroom = kDefaultHeadroom;
-  std::vector<UnitShardLayout> units;  // of rank_model's units
+  std::vector<spec::UnitShardLayout> units;  // of rank_model's units
   PlanEstimate estimate;
   std::vector<std::string> notes;
-  ModelSpec rank_model;  // rank_units(model, mesh): the units the layouts describe
+  spec::ModelSpec rank_model;  // rank_units(model, mesh): the units the layouts describe
   StepSpec schedule;     // the simulated step the time estimate comes from
 
   int64_t global_batch() const { return mesh.world_size() * policy.micro_batch * policy.grad_accum; }
 };
 
 // Validates everything (model, chip, mesh, policy, headroom in [0, 1)) and builds the plan.
-Plan make_plan(const ModelSpec& model, const ChipProfile& chip, const Mesh& mesh, const Policy& policy,
+Plan make_plan(const spec::ModelSpec& model, const ChipProfile& chip, const spec::Mesh& mesh, const spec::Policy& policy,
                double headroom = kDefaultHeadroom);
 
 // Gradient-accumulation steps for a global batch (sequences per optimizer step over all ranks); throws

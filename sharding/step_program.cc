@@ -47,7 +47,7 @@ class Builder {
         pb_(static_cast<int64_t>(element_size(s.policy.param_dtype))),
         cb_(compute_element_bytes(s.policy.param_dtype, s.fp32_compute)),
         rb_(static_cast<int64_t>(element_size(s.policy.reduce_dtype))),
-        grouped_(s.policy.reshard.mode == Reshard::Mode::kGroup && s.policy.reshard.group < s.shard_degree),
+        grouped_(s.policy.reshard.mode == spec::Reshard::Mode::kGroup && s.policy.reshard.group < s.shard_degree),
         group_(grouped_ ? s.policy.reshard.group : 1),
         gather_call_(s.units.size(), -1),
         gathering_(s.units.size(), 0),
@@ -120,17 +120,17 @@ class Builder {
   // MXFP8 wire slots of unit u, one per rank of its group (collectives/quantized.h).
   int64_t wire_bytes(int u) const {
     const int64_t chunk = std::max<int64_t>(mem(u).chunk_numel, 1);
-    return mxfp8_slot_bytes(chunk) * (mem(u).flat_numel / chunk);
+    return spec::mxfp8_slot_bytes(chunk) * (mem(u).flat_numel / chunk);
   }
   // What an all-gather holds in flight: the param-dtype flat buffer; with MXFP8 (but not when gathering a
   // kept slice) only the wire slots, which the copy-out decodes straight into the parameters.
   int64_t gather_bytes(int u, bool from_kept) const {
-    return s_.policy.param_comm == CommPrecision::kMxfp8 && !from_kept ? wire_bytes(u) : mem(u).flat_numel * pb_;
+    return s_.policy.param_comm == spec::CommPrecision::kMxfp8 && !from_kept ? wire_bytes(u) : mem(u).flat_numel * pb_;
   }
   // What a reduce-scatter holds: the flat input in the reduce dtype; with MXFP8 an f32 input plus the
   // sent and the received wire slots.
   int64_t reduce_bytes(int u) const {
-    return s_.policy.grad_comm == CommPrecision::kMxfp8 ? mem(u).flat_numel * 4 + 2 * wire_bytes(u)
+    return s_.policy.grad_comm == spec::CommPrecision::kMxfp8 ? mem(u).flat_numel * 4 + 2 * wire_bytes(u)
                                                          : mem(u).flat_numel * rb_;
   }
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "sharding/cost_model.h"
-#include "sharding/policy.h"
+#include "spec/policy.h"
 
 namespace fsdp::sharding {
 
@@ -44,7 +44,7 @@ bool is_communication(SpanKind k);
 // one stream (one communicator) run in issue order; those on one link share its bandwidth.
 struct SimCollective {
   double seconds = 0;  // 0: none (a group of one); latency_seconds included
-  int link = 0;        // static_cast<int>(LinkLevel)
+  int link = 0;        // static_cast<int>(spec::LinkLevel)
   int stream = 0;      // one of the kStream* below
   int64_t bytes = 0;   // what it moves, for the trace
   // Of `seconds`, the per-step latencies ((n - 1) alpha of a ring): on a CPU mostly the progress engine
@@ -78,7 +78,7 @@ struct SimUnit {
 
 struct StepSpec {
   std::vector<SimUnit> units;
-  Policy policy;  // prefetch, reshard, grad_accum and the dtypes memory is counted in
+  spec::Policy policy;  // prefetch, reshard, grad_accum and the dtypes memory is counted in
   int64_t shard_degree = 1;
   bool fp32_compute = false;
   int64_t base_bytes = 0;   // always live (model states, the residual stream)

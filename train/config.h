@@ -5,7 +5,7 @@
 //
 //   TrainConfig cfg = load_train_config(parse_command_line(argc, argv));  // defaults <- file <- flags
 //   cfg.validate(world_size);   // resolves -1 degrees and the global batch, checks cross-key rules
-//   sharding::ModelSpec model = cfg.model_spec();
+//   spec::ModelSpec model = cfg.model_spec();
 #pragma once
 
 #include <cstdint>
@@ -19,9 +19,9 @@
 
 #include "common/dtype.h"
 #include "runtime/lr_schedule.h"
-#include "sharding/mesh.h"
-#include "sharding/model_spec.h"
-#include "sharding/policy.h"
+#include "spec/mesh.h"
+#include "spec/model_spec.h"
+#include "spec/policy.h"
 
 namespace fsdp::train {
 
@@ -110,7 +110,7 @@ struct ParallelismConfig {
   int64_t data_parallel_shard_degree = -1;  // -1: world_size / replicate degree (resolved by validate)
   // TorchTitan's "default"/"always"/"never", or (ours) an integer group size: after forward keep
   // parameters gathered within groups of that many shard ranks (FSDP2's int form).
-  sharding::Reshard fsdp_reshard_after_forward;
+  spec::Reshard fsdp_reshard_after_forward;
   int64_t prefetch = 1;  // ours: units all-gathered ahead of the one computing
   std::string plan_file;  // ours: a plan from `fsdp-plan --out`, checked against the job; empty: none
   // Experts split over groups of this many shard ranks (sharding/expert_parallel.h); 1: none.
@@ -159,7 +159,7 @@ struct TrainConfig {
   CheckpointConfig checkpoint;
   MetricsConfig metrics;
   ActivationCheckpointConfig activation_checkpoint;
-  std::optional<sharding::Mesh> resolved_mesh;  // set by validate()
+  std::optional<spec::Mesh> resolved_mesh;  // set by validate()
   // TorchTitan keys with no counterpart here (config_torchtitan_only.cc), "section.key" -> the TOML
   // literal given; unset ones keep TorchTitan's default.
   std::map<std::string, std::string> torchtitan_only;
@@ -176,15 +176,15 @@ struct TrainConfig {
   void validate(int64_t world_size);
   // The data-parallel mesh validate() resolved (replicate x shard over its world size): the one the
   // process groups, the data loader and the plan check use. Throws ConfigError before validate().
-  const sharding::Mesh& mesh() const;
+  const spec::Mesh& mesh() const;
   // After validate(): refuses sizes whose memory would exceed this machine (a lower bound per rank
   // against sysconf's physical memory), naming the keys of the largest term and the bytes, before
   // anything is allocated. Apart from validate() so --print-config still shows any flavor.
   void check_fits_machine_memory() const;
 
   // The flavor's Llama 3 dimensions with the explicit [model] keys applied.
-  sharding::LlamaConfig llama_config() const;
-  sharding::ModelSpec model_spec() const;  // sharding::make_llama(llama_config())
+  spec::LlamaConfig llama_config() const;
+  spec::ModelSpec model_spec() const;  // spec::make_llama(llama_config())
   // optimizer.lr with the [lr_scheduler] keys; decay_ratio keeps TorchTitan's meaning (a fraction of
   // all training steps, cut to what warm-up leaves).
   runtime::LrSchedule lr_schedule() const;
@@ -243,6 +243,6 @@ struct ConfigKeyInfo {
 std::vector<ConfigKeyInfo> train_config_keys();
 
 // The "debugmodel_byte" flavor: a Llama 3 small enough to train on two CPU cores (byte-level vocabulary).
-sharding::LlamaConfig debug_model_llama_config();
+spec::LlamaConfig debug_model_llama_config();
 
 }  // namespace fsdp::train

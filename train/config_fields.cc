@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "common/json.h"
-#include "sharding/model_spec.h"
+#include "spec/model_spec.h"
 
 namespace fsdp::train {
 namespace config_table {
@@ -172,7 +172,7 @@ std::string selective_ac_option(const Value& v) {
 std::vector<std::string> flavor_choices() {
   std::vector<std::string> c;
   for (const auto& [alias, preset] : flavor_aliases()) c.push_back(alias);
-  for (const auto& p : sharding::model_preset_names()) c.push_back(p);
+  for (const auto& p : spec::model_preset_names()) c.push_back(p);
   return c;
 }
 
@@ -355,12 +355,12 @@ const std::vector<Field>& fields() {
               [](TrainConfig& c, const Value& v) {
                 const auto* i = std::get_if<int64_t>(&v);
                 c.parallelism.fsdp_reshard_after_forward =
-                    i ? sharding::Reshard{sharding::Reshard::Mode::kGroup, *i}
-                      : sharding::Reshard::parse(std::get<std::string>(v));  // a checked choice
+                    i ? spec::Reshard{spec::Reshard::Mode::kGroup, *i}
+                      : spec::Reshard::parse(std::get<std::string>(v));  // a checked choice
               },
               [](const TrainConfig& c) {
                 const auto& m = c.parallelism.fsdp_reshard_after_forward;
-                return m.mode == sharding::Reshard::Mode::kGroup ? m.to_string() : string_literal(m.to_string());
+                return m.mode == spec::Reshard::Mode::kGroup ? m.to_string() : string_literal(m.to_string());
               },
               [](const Value& v) {
                 const auto* i = std::get_if<int64_t>(&v);

@@ -11,8 +11,8 @@
 
 #include <unistd.h>
 
-#include "sharding/expert_parallel.h"
-#include "sharding/plan_error.h"
+#include "spec/expert_parallel.h"
+#include "spec/spec_error.h"
 #include "train/config.h"
 #include "train/config_fields.h"
 #include "train/data_setup.h"
@@ -43,7 +43,7 @@ double machine_memory_bytes() {
 // model states ~ layers x 4 dim^2 (attention only) x 16 (param, grad, Adam m and v) / shard degree;
 // embedding and output ~ vocab x (2 dim x 16 / shard degree + batch x seq_len x 4 of logits);
 // activations ~ batch x seq_len x layers x dim x 4 (one residual stream per layer). The largest term names the keys.
-void check_memory_fits(const sharding::LlamaConfig& m, const TrainingConfig& t, int64_t shard_degree) {
+void check_memory_fits(const spec::LlamaConfig& m, const TrainingConfig& t, int64_t shard_degree) {
   const double capacity = machine_memory_bytes();
   if (capacity <= 0) return;
   const double dim = static_cast<double>(m.dim), layers = static_cast<double>(m.layers);
@@ -83,16 +83,16 @@ DataType TrainingConfig::reduce_dtype() const {
   return mixed_precision_reduce == "bfloat16" ? DataType::kBfloat16 : DataType::kFloat32;
 }
 
-sharding::LlamaConfig debug_model_llama_config() { return sharding::debug_model_config(); }
+spec::LlamaConfig debug_model_llama_config() { return spec::debug_model_config(); }
 
-sharding::LlamaConfig TrainConfig::llama_config() const {
-  sharding::LlamaConfig c;
+spec::LlamaConfig TrainConfig::llama_config() const {
+  spec::LlamaConfig c;
   if (!is_preset_flavor(model.flavor)) {
     c = debug_model_llama_config();
   } else {
-    const sharding::ModelSpec preset = sharding::model_preset(preset_name(model.flavor));
+    const spec::ModelSpec preset = spec::model_preset(preset_name(model.flavor));
     const auto& d = preset.dims;
-    c = sharding::LlamaConfig{.dim = d.dim,
+    c = spec::LlamaConfig{.dim = d.dim,
                               .layers = d.layers,
                               .n_heads = d.n_heads,
                               .n_kv_heads = d.n_kv_heads,
@@ -123,10 +123,10 @@ sharding::LlamaConfig TrainConfig::llama_config() const {
   return c;
 }
 
-sharding::ModelSpec TrainConfig::model_spec() const {
+spec::ModelSpec TrainConfig::model_spec() const {
   const std::string name = is_preset_flavor(model.flavor) ? preset_name(model.flavor) : "llama3-" + model.flavor;
   try {
-    return sharding::make_llama(name, llama_config());
+    return spec::make_llama(name, llama_config());
   } catch (const InputError& e) {
     throw ConfigError(std::string("[model]: ") + e.what());
   }
@@ -187,9 +187,9 @@ void resolve_mesh(TrainConfig& c, int64_t world_size) {
                       ") = " + std::to_string(rep * shard) + ", but the world size is " + ws +
                       " (set one of them to -1 to take the rest)");
   }
-  c.resolved_mesh = sharding::Mesh::for_world(world_size, rep, shard);  // the degrees were checked above
+  c.resolved_mesh = spec::Mesh::for_world(world_size, rep, shard);  // the degrees were checked above
   const auto& r = p.fsdp_reshard_after_forward;
-  if (r.mode == sharding::Reshard::Mode::kGroup && (r.group > shard || shard % r.group != 0)) {
+  if (r.mode == spec::Reshard::Mode::kGroup && (r.group > shard || shard % r.group != 0)) {
     throw ConfigError("parallelism.fsdp_reshard_after_forward = " + std::to_string(r.group) +
                       " must divide parallelism.data_parallel_shard_degree = " + std::to_string(shard));
   }
@@ -221,7 +221,7 @@ void resolve_batch(TrainConfig& c) {
 // Every problem of the model keys, each independent of the others.
 std::vector<std::string> model_problems(const TrainConfig& c) {
   std::vector<std::string> problems;
-  const sharding::LlamaConfig m = c.llama_config();
+  const spec::LlamaConfig m = c.llama_config();
   const int64_t kv = m.n_kv_heads > 0 ? m.n_kv_heads : m.n_heads;
   if (m.dim % m.n_heads != 0) {
     problems.push_back("model.n_heads = " + std::to_string(m.n_heads) +
@@ -251,8 +251,8 @@ std::vector<std::string> model_problems(const TrainConfig& c) {
   if (ep > 1) {
     try {
       const int64_t shard = c.resolved_mesh ? c.resolved_mesh->shard_degree() : ep;
-      sharding::validate_expert_parallel(sharding::make_llama("model", m), ep, shard);
-    } catch (const sharding::PlanError& e) {
+      spec::validate_expert_parallel(spec::make_llama("model", m), ep, shard);
+    } catch (const spec::SpecError& e) {
       problems.push_back(e.what());
     }
     // Safetensors in or out (runtime/checkpoint/safetensors.h); checkpoints themselves reshard across degrees.
@@ -296,7 +296,7 @@ void TrainConfig::check_fits_machine_memory() const {
   check_memory_fits(llama_config(), training, mesh().shard_degree());
 }
 
-const sharding::Mesh& TrainConfig::mesh() const {
+const spec::Mesh& TrainConfig::mesh() const {
   if (!resolved_mesh) throw ConfigError("the configuration has no mesh before validate(world_size)");
   return *resolved_mesh;
 }

@@ -120,7 +120,7 @@ struct DataLoaderOptions {
   int64_t local_batch_size = 1;  // B: rows this rank gets per micro-step
   int64_t seq_len = 1;           // T
   int64_t gradient_accumulation_steps = 1;
-  int64_t dp_rank = 0;  // sharding::Mesh::data_parallel_rank
+  int64_t dp_rank = 0;  // spec::Mesh::data_parallel_rank
   int64_t dp_size = 1;
   uint64_t seed = 0;
 };

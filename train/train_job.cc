@@ -104,12 +104,12 @@ std::string lr_schedule_warning(const runtime::checkpoint::TrainingState& state,
 
 // The planner's view of this run, for the predicted peak printed beside the measured one.
 int64_t planned_peak(const TrainConfig& config, const TrainerOptions& trainer) {
-  sharding::Policy policy = trainer.fsdp.policy;
+  spec::Policy policy = trainer.fsdp.policy;
   policy.micro_batch = trainer.local_batch;
   policy.seq_len = trainer.seq_len;
   policy.grad_accum = trainer.grad_accum;
-  policy.optimizer = trainer.optimizer == OptimizerKind::kAdamW ? sharding::Optimizer::kAdamW : sharding::Optimizer::kSgdMomentum;
-  const sharding::Mesh mesh = config.mesh().with_expert_parallel(trainer.fsdp.expert_parallel);
+  policy.optimizer = trainer.optimizer == OptimizerKind::kAdamW ? spec::Optimizer::kAdamW : spec::Optimizer::kSgdMomentum;
+  const spec::Mesh mesh = config.mesh().with_expert_parallel(trainer.fsdp.expert_parallel);
   return sharding::make_plan(trainer.model, sharding::chip_preset("cpu"), mesh, policy, 0.0).estimate.memory.peak();
 }
 
@@ -154,13 +154,13 @@ TrainerOptions trainer_options(const TrainConfig& c) {
   trainer.fsdp.mesh = c.mesh();
   trainer.fsdp.policy.param_dtype = c.training.param_dtype();
   trainer.fsdp.policy.reduce_dtype = c.training.reduce_dtype();
-  trainer.fsdp.policy.param_comm = sharding::parse_comm_precision(c.training.param_comm_dtype);
-  trainer.fsdp.policy.grad_comm = sharding::parse_comm_precision(c.training.grad_comm_dtype);
+  trainer.fsdp.policy.param_comm = spec::parse_comm_precision(c.training.param_comm_dtype);
+  trainer.fsdp.policy.grad_comm = spec::parse_comm_precision(c.training.grad_comm_dtype);
   trainer.fsdp.policy.reshard = c.parallelism.fsdp_reshard_after_forward;
   trainer.fsdp.policy.prefetch = c.parallelism.prefetch;
   trainer.fsdp.expert_parallel = c.parallelism.expert_parallel_degree;
   const auto& ac = c.activation_checkpoint;
-  sharding::parse_ac(ac.mode != "selective"          ? ac.mode
+  spec::parse_ac(ac.mode != "selective"          ? ac.mode
                      : ac.selective_ac_option == "op" ? "selective:op"
                                                       : "selective:" + ac.selective_ac_option,
                      trainer.fsdp.policy);

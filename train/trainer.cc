@@ -58,7 +58,7 @@ Trainer::Trainer(const TrainerOptions& options, Communicator& world, BatchSource
   embedding_ = std::make_unique<model::Embedding>(dims_, tracker_);
   for (int64_t i = 0; i < dims_.layers; ++i) {
     blocks_.push_back(std::make_unique<model::TransformerBlock>(dims_, b, t, tracker_,
-                                                                sharding::block_ac(options_.fsdp.policy, i),
+                                                                spec::block_ac(options_.fsdp.policy, i),
                                                                 exchange_.get()));
   }
   head_ = std::make_unique<model::OutputHead>(dims_, b, t, tracker_);

@@ -23,7 +23,7 @@
 #include "runtime/fsdp_model.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/optimizer.h"
-#include "sharding/model_spec.h"
+#include "spec/model_spec.h"
 #include "train/expert_exchange.h"
 
 namespace fsdp::model {
@@ -38,7 +38,7 @@ namespace fsdp::train {
 enum class OptimizerKind { kAdamW, kSgd };
 
 struct TrainerOptions {
-  sharding::ModelSpec model;  // a dense Llama spec (sharding::make_llama)
+  spec::ModelSpec model;  // a dense Llama spec (spec::make_llama)
   float norm_eps = 1e-5f;
   float rope_theta = 10000.f;
   std::optional<model::ops::RopeScaling> rope_scaling;  // unset: plain RoPE

@@ -213,7 +213,7 @@ void Checkpointer::save(int64_t step, const std::string& model_config_hash, cons
     for (const auto& ref : detail::tensor_refs(model_, state_names)) {
       const FsdpUnit& unit = model_.unit(ref.unit);
       const auto& pl = unit.layout().params().at(static_cast<size_t>(ref.param));
-      const sharding::RowRange rows = pl.rows_of(unit.shard_rank());
+      const spec::RowRange rows = pl.rows_of(unit.shard_rank());
       if (rows.size() == 0) continue;  // padding only
       // Real rows come first in a shard; the padding after them is never written.
       job->pieces.push_back(Piece{index.at(ref.role_name + "/" + ref.name), rows.begin, rows.end,

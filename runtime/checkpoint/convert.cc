@@ -25,7 +25,7 @@ std::vector<NamedTensor> read_step_dir_parameters(const std::string& step_dir) {
     for (int64_t d : n.shape) numel *= d;
     const int64_t rows = n.shape.empty() ? 1 : n.shape[0];
     n.data.resize(static_cast<size_t>(numel));
-    if (rows > 0) reader.read_rows(t, sharding::RowRange{0, rows}, numel / rows, n.data, "parameter '" + t.name() + "'");
+    if (rows > 0) reader.read_rows(t, spec::RowRange{0, rows}, numel / rows, n.data, "parameter '" + t.name() + "'");
     out.push_back(std::move(n));
   }
   return out;

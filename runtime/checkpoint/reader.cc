@@ -98,7 +98,7 @@ File& ShardReader::file_for(const std::string& name, const std::string& what) {
   return open_files_.emplace(name, std::move(f)).first->second;
 }
 
-void ShardReader::read_rows(const Tensor& t, sharding::RowRange want, int64_t row_numel, std::span<float> dst,
+void ShardReader::read_rows(const Tensor& t, spec::RowRange want, int64_t row_numel, std::span<float> dst,
                             const std::string& what) {
   const int64_t block = block_;
   const int64_t row_bytes = row_numel * kF32Bytes;

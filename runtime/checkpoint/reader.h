@@ -14,7 +14,7 @@
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/metadata_check.h"  // check_metadata
 #include "runtime/checkpoint/state_tensors.h"
-#include "sharding/shard_layout.h"
+#include "spec/shard_layout.h"
 
 namespace fsdp::runtime::checkpoint {
 
@@ -41,7 +41,7 @@ class ShardReader {
   ShardReader(std::string step_dir, const proto::checkpoint::CheckpointMetadata& meta);
   // Rows [rows.begin, rows.end) of tensor `t` (row_numel floats each) into dst; `what` names the
   // tensor in errors. Throws unless the chunks cover every row.
-  void read_rows(const proto::checkpoint::Tensor& t, sharding::RowRange rows, int64_t row_numel, std::span<float> dst,
+  void read_rows(const proto::checkpoint::Tensor& t, spec::RowRange rows, int64_t row_numel, std::span<float> dst,
                  const std::string& what);
 
  private:

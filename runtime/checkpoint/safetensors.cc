@@ -86,7 +86,7 @@ std::string make_header(const std::vector<Placement>& tensors, const std::string
 // Calls fn(model_row, file_row, count) for maximal runs of model rows [rows.begin, rows.end) of
 // tensor `model_name` (total_rows rows) that lie at consecutive file rows.
 template <class Fn>
-void for_each_run(const std::string& model_name, int64_t total_rows, sharding::RowRange rows,
+void for_each_run(const std::string& model_name, int64_t total_rows, spec::RowRange rows,
                   const SafetensorsFormat& format, Fn fn) {
   auto file_row = [&](int64_t r) { return format.hf ? hf_row_of(model_name, r, total_rows, *format.hf) : r; };
   int64_t r = rows.begin;
@@ -101,7 +101,7 @@ void for_each_run(const std::string& model_name, int64_t total_rows, sharding::R
 
 // Model rows [rows.begin, rows.end) of a placed tensor from src (row_numel floats each) into the file.
 void write_rows(File& f, int64_t tensor_start, const std::string& model_name, const std::vector<int64_t>& shape,
-                sharding::RowRange rows, const float* src, const SafetensorsFormat& format,
+                spec::RowRange rows, const float* src, const SafetensorsFormat& format,
                 std::vector<uint16_t>& buf) {
   const int64_t row_numel = row_numel_of(shape);
   const int64_t elem = dtype_bytes(format.dtype);
@@ -124,7 +124,7 @@ void write_rows(File& f, int64_t tensor_start, const std::string& model_name, co
 }
 
 // Model rows [rows.begin, rows.end) of a file tensor into dst (row_numel floats each), as f32.
-void read_rows(const File& f, const SafetensorsEntry& e, const std::string& model_name, sharding::RowRange rows,
+void read_rows(const File& f, const SafetensorsEntry& e, const std::string& model_name, spec::RowRange rows,
                float* dst, const SafetensorsFormat& format, std::vector<uint16_t>& buf) {
   const int64_t row_numel = row_numel_of(e.shape);
   const int64_t elem = dtype_bytes(e.dtype);
@@ -296,7 +296,7 @@ void export_safetensors(FsdpModel& model, Communicator& comm, const std::string&
       for (size_t i = 0; i < tensors.size(); ++i) {
         const auto& t = tensors[i];
         const auto& pl = model.unit(refs[i].unit).layout().params().at(static_cast<size_t>(refs[i].param));
-        const sharding::RowRange rows = pl.rows_of(shard_rank);
+        const spec::RowRange rows = pl.rows_of(shard_rank);
         if (rows.size() == 0) continue;
         write_rows(f, data_start + t.begin, t.model_name, t.shape, rows, detail::shard_of(model, nullptr, refs[i]).data(),
                    format, buf);
@@ -337,7 +337,7 @@ std::map<std::string, std::string> import_safetensors(FsdpModel& model, Communic
       const auto& pl = model.unit(refs[i].unit).layout().params().at(static_cast<size_t>(refs[i].param));
       std::span<float> dst = detail::shard_of(model, nullptr, refs[i]);
       std::fill(dst.begin(), dst.end(), 0.f);  // padding rows stay zero
-      const sharding::RowRange rows = pl.rows_of(shard_rank);
+      const spec::RowRange rows = pl.rows_of(shard_rank);
       if (rows.size() > 0) read_rows(files[entries[i]->path], *entries[i], refs[i].name, rows, dst.data(), format, buf);
     }
   } catch (const std::exception& e) {
@@ -376,7 +376,7 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
     std::vector<uint16_t> buf;
     for (size_t i = 0; i < placed.size(); ++i) {
       write_rows(f, data_start + placed[i].begin, placed[i].model_name, placed[i].shape,
-                 sharding::RowRange{0, rows_of(placed[i].shape)}, tensors[i].data.data(), format, buf);
+                 spec::RowRange{0, rows_of(placed[i].shape)}, tensors[i].data.data(), format, buf);
     }
     f.sync();
     f.close();
@@ -398,7 +398,7 @@ std::vector<NamedTensor> read_safetensors(const std::vector<std::string>& paths,
   std::vector<uint16_t> buf;
   for (size_t i = 0; i < want.size(); ++i) {
     NamedTensor t{want[i].first, want[i].second, std::vector<float>(static_cast<size_t>(numel_of(want[i].second)))};
-    read_rows(files[entries[i]->path], *entries[i], t.name, sharding::RowRange{0, rows_of(t.shape)}, t.data.data(),
+    read_rows(files[entries[i]->path], *entries[i], t.name, spec::RowRange{0, rows_of(t.shape)}, t.data.data(),
               format, buf);
     out.push_back(std::move(t));
   }

@@ -39,7 +39,7 @@ std::string agree_on_error(Communicator& comm, const std::string& mine) {
 
 namespace {
 
-std::vector<TensorRef> refs_of(const sharding::ModelSpec& model, const std::vector<std::string>& state_names) {
+std::vector<TensorRef> refs_of(const spec::ModelSpec& model, const std::vector<std::string>& state_names) {
   std::vector<TensorRef> refs;
   for (int role = 0; role <= static_cast<int>(state_names.size()); ++role) {
     for (int u = 0; u < static_cast<int>(model.units.size()); ++u) {

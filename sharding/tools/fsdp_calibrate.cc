@@ -25,8 +25,8 @@
 #include "model/blas_core.h"
 #include "model/ops.h"
 #include "sharding/chip_profile.h"
-#include "sharding/model_spec.h"
-#include "sharding/plan_error.h"
+#include "spec/model_spec.h"
+#include "spec/spec_error.h"
 
 namespace fs = fsdp::sharding;
 
@@ -73,11 +73,11 @@ struct Shape {
 };
 
 // Every gemm one micro-step of a block and of the output head runs, with how often (m x k @ k x n).
-std::map<Shape, int64_t> model_gemms(const fs::ModelSpec& model, int64_t rows, int64_t seq) {
+std::map<Shape, int64_t> model_gemms(const fsdp::spec::ModelSpec& model, int64_t rows, int64_t seq) {
   std::map<Shape, int64_t> shapes;
   for (const auto& unit : model.units) {
     for (const auto& p : unit.params) {
-      if (p.shape.size() != 2 || p.kind != fs::ParamKind::kDense) continue;
+      if (p.shape.size() != 2 || p.kind != fsdp::spec::ParamKind::kDense) continue;
       const int64_t out = p.shape[0], in = p.shape[1];
       ++shapes[{rows, out, in}];  // forward y = x W^T
       ++shapes[{rows, in, out}];  // input gradient dx = dy W
@@ -144,7 +144,7 @@ int run(int argc, char** argv) {
     }
     v[arg] = argv[++i];
   }
-  const fs::ModelSpec model = fs::resolve_model(v["--model"]);
+  const fsdp::spec::ModelSpec model = fsdp::spec::resolve_model(v["--model"]);
   const int64_t seq = std::stoll(v["--seq-len"]), rows = seq * std::stoll(v["--micro-batch"]);
   fsdp::model::ops::set_blas_threads(std::stoi(v["--threads"]));
   fs::ChipProfile chip = fs::chip_preset(v["--base"]);
@@ -189,7 +189,7 @@ int run(int argc, char** argv) {
   } else {
     std::ofstream out(v["--out"]);
     out << text;
-    if (!out) throw fs::PlanError("cannot write '" + v["--out"] + "'");
+    if (!out) throw fsdp::spec::SpecError("cannot write '" + v["--out"] + "'");
     std::printf("wrote %s\n", v["--out"].c_str());
   }
   return 0;

@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "sharding/auto_planner.h"
-#include "sharding/plan_error.h"
+#include "spec/spec_error.h"
 #include "sharding/plan_io.h"
 #include "sharding/schedule_sim.h"
 #include "train/trace.h"
 
 namespace fs = fsdp::sharding;
+namespace sp = fsdp::spec;
 
 namespace {
 
@@ -136,7 +137,7 @@ void write_predicted_trace(const fs::Plan& plan, const std::string& path) {
   try {
     trace.write(path);
   } catch (const std::runtime_error& e) {
-    throw fs::PlanError(e.what());
+    throw sp::SpecError(e.what());
   }
 }
 
@@ -180,8 +181,8 @@ int run(int argc, char** argv) {
   }
   if (b["--list-models"] || b["--list-chips"]) {
     if (b["--list-models"]) {
-      for (const auto& n : fs::model_preset_names()) {
-        const auto m = fs::model_preset(n);
+      for (const auto& n : sp::model_preset_names()) {
+        const auto m = sp::model_preset(n);
         std::printf("%-14s %16lld params  %zu units\n", n.c_str(), static_cast<long long>(m.num_params()),
                     m.units.size());
       }
@@ -200,7 +201,7 @@ int run(int argc, char** argv) {
   if (!v.count("--chip") && !v.count("--chip-file")) throw UsageError("--chip or --chip-file is required");
   if (b["--json"] && b["--text"]) throw UsageError("--json and --text are exclusive");
 
-  const fs::ModelSpec model = fs::resolve_model(v["--model"]);
+  const sp::ModelSpec model = sp::resolve_model(v["--model"]);
   const fs::ChipProfile chip = v.count("--chip-file")
                                    ? fs::load_chip_profile_file(v["--chip-file"], v.count("--chip") ? v["--chip"] : "")
                                    : fs::chip_preset(v["--chip"]);
@@ -209,24 +210,24 @@ int run(int argc, char** argv) {
       v.count("--chips-per-node") ? parse_int("--chips-per-node", v["--chips-per-node"]) : chip.chips_per_node;
   const double headroom = v.count("--headroom") ? parse_double("--headroom", v["--headroom"]) : fs::kDefaultHeadroom;
 
-  fs::Policy policy;
+  sp::Policy policy;
   if (v.count("--param-dtype")) policy.param_dtype = parse_dtype("--param-dtype", v["--param-dtype"]);
   if (v.count("--reduce-dtype")) policy.reduce_dtype = parse_dtype("--reduce-dtype", v["--reduce-dtype"]);
-  if (v.count("--param-comm")) policy.param_comm = fs::parse_comm_precision(v["--param-comm"]);
-  if (v.count("--grad-comm")) policy.grad_comm = fs::parse_comm_precision(v["--grad-comm"]);
-  if (v.count("--loss")) policy.loss = fs::parse_loss(v["--loss"]);
+  if (v.count("--param-comm")) policy.param_comm = sp::parse_comm_precision(v["--param-comm"]);
+  if (v.count("--grad-comm")) policy.grad_comm = sp::parse_comm_precision(v["--grad-comm"]);
+  if (v.count("--loss")) policy.loss = sp::parse_loss(v["--loss"]);
   if (b["--allow-mxfp8"] && !b["--auto"]) throw UsageError("--allow-mxfp8 widens the --auto search; add --auto");
-  if (v.count("--optimizer")) policy.optimizer = fs::parse_optimizer(v["--optimizer"]);
-  if (v.count("--reshard")) policy.reshard = fs::Reshard::parse(v["--reshard"]);
+  if (v.count("--optimizer")) policy.optimizer = sp::parse_optimizer(v["--optimizer"]);
+  if (v.count("--reshard")) policy.reshard = sp::Reshard::parse(v["--reshard"]);
   if (v.count("--prefetch")) policy.prefetch = parse_int("--prefetch", v["--prefetch"]);
-  if (v.count("--ac")) fs::parse_ac(v["--ac"], policy);
+  if (v.count("--ac")) sp::parse_ac(v["--ac"], policy);
   if (v.count("--micro-batch")) policy.micro_batch = parse_int("--micro-batch", v["--micro-batch"]);
   if (v.count("--seq-len")) policy.seq_len = parse_int("--seq-len", v["--seq-len"]);
   const int64_t global_batch = v.count("--global-batch") ? parse_int("--global-batch", v["--global-batch"]) : 0;
   if (v.count("--global-batch") && global_batch <= 0) {
-    throw fs::PlanError("global batch must be >= 1 (got " + std::to_string(global_batch) + ")");
+    throw sp::SpecError("global batch must be >= 1 (got " + std::to_string(global_batch) + ")");
   }
-  fs::validate(policy, 1);
+  sp::validate(policy, 1);
 
   std::unique_ptr<google::protobuf::Message> message;
   std::string table;
@@ -255,14 +256,14 @@ int run(int argc, char** argv) {
     fits = report->found();
     message = std::move(report);
   } else {
-    fs::MeshSpec spec{nodes, cpn, v.count("--replicate") ? parse_int("--replicate", v["--replicate"]) : 0,
+    sp::MeshSpec spec{nodes, cpn, v.count("--replicate") ? parse_int("--replicate", v["--replicate"]) : 0,
                       v.count("--shard") ? parse_int("--shard", v["--shard"]) : 0};
     if (spec.replicate == 0 && spec.shard == 0) spec.replicate = 1;
     if (v.count("--ep")) spec.expert_parallel = parse_int("--ep", v["--ep"]);
     if ((v.count("--replicate") && spec.replicate <= 0) || (v.count("--shard") && spec.shard <= 0)) {
-      throw fs::PlanError("mesh: replicate and shard degrees must be >= 1");
+      throw sp::SpecError("mesh: replicate and shard degrees must be >= 1");
     }
-    const fs::Mesh mesh = fs::Mesh::create(spec);
+    const sp::Mesh mesh = sp::Mesh::create(spec);
     if (global_batch > 0) policy.grad_accum = fs::grad_accum_for(global_batch, mesh.world_size(), policy.micro_batch);
     const fs::Plan plan = fs::make_plan(model, chip, mesh, policy, headroom);
     if (v.count("--trace")) write_predicted_trace(plan, v["--trace"]);
@@ -283,9 +284,9 @@ int run(int argc, char** argv) {
     const std::string& path = v["--out"];
     const bool text = ends_with(path, ".txtpb") || ends_with(path, ".pbtxt");
     std::ofstream out(path, std::ios::binary);
-    if (!out) throw fs::PlanError("cannot write '" + path + "'");
+    if (!out) throw sp::SpecError("cannot write '" + path + "'");
     out << (text ? fs::to_text(*message) : fs::to_binary(*message));
-    if (!out) throw fs::PlanError("writing '" + path + "' failed");
+    if (!out) throw sp::SpecError("writing '" + path + "' failed");
   }
   return fits ? 0 : kExitDoesNotFit;
 }
@@ -298,7 +299,7 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "fsdp-plan: " << e.what() << "\n\n" << kUsage;
     return kExitUsage;
-  } catch (const fs::PlanError& e) {
+  } catch (const sp::SpecError& e) {
     std::cerr << "fsdp-plan: error: " << e.what() << "\n";
     return kExitPlanError;
   }

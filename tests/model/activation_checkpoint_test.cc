@@ -8,15 +8,15 @@
 
 #include "model/transformer_block.h"
 #include "sharding/cost_model.h"
-#include "sharding/plan_error.h"
-#include "sharding/shard_layout.h"
+#include "spec/spec_error.h"
+#include "spec/shard_layout.h"
 #include "tests/model/moe_reference.h"
 #include "tests/model/test_util.h"
 
 namespace fsdp::model::testing {
 namespace {
 
-using sharding::ActivationCheckpointing;
+using spec::ActivationCheckpointing;
 
 struct AcCase {
   ActivationCheckpointing ac;
@@ -95,14 +95,14 @@ TEST_P(ActivationCheckpointTest, GradientsAreBitwiseModeNonesAndMemoryIsThePlann
   for (size_t i = 0; i < ac.grads.size(); ++i) EXPECT_EQ(ac.grads[i], none.grads[i]) << "parameter " << i;
 
   // The planner's view of this block alone, in fp32 as the reference computes.
-  sharding::ModelSpec spec{"block", planner_dims(d), {sharding::UnitSpec{"layers.0", true, {}}}};
-  sharding::Policy policy;
+  spec::ModelSpec spec{"block", planner_dims(d), {spec::UnitSpec{"layers.0", true, {}}}};
+  spec::Policy policy;
   policy.ac = c.ac;
   policy.micro_batch = kBatch;
   policy.seq_len = kSeq;
-  const auto m = sharding::unit_memory(spec, sharding::shard_model(spec, 1), policy, true)[0];
+  const auto m = sharding::unit_memory(spec, spec::shard_model(spec, 1), policy, true)[0];
   policy.ac = ActivationCheckpointing::kNone;
-  const auto m_none = sharding::unit_memory(spec, sharding::shard_model(spec, 1), policy, true)[0];
+  const auto m_none = sharding::unit_memory(spec, spec::shard_model(spec, 1), policy, true)[0];
   EXPECT_EQ(ac.kept_bytes, m.activations);
   EXPECT_EQ(ac.live_after_forward, m.activations);
   EXPECT_EQ(m.forward_scratch, 4 * TransformerBlock::recomputed_elements(d, rows, c.ac) +
@@ -132,38 +132,38 @@ INSTANTIATE_TEST_SUITE_P(Modes, ActivationCheckpointTest,
                                            AcCase{ActivationCheckpointing::kSelective, true},
                                            AcCase{ActivationCheckpointing::kFull, true}),
                          [](const auto& info) {
-                           return std::string(sharding::name(info.param.ac)) + (info.param.moe ? "_moe" : "_dense");
+                           return std::string(spec::name(info.param.ac)) + (info.param.moe ? "_moe" : "_dense");
                          });
 
 // TorchTitan's layer-interval rule (_apply_layer_sac counts blocks from 1): with k = 2 of 6 blocks,
 // blocks 1, 3, 5 are full; k = 1 makes every block full; op-level selective and full apply to all.
 TEST(BlockAc, LayerIntervalFollowsTorchTitan) {
-  sharding::Policy p;
+  spec::Policy p;
   p.ac = ActivationCheckpointing::kSelective;
   p.ac_every = 2;
   std::string got;
-  for (int64_t l = 0; l < 6; ++l) got += sharding::block_ac(p, l) == ActivationCheckpointing::kFull ? 'F' : '-';
+  for (int64_t l = 0; l < 6; ++l) got += spec::block_ac(p, l) == ActivationCheckpointing::kFull ? 'F' : '-';
   EXPECT_EQ(got, "-F-F-F");
   p.ac_every = 3;
-  EXPECT_EQ(sharding::block_ac(p, 2), ActivationCheckpointing::kFull);
-  EXPECT_EQ(sharding::block_ac(p, 3), ActivationCheckpointing::kNone);
+  EXPECT_EQ(spec::block_ac(p, 2), ActivationCheckpointing::kFull);
+  EXPECT_EQ(spec::block_ac(p, 3), ActivationCheckpointing::kNone);
   p.ac_every = 1;
-  EXPECT_EQ(sharding::block_ac(p, 0), ActivationCheckpointing::kFull);
+  EXPECT_EQ(spec::block_ac(p, 0), ActivationCheckpointing::kFull);
   p.ac_every = 0;
-  EXPECT_EQ(sharding::block_ac(p, 4), ActivationCheckpointing::kSelective);
-  EXPECT_EQ(sharding::ac_to_string(p), "selective:op");
+  EXPECT_EQ(spec::block_ac(p, 4), ActivationCheckpointing::kSelective);
+  EXPECT_EQ(spec::ac_to_string(p), "selective:op");
   p.ac_every = 2;
-  EXPECT_EQ(sharding::ac_to_string(p), "selective:2");
-  sharding::Policy q;
-  sharding::parse_ac("selective:2", q);
+  EXPECT_EQ(spec::ac_to_string(p), "selective:2");
+  spec::Policy q;
+  spec::parse_ac("selective:2", q);
   EXPECT_EQ(q.ac, ActivationCheckpointing::kSelective);
   EXPECT_EQ(q.ac_every, 2);
-  sharding::parse_ac("selective", q);
+  spec::parse_ac("selective", q);
   EXPECT_EQ(q.ac_every, 0);
-  sharding::parse_ac("full", q);
+  spec::parse_ac("full", q);
   EXPECT_EQ(q.ac, ActivationCheckpointing::kFull);
-  EXPECT_THROW(sharding::parse_ac("selective:0", q), sharding::PlanError);
-  EXPECT_THROW(sharding::parse_ac("selective:x", q), sharding::PlanError);
+  EXPECT_THROW(spec::parse_ac("selective:0", q), spec::SpecError);
+  EXPECT_THROW(spec::parse_ac("selective:x", q), spec::SpecError);
 }
 
 }  // namespace

@@ -8,41 +8,41 @@
 #include "model/output_head.h"
 #include "model/transformer_block.h"
 #include "sharding/cost_model.h"
-#include "sharding/model_spec.h"
+#include "spec/model_spec.h"
 #include "tests/model/test_util.h"
 
 namespace fsdp::model::testing {
 namespace {
 
 // llama3-debug's shapes at a short sequence (grouped-query attention: 16 heads, 4 kv heads).
-sharding::ModelSpec debug_model() {
-  return sharding::make_llama("flops", sharding::LlamaConfig{.dim = 64, .layers = 1, .n_heads = 4, .n_kv_heads = 2,
+spec::ModelSpec debug_model() {
+  return spec::make_llama("flops", spec::LlamaConfig{.dim = 64, .layers = 1, .n_heads = 4, .n_kv_heads = 2,
                                                              .vocab = 96, .multiple_of = 32});
 }
 
 constexpr int64_t kFlopBatch = 2;
 constexpr int64_t kFlopSeq = 12;
 
-std::vector<int64_t> sizes_of(const sharding::UnitSpec& u) {
+std::vector<int64_t> sizes_of(const spec::UnitSpec& u) {
   std::vector<int64_t> s;
   for (const auto& p : u.params) s.push_back(p.numel());
   return s;
 }
-std::vector<bool> vectors_of(const sharding::UnitSpec& u) {
+std::vector<bool> vectors_of(const spec::UnitSpec& u) {
   std::vector<bool> v;
   for (const auto& p : u.params) v.push_back(p.shape.size() < 2);
   return v;
 }
 
-double planned(const sharding::ModelSpec& m, size_t unit) {
+double planned(const spec::ModelSpec& m, size_t unit) {
   const auto f = sharding::unit_executed_flops_per_token(m.units[unit], m.dims, kFlopSeq, /*fused_causal=*/false);
   return (f.forward + f.backward) * static_cast<double>(kFlopBatch * kFlopSeq);
 }
 
 TEST(FlopCount, BlockMatchesThePlannersExecutedFlops) {
-  const sharding::ModelSpec m = debug_model();
+  const spec::ModelSpec m = debug_model();
   const LlamaDims dims = LlamaDims::from_spec(m);
-  const sharding::UnitSpec& unit = m.units[1];
+  const spec::UnitSpec& unit = m.units[1];
   ASSERT_TRUE(unit.is_layer);
   std::mt19937 rng(3);
   ParamSet p(sizes_of(unit), vectors_of(unit), rng);
@@ -60,7 +60,7 @@ TEST(FlopCount, BlockMatchesThePlannersExecutedFlops) {
 }
 
 TEST(FlopCount, OutputHeadMatchesThePlannersExecutedFlops) {
-  const sharding::ModelSpec m = debug_model();
+  const spec::ModelSpec m = debug_model();
   const LlamaDims dims = LlamaDims::from_spec(m);
   const size_t last = m.units.size() - 1;
   std::mt19937 rng(4);

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "sharding/model_spec.h"
+#include "spec/model_spec.h"
 
 namespace fsdp::model {
 namespace {
 
-std::vector<std::vector<float>> init_unit(const sharding::UnitSpec& unit, uint64_t seed) {
+std::vector<std::vector<float>> init_unit(const spec::UnitSpec& unit, uint64_t seed) {
   std::vector<std::vector<float>> values;
   std::vector<float*> ptrs;
   for (const auto& p : unit.params) values.emplace_back(static_cast<size_t>(p.numel()));
@@ -25,9 +25,9 @@ std::vector<std::vector<float>> init_unit(const sharding::UnitSpec& unit, uint64
 }
 
 // A small layer (dim 64, hidden 192) so each case stays fast under sanitizers.
-const sharding::UnitSpec& debug_layer() {
-  static const auto spec = sharding::make_llama(
-      "small", sharding::LlamaConfig{.dim = 64, .layers = 1, .n_heads = 4, .n_kv_heads = 2, .vocab = 32, .multiple_of = 32});
+const spec::UnitSpec& debug_layer() {
+  static const auto spec = spec::make_llama(
+      "small", spec::LlamaConfig{.dim = 64, .layers = 1, .n_heads = 4, .n_kv_heads = 2, .vocab = 32, .multiple_of = 32});
   return spec.units[1];
 }
 
@@ -108,8 +108,8 @@ TEST(InitTest, NormsAreOneAndMatricesAreNormal) {
 // each matrix against the one TorchTitan gives it, and the output's 3-sd cut; a shard initialises the
 // same values as the whole.
 TEST(InitTest, TorchTitanSchemeScalesOutputProjectionsByDepth) {
-  const auto spec = sharding::make_llama(
-      "deep", sharding::LlamaConfig{.dim = 64, .layers = 4, .n_heads = 4, .n_kv_heads = 2, .vocab = 512, .multiple_of = 32});
+  const auto spec = spec::make_llama(
+      "deep", spec::LlamaConfig{.dim = 64, .layers = 4, .n_heads = 4, .n_kv_heads = 2, .vocab = 512, .multiple_of = 32});
   const auto sd_of = [](const std::vector<float>& v) {
     double sum = 0, sq = 0;
     for (float x : v) {

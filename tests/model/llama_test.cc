@@ -1,22 +1,22 @@
 // The whole model chained as the runtime drives it (embedding -> 2 blocks -> head) on parameters shaped
-// by sharding::make_llama, against finite differences; and LlamaDims from model specs.
+// by spec::make_llama, against finite differences; and LlamaDims from model specs.
 #include "model/llama.h"
 
 #include <gtest/gtest.h>
 
-#include "sharding/model_spec.h"
+#include "spec/model_spec.h"
 #include "tests/model/test_util.h"
 
 namespace fsdp::model::testing {
 namespace {
 
-sharding::ModelSpec tiny_spec() {
-  return sharding::make_llama(
-      "tiny", sharding::LlamaConfig{.dim = 16, .layers = 2, .n_heads = 2, .n_kv_heads = 1, .vocab = 11, .multiple_of = 16});
+spec::ModelSpec tiny_spec() {
+  return spec::make_llama(
+      "tiny", spec::LlamaConfig{.dim = 16, .layers = 2, .n_heads = 2, .n_kv_heads = 1, .vocab = 11, .multiple_of = 16});
 }
 
 TEST(LlamaDimsTest, FromSpec) {
-  const LlamaDims d = LlamaDims::from_spec(sharding::model_preset("llama3-8b"));
+  const LlamaDims d = LlamaDims::from_spec(spec::model_preset("llama3-8b"));
   EXPECT_EQ(d.dim, 4096);
   EXPECT_EQ(d.layers, 32);
   EXPECT_EQ(d.n_heads, 32);
@@ -25,11 +25,11 @@ TEST(LlamaDimsTest, FromSpec) {
   EXPECT_EQ(d.vocab, 128256);
   EXPECT_EQ(d.head_dim(), 128);
   EXPECT_EQ(d.kv_dim(), 1024);
-  EXPECT_EQ(LlamaDims::from_spec(sharding::model_preset("llama3-debug")).n_kv_heads, 16);
+  EXPECT_EQ(LlamaDims::from_spec(spec::model_preset("llama3-debug")).n_kv_heads, 16);
 }
 
 TEST(LlamaDimsTest, RejectsBadDims) {
-  sharding::ModelSpec unknown;
+  spec::ModelSpec unknown;
   unknown.name = "no-dims";
   EXPECT_THROW(LlamaDims::from_spec(unknown), std::invalid_argument);
   LlamaDims d = tiny_dims(1);
@@ -44,7 +44,7 @@ TEST(LlamaDimsTest, RejectsBadDims) {
 // The kernels' shape assumptions agree with the spec's parameter shapes, in order.
 TEST(LlamaDimsTest, SpecShapesMatchTheModulesLayout) {
   for (const char* preset : {"llama3-debug", "llama3-8b"}) {
-    const auto spec = sharding::model_preset(preset);
+    const auto spec = spec::model_preset(preset);
     const LlamaDims d = LlamaDims::from_spec(spec);
     ASSERT_EQ(spec.units.front().params.size(), kEmbeddingParams);
     EXPECT_EQ(spec.units.front().params[0].shape, (std::vector<int64_t>{d.vocab, d.dim}));
@@ -62,7 +62,7 @@ TEST(LlamaDimsTest, SpecShapesMatchTheModulesLayout) {
 
 // One micro-batch through every unit of the tiny spec, driven the way the runtime drives it.
 struct Chain {
-  sharding::ModelSpec spec = tiny_spec();
+  spec::ModelSpec spec = tiny_spec();
   LlamaDims dims = LlamaDims::from_spec(spec);
   MemoryTracker tracker;
   std::mt19937 rng{40};

@@ -294,7 +294,7 @@ TEST_F(MoeBlockTest, ForwardAndEveryGradientMatchTheReference) {
                                       MoeFeedForward::saved_index_elements(dims_.moe, kRows)));
   // The planner's per-token formula is exact for the MoE block too (plus the block's fp32 statistics).
   EXPECT_EQ(block.saved_bytes(), 4 * (kRows * sharding::layer_saved_elements_per_token(
-                                                 planner_dims(dims_), sharding::ActivationCheckpointing::kNone) +
+                                                 planner_dims(dims_), spec::ActivationCheckpointing::kNone) +
                                              kRows * (2 + dims_.n_heads)));
   block.backward(p_.weights(), p_.grad_views(), r.data(), dx.data(), aux_scale);
   EXPECT_EQ(tracker_.current_total(), 0);
@@ -310,7 +310,7 @@ TEST_F(MoeBlockTest, ForwardAndEveryGradientMatchTheReference) {
 }
 
 TEST(MoeDimsTest, FromSpecGivesTheMoeBlock) {
-  const LlamaDims d = LlamaDims::from_spec(sharding::model_preset("debugmodel_byte_moe"));
+  const LlamaDims d = LlamaDims::from_spec(spec::model_preset("debugmodel_byte_moe"));
   EXPECT_EQ(d.moe.num_experts, 8);
   EXPECT_EQ(d.moe.top_k, 2);
   EXPECT_EQ(d.moe.expert_hidden, 128);
@@ -320,9 +320,9 @@ TEST(MoeDimsTest, FromSpecGivesTheMoeBlock) {
   EXPECT_FLOAT_EQ(d.moe.aux_loss_coeff, 0.01f);
   EXPECT_EQ(d.moe.capacity_factor, 0.f);  // dropless
   // The block's parameter count and shapes are the spec's, in order.
-  const auto spec = sharding::model_preset("debugmodel_byte_moe");
+  const auto spec = spec::model_preset("debugmodel_byte_moe");
   ASSERT_EQ(spec.units[1].params.size(), block_param_count(d));
-  EXPECT_EQ(LlamaDims::from_spec(sharding::model_preset("mixtral-8x7b")).moe.expert_hidden, 14336);
+  EXPECT_EQ(LlamaDims::from_spec(spec::model_preset("mixtral-8x7b")).moe.expert_hidden, 14336);
 }
 
 TEST(MoeDimsTest, RejectsBadRouting) {

@@ -54,8 +54,8 @@ inline void expect_accumulated_twice(const std::vector<float>& twice, const std:
 }
 
 // The planner's view of these dims (for its activation formula): transformer and MoE widths.
-inline sharding::ModelDims planner_dims(const LlamaDims& d) {
-  sharding::ModelDims md;
+inline spec::ModelDims planner_dims(const LlamaDims& d) {
+  spec::ModelDims md;
   md.layers = d.layers;
   md.dim = d.dim;
   md.n_heads = d.n_heads;

@@ -136,7 +136,7 @@ TEST_P(BlockTest, SavedBytesMatchPlannerFormula) {
   block.forward(p_.weights(), x_.data(), y.data());
 
   const int64_t per_token =
-      sharding::layer_saved_elements_per_token(planner_dims(dims_), sharding::ActivationCheckpointing::kNone);
+      sharding::layer_saved_elements_per_token(planner_dims(dims_), spec::ActivationCheckpointing::kNone);
   EXPECT_EQ(per_token, 6 * dims_.dim + 2 * dims_.kv_dim() + 4 * dims_.ffn_hidden);
   const int64_t stats = n_ * (2 + dims_.n_heads);  // two rstd per token, one log-sum-exp per (token, head)
   EXPECT_EQ(block.saved_bytes(), 4 * (n_ * per_token + stats));

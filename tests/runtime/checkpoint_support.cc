@@ -12,7 +12,7 @@ namespace fsdp::testing {
 
 ToyJob::ToyJob(Communicator& w, int64_t replicate, bool sgd, ToyModel t) : world(w), toy(std::move(t)) {
   runtime::FsdpOptions o;
-  o.mesh = sharding::Mesh::for_world(w.size(), replicate);
+  o.mesh = spec::Mesh::for_world(w.size(), replicate);
   o.policy.param_dtype = DataType::kFloat32;
   fsdp = std::make_unique<runtime::FsdpModel>(toy.spec(), o, world, tracker);
   fsdp->init_parameters([&](int u, std::span<float* const> p) { toy.init(u, p); });

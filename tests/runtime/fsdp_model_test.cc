@@ -169,8 +169,8 @@ class FsdpEquivalence : public ::testing::TestWithParam<Layout> {};
 TEST_P(FsdpEquivalence, MatchesOneRank) {
   const Layout l = GetParam();
   RunConfig cfg = fp32_config();
-  cfg.fsdp.mesh = sharding::Mesh::for_world(l.n, l.replicate);
-  cfg.fsdp.policy.reshard = sharding::Reshard::parse(l.reshard);
+  cfg.fsdp.mesh = spec::Mesh::for_world(l.n, l.replicate);
+  cfg.fsdp.policy.reshard = spec::Reshard::parse(l.reshard);
   cfg.fsdp.policy.prefetch = l.prefetch;
   expect_same_training(run(l.n, cfg), reference());
 }
@@ -211,11 +211,11 @@ TEST(FsdpModel, Bf16ParamsAndReduceStayCloseToFp32) {
 // MXFP8 on the wire (parameters, gradients, both) against the bf16-communication run: losses within 2%
 // at every step, over plain FSDP, a reshard group (the backward gather of the kept slice) and HSDP.
 TEST(FsdpModel, Mxfp8CommunicationStaysCloseToBf16) {
-  using sharding::CommPrecision;
+  using spec::CommPrecision;
   for (const Layout l : {Layout{4, "true", 1, 1}, Layout{4, "2", 1, 1}, Layout{4, "true", 1, 2}}) {
     RunConfig bf16;
-    bf16.fsdp.mesh = sharding::Mesh::for_world(l.n, l.replicate);
-    bf16.fsdp.policy.reshard = sharding::Reshard::parse(l.reshard);
+    bf16.fsdp.mesh = spec::Mesh::for_world(l.n, l.replicate);
+    bf16.fsdp.policy.reshard = spec::Reshard::parse(l.reshard);
     const RunResult want = run(l.n, bf16);
     for (const auto& [param, grad] : {std::pair{CommPrecision::kMxfp8, CommPrecision::kDefault},
                                       std::pair{CommPrecision::kDefault, CommPrecision::kMxfp8},
@@ -224,8 +224,8 @@ TEST(FsdpModel, Mxfp8CommunicationStaysCloseToBf16) {
       cfg.fsdp.policy.param_comm = param;
       cfg.fsdp.policy.grad_comm = grad;
       const RunResult got = run(l.n, cfg);
-      const std::string what = std::string("mxfp8 (param ") + std::string(sharding::name(param)) + ", grad " +
-                               std::string(sharding::name(grad)) + ", reshard " + l.reshard + ", replicate " +
+      const std::string what = std::string("mxfp8 (param ") + std::string(spec::name(param)) + ", grad " +
+                               std::string(spec::name(grad)) + ", reshard " + l.reshard + ", replicate " +
                                std::to_string(l.replicate) + ") loss";
       ASSERT_EQ(got.losses.size(), want.losses.size());
       for (size_t s = 0; s < want.losses.size(); ++s) expect_close(got.losses[s], want.losses[s], 2e-2, what);
@@ -241,7 +241,7 @@ TEST(FsdpModel, ReshardAlwaysGathersTheLastUnitAgainInBackward) {
   // frees it too and gathers it again: exactly one more all-gather per step, the same training.
   RunConfig cfg = fp32_config();
   const RunResult by_default = run(2, cfg);
-  cfg.fsdp.policy.reshard = sharding::Reshard::parse("always");
+  cfg.fsdp.policy.reshard = spec::Reshard::parse("always");
   const RunResult always = run(2, cfg);
   EXPECT_EQ(always.events_gather - by_default.events_gather, cfg.steps);
   expect_same_training(always, reference());
@@ -250,7 +250,7 @@ TEST(FsdpModel, ReshardAlwaysGathersTheLastUnitAgainInBackward) {
 TEST(FsdpModel, AllGatherBuffersBoundedByPrefetch) {
   // At most the computing unit plus `prefetch` in flight (each freed once copied out).
   int64_t largest = 0;
-  for (const auto& u : sharding::shard_model(ToyModel{}.spec(), 4)) largest = std::max(largest, u.flat_numel());
+  for (const auto& u : spec::shard_model(ToyModel{}.spec(), 4)) largest = std::max(largest, u.flat_numel());
   for (int64_t prefetch : {0, 1, 2}) {
     RunConfig cfg = fp32_config();
     cfg.fsdp.policy.prefetch = prefetch;
@@ -274,7 +274,7 @@ TEST(FsdpModel, UnitBuffersAreWindowsOnOneHost) {
                        Case{Layout{3, "false", 2, 1}, DataType::kFloat32}, Case{Layout{4, "2", 1, 1}, DataType::kFloat32}}) {
     RunConfig cfg;
     cfg.fsdp.policy.param_dtype = cfg.fsdp.policy.reduce_dtype = c.type;
-    cfg.fsdp.policy.reshard = sharding::Reshard::parse(c.l.reshard);
+    cfg.fsdp.policy.reshard = spec::Reshard::parse(c.l.reshard);
     cfg.fsdp.policy.prefetch = c.l.prefetch;
     const std::string what = "n " + std::to_string(c.l.n) + ", reshard " + c.l.reshard + ", " + std::string(name(c.type));
     const RunResult windowed = run(c.l.n, cfg);
@@ -304,10 +304,10 @@ TEST(FsdpModel, RejectsDegreesThatDoNotTileTheWorld) {
     ToyModel toy;
     MemoryTracker tracker;
     FsdpOptions o;
-    o.mesh = sharding::Mesh::for_world(6, 3);  // 3 replicas x 2 need 6 ranks, not 4
+    o.mesh = spec::Mesh::for_world(6, 3);  // 3 replicas x 2 need 6 ranks, not 4
     EXPECT_THROW(FsdpModel(toy.spec(), o, c, tracker), InvalidArgument);
     o.mesh.reset();
-    o.policy.reshard = sharding::Reshard::parse("3");
+    o.policy.reshard = spec::Reshard::parse("3");
     EXPECT_ANY_THROW(FsdpModel(toy.spec(), o, c, tracker));
   });
 }

@@ -15,20 +15,20 @@
 namespace fsdp::runtime {
 namespace {
 
-sharding::ModelSpec llama(int64_t dim, int64_t layers) {
-  return sharding::make_llama("m", sharding::LlamaConfig{.dim = dim, .layers = layers, .n_heads = 4, .n_kv_heads = 2,
+spec::ModelSpec llama(int64_t dim, int64_t layers) {
+  return spec::make_llama("m", spec::LlamaConfig{.dim = dim, .layers = layers, .n_heads = 4, .n_kv_heads = 2,
                                                          .vocab = 96, .multiple_of = 16});
 }
 
-sharding::Mesh mesh(int64_t world, int64_t replicate) { return sharding::Mesh::for_world(world, replicate); }
+spec::Mesh mesh(int64_t world, int64_t replicate) { return spec::Mesh::for_world(world, replicate); }
 
-proto::ShardingPlan plan_for(const sharding::ModelSpec& model, int64_t world, int64_t replicate,
-                             const sharding::Policy& policy) {
+proto::ShardingPlan plan_for(const spec::ModelSpec& model, int64_t world, int64_t replicate,
+                             const spec::Policy& policy) {
   return sharding::to_proto(sharding::make_plan(model, sharding::chip_preset("cpu"), mesh(world, replicate), policy));
 }
 
-sharding::Policy fp32_policy() {
-  sharding::Policy p;
+spec::Policy fp32_policy() {
+  spec::Policy p;
   p.param_dtype = DataType::kFloat32;
   return p;
 }
@@ -58,7 +58,7 @@ TEST(PlanCheck, AnotherModelIsNamedByUnitParameterAndShape) {
 
 TEST(PlanCheck, AnotherMeshOrPolicyIsNamed) {
   const auto model = llama(32, 2);
-  const auto diffs = plan_mismatches(plan_for(model, 4, 1, fp32_policy()), model, mesh(2, 1), sharding::Policy{});
+  const auto diffs = plan_mismatches(plan_for(model, 4, 1, fp32_policy()), model, mesh(2, 1), spec::Policy{});
   EXPECT_TRUE(mentions(diffs, "mesh: world size 4 in the plan, 2 in this job"));
   EXPECT_TRUE(mentions(diffs, "mesh: shard degree 4 in the plan, 2 in this job"));
   EXPECT_TRUE(mentions(diffs, "policy: param dtype"));
@@ -66,13 +66,13 @@ TEST(PlanCheck, AnotherMeshOrPolicyIsNamed) {
   const auto hsdp = plan_mismatches(plan_for(model, 4, 2, fp32_policy()), model, mesh(4, 1), fp32_policy());
   EXPECT_TRUE(mentions(hsdp, "mesh: replicate degree 2 in the plan, 1 in this job"));
   // Activation checkpointing, mode and layer interval; a plan's plain "selective" is the op policy.
-  sharding::Policy every2 = fp32_policy();
-  sharding::parse_ac("selective:2", every2);
+  spec::Policy every2 = fp32_policy();
+  spec::parse_ac("selective:2", every2);
   const auto ac = plan_mismatches(plan_for(model, 2, 1, every2), model, mesh(2, 1), fp32_policy());
   EXPECT_TRUE(mentions(ac, "policy: activation checkpointing selective:2 in the plan, none in this job"))
       << ::testing::PrintToString(ac);
-  sharding::Policy op = fp32_policy();
-  sharding::parse_ac("selective", op);
+  spec::Policy op = fp32_policy();
+  spec::parse_ac("selective", op);
   auto old_style = plan_for(model, 2, 1, op);
   old_style.mutable_policy()->set_activation_checkpointing("selective");
   EXPECT_TRUE(plan_mismatches(old_style, model, mesh(2, 1), op).empty());
@@ -82,8 +82,8 @@ TEST(PlanCheck, AnotherMeshOrPolicyIsNamed) {
 // sending something else is refused naming the key, and a plan written before the field means the default.
 TEST(PlanCheck, AnotherCommunicationPrecisionIsNamedByItsKey) {
   const auto model = llama(32, 2);
-  sharding::Policy mx = fp32_policy();
-  mx.param_comm = sharding::CommPrecision::kMxfp8;
+  spec::Policy mx = fp32_policy();
+  mx.param_comm = spec::CommPrecision::kMxfp8;
   const auto plan = plan_for(model, 2, 1, mx);
   EXPECT_TRUE(plan_mismatches(plan, model, mesh(2, 1), mx).empty());
   const auto diffs = plan_mismatches(plan, model, mesh(2, 1), fp32_policy());
@@ -98,7 +98,7 @@ TEST(PlanCheck, AnotherCommunicationPrecisionIsNamedByItsKey) {
 // Expert parallelism: a plan carries its degree; one for another degree (or none) is refused naming the
 // key, and the planner's own plan for the job's degree passes.
 TEST(PlanCheck, AnotherExpertParallelDegreeIsNamedByItsKey) {
-  const auto model = sharding::make_llama("moe", sharding::debug_moe_model_config());
+  const auto model = spec::make_llama("moe", spec::debug_moe_model_config());
   const auto cpu = sharding::chip_preset("cpu");
   const auto ep2 = mesh(4, 1).with_expert_parallel(2);
   const auto plan2 = sharding::to_proto(sharding::make_plan(model, cpu, ep2, fp32_policy()));

@@ -15,16 +15,16 @@
 namespace fsdp::runtime {
 namespace {
 
-sharding::UnitSpec unit_of(std::vector<std::vector<int64_t>> shapes) {
-  sharding::UnitSpec u{"u", false, {}};
-  for (size_t i = 0; i < shapes.size(); ++i) u.params.push_back(sharding::ParamSpec{"p" + std::to_string(i), shapes[i]});
+spec::UnitSpec unit_of(std::vector<std::vector<int64_t>> shapes) {
+  spec::UnitSpec u{"u", false, {}};
+  for (size_t i = 0; i < shapes.size(); ++i) u.params.push_back(spec::ParamSpec{"p" + std::to_string(i), shapes[i]});
   return u;
 }
 
 TEST(FlatCopy, RoundTripsThroughTheRankMajorLayoutAtManyDegrees) {
   const auto unit = unit_of({{5, 3}, {7}, {}, {2, 2, 2}});
   for (int64_t n : {1, 2, 3, 4, 7, 16}) {
-    sharding::UnitShardLayout layout(unit, n);
+    spec::UnitShardLayout layout(unit, n);
     std::vector<float> params(static_cast<size_t>(layout.numel()));
     for (size_t i = 0; i < params.size(); ++i) params[i] = static_cast<float>(i) + 0.5f;
     std::vector<float> flat(static_cast<size_t>(layout.flat_numel()), -1.f);
@@ -53,7 +53,7 @@ TEST(FlatCopy, RoundTripsThroughTheRankMajorLayoutAtManyDegrees) {
 
 TEST(FlatCopy, NarrowsToBf16OnceAndWidensBack) {
   const auto unit = unit_of({{3, 3}});
-  sharding::UnitShardLayout layout(unit, 2);
+  spec::UnitShardLayout layout(unit, 2);
   std::vector<float> params{1.f, 1.00390625f, -2.5f, 3.14159f, 0.f, 1e-3f, 7.f, 8.f, 9.f};
   std::vector<uint16_t> flat(static_cast<size_t>(layout.flat_numel()));
   copy_in(layout, params.data(), flat.data(), DataType::kBfloat16);
@@ -67,7 +67,7 @@ TEST(FlatCopy, NarrowsToBf16OnceAndWidensBack) {
 TEST(FlatCopy, Mxfp8CopyOutEqualsDecodeThenCopyOut) {
   const auto unit = unit_of({{37, 5}, {7}, {}, {3, 33}, {1000}});
   for (int64_t n : {1, 2, 3, 8}) {
-    sharding::UnitShardLayout layout(unit, n);
+    spec::UnitShardLayout layout(unit, n);
     const auto chunk = static_cast<size_t>(layout.chunk_numel());
     const size_t slot = mx::slot_bytes(chunk);
     std::vector<float> params(static_cast<size_t>(layout.numel()));

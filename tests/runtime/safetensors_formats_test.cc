@@ -19,7 +19,7 @@
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/hf_llama.h"
 #include "runtime/checkpoint/safetensors.h"
-#include "sharding/model_spec.h"
+#include "spec/model_spec.h"
 #include "tests/collectives/test_support.h"
 
 namespace fsdp::runtime::checkpoint {
@@ -31,15 +31,15 @@ using Params = std::map<std::string, std::vector<float>>;  // TorchTitan name ->
 
 constexpr HfLlamaHeads kHeads{4, 2};
 
-sharding::ModelSpec tiny_llama() {
-  sharding::LlamaConfig c;
+spec::ModelSpec tiny_llama() {
+  spec::LlamaConfig c;
   c.dim = 16;
   c.layers = 2;
   c.n_heads = kHeads.n_heads;
   c.n_kv_heads = kHeads.n_kv_heads;
   c.vocab = 12;
   c.multiple_of = 8;
-  return sharding::make_llama("tiny", c);
+  return spec::make_llama("tiny", c);
 }
 
 // The model's parameters on every rank, each value unique to (tensor, index) and exercising the bf16
@@ -47,7 +47,7 @@ sharding::ModelSpec tiny_llama() {
 struct LlamaJob {
   LlamaJob(Communicator& c, bool fill) {
     FsdpOptions o;
-    o.mesh = sharding::Mesh::for_world(c.size(), 1);
+    o.mesh = spec::Mesh::for_world(c.size(), 1);
     o.policy.param_dtype = DataType::kFloat32;
     fsdp = std::make_unique<FsdpModel>(tiny_llama(), o, c, tracker);
     fsdp->init_parameters([&](int u, std::span<float* const> p) {

@@ -15,14 +15,14 @@ float hash_value(uint64_t a, uint64_t b) {  // deterministic value in [-1, 1)
 
 }  // namespace
 
-sharding::ModelSpec ToyModel::spec() const {
-  sharding::ModelSpec m;
+spec::ModelSpec ToyModel::spec() const {
+  spec::ModelSpec m;
   m.name = "toy";
   for (int u = 0; u < units(); ++u) {
     const std::string n = "fc" + std::to_string(u);
-    m.units.push_back(sharding::UnitSpec{n, false,
-                                         {sharding::ParamSpec{n + ".weight", {widths[u + 1], widths[u]}},
-                                          sharding::ParamSpec{n + ".bias", {widths[u + 1]}}}});
+    m.units.push_back(spec::UnitSpec{n, false,
+                                         {spec::ParamSpec{n + ".weight", {widths[u + 1], widths[u]}},
+                                          spec::ParamSpec{n + ".bias", {widths[u + 1]}}}});
   }
   return m;
 }

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "sharding/model_spec.h"
+#include "spec/model_spec.h"
 
 namespace fsdp::testing {
 
@@ -15,7 +15,7 @@ struct ToyModel {
   std::vector<int64_t> widths{4, 5, 7, 3};  // input, hidden..., output; unit u maps widths[u] -> widths[u+1]
 
   int units() const { return static_cast<int>(widths.size()) - 1; }
-  sharding::ModelSpec spec() const;
+  spec::ModelSpec spec() const;
   // Deterministic initial values of unit u's full parameters (independent of ranks).
   void init(int u, std::span<float* const> params) const;
   // Input and target of global sample `id`.

@@ -2,50 +2,50 @@
 #include <gtest/gtest.h>
 
 #include "sharding/chip_profile.h"
-#include "sharding/mesh.h"
-#include "sharding/plan_error.h"
+#include "spec/mesh.h"
+#include "spec/spec_error.h"
 
 namespace fsdp::sharding {
 namespace {
 
-std::string error_of(const MeshSpec& s) {
+std::string error_of(const spec::MeshSpec& s) {
   try {
-    Mesh::create(s);
-  } catch (const PlanError& e) {
+    spec::Mesh::create(s);
+  } catch (const spec::SpecError& e) {
     return e.what();
   }
   return "";
 }
 
 TEST(MeshTest, ReplicateTimesShard) {
-  const Mesh m = Mesh::create(MeshSpec{4, 144, 4, 0});
+  const spec::Mesh m = spec::Mesh::create(spec::MeshSpec{4, 144, 4, 0});
   EXPECT_EQ(m.world_size(), 576);
   EXPECT_EQ(m.shard_degree(), 144);
   EXPECT_EQ(m.replicate_degree(), 4);
-  EXPECT_EQ(m.shard_level(), LinkLevel::kIntra);  // a shard group is one server
-  EXPECT_EQ(m.replicate_level(), LinkLevel::kInter);
+  EXPECT_EQ(m.shard_level(), spec::LinkLevel::kIntra);  // a shard group is one server
+  EXPECT_EQ(m.replicate_level(), spec::LinkLevel::kInter);
   EXPECT_EQ(m.shard_rank(150), 6);
   EXPECT_EQ(m.replica_index(150), 1);
-  const Mesh fsdp = Mesh::create(MeshSpec{4, 144, 0, 0});
+  const spec::Mesh fsdp = spec::Mesh::create(spec::MeshSpec{4, 144, 0, 0});
   EXPECT_EQ(fsdp.shard_degree(), 576);
-  EXPECT_EQ(fsdp.shard_level(), LinkLevel::kInter);
+  EXPECT_EQ(fsdp.shard_level(), spec::LinkLevel::kInter);
   EXPECT_EQ(fsdp.nodes_spanned_by_block(576), 4);
-  const Mesh small = Mesh::create(MeshSpec{1, 8, 2, 4});
-  EXPECT_EQ(small.replicate_level(), LinkLevel::kIntra);
+  const spec::Mesh small = spec::Mesh::create(spec::MeshSpec{1, 8, 2, 4});
+  EXPECT_EQ(small.replicate_level(), spec::LinkLevel::kIntra);
   // Groups of 96 over servers of 144 straddle a boundary.
-  EXPECT_EQ(Mesh::create(MeshSpec{4, 144, 0, 96}).nodes_spanned_by_block(96), 2);
-  EXPECT_EQ(Mesh::create(MeshSpec{2, 8, 0, 4}).replicate_level(), LinkLevel::kInter);
+  EXPECT_EQ(spec::Mesh::create(spec::MeshSpec{4, 144, 0, 96}).nodes_spanned_by_block(96), 2);
+  EXPECT_EQ(spec::Mesh::create(spec::MeshSpec{2, 8, 0, 4}).replicate_level(), spec::LinkLevel::kInter);
 }
 
 TEST(MeshTest, RefusesDegreesThatDoNotDivide) {
-  EXPECT_NE(error_of(MeshSpec{1, 144, 0, 100}).find("shard degree 100 does not divide the world size 144"),
+  EXPECT_NE(error_of(spec::MeshSpec{1, 144, 0, 100}).find("shard degree 100 does not divide the world size 144"),
             std::string::npos);
-  EXPECT_NE(error_of(MeshSpec{4, 144, 7, 0}).find("replicate degree 7 does not divide"), std::string::npos);
-  EXPECT_NE(error_of(MeshSpec{1, 144, 2, 144}).find("is not the world size 144"), std::string::npos);
-  EXPECT_NE(error_of(MeshSpec{0, 8}).find("nodes is 0"), std::string::npos);
-  EXPECT_NE(error_of(MeshSpec{1, -8}).find("chips per node is -8"), std::string::npos);
-  EXPECT_NE(error_of(MeshSpec{1, 145}).find("must be 1..144"), std::string::npos);
-  EXPECT_NE(error_of(MeshSpec{1, 8, -1, 0}).find("must be positive"), std::string::npos);
+  EXPECT_NE(error_of(spec::MeshSpec{4, 144, 7, 0}).find("replicate degree 7 does not divide"), std::string::npos);
+  EXPECT_NE(error_of(spec::MeshSpec{1, 144, 2, 144}).find("is not the world size 144"), std::string::npos);
+  EXPECT_NE(error_of(spec::MeshSpec{0, 8}).find("nodes is 0"), std::string::npos);
+  EXPECT_NE(error_of(spec::MeshSpec{1, -8}).find("chips per node is -8"), std::string::npos);
+  EXPECT_NE(error_of(spec::MeshSpec{1, 145}).find("must be 1..144"), std::string::npos);
+  EXPECT_NE(error_of(spec::MeshSpec{1, 8, -1, 0}).find("must be positive"), std::string::npos);
 }
 
 TEST(ChipProfileTest, PresetsAndUnknownChip) {
@@ -63,7 +63,7 @@ TEST(ChipProfileTest, PresetsAndUnknownChip) {
   try {
     chip_preset("tpu9");
     FAIL();
-  } catch (const PlanError& e) {
+  } catch (const spec::SpecError& e) {
     EXPECT_NE(std::string(e.what()).find("unknown chip 'tpu9' (known chips: trn1, trn2, trn3, a100, h100, h100-hbm2e, h200, cpu"),
               std::string::npos);
   }
@@ -94,7 +94,7 @@ TEST(ChipProfileTest, ProfileFileErrorsNameTheLine) {
   auto error = [](const std::string& text) {
     try {
       parse_chip_profile(text, "p.toml");
-    } catch (const PlanError& e) {
+    } catch (const spec::SpecError& e) {
       return std::string(e.what());
     }
     return std::string();

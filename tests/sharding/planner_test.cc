@@ -6,20 +6,20 @@
 
 #include "sharding/auto_planner.h"
 #include "sharding/cost_model.h"
-#include "sharding/plan_error.h"
+#include "spec/spec_error.h"
 #include "sharding/plan_io.h"
 
 namespace fsdp::sharding {
 namespace {
 
-Plan plan_for(const std::string& model, const std::string& chip, MeshSpec mesh, Policy policy = Policy()) {
-  return make_plan(model_preset(model), chip_preset(chip), Mesh::create(mesh), policy);
+Plan plan_for(const std::string& model, const std::string& chip, spec::MeshSpec mesh, spec::Policy policy = spec::Policy()) {
+  return make_plan(spec::model_preset(model), chip_preset(chip), spec::Mesh::create(mesh), policy);
 }
 
 TEST(PlannerTest, MemoryBreakdownFollowsTheRuntimesBuffers) {
-  Policy p;
+  spec::Policy p;
   p.prefetch = 2;
-  const Plan plan = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, p);
+  const Plan plan = plan_for("llama3-8b", "h100", spec::MeshSpec{1, 8}, p);
   const auto& m = plan.estimate.memory;
   int64_t largest_flat = 0, largest_numel = 0, shard_numel = 0, widest_window = 0;
   for (size_t i = 0; i < plan.units.size(); ++i) {
@@ -54,14 +54,14 @@ TEST(PlannerTest, MemoryBreakdownFollowsTheRuntimesBuffers) {
 }
 
 TEST(PlannerTest, ReshardPoliciesAndCheckpointingTradeMemory) {
-  Policy p;
-  p.ac = ActivationCheckpointing::kFull;
-  const Plan full_plan = plan_for("llama3-70b", "trn3", MeshSpec{1, 144}, p);
+  spec::Policy p;
+  p.ac = spec::ActivationCheckpointing::kFull;
+  const Plan full_plan = plan_for("llama3-70b", "trn3", spec::MeshSpec{1, 144}, p);
   const auto& full = full_plan.estimate;
-  p.reshard = Reshard::parse("false");
-  const auto keep = plan_for("llama3-70b", "trn3", MeshSpec{1, 144}, p).estimate;
-  p.reshard = Reshard::parse("8");
-  const auto hpz = plan_for("llama3-70b", "trn3", MeshSpec{1, 144}, p).estimate;
+  p.reshard = spec::Reshard::parse("false");
+  const auto keep = plan_for("llama3-70b", "trn3", spec::MeshSpec{1, 144}, p).estimate;
+  p.reshard = spec::Reshard::parse("8");
+  const auto hpz = plan_for("llama3-70b", "trn3", spec::MeshSpec{1, 144}, p).estimate;
   int64_t total_numel = 0, total_flat = 0;
   for (const auto& u : full_plan.units) {
     total_numel += u.numel();
@@ -88,12 +88,12 @@ TEST(PlannerTest, ReshardPoliciesAndCheckpointingTradeMemory) {
 // MXFP8 on the wire is priced at 33/32 bytes per element: 8.25/16 of bf16's all-gather bytes and
 // 8.25/32 of f32's reduce-scatter bytes, and less time for both.
 TEST(PlannerTest, Mxfp8CommunicationIsPricedAtItsWireBytes) {
-  Policy bf16;
-  Policy mx = bf16;
-  mx.param_comm = CommPrecision::kMxfp8;
-  mx.grad_comm = CommPrecision::kMxfp8;
-  const Plan a = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, bf16);
-  const Plan b = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, mx);
+  spec::Policy bf16;
+  spec::Policy mx = bf16;
+  mx.param_comm = spec::CommPrecision::kMxfp8;
+  mx.grad_comm = spec::CommPrecision::kMxfp8;
+  const Plan a = plan_for("llama3-8b", "h100", spec::MeshSpec{1, 8}, bf16);
+  const Plan b = plan_for("llama3-8b", "h100", spec::MeshSpec{1, 8}, mx);
   ASSERT_EQ(a.estimate.comm.size(), b.estimate.comm.size());
   for (size_t i = 0; i < a.estimate.comm.size(); ++i) {
     const auto& x = a.estimate.comm[i];
@@ -102,32 +102,32 @@ TEST(PlannerTest, Mxfp8CommunicationIsPricedAtItsWireBytes) {
     EXPECT_NEAR(static_cast<double>(y.buffer_bytes) / static_cast<double>(x.buffer_bytes), ratio, 1e-6) << x.collective;
     EXPECT_LT(y.seconds, x.seconds) << x.collective;
   }
-  EXPECT_EQ(parse_comm_precision("mxfp8"), CommPrecision::kMxfp8);
-  EXPECT_THROW(parse_comm_precision("fp4"), PlanError);
+  EXPECT_EQ(spec::parse_comm_precision("mxfp8"), spec::CommPrecision::kMxfp8);
+  EXPECT_THROW(spec::parse_comm_precision("fp4"), spec::SpecError);
 }
 
 // The memory the runtime holds for MXFP8 (runtime/fsdp_unit.cc): an all-gather in flight holds only the
 // wire slots (decoded straight into the parameters), each unit keeps its quantised shard, and a
 // reduce-scatter holds an f32 input plus the sent and received slots.
 TEST(PlannerTest, Mxfp8WireBuffersAreInTheMemoryTimeline) {
-  Policy bf16;
+  spec::Policy bf16;
   bf16.prefetch = 0;
-  Policy mx = bf16;
-  mx.param_comm = CommPrecision::kMxfp8;
-  mx.grad_comm = CommPrecision::kMxfp8;
-  const Plan a = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, bf16);
-  const Plan b = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, mx);
+  spec::Policy mx = bf16;
+  mx.param_comm = spec::CommPrecision::kMxfp8;
+  mx.grad_comm = spec::CommPrecision::kMxfp8;
+  const Plan a = plan_for("llama3-8b", "h100", spec::MeshSpec{1, 8}, bf16);
+  const Plan b = plan_for("llama3-8b", "h100", spec::MeshSpec{1, 8}, mx);
   int64_t largest_flat = 0, largest_chunk = 0, slots = 0;
   for (const auto& u : b.units) {
     if (u.flat_numel() > largest_flat) {
       largest_flat = u.flat_numel();
       largest_chunk = u.chunk_numel();
     }
-    slots += mxfp8_slot_bytes(u.chunk_numel());
+    slots += spec::mxfp8_slot_bytes(u.chunk_numel());
   }
-  const int64_t wire = mxfp8_slot_bytes(largest_chunk) * 8;
-  EXPECT_EQ(mxfp8_slot_bytes(64), 66);
-  EXPECT_EQ(mxfp8_slot_bytes(65), 68);
+  const int64_t wire = spec::mxfp8_slot_bytes(largest_chunk) * 8;
+  EXPECT_EQ(spec::mxfp8_slot_bytes(64), 66);
+  EXPECT_EQ(spec::mxfp8_slot_bytes(65), 68);
   EXPECT_EQ(a.estimate.memory.all_gather_buffers, largest_flat * 2);
   EXPECT_EQ(b.estimate.memory.all_gather_buffers, wire);
   EXPECT_EQ(b.estimate.memory.param_shards, a.estimate.memory.param_shards + slots);
@@ -143,14 +143,14 @@ TEST(PlannerTest, Mxfp8CodecTimeIsPricedWhereTheRuntimeSpendsIt) {
   const double q = chip.mxfp8_quantize_seconds_per_element(), d = chip.mxfp8_decode_seconds_per_element();
   EXPECT_DOUBLE_EQ(q, 0.67e-9);
   EXPECT_DOUBLE_EQ(d, 0.39e-9);
-  Policy bf16;
+  spec::Policy bf16;
   bf16.seq_len = 256;
-  bf16.reshard = Reshard{Reshard::Mode::kNever, 0};  // one gather per unit and micro-step
-  Policy mx = bf16;
-  mx.param_comm = CommPrecision::kMxfp8;
-  mx.grad_comm = CommPrecision::kMxfp8;
-  const Mesh mesh = Mesh::create(MeshSpec{1, 2});
-  const ModelSpec model = model_preset("llama3-debug");
+  bf16.reshard = spec::Reshard{spec::Reshard::Mode::kNever, 0};  // one gather per unit and micro-step
+  spec::Policy mx = bf16;
+  mx.param_comm = spec::CommPrecision::kMxfp8;
+  mx.grad_comm = spec::CommPrecision::kMxfp8;
+  const spec::Mesh mesh = spec::Mesh::create(spec::MeshSpec{1, 2});
+  const spec::ModelSpec model = spec::model_preset("llama3-debug");
   const Plan a = make_plan(model, chip, mesh, bf16);
   const Plan b = make_plan(model, chip, mesh, mx);
   EXPECT_EQ(a.estimate.time.mxfp8_codec, 0.0);
@@ -184,40 +184,40 @@ TEST(PlannerTest, Mxfp8CodecTimeIsPricedWhereTheRuntimeSpendsIt) {
 }
 
 TEST(PlannerTest, AccumulationWithoutSyncHoldsEveryUnitsGradients) {
-  Policy p;
+  spec::Policy p;
   p.grad_accum = 4;
-  const Plan plan = plan_for("llama3-debug", "cpu", MeshSpec{1, 2}, p);
+  const Plan plan = plan_for("llama3-debug", "cpu", spec::MeshSpec{1, 2}, p);
   int64_t total_numel = 0;
   for (const auto& u : plan.units) total_numel += u.numel();
   EXPECT_EQ(plan.estimate.memory.unsharded_grads, 4 * total_numel);  // fp32 compute on the cpu profile
   p.grad_accum = 1;
-  EXPECT_LT(plan_for("llama3-debug", "cpu", MeshSpec{1, 2}, p).estimate.memory.peak(), plan.estimate.memory.peak());
+  EXPECT_LT(plan_for("llama3-debug", "cpu", spec::MeshSpec{1, 2}, p).estimate.memory.peak(), plan.estimate.memory.peak());
 }
 
 TEST(ReshardAfterForward, DefaultKeepsTheLastUnit) {
-  const Reshard d;
+  const spec::Reshard d;
   EXPECT_TRUE(d.reshards(0, 3));
   EXPECT_FALSE(d.reshards(2, 3));
-  EXPECT_FALSE(Reshard{Reshard::Mode::kNever}.reshards(0, 3));
+  EXPECT_FALSE(spec::Reshard{spec::Reshard::Mode::kNever}.reshards(0, 3));
   // "always" gives up the last unit too (TorchTitan's policy names; FSDP2's true/false read as default/never).
-  EXPECT_TRUE(Reshard::parse("always").reshards(2, 3));
-  EXPECT_EQ(Reshard::parse("true"), Reshard::parse("default"));
-  EXPECT_EQ(Reshard::parse("false"), Reshard::parse("never"));
+  EXPECT_TRUE(spec::Reshard::parse("always").reshards(2, 3));
+  EXPECT_EQ(spec::Reshard::parse("true"), spec::Reshard::parse("default"));
+  EXPECT_EQ(spec::Reshard::parse("false"), spec::Reshard::parse("never"));
 }
 
 TEST(PlannerTest, ReshardGroupMustDivideShardDegree) {
-  Policy p;
-  p.reshard = Reshard::parse("7");
-  EXPECT_THROW(plan_for("llama3-debug", "cpu", MeshSpec{1, 8}, p), PlanError);
-  EXPECT_THROW(Reshard::parse("-2"), PlanError);
-  EXPECT_THROW(Reshard::parse("maybe"), PlanError);
+  spec::Policy p;
+  p.reshard = spec::Reshard::parse("7");
+  EXPECT_THROW(plan_for("llama3-debug", "cpu", spec::MeshSpec{1, 8}, p), spec::SpecError);
+  EXPECT_THROW(spec::Reshard::parse("-2"), spec::SpecError);
+  EXPECT_THROW(spec::Reshard::parse("maybe"), spec::SpecError);
 }
 
 TEST(PlannerTest, CommunicationVolumeAndLevels) {
   // HSDP 4 x 144: all-gathers and reduce-scatters inside the server, all-reduce across servers.
-  Policy p;
-  p.ac = ActivationCheckpointing::kFull;
-  const Plan plan = plan_for("llama3-405b", "trn3", MeshSpec{4, 144, 4, 144}, p);
+  spec::Policy p;
+  p.ac = spec::ActivationCheckpointing::kFull;
+  const Plan plan = plan_for("llama3-405b", "trn3", spec::MeshSpec{4, 144, 4, 144}, p);
   const auto& comm = plan.estimate.comm;
   ASSERT_EQ(comm.size(), 4u);
   int64_t flat = 0;
@@ -226,11 +226,11 @@ TEST(PlannerTest, CommunicationVolumeAndLevels) {
     SCOPED_TRACE(c.collective);
     EXPECT_EQ(c.calls, static_cast<int64_t>(plan.units.size()));
     if (c.collective == "all_reduce") {
-      EXPECT_EQ(c.level, LinkLevel::kInter);
+      EXPECT_EQ(c.level, spec::LinkLevel::kInter);
       EXPECT_EQ(c.group_size, 4);
       EXPECT_EQ(c.buffer_bytes, 4 * flat / 144);
     } else {
-      EXPECT_EQ(c.level, LinkLevel::kIntra);
+      EXPECT_EQ(c.level, spec::LinkLevel::kIntra);
       EXPECT_EQ(c.buffer_bytes, (c.collective == "reduce_scatter" ? 4 : 2) * flat);
       EXPECT_NEAR(c.bytes_sent_per_rank, static_cast<double>(c.buffer_bytes) * 143 / 144, 1e3);
     }
@@ -268,11 +268,11 @@ TEST(PlannerTest, GroupAcrossServersIsHierarchicalOverRails) {
 TEST(PlannerTest, AttentionAtItsOwnKernelRate) {
   // Attention's products priced at attention_efficiency: at the matmul rate it is the unset default;
   // a slower kernel lengthens compute by exactly those FLOPs' extra time, and the memory plan is unchanged.
-  Policy p;
+  spec::Policy p;
   p.seq_len = 8192;
   ChipProfile chip = chip_preset("h100");
-  const ModelSpec model = model_preset("llama3-8b");
-  const Mesh mesh = Mesh::create(MeshSpec{1, 8});
+  const spec::ModelSpec model = spec::model_preset("llama3-8b");
+  const spec::Mesh mesh = spec::Mesh::create(spec::MeshSpec{1, 8});
   chip.attention_efficiency = 0;
   const auto unset = make_plan(model, chip, mesh, p).estimate;
   chip.attention_efficiency = chip.matmul_efficiency;
@@ -293,12 +293,12 @@ TEST(PlannerTest, EagerLossHoldsTheLogitsFp32CopyAndLogSoftmaxGradients) {
   // A PyTorch job's head: the fp32 log-softmax stays saved (4 B a logit where the fused head keeps the
   // bf16 logits and their fp32 softmax, 6), the logits and their fp32 copy live through its forward,
   // and two fp32 gradients of the log-softmax through its backward.
-  Policy p;
+  spec::Policy p;
   p.micro_batch = 2;
-  const ModelSpec model = model_preset("llama3-8b");
-  const auto units = shard_model(model, 8);
+  const spec::ModelSpec model = spec::model_preset("llama3-8b");
+  const auto units = spec::shard_model(model, 8);
   const auto fused = unit_memory(model, units, p, false, 1).back();
-  p.loss = LossImpl::kEager;
+  p.loss = spec::LossImpl::kEager;
   const auto eager = unit_memory(model, units, p, false, 1).back();
   const int64_t logits = 2 * 8192 * int64_t{128256};
   EXPECT_EQ(fused.activations - eager.activations, logits * 2);
@@ -306,24 +306,24 @@ TEST(PlannerTest, EagerLossHoldsTheLogitsFp32CopyAndLogSoftmaxGradients) {
   EXPECT_EQ(eager.backward_scratch, logits * 8);
   EXPECT_EQ(fused.forward_scratch + fused.backward_scratch, 0);
   // The peak (the head's backward, every block's saves still held) grows by 6 B a logit; the plan says so.
-  p.loss = LossImpl::kFused;
-  const Plan f = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, p);
-  p.loss = LossImpl::kEager;
-  const Plan e = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, p);
+  p.loss = spec::LossImpl::kFused;
+  const Plan f = plan_for("llama3-8b", "h100", spec::MeshSpec{1, 8}, p);
+  p.loss = spec::LossImpl::kEager;
+  const Plan e = plan_for("llama3-8b", "h100", spec::MeshSpec{1, 8}, p);
   EXPECT_EQ(e.estimate.memory.peak() - f.estimate.memory.peak(), logits * 6);
   EXPECT_EQ(to_proto(e).policy().loss(), "eager");
   EXPECT_EQ(to_proto(f).policy().loss(), "fused");
-  EXPECT_THROW(parse_loss("unfused"), PlanError);
+  EXPECT_THROW(spec::parse_loss("unfused"), spec::SpecError);
 }
 
 TEST(PlannerTest, PrefetchOverlapsCommunication) {
   // The simulated step (tests/sharding/schedule_sim_test.cc has the known answers): prefetching hides
   // all-gathers behind compute, so exposed communication and the step shrink.
-  Policy p;
+  spec::Policy p;
   p.prefetch = 0;
-  const auto serial = plan_for("llama3-8b", "h100", MeshSpec{2, 8}, p).estimate.time;
+  const auto serial = plan_for("llama3-8b", "h100", spec::MeshSpec{2, 8}, p).estimate.time;
   p.prefetch = 1;
-  const auto overlapped = plan_for("llama3-8b", "h100", MeshSpec{2, 8}, p).estimate.time;
+  const auto overlapped = plan_for("llama3-8b", "h100", spec::MeshSpec{2, 8}, p).estimate.time;
   EXPECT_DOUBLE_EQ(serial.compute, overlapped.compute);
   EXPECT_LT(overlapped.exposed_communication, serial.exposed_communication);
   EXPECT_LT(overlapped.step, serial.step);
@@ -332,8 +332,8 @@ TEST(PlannerTest, PrefetchOverlapsCommunication) {
 // Norms, RoPE, SwiGLU, residuals and an unfused softmax are priced by the bytes they move: a fused causal
 // kernel drops the softmax's share, and more memory bandwidth shortens the CPU step.
 TEST(PlannerTest, NonMatmulPassesArePricedAtMemoryBandwidth) {
-  const ModelSpec m = model_preset("llama3-debug");
-  const UnitSpec& block = m.units[1];
+  const spec::ModelSpec m = spec::model_preset("llama3-debug");
+  const spec::UnitSpec& block = m.units[1];
   const auto unfused = unit_elementwise_bytes_per_token(block, m.dims, 512, 4, false, false);
   const auto fused = unit_elementwise_bytes_per_token(block, m.dims, 512, 4, true, false);
   EXPECT_GT(unfused.forward, fused.forward);
@@ -341,34 +341,34 @@ TEST(PlannerTest, NonMatmulPassesArePricedAtMemoryBandwidth) {
   EXPECT_DOUBLE_EQ(unfused.backward - fused.backward, 8.0 * m.dims.n_heads * 512 * 4);
   const auto head = unit_elementwise_bytes_per_token(m.units.back(), m.dims, 512, 4, false, true);
   EXPECT_DOUBLE_EQ(head.forward, (2.0 * m.dims.dim + 3.0 * m.dims.vocab) * 4);
-  Policy p;
+  spec::Policy p;
   p.seq_len = 512;
   ChipProfile cpu = chip_preset("cpu");
-  const double slow = make_plan(m, cpu, Mesh::create(MeshSpec{1, 1}), p).estimate.time.compute;
+  const double slow = make_plan(m, cpu, spec::Mesh::create(spec::MeshSpec{1, 1}), p).estimate.time.compute;
   cpu.hbm_bytes_per_s *= 2;
-  const double fast = make_plan(m, cpu, Mesh::create(MeshSpec{1, 1}), p).estimate.time.compute;
+  const double fast = make_plan(m, cpu, spec::Mesh::create(spec::MeshSpec{1, 1}), p).estimate.time.compute;
   EXPECT_LT(fast, slow);
 }
 
 TEST(PlannerTest, StepTimeAndMfuAreSane) {
-  Policy p;
-  p.ac = ActivationCheckpointing::kFull;
-  const auto e = plan_for("llama3-70b", "trn3", MeshSpec{1, 144}, p).estimate;
+  spec::Policy p;
+  p.ac = spec::ActivationCheckpointing::kFull;
+  const auto e = plan_for("llama3-70b", "trn3", spec::MeshSpec{1, 144}, p).estimate;
   EXPECT_GT(e.time.step, 0);
   EXPECT_GT(e.time.mfu, 0.3);
   EXPECT_LT(e.time.mfu, 0.75);  // below the matmul efficiency, recompute costs a third more
   EXPECT_GT(e.time.recompute, 0);
   EXPECT_GE(e.time.step, e.time.compute);
-  EXPECT_NEAR(e.time.model_flops_per_rank, model_flops_per_token(model_preset("llama3-70b"), 8192) * 8192, 1e3);
+  EXPECT_NEAR(e.time.model_flops_per_rank, model_flops_per_token(spec::model_preset("llama3-70b"), 8192) * 8192, 1e3);
 }
 
 // Each checkpointing mode: less memory than none, more recompute time (full > every 2nd block full >
 // the op policy's three matmuls > none's 0); the plan file keeps mode and layer interval.
 TEST(PlannerTest, CheckpointingModesTradeMemoryForRecompute) {
   auto estimate = [](const char* ac) {
-    Policy p;
-    parse_ac(ac, p);
-    const Plan plan = plan_for("llama3-8b", "h100", MeshSpec{1, 8}, p);
+    spec::Policy p;
+    spec::parse_ac(ac, p);
+    const Plan plan = plan_for("llama3-8b", "h100", spec::MeshSpec{1, 8}, p);
     EXPECT_EQ(to_proto(plan).policy().activation_checkpointing(), ac);
     return plan.estimate;
   };
@@ -385,18 +385,18 @@ TEST(PlannerTest, CheckpointingModesTradeMemoryForRecompute) {
 }
 
 TEST(PlannerTest, DeterministicSerialisation) {
-  Policy p;
-  p.ac = ActivationCheckpointing::kSelective;
-  const std::string a = to_binary(to_proto(plan_for("llama3-405b", "trn3", MeshSpec{4, 144, 4, 0}, p)));
-  const std::string b = to_binary(to_proto(plan_for("llama3-405b", "trn3", MeshSpec{4, 144, 4, 0}, p)));
+  spec::Policy p;
+  p.ac = spec::ActivationCheckpointing::kSelective;
+  const std::string a = to_binary(to_proto(plan_for("llama3-405b", "trn3", spec::MeshSpec{4, 144, 4, 0}, p)));
+  const std::string b = to_binary(to_proto(plan_for("llama3-405b", "trn3", spec::MeshSpec{4, 144, 4, 0}, p)));
   EXPECT_EQ(a, b);
   EXPECT_GT(a.size(), 10000u);
-  const auto pa = to_proto(plan_for("llama3-debug", "cpu", MeshSpec{1, 2}));
-  EXPECT_EQ(format_plan(pa, true), format_plan(to_proto(plan_for("llama3-debug", "cpu", MeshSpec{1, 2})), true));
+  const auto pa = to_proto(plan_for("llama3-debug", "cpu", spec::MeshSpec{1, 2}));
+  EXPECT_EQ(format_plan(pa, true), format_plan(to_proto(plan_for("llama3-debug", "cpu", spec::MeshSpec{1, 2})), true));
 }
 
 TEST(PlannerTest, ProtobufRoundTripBinaryTextJson) {
-  const auto proto = to_proto(plan_for("mixtral-8x7b", "h200", MeshSpec{2, 8, 2, 0}));
+  const auto proto = to_proto(plan_for("mixtral-8x7b", "h200", spec::MeshSpec{2, 8, 2, 0}));
   fsdp::proto::ShardingPlan from_binary;
   parse_binary(to_binary(proto), &from_binary);
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(proto, from_binary));
@@ -408,11 +408,11 @@ TEST(PlannerTest, ProtobufRoundTripBinaryTextJson) {
   EXPECT_NE(json.find("layers.0.moe.experts.7.w3.weight"), std::string::npos);
   EXPECT_EQ(proto.units(1).params(0).rows_per_rank(), 4096 / 8);
   fsdp::proto::ShardingPlan junk;
-  EXPECT_THROW(parse_binary("\xff\xff\xff", &junk), PlanError);
+  EXPECT_THROW(parse_binary("\xff\xff\xff", &junk), spec::SpecError);
 }
 
 TEST(PlannerTest, TableIsStableAndComplete) {
-  const auto proto = to_proto(plan_for("llama3-debug", "cpu", MeshSpec{1, 2}));
+  const auto proto = to_proto(plan_for("llama3-debug", "cpu", spec::MeshSpec{1, 2}));
   const std::string t = format_plan(proto);
   for (const char* s : {"memory per rank", "parameter shards", "all-gather buffers", "communication per step",
                         "reduce_scatter", "MFU", "layers.0..layers.5 (x6)"}) {
@@ -425,18 +425,18 @@ TEST(PlannerTest, TableIsStableAndComplete) {
 }
 
 TEST(PlannerTest, BadInputIsRefused) {
-  Policy p;
+  spec::Policy p;
   p.micro_batch = 0;
-  EXPECT_THROW(plan_for("llama3-debug", "cpu", MeshSpec{1, 2}, p), PlanError);
-  p = Policy();
+  EXPECT_THROW(plan_for("llama3-debug", "cpu", spec::MeshSpec{1, 2}, p), spec::SpecError);
+  p = spec::Policy();
   p.seq_len = -5;
-  EXPECT_THROW(plan_for("llama3-debug", "cpu", MeshSpec{1, 2}, p), PlanError);
-  p = Policy();
+  EXPECT_THROW(plan_for("llama3-debug", "cpu", spec::MeshSpec{1, 2}, p), spec::SpecError);
+  p = spec::Policy();
   p.prefetch = -1;
-  EXPECT_THROW(plan_for("llama3-debug", "cpu", MeshSpec{1, 2}, p), PlanError);
-  EXPECT_THROW(make_plan(model_preset("llama3-debug"), chip_preset("cpu"), Mesh::create(MeshSpec{1, 2}), Policy(), 1.5),
-               PlanError);
-  EXPECT_THROW(grad_accum_for(100, 8, 3), PlanError);
+  EXPECT_THROW(plan_for("llama3-debug", "cpu", spec::MeshSpec{1, 2}, p), spec::SpecError);
+  EXPECT_THROW(make_plan(spec::model_preset("llama3-debug"), chip_preset("cpu"), spec::Mesh::create(spec::MeshSpec{1, 2}), spec::Policy(), 1.5),
+               spec::SpecError);
+  EXPECT_THROW(grad_accum_for(100, 8, 3), spec::SpecError);
   EXPECT_EQ(grad_accum_for(96, 8, 3), 4);
 }
 
@@ -445,7 +445,7 @@ TEST(AutoPlanTest, PicksTheFastestFittingPlan) {
   o.nodes = 1;
   o.chips_per_node = 144;
   o.global_batch = 288;
-  const auto r = auto_plan(model_preset("llama3-70b"), chip_preset("trn3"), o);
+  const auto r = auto_plan(spec::model_preset("llama3-70b"), chip_preset("trn3"), o);
   ASSERT_TRUE(r.best.has_value());
   EXPECT_TRUE(r.best->estimate.fits);
   EXPECT_GT(r.evaluated, r.fitting);
@@ -458,7 +458,7 @@ TEST(AutoPlanTest, PicksTheFastestFittingPlan) {
   EXPECT_NE(r.explanation.find("winner:"), std::string::npos);
   EXPECT_NE(r.explanation.find("configurations fit in memory"), std::string::npos);
   // Deterministic.
-  const auto again = auto_plan(model_preset("llama3-70b"), chip_preset("trn3"), o);
+  const auto again = auto_plan(spec::model_preset("llama3-70b"), chip_preset("trn3"), o);
   EXPECT_EQ(to_binary(to_proto(r)), to_binary(to_proto(again)));
 }
 
@@ -467,7 +467,7 @@ TEST(AutoPlanTest, ReportsNothingFitsWithNumbers) {
   o.nodes = 4;
   o.chips_per_node = 2;
   o.base.seq_len = 2048;
-  const auto r = auto_plan(model_preset("llama3-405b"), chip_preset("cpu"), o);
+  const auto r = auto_plan(spec::model_preset("llama3-405b"), chip_preset("cpu"), o);
   EXPECT_FALSE(r.best.has_value());
   EXPECT_EQ(r.fitting, 0);
   EXPECT_NE(r.explanation.find("nothing fits"), std::string::npos) << r.explanation;
@@ -483,10 +483,10 @@ TEST(AutoPlanTest, RefusesUnevenGlobalBatch) {
   o.nodes = 1;
   o.chips_per_node = 8;
   o.global_batch = 12;
-  EXPECT_THROW(auto_plan(model_preset("llama3-debug"), chip_preset("h100"), o), PlanError);
+  EXPECT_THROW(auto_plan(spec::model_preset("llama3-debug"), chip_preset("h100"), o), spec::SpecError);
   o.global_batch = 0;
   o.chips_per_node = 200;
-  EXPECT_THROW(auto_plan(model_preset("llama3-debug"), chip_preset("h100"), o), PlanError);
+  EXPECT_THROW(auto_plan(spec::model_preset("llama3-debug"), chip_preset("h100"), o), spec::SpecError);
 }
 
 // --auto chooses MXFP8 only when allowed, and then only where it pays: on a slow link its 33/64 of bf16's
@@ -497,7 +497,7 @@ AutoPlanResult auto_on(const ChipProfile& chip, bool allow) {
   o.chips_per_node = 2;
   o.base.seq_len = 256;
   o.allow_mxfp8 = allow;
-  return auto_plan(model_preset("llama3-debug"), chip, o);
+  return auto_plan(spec::model_preset("llama3-debug"), chip, o);
 }
 
 TEST(AutoPlanTest, ChoosesMxfp8OnlyWhereAllowedAndItPays) {
@@ -505,8 +505,8 @@ TEST(AutoPlanTest, ChoosesMxfp8OnlyWhereAllowedAndItPays) {
   slow_link.intra_bytes_per_s = slow_link.inter_bytes_per_s = 0.01e9;
   const auto chosen = auto_on(slow_link, true);
   ASSERT_TRUE(chosen.best.has_value());
-  EXPECT_EQ(chosen.best->policy.param_comm, CommPrecision::kMxfp8) << chosen.explanation;
-  EXPECT_EQ(chosen.best->policy.grad_comm, CommPrecision::kMxfp8) << chosen.explanation;
+  EXPECT_EQ(chosen.best->policy.param_comm, spec::CommPrecision::kMxfp8) << chosen.explanation;
+  EXPECT_EQ(chosen.best->policy.grad_comm, spec::CommPrecision::kMxfp8) << chosen.explanation;
   EXPECT_NE(chosen.explanation.find("mxfp8 all-gathers"), std::string::npos) << chosen.explanation;
   const auto report = to_proto(chosen);
   EXPECT_EQ(report.best().policy().param_comm(), "mxfp8");
@@ -516,8 +516,8 @@ TEST(AutoPlanTest, ChoosesMxfp8OnlyWhereAllowedAndItPays) {
   ASSERT_TRUE(refused.best.has_value());
   EXPECT_EQ(refused.evaluated * 4, chosen.evaluated);
   for (const auto& c : refused.top) {
-    EXPECT_EQ(c.policy.param_comm, CommPrecision::kDefault);
-    EXPECT_EQ(c.policy.grad_comm, CommPrecision::kDefault);
+    EXPECT_EQ(c.policy.param_comm, spec::CommPrecision::kDefault);
+    EXPECT_EQ(c.policy.grad_comm, spec::CommPrecision::kDefault);
   }
   EXPECT_GT(refused.best->estimate.time.step, chosen.best->estimate.time.step);
 
@@ -526,8 +526,8 @@ TEST(AutoPlanTest, ChoosesMxfp8OnlyWhereAllowedAndItPays) {
   fast_link.mxfp8_quantize_s_per_element = fast_link.mxfp8_decode_s_per_element = 100e-9;
   const auto declined = auto_on(fast_link, true);
   ASSERT_TRUE(declined.best.has_value());
-  EXPECT_EQ(declined.best->policy.param_comm, CommPrecision::kDefault) << declined.explanation;
-  EXPECT_EQ(declined.best->policy.grad_comm, CommPrecision::kDefault) << declined.explanation;
+  EXPECT_EQ(declined.best->policy.param_comm, spec::CommPrecision::kDefault) << declined.explanation;
+  EXPECT_EQ(declined.best->policy.grad_comm, spec::CommPrecision::kDefault) << declined.explanation;
 }
 
 }  // namespace

@@ -151,7 +151,7 @@ TEST(ScheduleSim, TraceSpansFollowTheRuntimesOrder) {
 TEST(ScheduleSim, Mxfp8CodecSitsWhereTheRuntimeRunsIt) {
   StepSpec spec = equal_units(3, 0, 0.5, 0.5);
   const StepSpec plain = spec;
-  spec.policy.param_comm = spec.policy.grad_comm = CommPrecision::kMxfp8;
+  spec.policy.param_comm = spec.policy.grad_comm = spec::CommPrecision::kMxfp8;
   for (auto& u : spec.units) {
     u.gather_quantize = 0.1;
     u.gather_decode = 0.2;
@@ -189,15 +189,15 @@ TEST(ScheduleSim, Mxfp8CodecSitsWhereTheRuntimeRunsIt) {
   EXPECT_GT(simulate(p, SimOptions{}).step, simulate_step(plain, SimOptions{}).step);
 }
 
-Plan plan_with(const std::string& model, ChipProfile chip, MeshSpec mesh, Policy policy) {
-  return make_plan(model_preset(model), chip, Mesh::create(mesh), policy);
+Plan plan_with(const std::string& model, ChipProfile chip, spec::MeshSpec mesh, spec::Policy policy) {
+  return make_plan(spec::model_preset(model), chip, spec::Mesh::create(mesh), policy);
 }
 
 TEST(ScheduleSim, MoreBandwidthIsNeverSlower) {
   for (const char* chip_name : {"h100", "cpu"}) {
     for (int64_t prefetch : {0, 1, 2}) {
       SCOPED_TRACE(std::string(chip_name) + " prefetch " + std::to_string(prefetch));
-      Policy p;
+      spec::Policy p;
       p.prefetch = prefetch;
       p.seq_len = 512;
       double previous = 1e300;
@@ -206,7 +206,7 @@ TEST(ScheduleSim, MoreBandwidthIsNeverSlower) {
         c.intra_bytes_per_s *= scale;
         c.inter_bytes_per_s *= scale;
         const Plan plan = plan_with(std::string(chip_name) == "cpu" ? "llama3-debug" : "llama3-8b", c,
-                                    MeshSpec{2, 4}, p);
+                                    spec::MeshSpec{2, 4}, p);
         EXPECT_LE(plan.estimate.time.step, previous * (1 + 1e-12)) << "bandwidth x" << scale;
         previous = plan.estimate.time.step;
       }
@@ -217,13 +217,13 @@ TEST(ScheduleSim, MoreBandwidthIsNeverSlower) {
 TEST(ScheduleSim, MorePrefetchNeverLessMemory) {
   for (const char* reshard : {"default", "never", "2"}) {
     SCOPED_TRACE(reshard);
-    Policy p;
+    spec::Policy p;
     p.seq_len = 512;
-    p.reshard = Reshard::parse(reshard);
+    p.reshard = spec::Reshard::parse(reshard);
     int64_t previous = 0;
     for (int64_t prefetch = 0; prefetch <= 4; ++prefetch) {
       p.prefetch = prefetch;
-      const Plan plan = plan_with("llama3-debug", chip_preset("cpu"), MeshSpec{1, 4}, p);
+      const Plan plan = plan_with("llama3-debug", chip_preset("cpu"), spec::MeshSpec{1, 4}, p);
       EXPECT_GE(plan.estimate.memory.peak(), previous) << "prefetch " << prefetch;
       previous = plan.estimate.memory.peak();
       // The simulated step holds the planner's peak exactly: one replay of the runtime for both.
@@ -233,12 +233,12 @@ TEST(ScheduleSim, MorePrefetchNeverLessMemory) {
 }
 
 TEST(ScheduleSim, MicroStepsWithoutSyncAddLinearly) {
-  Policy p;
+  spec::Policy p;
   p.seq_len = 512;
   std::vector<double> steps;
   for (int64_t accum = 1; accum <= 5; ++accum) {
     p.grad_accum = accum;
-    steps.push_back(plan_with("llama3-debug", chip_preset("cpu"), MeshSpec{1, 2}, p).estimate.time.step);
+    steps.push_back(plan_with("llama3-debug", chip_preset("cpu"), spec::MeshSpec{1, 2}, p).estimate.time.step);
   }
   for (size_t i = 1; i < steps.size(); ++i) EXPECT_GT(steps[i], steps[i - 1]);
   // From 3 on, one more micro-step adds one middle micro-step's time.
@@ -246,12 +246,12 @@ TEST(ScheduleSim, MicroStepsWithoutSyncAddLinearly) {
 }
 
 TEST(ScheduleSim, ContentionMakesTheCpuStepSlower) {
-  Policy p;
+  spec::Policy p;
   p.seq_len = 512;
   ChipProfile cpu = chip_preset("cpu");
-  const double shared = plan_with("llama3-debug", cpu, MeshSpec{1, 2}, p).estimate.time.step;
+  const double shared = plan_with("llama3-debug", cpu, spec::MeshSpec{1, 2}, p).estimate.time.step;
   cpu.comm_compute_contention = 0;
-  const double separate = plan_with("llama3-debug", cpu, MeshSpec{1, 2}, p).estimate.time.step;
+  const double separate = plan_with("llama3-debug", cpu, spec::MeshSpec{1, 2}, p).estimate.time.step;
   EXPECT_GT(shared, separate);
 }
 

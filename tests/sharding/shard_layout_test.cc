@@ -1,5 +1,5 @@
 // Sharding math: every element owned by exactly one rank, offsets consistent, 16 P / N for AdamW.
-#include "sharding/shard_layout.h"
+#include "spec/shard_layout.h"
 
 #include <gtest/gtest.h>
 
@@ -7,18 +7,18 @@
 #include <vector>
 
 #include "sharding/cost_model.h"
-#include "sharding/mesh.h"
-#include "sharding/model_spec.h"
-#include "sharding/plan_error.h"
+#include "spec/mesh.h"
+#include "spec/model_spec.h"
+#include "spec/spec_error.h"
 
 namespace fsdp::sharding {
 namespace {
 
-UnitSpec random_unit(std::mt19937_64& rng) {
-  UnitSpec u{"u", false, {}};
+spec::UnitSpec random_unit(std::mt19937_64& rng) {
+  spec::UnitSpec u{"u", false, {}};
   const int params = std::uniform_int_distribution<int>(1, 5)(rng);
   for (int i = 0; i < params; ++i) {
-    ParamSpec p{"p" + std::to_string(i), {}, DataType::kFloat32, ParamKind::kDense};
+    spec::ParamSpec p{"p" + std::to_string(i), {}, DataType::kFloat32, spec::ParamKind::kDense};
     const int rank = std::uniform_int_distribution<int>(0, 3)(rng);  // 0: scalar
     if (rank >= 1) p.shape.push_back(std::uniform_int_distribution<int64_t>(1, 1500)(rng));
     for (int d = 1; d < rank; ++d) p.shape.push_back(std::uniform_int_distribution<int64_t>(1, 3)(rng));
@@ -27,9 +27,9 @@ UnitSpec random_unit(std::mt19937_64& rng) {
   return u;
 }
 
-void check_unit(const UnitSpec& spec, int64_t n) {
+void check_unit(const spec::UnitSpec& spec, int64_t n) {
   SCOPED_TRACE("shard degree " + std::to_string(n));
-  const UnitShardLayout layout(spec, n);
+  const spec::UnitShardLayout layout(spec, n);
   ASSERT_EQ(layout.params().size(), spec.params.size());
   std::vector<int> hits(static_cast<size_t>(layout.flat_numel()), 0);
   int64_t offset = 0;
@@ -45,7 +45,7 @@ void check_unit(const UnitSpec& spec, int64_t n) {
     std::vector<int> owners(static_cast<size_t>(pl.rows), 0);
     int64_t covered = 0;
     for (int64_t r = 0; r < n; ++r) {
-      const RowRange rows = pl.rows_of(r);
+      const spec::RowRange rows = pl.rows_of(r);
       ASSERT_LE(rows.begin, rows.end);
       EXPECT_LE(rows.size(), pl.rows_per_rank);
       covered += rows.size();
@@ -90,10 +90,10 @@ TEST(ShardLayoutTest, PropertyEveryElementOwnedOnceRandomShapesWorld1To576) {
 
 TEST(ShardLayoutTest, HsdpEveryShardGroupOwnsEveryElementOnce) {
   // 4 x 144 chips as replicate 4 x shard 144: each replica's shard group holds a full copy.
-  const Mesh mesh = Mesh::create(MeshSpec{4, 144, 4, 144});
+  const spec::Mesh mesh = spec::Mesh::create(spec::MeshSpec{4, 144, 4, 144});
   std::mt19937_64 rng(7);
-  const UnitSpec spec = random_unit(rng);
-  const UnitShardLayout layout(spec, mesh.shard_degree());
+  const spec::UnitSpec spec = random_unit(rng);
+  const spec::UnitShardLayout layout(spec, mesh.shard_degree());
   for (int64_t replica = 0; replica < mesh.replicate_degree(); ++replica) {
     for (size_t p = 0; p < spec.params.size(); ++p) {
       const auto& pl = layout.params()[p];
@@ -101,7 +101,7 @@ TEST(ShardLayoutTest, HsdpEveryShardGroupOwnsEveryElementOnce) {
       for (int64_t s = 0; s < mesh.shard_degree(); ++s) {
         const int64_t rank = replica * mesh.shard_degree() + s;
         EXPECT_EQ(mesh.replica_index(rank), replica);
-        const RowRange rows = pl.rows_of(mesh.shard_rank(rank));
+        const spec::RowRange rows = pl.rows_of(mesh.shard_rank(rank));
         for (int64_t i = rows.begin; i < rows.end; ++i) ++owners[static_cast<size_t>(i)];
       }
       for (int c : owners) ASSERT_EQ(c, 1);
@@ -111,8 +111,8 @@ TEST(ShardLayoutTest, HsdpEveryShardGroupOwnsEveryElementOnce) {
 
 TEST(ShardLayoutTest, Fsdp2PaddingExample) {
   // 10 rows over 4 ranks: 3 rows each, padded to 12; rank 3 holds row 9 and two padding rows.
-  const UnitSpec spec{"u", false, {ParamSpec{"a", {10, 2}}, ParamSpec{"b", {3}}}};
-  const UnitShardLayout layout(spec, 4);
+  const spec::UnitSpec spec{"u", false, {spec::ParamSpec{"a", {10, 2}}, spec::ParamSpec{"b", {3}}}};
+  const spec::UnitShardLayout layout(spec, 4);
   const auto& a = layout.params()[0];
   EXPECT_EQ(a.rows_per_rank, 3);
   EXPECT_EQ(a.padded_rows, 12);
@@ -128,15 +128,15 @@ TEST(ShardLayoutTest, Fsdp2PaddingExample) {
   // Row 4 of a (elements 8, 9) is rank 1's second row: 1 * 7 + 0 + 1 * 2.
   EXPECT_EQ(layout.flat_index(0, 8), 9);
   EXPECT_EQ(layout.flat_index(1, 2), 2 * 7 + 6);
-  EXPECT_THROW(UnitShardLayout(spec, 0), PlanError);
+  EXPECT_THROW(spec::UnitShardLayout(spec, 0), spec::SpecError);
 }
 
 TEST(ShardLayoutTest, AdamWModelStatesAre16POverN) {
   for (const char* name : {"llama3-debug", "llama3-8b", "llama3-405b"}) {
-    const ModelSpec m = model_preset(name);
+    const spec::ModelSpec m = spec::model_preset(name);
     for (int64_t n : {int64_t{1}, int64_t{8}, int64_t{144}, int64_t{576}}) {
       SCOPED_TRACE(std::string(name) + " over " + std::to_string(n));
-      const auto units = shard_model(m, n);
+      const auto units = spec::shard_model(m, n);
       int64_t shard_numel = 0;
       int64_t padding = 0;
       for (const auto& u : units) {
@@ -144,7 +144,7 @@ TEST(ShardLayoutTest, AdamWModelStatesAre16POverN) {
         padding += u.padding_numel();
       }
       const int64_t states = param_shard_bytes(m, units) + grad_shard_bytes(m, units) +
-                             optimizer_state_bytes(shard_numel, Optimizer::kAdamW);
+                             optimizer_state_bytes(shard_numel, spec::Optimizer::kAdamW);
       const double ideal = 16.0 * static_cast<double>(m.num_params()) / static_cast<double>(n);
       EXPECT_GE(static_cast<double>(states), ideal);
       // Exactly 16 bytes per padded element: the only difference from 16 P / N is padding.

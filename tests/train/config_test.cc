@@ -39,7 +39,7 @@ TEST(TrainConfig, ParsesDebugModelConfig) {
   EXPECT_DOUBLE_EQ(c.training.max_norm, 1.0);
   EXPECT_EQ(c.training.param_dtype(), DataType::kFloat32);
   EXPECT_EQ(c.training.reduce_dtype(), DataType::kFloat32);
-  EXPECT_EQ(c.parallelism.fsdp_reshard_after_forward.mode, sharding::Reshard::Mode::kDefault);
+  EXPECT_EQ(c.parallelism.fsdp_reshard_after_forward.mode, spec::Reshard::Mode::kDefault);
 
   c.validate(2);
   EXPECT_EQ(c.parallelism.data_parallel_shard_degree, 2);
@@ -47,7 +47,7 @@ TEST(TrainConfig, ParsesDebugModelConfig) {
   EXPECT_EQ(c.training.gradient_accumulation_steps, 1);
   EXPECT_EQ(c.metrics_path(), "./outputs/debug_model/metrics.jsonl");
 
-  const sharding::ModelSpec m = c.model_spec();
+  const spec::ModelSpec m = c.model_spec();
   EXPECT_EQ(m.dims.dim, 128);
   EXPECT_EQ(m.dims.layers, 4);
   EXPECT_EQ(m.dims.n_heads, 8);
@@ -202,7 +202,7 @@ TEST(TrainConfig, OverridesInBothFormsAfterTheFile) {
   TrainConfig c = load_train_config(cl);
   EXPECT_EQ(c.training.steps, 7);
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.01);
-  EXPECT_EQ(c.parallelism.fsdp_reshard_after_forward.mode, sharding::Reshard::Mode::kNever);
+  EXPECT_EQ(c.parallelism.fsdp_reshard_after_forward.mode, spec::Reshard::Mode::kNever);
   EXPECT_TRUE(c.checkpoint.enable_checkpoint);
   EXPECT_EQ(c.training.dataset, "synthetic");
   EXPECT_EQ(c.model_spec().dims.layers, 2);
@@ -210,7 +210,7 @@ TEST(TrainConfig, OverridesInBothFormsAfterTheFile) {
 
   TrainConfig g;
   apply_override(g, "--parallelism.fsdp_reshard_after_forward", "4");
-  EXPECT_EQ(g.parallelism.fsdp_reshard_after_forward.mode, sharding::Reshard::Mode::kGroup);
+  EXPECT_EQ(g.parallelism.fsdp_reshard_after_forward.mode, spec::Reshard::Mode::kGroup);
   EXPECT_EQ(g.parallelism.fsdp_reshard_after_forward.group, 4);
   apply_override(g, "lr_scheduler.decay_ratio", "0.5");
   EXPECT_EQ(g.lr_scheduler.decay_ratio, 0.5);
@@ -315,8 +315,8 @@ TEST(TrainConfig, ValidateErrorsNameTheKeys) {
 TEST(TrainConfig, PresetFlavorsAndOverrides) {
   TrainConfig c;
   c.model.flavor = "8B";
-  const sharding::ModelSpec preset = sharding::model_preset("llama3-8b");
-  sharding::ModelSpec m = c.model_spec();
+  const spec::ModelSpec preset = spec::model_preset("llama3-8b");
+  spec::ModelSpec m = c.model_spec();
   EXPECT_EQ(m.name, "llama3-8b");
   EXPECT_EQ(m.dims.ffn_hidden, preset.dims.ffn_hidden);
   EXPECT_EQ(m.num_params(), preset.num_params());
@@ -329,15 +329,15 @@ TEST(TrainConfig, PresetFlavorsAndOverrides) {
   c.model.dim = 1024;
   expect_config_error([&] { c.model_spec(); }, {"model.dim = 1024", "model.multiple_of"});
   c.model.multiple_of = 256;
-  EXPECT_EQ(c.model_spec().dims.ffn_hidden, sharding::llama_ffn_hidden(1024, 256, 0));
+  EXPECT_EQ(c.model_spec().dims.ffn_hidden, spec::llama_ffn_hidden(1024, 256, 0));
 }
 
 TEST(TrainConfig, MoeFlavorKeepsExpertsWidthsAndRouting) {
   TrainConfig c;
   c.model.flavor = "debugmodel_byte_moe";
   c.validate(2);
-  const sharding::ModelSpec preset = sharding::model_preset("debugmodel_byte_moe");
-  const sharding::ModelSpec m = c.model_spec();
+  const spec::ModelSpec preset = spec::model_preset("debugmodel_byte_moe");
+  const spec::ModelSpec m = c.model_spec();
   EXPECT_EQ(m.num_params(), preset.num_params());
   EXPECT_EQ(m.dims.num_experts, 8);
   EXPECT_EQ(m.dims.expert_hidden, 128);
@@ -345,7 +345,7 @@ TEST(TrainConfig, MoeFlavorKeepsExpertsWidthsAndRouting) {
   EXPECT_EQ(m.dims.routing.aux_loss_coeff, preset.dims.routing.aux_loss_coeff);
   EXPECT_TRUE(m.dims.routing.route_norm);
   c.model.flavor = "mixtral-8x7b";  // Mixtral's expert width is its FFN width, rebuilt from multiple_of
-  EXPECT_EQ(c.model_spec().num_params(), sharding::model_preset("mixtral-8x7b").num_params());
+  EXPECT_EQ(c.model_spec().num_params(), spec::model_preset("mixtral-8x7b").num_params());
 }
 
 TEST(TrainConfig, ToTomlParsesBackEqual) {

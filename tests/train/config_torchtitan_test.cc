@@ -462,7 +462,7 @@ TEST(TorchTitanConfig, RealDebugModelAndLlama8bFilesLoad) {
   EXPECT_EQ(debug.training.steps, 10);
   EXPECT_EQ(*debug.lr_scheduler.decay_ratio, 0.8);
   debug.validate(2);
-  const sharding::ModelSpec m = debug.model_spec();
+  const spec::ModelSpec m = debug.model_spec();
   EXPECT_EQ(m.dims.dim, 256);
   EXPECT_EQ(m.dims.layers, 6);
   EXPECT_EQ(m.dims.n_heads, 16);
@@ -487,7 +487,7 @@ TEST(TorchTitanConfig, RealDebugModelAndLlama8bFilesLoad) {
 TEST(TorchTitanConfig, ByteVocabularyFlavorKeepsItsOwnName) {
   TrainConfig c;
   c.model.flavor = "debugmodel_byte";
-  const sharding::ModelSpec m = c.model_spec();
+  const spec::ModelSpec m = c.model_spec();
   EXPECT_EQ(m.dims.dim, 128);
   EXPECT_EQ(m.dims.layers, 4);
   EXPECT_EQ(m.dims.vocab, 256);

@@ -1,6 +1,6 @@
 #include "train/dataset.h"
 
-#include "sharding/mesh.h"
+#include "spec/mesh.h"
 
 #include <gtest/gtest.h>
 
@@ -77,7 +77,7 @@ TEST(DataLoader, UnionOverRanksEqualsTheGlobalBatch) {
     for (const auto& l : layouts) {
       const int64_t dp = l.replicate * l.shard;
       DataLoader global(src, opts(local * dp, seq, accum, 0, 1));
-      const auto mesh = sharding::Mesh::for_world(dp, l.replicate, l.shard);
+      const auto mesh = spec::Mesh::for_world(dp, l.replicate, l.shard);
       std::vector<DataLoader> ranks;
       for (int64_t rank = 0; rank < dp; ++rank) {
         ranks.emplace_back(src, opts(local, seq, accum, mesh.data_parallel_rank(rank), mesh.data_parallel_size()));

@@ -30,18 +30,18 @@ bool full_equivalence() {
   return v != nullptr && std::string(v) == "full";
 }
 
-sharding::ModelSpec tiny_llama() {
-  if (full_equivalence()) return sharding::make_llama("debugmodel_byte", debug_model_llama_config());
-  return sharding::make_llama("tiny", sharding::LlamaConfig{.dim = 32, .layers = 2, .n_heads = 4, .n_kv_heads = 2,
+spec::ModelSpec tiny_llama() {
+  if (full_equivalence()) return spec::make_llama("debugmodel_byte", debug_model_llama_config());
+  return spec::make_llama("tiny", spec::LlamaConfig{.dim = 32, .layers = 2, .n_heads = 4, .n_kv_heads = 2,
                                                             .vocab = 37, .multiple_of = 16});
 }
 
 // The MoE debug flavor (debugmodel_byte_moe), or in CI its miniature: 4 experts of 16, top 2, one shared
 // expert, softmax + route_norm, aux loss 0.01, dropless.
-sharding::ModelSpec tiny_moe() {
-  if (full_equivalence()) return sharding::make_llama("debugmodel_byte_moe", sharding::debug_moe_model_config());
-  return sharding::make_llama(
-      "tiny-moe", sharding::LlamaConfig{.dim = 32, .layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab = 37,
+spec::ModelSpec tiny_moe() {
+  if (full_equivalence()) return spec::make_llama("debugmodel_byte_moe", spec::debug_moe_model_config());
+  return spec::make_llama(
+      "tiny-moe", spec::LlamaConfig{.dim = 32, .layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab = 37,
                                         .multiple_of = 16, .num_experts = 4, .experts_per_token = 2,
                                         .expert_hidden = 16, .shared_experts = 1,
                                         .routing = {.route_norm = true, .aux_loss_coeff = 0.01}});
@@ -59,7 +59,7 @@ struct TrainRun {
   int64_t global_batch = full_equivalence() ? 24 : 12;
   int64_t steps = full_equivalence() ? 20 : 5;
   DataType param_dtype = DataType::kFloat32;
-  const char* ac = "none";  // sharding::parse_ac form: none, selective:op, selective:K, full
+  const char* ac = "none";  // spec::parse_ac form: none, selective:op, selective:K, full
 };
 
 struct Result {
@@ -77,13 +77,13 @@ TrainerOptions options_for(const TrainRun& r) {
                            std::to_string(r.world) + " ranks x " + std::to_string(r.accum) + " micro-batches");
   }
   o.local_batch = r.global_batch / (r.world * r.accum);
-  o.fsdp.mesh = sharding::Mesh::for_world(r.world, r.replicate);
+  o.fsdp.mesh = spec::Mesh::for_world(r.world, r.replicate);
   o.fsdp.policy.param_dtype = r.param_dtype;
   o.fsdp.policy.reduce_dtype = DataType::kFloat32;
-  o.fsdp.policy.reshard = sharding::Reshard::parse(r.reshard);
+  o.fsdp.policy.reshard = spec::Reshard::parse(r.reshard);
   o.fsdp.policy.prefetch = r.prefetch;
   o.fsdp.expert_parallel = r.ep;
-  sharding::parse_ac(r.ac, o.fsdp.policy);
+  spec::parse_ac(r.ac, o.fsdp.policy);
   // Full mode trains as configs/debug_model.toml does (peak 8e-4); CI's tiny model learns faster at 3e-3.
   o.lr = runtime::LrSchedule{.lr = full_equivalence() ? 8e-4 : 3e-3, .total_steps = r.steps, .warmup_steps = 2};
   o.seed = 7;
@@ -113,14 +113,14 @@ BatchSource batches_for(const TrainerOptions& o, int rank, int world) {
 // Under expert parallelism rank r holds the dense units and the expert units of its EP rank (r mod ep in
 // its shard group), each after its block: rebuilds the units of the model without expert parallelism
 // (a MoE block's experts sit after wq wk wv wo and the router) from ranks 0..ep-1.
-std::vector<std::vector<float>> merge_experts(const std::vector<Result>& ranks, const sharding::ModelSpec& model,
+std::vector<std::vector<float>> merge_experts(const std::vector<Result>& ranks, const spec::ModelSpec& model,
                                               int64_t ep) {
   std::vector<std::vector<float>> out;
   size_t u = 0;  // unit index under expert parallelism
   for (const auto& unit : model.units) {
     const std::vector<float>& dense = ranks[0].params.at(u++);
     const bool moe = std::any_of(unit.params.begin(), unit.params.end(),
-                                 [](const auto& p) { return p.kind == sharding::ParamKind::kExpert; });
+                                 [](const auto& p) { return p.kind == spec::ParamKind::kExpert; });
     if (!moe) {
       out.push_back(dense);
       continue;
@@ -329,7 +329,7 @@ struct MemoryComparison {
   std::string breakdown;
 };
 
-MemoryComparison compare_memory(const TrainRun& r, const sharding::ModelSpec& model, int64_t seq_len) {
+MemoryComparison compare_memory(const TrainRun& r, const spec::ModelSpec& model, int64_t seq_len) {
   testing::InProcJob job(r.world);
   MemoryComparison out;
   job.run([&](Communicator& world) {
@@ -339,12 +339,12 @@ MemoryComparison compare_memory(const TrainRun& r, const sharding::ModelSpec& mo
     Trainer trainer(o, world, batches_for(o, world.rank(), world.size()));
     for (int64_t s = 0; s < r.steps; ++s) trainer.step();
     if (world.rank() != 0) return;
-    sharding::Policy policy = o.fsdp.policy;
+    spec::Policy policy = o.fsdp.policy;
     policy.micro_batch = o.local_batch;
     policy.seq_len = o.seq_len;
     policy.grad_accum = o.grad_accum;
-    const auto mesh = sharding::Mesh::create(
-        sharding::MeshSpec{1, world.size(), r.replicate, world.size() / r.replicate});
+    const auto mesh = spec::Mesh::create(
+        spec::MeshSpec{1, world.size(), r.replicate, world.size() / r.replicate});
     const auto plan = sharding::make_plan(model, sharding::chip_preset("cpu"), mesh, policy);
     const auto& m = plan.estimate.memory;
     out.predicted = m.peak();
@@ -372,8 +372,8 @@ void expect_within_five_percent(const MemoryComparison& c) {
 }
 
 // The debug model's shape (configs/debug_model.toml) at 2 ranks, 4 sequences of 64 each, 2 steps.
-sharding::ModelSpec debug_shape() {
-  return sharding::make_llama("debug", sharding::LlamaConfig{.dim = 128, .layers = 4, .n_heads = 8, .n_kv_heads = 4,
+spec::ModelSpec debug_shape() {
+  return spec::make_llama("debug", spec::LlamaConfig{.dim = 128, .layers = 4, .n_heads = 8, .n_kv_heads = 4,
                                                             .vocab = 256, .multiple_of = 64});
 }
 TrainRun debug_shape_run() {
@@ -401,7 +401,7 @@ class TrainerMemoryPolicies : public ::testing::TestWithParam<MemoryCase> {};
 
 TEST_P(TrainerMemoryPolicies, PeakMatchesThePlan) {
   const MemoryCase m = GetParam();
-  const auto model = sharding::make_llama("small", sharding::LlamaConfig{.dim = 64, .layers = 3, .n_heads = 4,
+  const auto model = spec::make_llama("small", spec::LlamaConfig{.dim = 64, .layers = 3, .n_heads = 4,
                                                                         .n_kv_heads = 2, .vocab = 256,
                                                                         .multiple_of = 32});
   TrainRun r;
@@ -497,10 +497,10 @@ TEST_P(TrainerSteadyState, NoNewMemoryAfterWarmUp) {
     TrainerOptions o = options_for(r);
     // The debug model's shape: its unit buffers and activations are large enough for the C library
     // to map each one on its own, so churn would show as mappings.
-    o.model = sharding::make_llama("debug", sharding::LlamaConfig{.dim = 128, .layers = 2, .n_heads = 8,
+    o.model = spec::make_llama("debug", spec::LlamaConfig{.dim = 128, .layers = 2, .n_heads = 8,
                                                                  .n_kv_heads = 4, .vocab = 256, .multiple_of = 64});
     o.seq_len = 64;
-    if (c.mxfp8) o.fsdp.policy.param_comm = o.fsdp.policy.grad_comm = sharding::CommPrecision::kMxfp8;
+    if (c.mxfp8) o.fsdp.policy.param_comm = o.fsdp.policy.grad_comm = spec::CommPrecision::kMxfp8;
     Trainer trainer(o, world, batches_for(o, world.rank(), world.size()));
     const size_t me = static_cast<size_t>(world.rank());
     for (int s = 0; s < kWarmUp; ++s) trainer.step();

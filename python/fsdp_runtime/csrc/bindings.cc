@@ -28,7 +28,7 @@ struct ShardingGroups {
   // reshard_group: reshard_after_forward = k keeps a 1/k slice over groups of k shard ranks (0: none).
   ShardingGroups(ProcessGroupFsdp& pg, int64_t replicate, int64_t reshard_group)
       : groups(fsdp::runtime::ProcessGroups::create(
-            pg.communicator(), fsdp::sharding::Mesh::for_world(pg.getSize(), replicate), reshard_group)) {}
+            pg.communicator(), fsdp::spec::Mesh::for_world(pg.getSize(), replicate), reshard_group)) {}
   fsdp::MemoryTracker tracker;
   fsdp::runtime::ProcessGroups groups;
 
@@ -145,11 +145,11 @@ class TorchUnit {
     for (size_t i = 0; i < shapes_.size(); ++i) out.push_back(view_of(views[i], shapes_[i]));
     return out;
   }
-  static fsdp::sharding::UnitSpec spec(const std::string& name, const std::vector<std::string>& names,
+  static fsdp::spec::UnitSpec spec(const std::string& name, const std::vector<std::string>& names,
                                        const std::vector<std::vector<int64_t>>& shapes) {
     TORCH_CHECK_VALUE(names.size() == shapes.size() && !names.empty(), "fsdp unit '", name,
                       "': one shape per parameter name, at least one parameter");
-    fsdp::sharding::UnitSpec s;
+    fsdp::spec::UnitSpec s;
     s.name = name;
     for (size_t i = 0; i < names.size(); ++i) s.params.push_back({names[i], shapes[i], fsdp::DataType::kFloat32});
     return s;
@@ -163,13 +163,13 @@ class TorchUnit {
   }
   // param_dtype: what the all-gather carries (the full parameters torch sees stay float32 buffers holding
   // values rounded to it); reduce_dtype: what the reduce-scatter carries.
-  static fsdp::sharding::Policy policy(const std::string& unit, const std::string& param_dtype,
+  static fsdp::spec::Policy policy(const std::string& unit, const std::string& param_dtype,
                                        const std::string& reduce_dtype, int64_t reshard_group) {
-    fsdp::sharding::Policy p;
+    fsdp::spec::Policy p;
     p.param_dtype = float_type(unit, "param_dtype", param_dtype);
     p.reduce_dtype = float_type(unit, "reduce_dtype", reduce_dtype);
     if (reshard_group > 0) {
-      p.reshard.mode = fsdp::sharding::Reshard::Mode::kGroup;
+      p.reshard.mode = fsdp::spec::Reshard::Mode::kGroup;
       p.reshard.group = reshard_group;
     }
     return p;

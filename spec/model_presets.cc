@@ -3,10 +3,10 @@
 #include <functional>
 #include <map>
 
-#include "sharding/model_spec.h"
-#include "sharding/plan_error.h"
+#include "spec/model_spec.h"
+#include "spec/spec_error.h"
 
-namespace fsdp::sharding {
+namespace fsdp::spec {
 namespace {
 
 ParamSpec param(std::string name, std::vector<int64_t> shape, ParamKind kind = ParamKind::kDense) {
@@ -108,7 +108,7 @@ const std::vector<Preset>& presets() {
 }  // namespace
 
 int64_t llama_ffn_hidden(int64_t dim, int64_t multiple_of, double ffn_dim_multiplier) {
-  if (dim <= 0 || multiple_of <= 0) throw PlanError("llama_ffn_hidden: dim and multiple_of must be positive");
+  if (dim <= 0 || multiple_of <= 0) throw SpecError("llama_ffn_hidden: dim and multiple_of must be positive");
   // Python's int() truncates toward zero; the values are positive so static_cast does the same.
   int64_t hidden = static_cast<int64_t>(2.0 * static_cast<double>(4 * dim) / 3.0);
   if (ffn_dim_multiplier > 0) hidden = static_cast<int64_t>(ffn_dim_multiplier * static_cast<double>(hidden));
@@ -134,7 +134,7 @@ LlamaConfig debug_moe_model_config() {
 
 ModelSpec make_llama(std::string name, const LlamaConfig& c) {
   if (c.dim <= 0 || c.layers <= 0 || c.n_heads <= 0 || c.vocab <= 0 || c.n_kv_heads < 0) {
-    throw PlanError("llama config '" + name + "': dim, layers, n_heads and vocab must be positive");
+    throw SpecError("llama config '" + name + "': dim, layers, n_heads and vocab must be positive");
   }
   const int64_t kv_heads = c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads;
   const int64_t head_dim = c.dim / c.n_heads;
@@ -199,8 +199,8 @@ ModelSpec model_preset(std::string_view name) {
   }
   std::string known;
   for (const auto& p : presets()) known += std::string(known.empty() ? "" : ", ") + p.name;
-  throw PlanError("unknown model '" + std::string(name) + "' (known presets: " + known +
+  throw SpecError("unknown model '" + std::string(name) + "' (known presets: " + known +
                   "; or pass a path to a .toml model spec)");
 }
 
-}  // namespace fsdp::sharding
+}  // namespace fsdp::spec

@@ -1,17 +1,17 @@
-#include "sharding/policy.h"
+#include "spec/policy.h"
 
 #include <charconv>
 
-#include "sharding/plan_error.h"
+#include "spec/spec_error.h"
 
-namespace fsdp::sharding {
+namespace fsdp::spec {
 
 std::string_view name(Optimizer o) { return o == Optimizer::kAdamW ? "adamw" : "sgd"; }
 
 Optimizer parse_optimizer(std::string_view s) {
   if (s == "adamw" || s == "adam") return Optimizer::kAdamW;
   if (s == "sgd" || s == "sgd-momentum") return Optimizer::kSgdMomentum;
-  throw PlanError("unknown optimizer '" + std::string(s) + "' (expected adamw or sgd)");
+  throw SpecError("unknown optimizer '" + std::string(s) + "' (expected adamw or sgd)");
 }
 
 int64_t optimizer_state_bytes_per_element(Optimizer o) { return o == Optimizer::kAdamW ? 8 : 4; }
@@ -32,7 +32,7 @@ ActivationCheckpointing parse_activation_checkpointing(std::string_view s) {
   if (s == "none") return ActivationCheckpointing::kNone;
   if (s == "selective") return ActivationCheckpointing::kSelective;
   if (s == "full") return ActivationCheckpointing::kFull;
-  throw PlanError("unknown activation checkpointing '" + std::string(s) + "' (expected none, selective or full)");
+  throw SpecError("unknown activation checkpointing '" + std::string(s) + "' (expected none, selective or full)");
 }
 
 ActivationCheckpointing block_ac(const Policy& policy, int64_t layer) {
@@ -57,7 +57,7 @@ void parse_ac(std::string_view s, Policy& policy) {
   if (option != "op") {
     const auto [end, ec] = std::from_chars(option.data(), option.data() + option.size(), k);
     if (ec != std::errc() || end != option.data() + option.size() || k <= 0) {
-      throw PlanError("activation checkpointing '" + std::string(s) +
+      throw SpecError("activation checkpointing '" + std::string(s) +
                       "': expected none, full, selective:op or selective:K with K a positive layer interval");
     }
   }
@@ -72,7 +72,7 @@ Reshard Reshard::parse(std::string_view s) {
   int64_t k = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), k);
   if (ec != std::errc() || end != s.data() + s.size() || k <= 0) {
-    throw PlanError("reshard after forward must be default (true), always, never (false) or a positive group size "
+    throw SpecError("reshard after forward must be default (true), always, never (false) or a positive group size "
                     "(got '" + std::string(s) + "')");
   }
   return Reshard{Mode::kGroup, k};
@@ -113,7 +113,7 @@ std::string_view name(CommPrecision p) { return p == CommPrecision::kMxfp8 ? "mx
 CommPrecision parse_comm_precision(std::string_view s) {
   if (s == "default") return CommPrecision::kDefault;
   if (s == "mxfp8") return CommPrecision::kMxfp8;
-  throw PlanError("communication precision '" + std::string(s) + "' is not one of: default, mxfp8");
+  throw SpecError("communication precision '" + std::string(s) + "' is not one of: default, mxfp8");
 }
 
 std::string_view name(LossImpl l) { return l == LossImpl::kEager ? "eager" : "fused"; }
@@ -121,7 +121,7 @@ std::string_view name(LossImpl l) { return l == LossImpl::kEager ? "eager" : "fu
 LossImpl parse_loss(std::string_view s) {
   if (s == "fused") return LossImpl::kFused;
   if (s == "eager") return LossImpl::kEager;
-  throw PlanError("loss '" + std::string(s) + "' is not one of: fused (the runtime's head), eager (PyTorch's cross_entropy)");
+  throw SpecError("loss '" + std::string(s) + "' is not one of: fused (the runtime's head), eager (PyTorch's cross_entropy)");
 }
 
 double wire_element_bytes(CommPrecision p, DataType type) {
@@ -131,27 +131,27 @@ double wire_element_bytes(CommPrecision p, DataType type) {
 int64_t mxfp8_slot_bytes(int64_t numel) { return numel + (numel + 31) / 32; }
 
 void validate(const Policy& p, int64_t shard_degree) {
-  if (!is_valid(p.param_dtype) || !is_floating(p.param_dtype)) throw PlanError("policy: param dtype must be floating");
+  if (!is_valid(p.param_dtype) || !is_floating(p.param_dtype)) throw SpecError("policy: param dtype must be floating");
   if (!is_valid(p.reduce_dtype) || !is_floating(p.reduce_dtype))
-    throw PlanError("policy: reduce dtype must be floating");
+    throw SpecError("policy: reduce dtype must be floating");
   if (p.prefetch < 0 || p.prefetch > kMaxPrefetch) {
-    throw PlanError("policy: prefetch depth is " + std::to_string(p.prefetch) + " (must be 0.." +
+    throw SpecError("policy: prefetch depth is " + std::to_string(p.prefetch) + " (must be 0.." +
                     std::to_string(kMaxPrefetch) + ")");
   }
   if (p.micro_batch <= 0)
-    throw PlanError("policy: micro-batch is " + std::to_string(p.micro_batch) + " (must be >= 1)");
-  if (p.seq_len <= 0) throw PlanError("policy: sequence length is " + std::to_string(p.seq_len) + " (must be >= 1)");
-  if (p.grad_accum <= 0) throw PlanError("policy: gradient accumulation steps must be >= 1");
+    throw SpecError("policy: micro-batch is " + std::to_string(p.micro_batch) + " (must be >= 1)");
+  if (p.seq_len <= 0) throw SpecError("policy: sequence length is " + std::to_string(p.seq_len) + " (must be >= 1)");
+  if (p.grad_accum <= 0) throw SpecError("policy: gradient accumulation steps must be >= 1");
   if (p.ac_every < 0 || (p.ac_every > 0 && p.ac != ActivationCheckpointing::kSelective)) {
-    throw PlanError("policy: activation checkpointing layer interval " + std::to_string(p.ac_every) +
+    throw SpecError("policy: activation checkpointing layer interval " + std::to_string(p.ac_every) +
                     " needs selective mode and must be positive");
   }
   if (p.reshard.mode == Reshard::Mode::kGroup) {
     if (p.reshard.group <= 0 || shard_degree % p.reshard.group != 0) {
-      throw PlanError("policy: reshard group " + std::to_string(p.reshard.group) + " must divide the shard degree " +
+      throw SpecError("policy: reshard group " + std::to_string(p.reshard.group) + " must divide the shard degree " +
                       std::to_string(shard_degree));
     }
   }
 }
 
-}  // namespace fsdp::sharding
+}  // namespace fsdp::spec

@@ -9,7 +9,7 @@
 
 #include "common/dtype.h"
 
-namespace fsdp::sharding {
+namespace fsdp::spec {
 
 // What a parameter costs in FLOPs: dense matmul weights do 6 FLOPs per element per token (forward and
 // backward), an embedding table is a lookup (no FLOPs), an expert's weight is used by only
@@ -17,7 +17,7 @@ namespace fsdp::sharding {
 enum class ParamKind { kDense, kEmbedding, kExpert };
 
 std::string_view name(ParamKind k);
-ParamKind parse_param_kind(std::string_view s);  // "dense", "embedding", "expert"; throws PlanError
+ParamKind parse_param_kind(std::string_view s);  // "dense", "embedding", "expert"; throws SpecError
 
 struct ParamSpec {
   std::string name;
@@ -83,13 +83,13 @@ struct ModelSpec {
   double active_matmul_params() const;
 };
 
-// Throws PlanError on empty names, no units, zero or negative dims, unsupported dtypes, duplicate names.
+// Throws SpecError on empty names, no units, zero or negative dims, unsupported dtypes, duplicate names.
 void validate(const ModelSpec& model);
 
 // Presets: "llama3-debug", "debugmodel_byte", "debugmodel_byte_moe", "llama3-8b", "llama3-70b", "llama3-405b",
 // "mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v2-lite".
 std::vector<std::string> model_preset_names();
-ModelSpec model_preset(std::string_view name);  // throws PlanError naming the known presets
+ModelSpec model_preset(std::string_view name);  // throws SpecError naming the known presets
 
 // Llama 3 architecture as TorchTitan builds it (untied output head, SwiGLU FFN, GQA).
 struct LlamaConfig {
@@ -124,4 +124,4 @@ ModelSpec load_model_spec_file(const std::string& path);
 // A preset name, or a path to a .toml spec file.
 ModelSpec resolve_model(const std::string& name_or_path);
 
-}  // namespace fsdp::sharding
+}  // namespace fsdp::spec

@@ -1,25 +1,25 @@
-#include "sharding/mesh.h"
+#include "spec/mesh.h"
 
 #include <algorithm>
 #include <numeric>
 #include <string>
 
-#include "sharding/plan_error.h"
+#include "spec/spec_error.h"
 
-namespace fsdp::sharding {
+namespace fsdp::spec {
 
 std::string_view name(LinkLevel level) { return level == LinkLevel::kIntra ? "intra" : "inter"; }
 
 Mesh Mesh::create(const MeshSpec& s) {
   if (s.nodes <= 0 || s.nodes > kMaxNodes) {
-    throw PlanError("mesh: nodes is " + std::to_string(s.nodes) + " (must be 1.." + std::to_string(kMaxNodes) + ")");
+    throw SpecError("mesh: nodes is " + std::to_string(s.nodes) + " (must be 1.." + std::to_string(kMaxNodes) + ")");
   }
   if (s.chips_per_node <= 0 || s.chips_per_node > kMaxChipsPerNode) {
-    throw PlanError("mesh: chips per node is " + std::to_string(s.chips_per_node) + " (must be 1.." +
+    throw SpecError("mesh: chips per node is " + std::to_string(s.chips_per_node) + " (must be 1.." +
                     std::to_string(kMaxChipsPerNode) + ")");
   }
   if (s.replicate < 0 || s.shard < 0) {
-    throw PlanError("mesh: replicate and shard degrees must be positive (got replicate " + std::to_string(s.replicate) +
+    throw SpecError("mesh: replicate and shard degrees must be positive (got replicate " + std::to_string(s.replicate) +
                     ", shard " + std::to_string(s.shard) + ")");
   }
   Mesh m;
@@ -33,19 +33,19 @@ Mesh Mesh::create(const MeshSpec& s) {
   if (r == 0 && sh == 0) r = 1;
   if (sh == 0) {
     if (world % r != 0) {
-      throw PlanError("mesh: replicate degree " + std::to_string(r) + " does not divide the " + sizes +
+      throw SpecError("mesh: replicate degree " + std::to_string(r) + " does not divide the " + sizes +
                       "; pick a divisor of " + std::to_string(world));
     }
     sh = world / r;
   } else if (r == 0) {
     if (world % sh != 0) {
-      throw PlanError("mesh: shard degree " + std::to_string(sh) + " does not divide the " + sizes +
+      throw SpecError("mesh: shard degree " + std::to_string(sh) + " does not divide the " + sizes +
                       "; pick a divisor of " + std::to_string(world));
     }
     r = world / sh;
   }
   if (r * sh != world) {
-    throw PlanError("mesh: replicate " + std::to_string(r) + " x shard " + std::to_string(sh) + " = " +
+    throw SpecError("mesh: replicate " + std::to_string(r) + " x shard " + std::to_string(sh) + " = " +
                     std::to_string(r * sh) + " is not the " + sizes);
   }
   m.replicate_ = r;
@@ -55,7 +55,7 @@ Mesh Mesh::create(const MeshSpec& s) {
 
 Mesh Mesh::with_expert_parallel(int64_t ep) const {
   if (ep < 1 || shard_ % ep != 0) {
-    throw PlanError("mesh: parallelism.expert_parallel_degree = " + std::to_string(ep) +
+    throw SpecError("mesh: parallelism.expert_parallel_degree = " + std::to_string(ep) +
                     " must be >= 1 and divide the shard degree " + std::to_string(shard_) +
                     " (the experts' FSDP degree is shard degree / expert_parallel_degree)");
   }
@@ -65,14 +65,14 @@ Mesh Mesh::with_expert_parallel(int64_t ep) const {
 }
 
 Mesh Mesh::for_world(int64_t world_size, int64_t replicate, int64_t shard) {
-  if (world_size < 1) throw PlanError("mesh: world size " + std::to_string(world_size) + " must be >= 1");
+  if (world_size < 1) throw SpecError("mesh: world size " + std::to_string(world_size) + " must be >= 1");
   int64_t per_node = std::min(world_size, kMaxChipsPerNode);
   while (world_size % per_node != 0) --per_node;
   return create(MeshSpec{world_size / per_node, per_node, replicate, shard});
 }
 
 int64_t Mesh::nodes_spanned_by_block(int64_t size) const {
-  if (size <= 0 || world_size() % size != 0) throw PlanError("mesh: block size must divide the world size");
+  if (size <= 0 || world_size() % size != 0) throw SpecError("mesh: block size must divide the world size");
   // Block j covers ranks [j * size, (j + 1) * size); the pattern repeats every chips_per_node / gcd blocks.
   const int64_t period = chips_per_node_ / std::gcd(size, chips_per_node_);
   const int64_t blocks = std::min(world_size() / size, period);
@@ -97,4 +97,4 @@ LinkLevel Mesh::replicate_level() const {
   return nodes_spanned_by_replicate_group() > 1 ? LinkLevel::kInter : LinkLevel::kIntra;
 }
 
-}  // namespace fsdp::sharding
+}  // namespace fsdp::spec

@@ -1,23 +1,23 @@
-#include "sharding/expert_parallel.h"
+#include "spec/expert_parallel.h"
 
 #include <string>
 
-#include "sharding/plan_error.h"
+#include "spec/spec_error.h"
 
-namespace fsdp::sharding {
+namespace fsdp::spec {
 
 void validate_expert_parallel(const ModelSpec& model, int64_t ep, int64_t shard_degree) {
   const std::string key = "parallelism.expert_parallel_degree = " + std::to_string(ep);
-  if (ep < 1) throw PlanError(key + " must be at least 1");
+  if (ep < 1) throw SpecError(key + " must be at least 1");
   if (ep == 1) return;
   const int64_t experts = model.dims.num_experts;
-  if (experts == 0) throw PlanError(key + " needs a MoE model; '" + model.name + "' has no experts");
+  if (experts == 0) throw SpecError(key + " needs a MoE model; '" + model.name + "' has no experts");
   if (shard_degree % ep != 0) {
-    throw PlanError(key + " must divide the data-parallel shard degree " + std::to_string(shard_degree) +
+    throw SpecError(key + " must divide the data-parallel shard degree " + std::to_string(shard_degree) +
                     " (the experts' FSDP degree is shard degree / expert_parallel_degree)");
   }
   if (experts % ep != 0) {
-    throw PlanError(key + " must divide the number of experts " + std::to_string(experts) + " of '" + model.name + "'");
+    throw SpecError(key + " must divide the number of experts " + std::to_string(experts) + " of '" + model.name + "'");
   }
 }
 
@@ -25,7 +25,7 @@ ModelSpec expert_parallel_units(const ModelSpec& model, int64_t ep, int64_t ep_r
   validate_expert_parallel(model, ep, shard_degree);
   if (ep == 1) return model;
   if (ep_rank < 0 || ep_rank >= ep) {
-    throw PlanError("expert-parallel rank " + std::to_string(ep_rank) + " outside the group of " + std::to_string(ep));
+    throw SpecError("expert-parallel rank " + std::to_string(ep_rank) + " outside the group of " + std::to_string(ep));
   }
   const int64_t local = model.dims.num_experts / ep;
   ModelSpec out = model;
@@ -44,7 +44,7 @@ ModelSpec expert_parallel_units(const ModelSpec& model, int64_t ep, int64_t ep_r
       ++expert_param;
     }
     if (expert_param != 0 && expert_param != 3 * model.dims.num_experts) {
-      throw PlanError("unit '" + unit.name + "' has " + std::to_string(expert_param) +
+      throw SpecError("unit '" + unit.name + "' has " + std::to_string(expert_param) +
                       " expert parameters; expert parallelism needs w1 w2 w3 of each of " +
                       std::to_string(model.dims.num_experts) + " experts");
     }
@@ -56,7 +56,7 @@ ModelSpec expert_parallel_units(const ModelSpec& model, int64_t ep, int64_t ep_r
 
 std::vector<UnitShardLayout> shard_expert_parallel_units(const ModelSpec& units, int64_t shard_degree, int64_t ep) {
   if (ep < 1 || shard_degree % ep != 0) {
-    throw PlanError("parallelism.expert_parallel_degree = " + std::to_string(ep) + " must divide the shard degree " +
+    throw SpecError("parallelism.expert_parallel_degree = " + std::to_string(ep) + " must divide the shard degree " +
                     std::to_string(shard_degree));
   }
   std::vector<UnitShardLayout> out;
@@ -65,4 +65,4 @@ std::vector<UnitShardLayout> shard_expert_parallel_units(const ModelSpec& units,
   return out;
 }
 
-}  // namespace fsdp::sharding
+}  // namespace fsdp::spec

@@ -11,12 +11,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "sharding/model_spec.h"
-#include "sharding/shard_layout.h"
+#include "spec/model_spec.h"
+#include "spec/shard_layout.h"
 
-namespace fsdp::sharding {
+namespace fsdp::spec {
 
-// Throws PlanError naming parallelism.expert_parallel_degree and the values when ep < 1, ep > 1 on a
+// Throws SpecError naming parallelism.expert_parallel_degree and the values when ep < 1, ep > 1 on a
 // dense model, ep not dividing the shard degree, or ep not dividing the number of experts.
 void validate_expert_parallel(const ModelSpec& model, int64_t ep, int64_t shard_degree);
 
@@ -29,4 +29,4 @@ ModelSpec expert_parallel_units(const ModelSpec& model, int64_t ep, int64_t ep_r
 // over the expert FSDP group of shard_degree / ep ranks, every other unit over the shard group.
 std::vector<UnitShardLayout> shard_expert_parallel_units(const ModelSpec& units, int64_t shard_degree, int64_t ep);
 
-}  // namespace fsdp::sharding
+}  // namespace fsdp::spec

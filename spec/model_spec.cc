@@ -1,12 +1,12 @@
-#include "sharding/model_spec.h"
+#include "spec/model_spec.h"
 
 #include <filesystem>
 #include <limits>
 #include <set>
 
-#include "sharding/plan_error.h"
+#include "spec/spec_error.h"
 
-namespace fsdp::sharding {
+namespace fsdp::spec {
 
 std::string_view name(ParamKind k) {
   switch (k) {
@@ -24,7 +24,7 @@ ParamKind parse_param_kind(std::string_view s) {
   if (s == "dense") return ParamKind::kDense;
   if (s == "embedding") return ParamKind::kEmbedding;
   if (s == "expert") return ParamKind::kExpert;
-  throw PlanError("unknown parameter kind '" + std::string(s) + "' (expected dense, embedding or expert)");
+  throw SpecError("unknown parameter kind '" + std::string(s) + "' (expected dense, embedding or expert)");
 }
 
 int64_t ParamSpec::numel() const {
@@ -68,32 +68,32 @@ double ModelSpec::active_matmul_params() const {
 
 void validate(const ModelSpec& model) {
   const std::string where = "model '" + model.name + "': ";
-  if (model.name.empty()) throw PlanError("model has no name");
-  if (model.units.empty()) throw PlanError(where + "no FSDP units");
+  if (model.name.empty()) throw SpecError("model has no name");
+  if (model.units.empty()) throw SpecError(where + "no FSDP units");
   std::set<std::string> unit_names;
   std::set<std::string> param_names;
   // Each parameter's element count must fit int64 with room to pad and multiply by 8-byte dtypes.
   constexpr int64_t kMaxElements = std::numeric_limits<int64_t>::max() / 1024;
   for (const auto& u : model.units) {
-    if (u.name.empty()) throw PlanError(where + "a unit has no name");
-    if (!unit_names.insert(u.name).second) throw PlanError(where + "duplicate unit name '" + u.name + "'");
-    if (u.params.empty()) throw PlanError(where + "unit '" + u.name + "' has no parameters");
+    if (u.name.empty()) throw SpecError(where + "a unit has no name");
+    if (!unit_names.insert(u.name).second) throw SpecError(where + "duplicate unit name '" + u.name + "'");
+    if (u.params.empty()) throw SpecError(where + "unit '" + u.name + "' has no parameters");
     for (const auto& p : u.params) {
       const std::string pw = where + "parameter '" + p.name + "' of unit '" + u.name + "': ";
-      if (p.name.empty()) throw PlanError(where + "a parameter of unit '" + u.name + "' has no name");
-      if (!param_names.insert(p.name).second) throw PlanError(where + "duplicate parameter name '" + p.name + "'");
+      if (p.name.empty()) throw SpecError(where + "a parameter of unit '" + u.name + "' has no name");
+      if (!param_names.insert(p.name).second) throw SpecError(where + "duplicate parameter name '" + p.name + "'");
       int64_t n = 1;
       for (size_t i = 0; i < p.shape.size(); ++i) {
         if (p.shape[i] <= 0) {
-          throw PlanError(pw + "dimension " + std::to_string(i) + " is " + std::to_string(p.shape[i]) +
+          throw SpecError(pw + "dimension " + std::to_string(i) + " is " + std::to_string(p.shape[i]) +
                           " (every dimension must be at least 1)");
         }
-        if (n > kMaxElements / p.shape[i]) throw PlanError(pw + "too many elements");
+        if (n > kMaxElements / p.shape[i]) throw SpecError(pw + "too many elements");
         n *= p.shape[i];
       }
-      if (!is_valid(p.dtype) || !is_floating(p.dtype)) throw PlanError(pw + "dtype must be a floating type");
+      if (!is_valid(p.dtype) || !is_floating(p.dtype)) throw SpecError(pw + "dtype must be a floating type");
       if (p.kind == ParamKind::kExpert && model.dims.num_experts <= 0) {
-        throw PlanError(pw + "kind 'expert' needs the model's experts and experts_per_token");
+        throw SpecError(pw + "kind 'expert' needs the model's experts and experts_per_token");
       }
     }
   }
@@ -108,14 +108,14 @@ void validate(const ModelSpec& model) {
                           {d.experts_per_token, "experts_per_token"},
                           {d.expert_hidden, "expert_hidden"},
                           {d.shared_experts, "shared_experts"}}) {
-    if (v < 0) throw PlanError(where + field + " is " + std::to_string(v) + " (must not be negative)");
+    if (v < 0) throw SpecError(where + field + " is " + std::to_string(v) + " (must not be negative)");
   }
   if (d.num_experts > 0 && (d.experts_per_token <= 0 || d.experts_per_token > d.num_experts)) {
-    throw PlanError(where + "experts_per_token must be in [1, experts]");
+    throw SpecError(where + "experts_per_token must be in [1, experts]");
   }
-  if (d.n_heads > 0 && d.dim % d.n_heads != 0) throw PlanError(where + "dim must be a multiple of n_heads");
+  if (d.n_heads > 0 && d.dim % d.n_heads != 0) throw SpecError(where + "dim must be a multiple of n_heads");
   if (d.n_kv_heads > 0 && d.n_heads % d.n_kv_heads != 0) {
-    throw PlanError(where + "n_heads must be a multiple of n_kv_heads");
+    throw SpecError(where + "n_heads must be a multiple of n_kv_heads");
   }
 }
 
@@ -126,4 +126,4 @@ ModelSpec resolve_model(const std::string& name_or_path) {
   return model_preset(name_or_path);
 }
 
-}  // namespace fsdp::sharding
+}  // namespace fsdp::spec

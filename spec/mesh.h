@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace fsdp::sharding {
+namespace fsdp::spec {
 
 inline constexpr int64_t kMaxChipsPerNode = 144;
 inline constexpr int64_t kMaxNodes = 65536;
@@ -29,12 +29,12 @@ struct MeshSpec {
 
 class Mesh {
  public:
-  // Throws PlanError for non-positive sizes, more than kMaxChipsPerNode per node, or degrees whose
+  // Throws SpecError for non-positive sizes, more than kMaxChipsPerNode per node, or degrees whose
   // product is not the world size.
   static Mesh create(const MeshSpec& spec);
   // The mesh of a job of `world_size` ranks: replicate x shard, 0 taking the rest of the world. Servers
   // are as large as the planner allows (the largest divisor of the world up to kMaxChipsPerNode), which
-  // matters only for the link-level predictions of a plan. Throws PlanError like create().
+  // matters only for the link-level predictions of a plan. Throws SpecError like create().
   static Mesh for_world(int64_t world_size, int64_t replicate, int64_t shard = 0);
 
   int64_t nodes() const { return nodes_; }
@@ -79,4 +79,4 @@ class Mesh {
   int64_t expert_parallel_ = 1;
 };
 
-}  // namespace fsdp::sharding
+}  // namespace fsdp::spec

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "sharding/model_spec.h"
+#include "spec/model_spec.h"
 
-namespace fsdp::sharding {
+namespace fsdp::spec {
 
 struct RowRange {
   int64_t begin = 0;  // first row, inclusive
@@ -49,7 +49,7 @@ struct ParamShardLayout {
 
 class UnitShardLayout {
  public:
-  // Throws PlanError when shard_degree < 1.
+  // Throws SpecError when shard_degree < 1.
   UnitShardLayout(const UnitSpec& unit, int64_t shard_degree);
 
   int64_t shard_degree() const { return shard_degree_; }
@@ -76,4 +76,4 @@ class UnitShardLayout {
 // All units of a model sharded over `shard_degree` ranks.
 std::vector<UnitShardLayout> shard_model(const ModelSpec& model, int64_t shard_degree);
 
-}  // namespace fsdp::sharding
+}  // namespace fsdp::spec

@@ -1,13 +1,13 @@
-// sharding/expert_parallel.h: which units a rank holds under expert parallelism, and the degrees refused.
-#include "sharding/expert_parallel.h"
+// spec/expert_parallel.h: which units a rank holds under expert parallelism, and the degrees refused.
+#include "spec/expert_parallel.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "sharding/plan_error.h"
+#include "spec/spec_error.h"
 
-namespace fsdp::sharding {
+namespace fsdp::spec {
 namespace {
 
 ModelSpec moe() { return make_llama("moe", debug_moe_model_config()); }  // 8 experts, a shared expert
@@ -42,7 +42,7 @@ void expect_refused(const ModelSpec& m, int64_t ep, int64_t shard, const std::st
   try {
     validate_expert_parallel(m, ep, shard);
     ADD_FAILURE() << "ep " << ep << " over shard " << shard << " accepted";
-  } catch (const PlanError& e) {
+  } catch (const SpecError& e) {
     EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
   }
 }
@@ -56,4 +56,4 @@ TEST(ExpertParallelUnits, RefusesDegreesNamingTheKey) {
 }
 
 }  // namespace
-}  // namespace fsdp::sharding
+}  // namespace fsdp::spec

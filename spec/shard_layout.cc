@@ -1,11 +1,11 @@
-#include "sharding/shard_layout.h"
+#include "spec/shard_layout.h"
 
 #include <algorithm>
 #include <string>
 
-#include "sharding/plan_error.h"
+#include "spec/spec_error.h"
 
-namespace fsdp::sharding {
+namespace fsdp::spec {
 
 RowRange ParamShardLayout::rows_of(int64_t rank) const {
   const int64_t begin = std::min(rows, rank * rows_per_rank);
@@ -16,14 +16,14 @@ RowRange ParamShardLayout::rows_of(int64_t rank) const {
 int64_t ParamShardLayout::ranks_with_rows() const { return (rows + rows_per_rank - 1) / rows_per_rank; }
 
 UnitShardLayout::UnitShardLayout(const UnitSpec& unit, int64_t shard_degree) : shard_degree_(shard_degree) {
-  if (shard_degree < 1) throw PlanError("shard degree must be >= 1 (got " + std::to_string(shard_degree) + ")");
+  if (shard_degree < 1) throw SpecError("shard degree must be >= 1 (got " + std::to_string(shard_degree) + ")");
   params_.reserve(unit.params.size());
   for (const auto& spec : unit.params) {
     ParamShardLayout p;
     p.rows = spec.rows();
     p.row_numel = spec.row_numel();
     if (p.rows <= 0 || p.row_numel <= 0) {
-      throw PlanError("parameter '" + spec.name + "' of unit '" + unit.name + "' has an empty or negative shape");
+      throw SpecError("parameter '" + spec.name + "' of unit '" + unit.name + "' has an empty or negative shape");
     }
     p.rows_per_rank = (p.rows + shard_degree - 1) / shard_degree;
     p.padded_rows = p.rows_per_rank * shard_degree;
@@ -58,4 +58,4 @@ std::vector<UnitShardLayout> shard_model(const ModelSpec& model, int64_t shard_d
   return units;
 }
 
-}  // namespace fsdp::sharding
+}  // namespace fsdp::spec

@@ -8,7 +8,7 @@
 
 #include "common/dtype.h"
 
-namespace fsdp::sharding {
+namespace fsdp::spec {
 
 enum class Optimizer { kAdamW, kSgdMomentum };
 std::string_view name(Optimizer o);
@@ -56,7 +56,7 @@ struct Reshard {
 // per element, decoded on arrival (gradients are summed in f32, never in 8 bits).
 enum class CommPrecision { kDefault, kMxfp8 };
 std::string_view name(CommPrecision p);                    // "default", "mxfp8"
-CommPrecision parse_comm_precision(std::string_view s);  // throws PlanError naming the choices
+CommPrecision parse_comm_precision(std::string_view s);  // throws SpecError naming the choices
 // Bytes per element on the wire for `type` data sent at precision p: element_size(type), or 33/32 for MXFP8
 // (one byte per element and one scale byte per block of 32).
 double wire_element_bytes(CommPrecision p, DataType type);
@@ -70,7 +70,7 @@ int64_t mxfp8_slot_bytes(int64_t numel);
 // fp32 copy and the fp32 log-softmax it saves, and in backward that log-softmax's gradient twice.
 enum class LossImpl { kFused, kEager };
 std::string_view name(LossImpl l);                 // "fused", "eager"
-LossImpl parse_loss(std::string_view s);           // throws PlanError naming the choices
+LossImpl parse_loss(std::string_view s);           // throws SpecError naming the choices
 
 struct Policy {
   DataType param_dtype = DataType::kBfloat16;  // all-gather and compute dtype
@@ -97,11 +97,11 @@ ActivationCheckpointing block_ac(const Policy& policy, int64_t layer);
 // The policy's checkpointing as the plan file keeps it: "none", "full", "selective:op" or "selective:K".
 std::string ac_to_string(const Policy& policy);
 // Reads ac_to_string()'s forms into policy.ac / ac_every; plain "selective" means "selective:op".
-// Throws PlanError naming the accepted forms.
+// Throws SpecError naming the accepted forms.
 void parse_ac(std::string_view s, Policy& policy);
 
-// Throws PlanError for non-floating dtypes, negative prefetch, non-positive batch or sequence sizes,
+// Throws SpecError for non-floating dtypes, negative prefetch, non-positive batch or sequence sizes,
 // and a reshard group that does not divide the shard degree.
 void validate(const Policy& policy, int64_t shard_degree);
 
-}  // namespace fsdp::sharding
+}  // namespace fsdp::spec

@@ -1,10 +1,10 @@
 // TOML model specs: a [model] table (name and optional transformer dims) and [[units]], each with a
 // name, an optional `layer = true` and its params (name, shape, dtype, kind). Format in docs/planner.md.
-#include "sharding/model_spec.h"
+#include "spec/model_spec.h"
 #include "common/toml_util.h"
-#include "sharding/plan_error.h"
+#include "spec/spec_error.h"
 
-namespace fsdp::sharding {
+namespace fsdp::spec {
 namespace {
 
 using namespace toml_util;
@@ -39,7 +39,7 @@ ParamSpec parse_param(std::string_view src, const toml::node& node) {
   if (auto kind = get_string(src, *t, "kind")) {
     try {
       p.kind = parse_param_kind(*kind);
-    } catch (const PlanError& e) {
+    } catch (const SpecError& e) {
       fail(src, *t->get("kind"), e.what());
     }
   }
@@ -56,7 +56,7 @@ ModelSpec parse_model_spec_document(std::string_view text, std::string_view src)
   ModelSpec m;
   const toml::node* model_node = doc.get("model");
   if (model_node == nullptr || !model_node->is_table()) {
-    throw PlanError(std::string(src) + ": missing [model] table with at least name = \"...\"");
+    throw SpecError(std::string(src) + ": missing [model] table with at least name = \"...\"");
   }
   const toml::table& mt = *model_node->as_table();
   check_keys(src, mt, "[model]",
@@ -84,7 +84,7 @@ ModelSpec parse_model_spec_document(std::string_view text, std::string_view src)
   if (m.dims.n_kv_heads == 0) m.dims.n_kv_heads = m.dims.n_heads;
 
   const toml::node* units = doc.get("units");
-  if (units == nullptr) throw PlanError(std::string(src) + ": no [[units]] (a model needs at least one FSDP unit)");
+  if (units == nullptr) throw SpecError(std::string(src) + ": no [[units]] (a model needs at least one FSDP unit)");
   const toml::array* ua = units->as_array();
   if (ua == nullptr) fail(src, *units, "'units' must be an array of tables ([[units]])");
   for (const auto& un : *ua) {
@@ -105,8 +105,8 @@ ModelSpec parse_model_spec_document(std::string_view text, std::string_view src)
   }
   try {
     validate(m);
-  } catch (const PlanError& e) {
-    throw PlanError(std::string(src) + ": " + e.what());
+  } catch (const SpecError& e) {
+    throw SpecError(std::string(src) + ": " + e.what());
   }
   return m;
 }
@@ -114,11 +114,11 @@ ModelSpec parse_model_spec_document(std::string_view text, std::string_view src)
 }  // namespace
 
 ModelSpec parse_model_spec(std::string_view text, std::string_view src) {
-  return as_plan_error([&] { return parse_model_spec_document(text, src); });
+  return as_spec_error([&] { return parse_model_spec_document(text, src); });
 }
 
 ModelSpec load_model_spec_file(const std::string& path) {
-  return parse_model_spec(as_plan_error([&] { return read_file(path); }), path);
+  return parse_model_spec(as_spec_error([&] { return read_file(path); }), path);
 }
 
-}  // namespace fsdp::sharding
+}  // namespace fsdp::spec
