@@ -11,7 +11,7 @@ namespace fsdp::model {
 class Embedding {
  public:
   // Allocates nothing: backward needs only the tokens, which the caller keeps.
-  Embedding(const LlamaDims& dims, MemoryTracker& tracker);
+  Embedding(const spec::ModelDims& dims, MemoryTracker& tracker);
 
   // w: [tok_embeddings.weight (vocab, dim)]; tokens: (n_tokens) in [0, vocab), else std::out_of_range;
   // out: (n_tokens, dim).
@@ -22,7 +22,7 @@ class Embedding {
  private:
   void check_tokens(const int32_t* tokens, int64_t n_tokens) const;
 
-  LlamaDims dims_;
+  spec::ModelDims dims_;
 };
 
 }  // namespace fsdp::model

@@ -42,18 +42,24 @@ struct Carve {
 
 }  // namespace
 
-MoeFeedForward::MoeFeedForward(const MoeDims& moe, int64_t dim, int64_t rows, MemoryTracker& tracker,
-                               ExpertExchange* exchange)
-    : moe_(moe), dim_(dim), rows_(rows), tracker_(&tracker), counts_(static_cast<size_t>(moe.num_experts), 0) {
-  moe_.validate();
-  if (moe_.expert_parallel > 1) {
-    if (exchange == nullptr || exchange->size() != moe_.expert_parallel) {
-      throw std::invalid_argument("MoeFeedForward: expert_parallel = " + std::to_string(moe_.expert_parallel) +
+MoeFeedForward::MoeFeedForward(const spec::MoeSpec& moe, int64_t expert_parallel, int64_t dim, int64_t rows,
+                               MemoryTracker& tracker, ExpertExchange* exchange)
+    : moe_(moe), ep_(expert_parallel), dim_(dim), rows_(rows), tracker_(&tracker),
+      counts_(static_cast<size_t>(moe.num_experts), 0) {
+  spec::validate(moe_);
+  if (ep_ < 1 || moe_.num_experts % ep_ != 0) {
+    throw std::invalid_argument("MoeFeedForward: expert_parallel = " + std::to_string(ep_) +
+                                " must divide num_experts = " + std::to_string(moe_.num_experts));
+  }
+  local_experts_ = local_experts(moe_, ep_);
+  if (ep_ > 1) {
+    if (exchange == nullptr || exchange->size() != ep_) {
+      throw std::invalid_argument("MoeFeedForward: expert_parallel = " + std::to_string(ep_) +
                                   " needs an expert exchange of that size (got " +
                                   (exchange ? std::to_string(exchange->size()) : std::string("none")) + ")");
     }
     exchange_ = exchange;
-    const auto p = static_cast<size_t>(moe_.expert_parallel), l = static_cast<size_t>(moe_.local_experts());
+    const auto p = static_cast<size_t>(ep_), l = static_cast<size_t>(local_experts_);
     send_rows_.resize(p);
     recv_counts_.resize(p * l);
     recv_rows_.resize(p);
@@ -65,9 +71,9 @@ MoeFeedForward::MoeFeedForward(const MoeDims& moe, int64_t dim, int64_t rows, Me
   }
 }
 
-int64_t MoeFeedForward::saved_elements(const MoeDims& m, int64_t dim, int64_t rows) {
+int64_t MoeFeedForward::saved_elements(const spec::MoeSpec& m, int64_t expert_parallel, int64_t dim, int64_t rows) {
   // Under expert parallelism the experts' SwiGLU saves are those of the rows received (ep_saved_).
-  const int64_t expert_saves = m.expert_parallel > 1 ? 0 : 4 * m.expert_hidden;
+  const int64_t expert_saves = expert_parallel > 1 ? 0 : 4 * m.expert_hidden;
   return rows * (m.num_experts + 2 * m.top_k) + rows * m.top_k * (2 * dim + expert_saves) +
          rows * 4 * m.shared_hidden();
 }
@@ -81,7 +87,7 @@ MoeFeedForward::Views MoeFeedForward::views() {
   v.dweight = take(n * moe_.top_k);
   v.xg = take(R * dim_);
   v.yg = take(R * dim_);
-  if (moe_.expert_parallel <= 1) v.experts = take.swiglu(R * H);  // else parallel_views() holds them
+  if (ep_ <= 1) v.experts = take.swiglu(R * H);  // else parallel_views() holds them
   v.shared = take.swiglu(n * Hs);
   v.expert = saved_index_.data();
   v.row_of_choice = v.expert + R;
@@ -90,10 +96,10 @@ MoeFeedForward::Views MoeFeedForward::views() {
 }
 
 void MoeFeedForward::check(size_t n_weights, size_t n_grads, const char* op) const {
-  if (n_weights != moe_.param_count() || n_grads != moe_.param_count()) {
+  if (n_weights != param_count() || n_grads != param_count()) {
     throw std::invalid_argument(std::string("MoeFeedForward::") + op + ": expected " +
-                                std::to_string(moe_.param_count()) + " weights and gradients for " +
-                                std::to_string(moe_.local_experts()) + " local experts (got " + std::to_string(n_weights) +
+                                std::to_string(param_count()) + " weights and gradients for " +
+                                std::to_string(local_experts_) + " local experts (got " + std::to_string(n_weights) +
                                 " and " + std::to_string(n_grads) + ")");
   }
 }
@@ -116,7 +122,7 @@ MoeFeedForward::ParallelViews MoeFeedForward::parallel_views() {
 }
 
 void MoeFeedForward::parallel_experts_forward(Weights experts, const float* xg, float* yg) {
-  const int64_t P = moe_.expert_parallel, L = moe_.local_experts(), E = moe_.num_experts;
+  const int64_t P = ep_, L = local_experts_, E = moe_.num_experts;
   rows_per_owner(counts_.data(), E, P, send_rows_.data());
   exchange_->exchange_counts(counts_.data(), E, recv_counts_.data());
   received_ = 0;
@@ -143,7 +149,7 @@ void MoeFeedForward::parallel_experts_forward(Weights experts, const float* xg, 
 }
 
 void MoeFeedForward::parallel_experts_backward(Weights experts, Grads grads, float* yg) {
-  const int64_t P = moe_.expert_parallel, L = moe_.local_experts();
+  const int64_t P = ep_, L = local_experts_;
   const ParallelViews v = parallel_views();
   // d yg travels as the tokens did; the local experts turn it into d xe; d xg travels back.
   exchange_->exchange_rows(yg, send_rows_.data(), v.arrived, recv_rows_.data(), dim_);
@@ -155,10 +161,10 @@ void MoeFeedForward::parallel_experts_backward(Weights experts, Grads grads, flo
 }
 
 double MoeFeedForward::forward(Weights w, const float* x, float* y, float beta) {
-  check(w.size(), moe_.param_count(), "forward");
+  check(w.size(), param_count(), "forward");
   const int64_t n = rows_, k = moe_.top_k, E = moe_.num_experts;
   if (saved_.empty()) {
-    saved_.reset_for_overwrite(*tracker_, MemoryCategory::kActivations, saved_elements(moe_, dim_, n));
+    saved_.reset_for_overwrite(*tracker_, MemoryCategory::kActivations, saved_elements(moe_, ep_, dim_, n));
     saved_index_.reset_for_overwrite(*tracker_, MemoryCategory::kActivations, saved_index_elements(moe_, n));
   }
   const Views v = views();
@@ -167,7 +173,7 @@ double MoeFeedForward::forward(Weights w, const float* x, float* y, float beta) 
   grouped_rows_ = group_by_expert(v.expert, n, k, E, expert_capacity(moe_.capacity_factor, n, k, E), counts_.data(),
                                   v.row_of_choice, v.token_of_row);
   gather_rows(x, v.token_of_row, grouped_rows_, dim_, v.xg);
-  const size_t L = static_cast<size_t>(moe_.local_experts());
+  const size_t L = static_cast<size_t>(local_experts_);
   if (exchange_) {
     parallel_experts_forward(w.subspan(1, 3 * L), v.xg, v.yg);
   } else {
@@ -190,7 +196,7 @@ void MoeFeedForward::backward(Weights w, Grads g, const float* x, const float* d
   check(w.size(), g.size(), "backward");
   if (saved_.empty()) throw std::logic_error("MoeFeedForward::backward without a saved forward");
   const int64_t n = rows_, k = moe_.top_k;
-  const size_t L = static_cast<size_t>(moe_.local_experts());
+  const size_t L = static_cast<size_t>(local_experts_);
   const Views v = views();
 
   if (moe_.num_shared_experts > 0) {

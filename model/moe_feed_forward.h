@@ -1,11 +1,11 @@
 // The mixture-of-experts feed-forward that takes the dense SwiGLU's place in a MoE block:
 //   y = beta * y + sum_j weight_tj * expert_{e_tj}(x_t)  [+ shared(x_t)]
 // router (model/moe_router.h) -> dispatch (model/moe_dispatch.h) -> grouped experts (model/moe_experts.h)
-// -> combine, plus an always-on shared SwiGLU expert when MoeDims::num_shared_experts > 0. The routing
+// -> combine, plus an always-on shared SwiGLU expert when spec::MoeSpec::num_shared_experts > 0. The routing
 // weights multiply the expert outputs (TorchTitan's score_before_experts = false, as DeepSeek-V3 and
 // Qwen3-MoE). Forward returns the load-balancing auxiliary loss; backward takes its scale.
 //
-// Expert parallelism (MoeDims::expert_parallel = P > 1): the rank holds L = E / P experts and routes only
+// Expert parallelism (expert_parallel = P > 1): the rank holds L = E / P experts and routes only
 // its own tokens. Forward: counts go out first (exchange_counts), the expert-major rows xg go to their
 // owners (exchange_rows, source-major on arrival), are regrouped expert-major, run through the local
 // experts, regrouped back and returned the same way. Backward mirrors it: the gradient of the return
@@ -26,11 +26,12 @@ namespace fsdp::model {
 class MoeFeedForward {
  public:
   // `rows` tokens per call, `dim` wide; moe must be enabled (validated here).
-  // exchange: required when moe.expert_parallel > 1 (and of that size), ignored otherwise; must outlive this.
-  MoeFeedForward(const MoeDims& moe, int64_t dim, int64_t rows, MemoryTracker& tracker,
+  // expert_parallel: ranks the experts are split over (the mesh's EP degree; 1: all local).
+  // exchange: required when expert_parallel > 1 (and of that size), ignored otherwise; must outlive this.
+  MoeFeedForward(const spec::MoeSpec& moe, int64_t expert_parallel, int64_t dim, int64_t rows, MemoryTracker& tracker,
                  ExpertExchange* exchange = nullptr);
 
-  // w: MoeDims::param_count() pointers in spec order: router gate (E, dim); w1 (H, dim), w2 (dim, H),
+  // w: param_count() pointers in spec order: router gate (E, dim); w1 (H, dim), w2 (dim, H),
   // w3 (H, dim) of the local experts (0..E-1 without expert parallelism); shared w1 (Hs, dim), w2 (dim, Hs), w3 (Hs, dim) if any.
   // x, y: (rows, dim), y = beta * y + moe(x); x must stay unchanged until backward, which reads it again
   // (the block keeps it saved anyway). Returns the auxiliary loss of this call (0 if its coefficient is).
@@ -53,8 +54,10 @@ class MoeFeedForward {
   //                                           without expert parallelism only: under it ep_saved_ holds
   //                                           the SwiGLU saves of the rows the rank received)
   //   rows * 4*Hs                             the shared expert's SwiGLU saves
-  static int64_t saved_elements(const MoeDims& moe, int64_t dim, int64_t rows);
-  static int64_t saved_index_elements(const MoeDims& moe, int64_t rows) { return 3 * rows * moe.top_k; }
+  static int64_t saved_elements(const spec::MoeSpec& moe, int64_t expert_parallel, int64_t dim, int64_t rows);
+  static int64_t saved_index_elements(const spec::MoeSpec& moe, int64_t rows) { return 3 * rows * moe.top_k; }
+  // The weights a call takes: moe_param_count of this rank's experts.
+  size_t param_count() const { return moe_param_count(moe_, ep_); }
 
  private:
   struct Views {
@@ -76,7 +79,9 @@ class MoeFeedForward {
   };
   ParallelViews parallel_views();
 
-  MoeDims moe_;
+  spec::MoeSpec moe_;
+  int64_t ep_ = 1;  // expert_parallel
+  int64_t local_experts_ = 0;
   int64_t dim_, rows_;
   MemoryTracker* tracker_;
   TrackedBuffer<float> saved_;

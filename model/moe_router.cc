@@ -10,8 +10,8 @@ namespace fsdp::model {
 namespace {
 
 // Scores of one token in place: softmax over the row, or sigmoid per entry.
-void score_row(RouterScore score, float* row, int64_t E) {
-  if (score == RouterScore::kSigmoid) {
+void score_row(spec::RouterScore score, float* row, int64_t E) {
+  if (score == spec::RouterScore::kSigmoid) {
     for (int64_t e = 0; e < E; ++e) row[e] = 1.f / (1.f + std::exp(-row[e]));
     return;
   }
@@ -37,8 +37,8 @@ void top_k(const float* row, int64_t E, int64_t k, int32_t* out) {
 
 // The per-token quantity p_te the auxiliary loss averages: the scores (softmax), or the scores over
 // their row sum (sigmoid). Returns the row sum used (1 for softmax).
-double aux_row_sum(RouterScore score, const float* row, int64_t E) {
-  if (score == RouterScore::kSoftmax) return 1.0;
+double aux_row_sum(spec::RouterScore score, const float* row, int64_t E) {
+  if (score == spec::RouterScore::kSoftmax) return 1.0;
   double s = 0;
   for (int64_t e = 0; e < E; ++e) s += row[e];
   return s;
@@ -53,7 +53,7 @@ std::vector<int64_t> choice_counts(const int32_t* expert, int64_t n, int64_t k, 
 
 }  // namespace
 
-double router_forward(const MoeDims& moe, const float* x, const float* gate, int64_t n, int64_t dim, float* scores,
+double router_forward(const spec::MoeSpec& moe, const float* x, const float* gate, int64_t n, int64_t dim, float* scores,
                       int32_t* expert, float* weight) {
   const int64_t E = moe.num_experts, k = moe.top_k;
   ops::linear_forward(x, gate, n, dim, E, scores);
@@ -80,7 +80,7 @@ double router_forward(const MoeDims& moe, const float* x, const float* gate, int
   return moe.aux_loss_coeff * static_cast<double>(E) / (static_cast<double>(k) * n * n) * aux;
 }
 
-void router_backward(const MoeDims& moe, const float* x, const float* gate, int64_t n, int64_t dim, float* scores,
+void router_backward(const spec::MoeSpec& moe, const float* x, const float* gate, int64_t n, int64_t dim, float* scores,
                      const int32_t* expert, const float* dweight, float aux_scale, float* dgate, float* dx) {
   const int64_t E = moe.num_experts, k = moe.top_k;
   const bool aux = moe.aux_loss_coeff != 0.f && n > 0;
@@ -114,10 +114,10 @@ void router_backward(const MoeDims& moe, const float* x, const float* gate, int6
       for (int64_t e = 0; e < E; ++e) gp += aux_unit * static_cast<double>(count[static_cast<size_t>(e)]) * row[e] / R;
       for (int64_t e = 0; e < E; ++e) {
         const double g = aux_unit * static_cast<double>(count[static_cast<size_t>(e)]);
-        ds[static_cast<size_t>(e)] += moe.score == RouterScore::kSoftmax ? g : (g - gp) / R;
+        ds[static_cast<size_t>(e)] += moe.score == spec::RouterScore::kSoftmax ? g : (g - gp) / R;
       }
     }
-    if (moe.score == RouterScore::kSoftmax) {
+    if (moe.score == spec::RouterScore::kSoftmax) {
       double sd = 0;
       for (int64_t e = 0; e < E; ++e) sd += ds[static_cast<size_t>(e)] * row[e];
       for (int64_t e = 0; e < E; ++e) row[e] = static_cast<float>(row[e] * (ds[static_cast<size_t>(e)] - sd));

@@ -86,10 +86,10 @@ void rmsnorm_backward(const float* x, const float* w, const float* rstd, const f
   }
 }
 
-double rope_frequency(int64_t i, int64_t head_dim, double theta, const RopeScaling* scaling) {
+double rope_frequency(int64_t i, int64_t head_dim, double theta, const spec::RopeScaling* scaling) {
   const double freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
   if (scaling == nullptr) return freq;
-  const RopeScaling& s = *scaling;
+  const spec::RopeScaling& s = *scaling;
   const double wavelength = 2 * std::numbers::pi / freq;
   if (wavelength < s.original_context / s.high_freq_factor) return freq;
   if (wavelength > s.original_context / s.low_freq_factor) return freq / s.factor;
@@ -97,7 +97,7 @@ double rope_frequency(int64_t i, int64_t head_dim, double theta, const RopeScali
   return (1 - smooth) * freq / s.factor + smooth * freq;
 }
 
-void rope_table(int64_t seq, int64_t head_dim, float theta, float* cos, float* sin, const RopeScaling* scaling) {
+void rope_table(int64_t seq, int64_t head_dim, float theta, float* cos, float* sin, const spec::RopeScaling* scaling) {
   const int64_t half = head_dim / 2;
   for (int64_t i = 0; i < half; ++i) {
     const double freq = rope_frequency(i, head_dim, static_cast<double>(theta), scaling);

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "spec/model_spec.h"
+
 namespace fsdp::model::ops {
 
 // Linear layers in nn.Linear layout: W is (out, in) row-major, y = x @ W^T.
@@ -41,19 +43,13 @@ void rmsnorm_backward(const float* x, const float* w, const float* rstd, const f
 // pairs whose wavelength 2 pi / freq exceeds original_context / low_freq_factor turn `factor` times
 // slower, those under original_context / high_freq_factor keep their frequency, and those between
 // interpolate: freq ((1 - s) / factor + s) with s = (original_context / wavelength - low_freq_factor) /
-// (high_freq_factor - low_freq_factor).
-struct RopeScaling {
-  double factor = 8.0;
-  double low_freq_factor = 1.0;
-  double high_freq_factor = 4.0;  // > low_freq_factor
-  double original_context = 8192;  // TorchTitan's original_max_position_embeddings
-};
+// (high_freq_factor - low_freq_factor). The settings are the model's (spec::RopeScaling).
 // The rotation frequency of pair i (radians per position): theta^(-2i/head_dim), scaled when `scaling`.
-double rope_frequency(int64_t i, int64_t head_dim, double theta, const RopeScaling* scaling);
+double rope_frequency(int64_t i, int64_t head_dim, double theta, const spec::RopeScaling* scaling);
 
 // RoPE tables for positions 0..seq-1: cos, sin: (seq, head_dim/2), angle pos * rope_frequency(i).
 void rope_table(int64_t seq, int64_t head_dim, float theta, float* cos, float* sin,
-                const RopeScaling* scaling = nullptr);
+                const spec::RopeScaling* scaling = nullptr);
 // Rotates adjacent pairs (2i, 2i+1) of every head in place; x: (batch*seq, heads*head_dim), the row's
 // position is its index within its sequence (row % seq). inverse = true applies the transpose rotation,
 // which is the backward of the forward rotation.

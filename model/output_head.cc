@@ -17,9 +17,9 @@ enum Param : size_t { kNorm, kOutput };
 
 }  // namespace
 
-OutputHead::OutputHead(const LlamaDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker)
+OutputHead::OutputHead(const spec::ModelDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker)
     : dims_(dims), rows_(batch * seq), tracker_(&tracker) {
-  dims_.validate();
+  spec::validate_transformer(dims_);
   if (batch <= 0 || seq <= 0) {
     throw std::invalid_argument("OutputHead: batch and seq must be positive (got " + std::to_string(batch) + ", " +
                                 std::to_string(seq) + ")");

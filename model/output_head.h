@@ -11,7 +11,7 @@ namespace fsdp::model {
 
 class OutputHead {
  public:
-  OutputHead(const LlamaDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker);
+  OutputHead(const spec::ModelDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker);
 
   // w: [norm.weight (dim), output.weight (vocab, dim)]; x: (B*T, dim); targets: (B*T) in [0, vocab)
   // (else std::out_of_range). Returns the mean loss. Saves x, norm(x), its rstd, the softmax
@@ -25,7 +25,7 @@ class OutputHead {
   int64_t saved_bytes() const { return saved_.bytes() + saved_targets_.bytes(); }
 
  private:
-  LlamaDims dims_;
+  spec::ModelDims dims_;
   int64_t rows_;
   MemoryTracker* tracker_;
   // Views: x (rows, dim), n (rows, dim), rstd (rows), probs (rows, vocab).

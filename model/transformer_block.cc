@@ -19,7 +19,7 @@ size_t attn_norm_index(size_t count) { return count - 2; }
 size_t ffn_norm_index(size_t count) { return count - 1; }
 
 // cos then sin, each (seq, head_dim/2), into buf's seq * head_dim floats.
-void fill_rope_tables(const LlamaDims& d, int64_t seq, float* buf) {
+void fill_rope_tables(const spec::ModelDims& d, int64_t seq, float* buf) {
   ops::rope_table(seq, d.head_dim(), d.rope_theta, buf, buf + seq * d.head_dim() / 2,
                   d.rope_scaling ? &*d.rope_scaling : nullptr);
 }
@@ -29,7 +29,7 @@ struct RopeTables {
   TrackedBuffer<float> buf;
   const float* cos() const { return buf.data(); }
   const float* sin() const { return buf.data() + buf.size() / 2; }
-  RopeTables(const LlamaDims& d, int64_t seq, MemoryTracker& tracker)
+  RopeTables(const spec::ModelDims& d, int64_t seq, MemoryTracker& tracker)
       : buf(tracker, MemoryCategory::kActivations, static_cast<size_t>(seq * d.head_dim())) {
     fill_rope_tables(d, seq, buf.data());
   }
@@ -43,23 +43,27 @@ void copy_rows(float* dst, const float* src, int64_t n) {
 
 using spec::ActivationCheckpointing;
 
-TransformerBlock::TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker,
+TransformerBlock::TransformerBlock(const spec::ModelDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker,
                                    ActivationCheckpointing ac, ExpertExchange* exchange)
     : dims_(dims), batch_(batch), seq_(seq), rows_(batch * seq), tracker_(&tracker), ac_(ac) {
-  dims_.validate();
+  spec::validate_transformer(dims_);
   if (batch <= 0 || seq <= 0) {
     throw std::invalid_argument("TransformerBlock: batch and seq must be positive (got " + std::to_string(batch) +
                                 ", " + std::to_string(seq) + ")");
   }
-  if (dims_.moe.enabled()) moe_ = std::make_unique<MoeFeedForward>(dims_.moe, dims_.dim, rows_, tracker, exchange);
+  if (dims_.moe.enabled()) {
+    // The exchange's group is the expert-parallel group: its size splits the experts.
+    const int64_t ep = exchange != nullptr ? exchange->size() : 1;
+    moe_ = std::make_unique<MoeFeedForward>(dims_.moe, ep, dims_.dim, rows_, tracker, exchange);
+  }
 }
 
-int64_t TransformerBlock::saved_elements(const LlamaDims& d, int64_t rows) {
+int64_t TransformerBlock::saved_elements(const spec::ModelDims& d, int64_t rows) {
   const int64_t ffn = d.moe.enabled() ? 0 : d.ffn_hidden;
   return rows * (6 * d.dim + 2 * d.kv_dim() + 4 * ffn) + rows * (2 + d.n_heads);
 }
 
-int64_t TransformerBlock::kept_elements(const LlamaDims& d, int64_t rows, ActivationCheckpointing ac) {
+int64_t TransformerBlock::kept_elements(const spec::ModelDims& d, int64_t rows, ActivationCheckpointing ac) {
   const int64_t ffn = d.moe.enabled() ? 0 : d.ffn_hidden;
   switch (ac) {
     case ActivationCheckpointing::kNone:
@@ -117,7 +121,7 @@ TransformerBlock::Saved TransformerBlock::views() {
 }
 
 void TransformerBlock::check(size_t n_weights, size_t n_grads, const char* op) const {
-  const size_t want = block_param_count(dims_);
+  const size_t want = param_count();
   if (n_weights != want || n_grads != want) {
     throw std::invalid_argument(std::string("TransformerBlock::") + op + ": expected " +
                                 std::to_string(want) + " weights and gradients (got " +
@@ -126,7 +130,7 @@ void TransformerBlock::check(size_t n_weights, size_t n_grads, const char* op) c
 }
 
 void TransformerBlock::forward(Weights w, const float* x, float* y) {
-  check(w.size(), block_param_count(dims_), "forward");
+  check(w.size(), param_count(), "forward");
   const int64_t n = rows_;
   // Every saved tensor below is written whole before it is read.
   if (kept_.empty()) kept_.reset_for_overwrite(*tracker_, MemoryCategory::kActivations, kept_elements(dims_, n, ac_));
@@ -158,7 +162,7 @@ void TransformerBlock::run_forward(Weights w, const Saved& s, float* y) {
   ops::rmsnorm_forward(s.h, w[kFfnNorm], n, D, dims_.norm_eps, s.n2, s.rstd2);
   copy_rows(y, s.h, n * D);
   if (moe_) {
-    aux_loss_ = moe_->forward(w.subspan(kW1, dims_.moe.param_count()), s.n2, y, 1.f);  // y = h + moe(n2)
+    aux_loss_ = moe_->forward(w.subspan(kW1, moe_->param_count()), s.n2, y, 1.f);  // y = h + moe(n2)
   } else {
     swiglu_ffn_forward(s.n2, w[kW1], w[kW2], w[kW3], n, D, F, {s.a1, s.a3, s.act, s.gate}, y, 1.f);  // y = h + ffn
   }
@@ -212,7 +216,7 @@ void TransformerBlock::backward(Weights w, Grads g, const float* dy, float* dx, 
 
   // FFN. Its saved tensors become its gradient buffers (swiglu_ffn_backward).
   if (moe_) {
-    const size_t m = dims_.moe.param_count();
+    const size_t m = moe_->param_count();
     moe_->backward(w.subspan(kW1, m), g.subspan(kW1, m), s.n2, dy, dn, 0.f, aux_scale);
   } else {
     swiglu_ffn_backward(s.n2, w[kW1], w[kW2], w[kW3], n, D, F, {s.a1, s.a3, s.act, s.gate}, dy, dn, 0.f, g[kW1],

@@ -29,9 +29,9 @@ namespace fsdp::model {
 class TransformerBlock {
  public:
   // batch * seq rows per call; sequences are contiguous runs of seq rows (RoPE position = row % seq).
-  // exchange: the expert-parallel group of a MoE block with dims.moe.expert_parallel > 1 (see
-  // model/moe_feed_forward.h); it must outlive the block.
-  TransformerBlock(const LlamaDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker,
+  // exchange: the expert-parallel group of a MoE block whose experts are split over several ranks (its
+  // size is the EP degree, see model/moe_feed_forward.h); it must outlive the block.
+  TransformerBlock(const spec::ModelDims& dims, int64_t batch, int64_t seq, MemoryTracker& tracker,
                    spec::ActivationCheckpointing ac = spec::ActivationCheckpointing::kNone,
                    ExpertExchange* exchange = nullptr);
 
@@ -55,6 +55,8 @@ class TransformerBlock {
   void release_saved();
   // Bytes held for backward now: 0, or kept_elements(dims, batch*seq, mode) * 4 after a forward (plus the
   // MoE feed-forward's own saves, except in mode full).
+  // The parameters a call takes: block_param_count(dims, EP degree).
+  size_t param_count() const { return moe_ ? 6 + moe_->param_count() : kBlockParams; }
   int64_t saved_bytes() const { return kept_.bytes() + transient_.bytes() + (moe_ ? moe_->saved_bytes() : 0); }
   spec::ActivationCheckpointing checkpointing() const { return ac_; }
   // Floats one forward saves for backward over `rows` tokens:
@@ -62,14 +64,14 @@ class TransformerBlock {
   //                                              w1 out, w3 out, silu(w1 out), their product (a MoE
   //                                              block: no ffn_hidden term; MoeFeedForward saves its own)
   //   + rows * (2 + n_heads)                     rstd of both norms, softmax log-sum-exp per head
-  static int64_t saved_elements(const LlamaDims& dims, int64_t rows);
+  static int64_t saved_elements(const spec::ModelDims& dims, int64_t rows);
   // Floats kept from forward to backward under checkpointing mode `ac` (saved_elements for none), and
   // the floats recomputed in backward (held during forward and again during backward):
   //   selective: rows * (3*dim + kv_dim + 3*ffn_hidden + 2) recomputed (n1, k, h, n2, w3 out, silu out,
   //              product, both rstd);
   //   full:      everything but x (rows * dim kept).
-  static int64_t kept_elements(const LlamaDims& dims, int64_t rows, spec::ActivationCheckpointing ac);
-  static int64_t recomputed_elements(const LlamaDims& dims, int64_t rows, spec::ActivationCheckpointing ac) {
+  static int64_t kept_elements(const spec::ModelDims& dims, int64_t rows, spec::ActivationCheckpointing ac);
+  static int64_t recomputed_elements(const spec::ModelDims& dims, int64_t rows, spec::ActivationCheckpointing ac) {
     return saved_elements(dims, rows) - kept_elements(dims, rows, ac);
   }
 
@@ -87,7 +89,7 @@ class TransformerBlock {
   void recompute(Weights w, const Saved& s, float* y_scratch, float* rope_scratch);
   void check(size_t n_weights, size_t n_grads, const char* op) const;
 
-  LlamaDims dims_;
+  spec::ModelDims dims_;
   int64_t batch_, seq_, rows_;
   MemoryTracker* tracker_;
   spec::ActivationCheckpointing ac_;

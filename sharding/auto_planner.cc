@@ -132,7 +132,7 @@ AutoPlanResult auto_plan(const spec::ModelSpec& model, const ChipProfile& chip, 
     if (mb <= o.max_micro_batch) micro_batches.push_back(mb);
   }
 
-  const int64_t experts = model.dims.num_experts;
+  const int64_t experts = model.dims.moe.num_experts;
   std::vector<int64_t> ep_choices = o.expert_parallel_choices;
   if (ep_choices.empty()) ep_choices = experts > 0 ? divisors(experts) : std::vector<int64_t>{1};
 

@@ -42,20 +42,20 @@ int64_t activation_element_bytes(DataType param_dtype, bool fp32_compute) {
 }
 
 int64_t expert_parallel_saved_elements_per_token(const spec::ModelDims& d, int64_t expert_parallel) {
-  if (expert_parallel <= 1 || d.num_experts == 0) return 0;
-  return d.experts_per_token * 3 * d.dim;
+  if (expert_parallel <= 1 || d.moe.num_experts == 0) return 0;
+  return d.moe.top_k * 3 * d.dim;
 }
 
 int64_t layer_saved_elements_per_token(const spec::ModelDims& d, spec::ActivationCheckpointing ac, int64_t expert_parallel) {
   const int64_t ep_saved = expert_parallel_saved_elements_per_token(d, expert_parallel);
   const int64_t ffn =
-      d.num_experts > 0 ? d.expert_width() * (d.experts_per_token + d.shared_experts) : d.ffn_hidden;
+      d.moe.num_experts > 0 ? d.expert_width() * (d.moe.top_k + d.moe.num_shared_experts) : d.ffn_hidden;
   const int64_t kv = d.n_heads > 0 ? d.kv_dim() : d.dim;
   // A MoE FFN also keeps its routing and the expert-major copies of its input and output
   // (model/moe_feed_forward.h): E scores, k weights and k weight gradients, 2k*dim grouped rows and 3k
   // int32 indices per token.
-  const int64_t k = d.experts_per_token;
-  const int64_t routing = d.num_experts > 0 ? d.num_experts + 2 * k + 2 * k * d.dim + 3 * k : 0;
+  const int64_t k = d.moe.top_k;
+  const int64_t routing = d.moe.num_experts > 0 ? d.moe.num_experts + 2 * k + 2 * k * d.dim + 3 * k : 0;
   switch (ac) {
     case spec::ActivationCheckpointing::kNone:
       return 6 * d.dim + 2 * kv + 4 * ffn + routing + ep_saved;
@@ -63,7 +63,7 @@ int64_t layer_saved_elements_per_token(const spec::ModelDims& d, spec::Activatio
       // Kept: block input, q, v, attention output, w1 output (every second matmul's output, k, wo's
       // residual h and w3's, is recomputed with the norms and the SwiGLU product); a MoE feed-forward
       // keeps all its saves.
-      return 3 * d.dim + kv + (d.num_experts > 0 ? 4 * ffn + routing + ep_saved : ffn);
+      return 3 * d.dim + kv + (d.moe.num_experts > 0 ? 4 * ffn + routing + ep_saved : ffn);
     case spec::ActivationCheckpointing::kFull:
       return d.dim;
   }
@@ -157,13 +157,13 @@ namespace {
 // experts_per_token of the experts a unit holds: all of them, or a rank's local experts under expert
 // parallelism (w1 w2 w3 each).
 double active_expert_fraction(const spec::UnitSpec& unit, const spec::ModelDims& dims) {
-  int64_t experts = dims.num_experts;
+  int64_t experts = dims.moe.num_experts;
   if (unit.experts) {
     experts = 0;
     for (const auto& p : unit.params) experts += p.kind == spec::ParamKind::kExpert ? 1 : 0;
     experts /= 3;
   }
-  return experts > 0 ? static_cast<double>(dims.experts_per_token) / static_cast<double>(experts) : 1.0;
+  return experts > 0 ? static_cast<double>(dims.moe.top_k) / static_cast<double>(experts) : 1.0;
 }
 
 }  // namespace
@@ -211,7 +211,7 @@ ExecutedFlops unit_elementwise_bytes_per_token(const spec::UnitSpec& unit, const
     const double q = static_cast<double>(d.n_heads > 0 ? d.n_heads * d.head_dim() : d.dim);
     const double kv = static_cast<double>(d.n_heads > 0 ? d.kv_dim() : d.dim);
     const double ffn = static_cast<double>(
-        d.num_experts > 0 ? d.expert_width() * (d.experts_per_token + d.shared_experts) : d.ffn_hidden);
+        d.moe.num_experts > 0 ? d.expert_width() * (d.moe.top_k + d.moe.num_shared_experts) : d.ffn_hidden);
     const double scores = fused_causal ? 0.0 : static_cast<double>(d.n_heads * seq_len);
     e.forward = (4 * dim + 2 * (q + kv) + 4 * ffn + 6 * dim + 5 * scores) * b;
     e.backward = (6 * dim + 2 * (q + kv) + 6 * ffn + 2 * dim + 8 * scores) * b;
@@ -242,7 +242,7 @@ double unit_recompute_flops_per_token(const spec::UnitSpec& unit, const spec::Mo
   // The op-level policy's recomputed matmuls: wk, wo and (dense) w3, 2 FLOPs per multiply-add.
   const double kv = dims.n_heads > 0 ? static_cast<double>(dims.kv_dim()) : static_cast<double>(dims.dim);
   const double q = dims.n_heads > 0 ? static_cast<double>(dims.n_heads * dims.head_dim()) : static_cast<double>(dims.dim);
-  const double ffn = dims.num_experts > 0 ? 0.0 : static_cast<double>(dims.ffn_hidden);
+  const double ffn = dims.moe.num_experts > 0 ? 0.0 : static_cast<double>(dims.ffn_hidden);
   return 2.0 * static_cast<double>(dims.dim) * (kv + q + ffn);
 }
 
@@ -285,7 +285,7 @@ AllToAllCost all_to_all_cost(double bytes, int64_t n, int64_t local, const Link&
 }
 
 double moe_all_to_all_bytes(const spec::ModelDims& dims, int64_t tokens, int64_t activation_bytes) {
-  return static_cast<double>(tokens) * static_cast<double>(dims.experts_per_token) * static_cast<double>(dims.dim) *
+  return static_cast<double>(tokens) * static_cast<double>(dims.moe.top_k) * static_cast<double>(dims.dim) *
          static_cast<double>(activation_bytes);
 }
 

@@ -327,8 +327,8 @@ Plan make_plan(const spec::ModelSpec& model, const ChipProfile& chip, const spec
   }
   if (const int64_t ep = mesh.expert_parallel_degree(); ep > 1) {
     s.str("");
-    s << "expert parallelism " << ep << ": each rank holds " << model.dims.num_experts / ep << " of "
-      << model.dims.num_experts << " experts per block, sharded over " << mesh.expert_shard_degree()
+    s << "expert parallelism " << ep << ": each rank holds " << model.dims.moe.num_experts / ep << " of "
+      << model.dims.moe.num_experts << " experts per block, sharded over " << mesh.expert_shard_degree()
       << " ranks; tokens exchanged by all-to-all over " << ep << " ranks (" << name(mesh.expert_parallel_level())
       << "-server), blocking, assuming balanced routing";
     notes.push_back(s.str());

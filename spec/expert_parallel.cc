@@ -10,7 +10,7 @@ void validate_expert_parallel(const ModelSpec& model, int64_t ep, int64_t shard_
   const std::string key = "parallelism.expert_parallel_degree = " + std::to_string(ep);
   if (ep < 1) throw SpecError(key + " must be at least 1");
   if (ep == 1) return;
-  const int64_t experts = model.dims.num_experts;
+  const int64_t experts = model.dims.moe.num_experts;
   if (experts == 0) throw SpecError(key + " needs a MoE model; '" + model.name + "' has no experts");
   if (shard_degree % ep != 0) {
     throw SpecError(key + " must divide the data-parallel shard degree " + std::to_string(shard_degree) +
@@ -27,7 +27,7 @@ ModelSpec expert_parallel_units(const ModelSpec& model, int64_t ep, int64_t ep_r
   if (ep_rank < 0 || ep_rank >= ep) {
     throw SpecError("expert-parallel rank " + std::to_string(ep_rank) + " outside the group of " + std::to_string(ep));
   }
-  const int64_t local = model.dims.num_experts / ep;
+  const int64_t local = model.dims.moe.num_experts / ep;
   ModelSpec out = model;
   out.units.clear();
   for (const UnitSpec& unit : model.units) {
@@ -43,10 +43,10 @@ ModelSpec expert_parallel_units(const ModelSpec& model, int64_t ep, int64_t ep_r
       if (expert_param / 3 / local == ep_rank) experts.params.push_back(p);
       ++expert_param;
     }
-    if (expert_param != 0 && expert_param != 3 * model.dims.num_experts) {
+    if (expert_param != 0 && expert_param != 3 * model.dims.moe.num_experts) {
       throw SpecError("unit '" + unit.name + "' has " + std::to_string(expert_param) +
                       " expert parameters; expert parallelism needs w1 w2 w3 of each of " +
-                      std::to_string(model.dims.num_experts) + " experts");
+                      std::to_string(model.dims.moe.num_experts) + " experts");
     }
     out.units.push_back(std::move(dense));
     if (expert_param != 0) out.units.push_back(std::move(experts));

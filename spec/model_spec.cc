@@ -55,7 +55,7 @@ int64_t ModelSpec::num_params() const {
 
 double ModelSpec::active_matmul_params() const {
   const double expert_fraction =
-      dims.num_experts > 0 ? static_cast<double>(dims.experts_per_token) / static_cast<double>(dims.num_experts) : 1.0;
+      dims.moe.enabled() ? static_cast<double>(dims.moe.top_k) / static_cast<double>(dims.moe.num_experts) : 1.0;
   double n = 0;
   for (const auto& u : units) {
     for (const auto& p : u.params) {
@@ -92,7 +92,7 @@ void validate(const ModelSpec& model) {
         n *= p.shape[i];
       }
       if (!is_valid(p.dtype) || !is_floating(p.dtype)) throw SpecError(pw + "dtype must be a floating type");
-      if (p.kind == ParamKind::kExpert && model.dims.num_experts <= 0) {
+      if (p.kind == ParamKind::kExpert && !model.dims.moe.enabled()) {
         throw SpecError(pw + "kind 'expert' needs the model's experts and experts_per_token");
       }
     }
@@ -104,19 +104,57 @@ void validate(const ModelSpec& model) {
                           {d.n_kv_heads, "n_kv_heads"},
                           {d.ffn_hidden, "ffn_hidden"},
                           {d.vocab, "vocab"},
-                          {d.num_experts, "experts"},
-                          {d.experts_per_token, "experts_per_token"},
-                          {d.expert_hidden, "expert_hidden"},
-                          {d.shared_experts, "shared_experts"}}) {
+                          {d.moe.num_experts, "experts"},
+                          {d.moe.top_k, "experts_per_token"},
+                          {d.moe.expert_hidden, "expert_hidden"},
+                          {d.moe.num_shared_experts, "shared_experts"}}) {
     if (v < 0) throw SpecError(where + field + " is " + std::to_string(v) + " (must not be negative)");
   }
-  if (d.num_experts > 0 && (d.experts_per_token <= 0 || d.experts_per_token > d.num_experts)) {
+  if (d.moe.enabled() && (d.moe.top_k <= 0 || d.moe.top_k > d.moe.num_experts)) {
     throw SpecError(where + "experts_per_token must be in [1, experts]");
   }
   if (d.n_heads > 0 && d.dim % d.n_heads != 0) throw SpecError(where + "dim must be a multiple of n_heads");
   if (d.n_kv_heads > 0 && d.n_heads % d.n_kv_heads != 0) {
     throw SpecError(where + "n_heads must be a multiple of n_kv_heads");
   }
+}
+
+void validate_transformer(const ModelDims& d) {
+  const auto fail = [](const std::string& what) { throw SpecError("model dims: " + what); };
+  for (auto [v, field] : {std::pair{d.dim, "dim"},
+                          {d.layers, "layers"},
+                          {d.n_heads, "n_heads"},
+                          {d.n_kv_heads, "n_kv_heads"},
+                          {d.ffn_hidden, "ffn_hidden"},
+                          {d.vocab, "vocab"}}) {
+    if (v <= 0) fail(std::string(field) + " must be positive (got " + std::to_string(v) + ")");
+  }
+  if (d.dim % d.n_heads != 0) {
+    fail("dim " + std::to_string(d.dim) + " is not divisible by n_heads " + std::to_string(d.n_heads));
+  }
+  if (d.n_heads % d.n_kv_heads != 0) {
+    fail("n_heads " + std::to_string(d.n_heads) + " is not divisible by n_kv_heads " + std::to_string(d.n_kv_heads));
+  }
+  if (d.head_dim() % 2 != 0) fail("head_dim " + std::to_string(d.head_dim()) + " must be even for RoPE");
+  if (!(d.norm_eps > 0)) fail("norm_eps must be positive");
+  if (!(d.rope_theta > 0)) fail("rope_theta must be positive");
+  if (d.rope_scaling && !(d.rope_scaling->high_freq_factor > d.rope_scaling->low_freq_factor)) {
+    fail("rope high_freq_factor must exceed low_freq_factor");
+  }
+  if (d.moe.enabled()) validate(d.moe);
+}
+
+void validate(const MoeSpec& m) {
+  const auto fail = [](const std::string& what) { throw SpecError("model dims: moe " + what); };
+  if (m.num_experts <= 0) fail("num_experts must be positive (got " + std::to_string(m.num_experts) + ")");
+  if (m.top_k < 1 || m.top_k > m.num_experts) {
+    fail("top_k = " + std::to_string(m.top_k) + " must be in [1, num_experts = " + std::to_string(m.num_experts) + "]");
+  }
+  if (m.expert_hidden <= 0) fail("expert_hidden must be positive (got " + std::to_string(m.expert_hidden) + ")");
+  if (m.num_shared_experts < 0) fail("num_shared_experts must not be negative");
+  if (!(m.route_scale > 0)) fail("route_scale must be positive");
+  if (!(m.aux_loss_coeff >= 0)) fail("aux_loss_coeff must not be negative");
+  if (!(m.capacity_factor >= 0)) fail("capacity_factor must not be negative (0 is dropless)");
 }
 
 ModelSpec resolve_model(const std::string& name_or_path) {

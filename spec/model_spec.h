@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,36 +42,69 @@ struct UnitSpec {
   int64_t numel() const;
 };
 
-// How a MoE router scores and weighs its top-k choices (TorchTitan's MoEArgs score_func, route_norm,
-// route_scale) and the weight of its load-balancing loss. The planner ignores it; the reference model's
-// router (model/moe_router.h) follows it.
-struct MoeRouting {
-  bool sigmoid = false;        // score_func: softmax over the experts (false) or sigmoid per expert
-  bool route_norm = false;     // the k weights of a token divided by their sum
-  double route_scale = 1.0;    // then multiplied by this
-  double aux_loss_coeff = 0.0; // batch-level load-balancing loss coefficient (0: off)
+// Llama 3.1's scaling of the RoPE frequencies (TorchTitan's llama3 models; model/ops.h applies it).
+struct RopeScaling {
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;   // > low_freq_factor
+  double original_context = 8192;  // TorchTitan's original_max_position_embeddings
 };
 
-// Transformer dimensions; all zero when unknown (then FLOPs come from parameters only and activations
-// are not estimated).
+// How the router turns logits into scores (TorchTitan's MoEArgs.score_func): softmax over the experts
+// (Mixtral, Qwen3-MoE) or an independent sigmoid per expert (DeepSeek-V3, Llama 4).
+enum class RouterScore { kSoftmax, kSigmoid };
+
+// The mixture-of-experts feed-forward of every block (model/moe_feed_forward.h); num_experts == 0 is
+// the dense SwiGLU FFN. Names follow TorchTitan's MoEArgs where they mean the same thing. The planner
+// reads the widths and top_k; the routing fields are the reference model's (model/moe_router.h).
+struct MoeSpec {
+  int64_t num_experts = 0;
+  int64_t top_k = 0;               // experts per token
+  int64_t expert_hidden = 0;       // width of each routed expert's SwiGLU; 0: the dense ffn_hidden
+  int64_t num_shared_experts = 0;  // > 0: one always-on SwiGLU of width num_shared_experts * expert width
+  RouterScore score = RouterScore::kSoftmax;
+  bool route_norm = false;  // divide the k routing weights of a token by their sum
+  float route_scale = 1.f;  // then multiply them by this
+  // Coefficient of the load-balancing auxiliary loss (Switch / DeepSeek "batch-level" form over the
+  // micro-batch, see model/moe_router.h); 0 turns it off. Not TorchTitan's load_balance_coeff, which is
+  // the update rate of its auxiliary-loss-free expert bias.
+  float aux_loss_coeff = 0.f;
+  // 0: dropless. > 0: each expert takes at most ceil(capacity_factor * tokens * top_k / num_experts)
+  // (token, expert) pairs, first come (lowest token row) first served; the rest are dropped.
+  float capacity_factor = 0.f;
+
+  bool enabled() const { return num_experts > 0; }
+  // The shared expert's SwiGLU width (expert_hidden resolved, as make_llama leaves it).
+  int64_t shared_hidden() const { return num_shared_experts * expert_hidden; }
+};
+
+// The transformer's shape: everything a Llama-style block, embedding and head are built from. Sizes
+// all zero when unknown (a spec file without them: FLOPs then come from parameters only and activations
+// are not estimated). make_llama fills every field it derives (n_kv_heads, the FFN and expert widths).
 struct ModelDims {
-  int64_t layers = 0;
   int64_t dim = 0;
+  int64_t layers = 0;
   int64_t n_heads = 0;
-  int64_t n_kv_heads = 0;
-  int64_t ffn_hidden = 0;
+  int64_t n_kv_heads = 0;  // make_llama: 0 means n_heads
   int64_t vocab = 0;
-  int64_t num_experts = 0;        // 0 for a dense model
-  int64_t experts_per_token = 0;  // top-k routing
-  int64_t expert_hidden = 0;      // SwiGLU width of one routed expert; 0: ffn_hidden
-  int64_t shared_experts = 0;     // always-on shared expert of width shared_experts * expert width
-  MoeRouting routing;
+  int64_t ffn_hidden = 0;  // the dense SwiGLU's width (llama_ffn_hidden for TorchTitan's rounding)
+  float norm_eps = 1e-5f;
+  float rope_theta = 10000.f;
+  std::optional<RopeScaling> rope_scaling;  // unset: plain RoPE
+  MoeSpec moe;
 
   bool known() const { return layers > 0 && dim > 0; }
   int64_t head_dim() const { return n_heads > 0 ? dim / n_heads : 0; }
+  int64_t q_dim() const { return n_heads * head_dim(); }
   int64_t kv_dim() const { return n_kv_heads * head_dim(); }
-  int64_t expert_width() const { return expert_hidden > 0 ? expert_hidden : ffn_hidden; }
+  int64_t expert_width() const { return moe.expert_hidden > 0 ? moe.expert_hidden : ffn_hidden; }
 };
+// The checks the model's kernels rely on, naming the field: positive sizes, heads dividing dim, kv heads
+// dividing heads, an even head dim (RoPE rotates pairs), positive norm_eps and rope_theta, and for MoE
+// top_k in [1, num_experts], positive widths and non-negative factors. Throws SpecError.
+void validate_transformer(const ModelDims& dims);
+// The MoE part of those checks (an enabled MoeSpec).
+void validate(const MoeSpec& moe);
 
 struct ModelSpec {
   std::string name;
@@ -91,31 +125,22 @@ void validate(const ModelSpec& model);
 std::vector<std::string> model_preset_names();
 ModelSpec model_preset(std::string_view name);  // throws SpecError naming the known presets
 
-// Llama 3 architecture as TorchTitan builds it (untied output head, SwiGLU FFN, GQA).
-struct LlamaConfig {
-  int64_t dim = 0;
-  int64_t layers = 0;
-  int64_t n_heads = 0;
-  int64_t n_kv_heads = 0;  // 0: same as n_heads
-  int64_t vocab = 0;
-  int64_t multiple_of = 256;
-  double ffn_dim_multiplier = 0;  // 0: none
-  int64_t num_experts = 0;        // > 0: MoE FFN with this many SwiGLU experts and a router
-  int64_t experts_per_token = 0;
-  int64_t expert_hidden = 0;      // a routed expert's width; 0: the dense FFN width below
-  int64_t shared_experts = 0;     // > 0: a shared expert (moe.shared_experts.w1/w2/w3) this many experts wide
-  MoeRouting routing;
-};
-// TorchTitan's FFN width: int(2 * 4 * dim / 3), times the multiplier, rounded up to multiple_of.
+// TorchTitan's FFN width: int(2 * 4 * dim / 3), times the multiplier (0: none), rounded up to multiple_of.
 int64_t llama_ffn_hidden(int64_t dim, int64_t multiple_of, double ffn_dim_multiplier);
-ModelSpec make_llama(std::string name, const LlamaConfig& config);
+// The Llama 3 architecture as TorchTitan builds it (untied output head, SwiGLU FFN or MoE, GQA) with the
+// given dims: tok_embeddings, one unit per block, then norm + output. Fills n_kv_heads (0: n_heads) and
+// a routed expert's width (0: ffn_hidden). Throws SpecError for non-positive sizes.
+ModelSpec make_llama(std::string name, ModelDims dims);
+// The FFN rounding of debugmodel_byte (TorchTitan's multiple_of): fsdp-train reshapes its FFN with it
+// when the model's dim is overridden.
+inline constexpr int64_t kDebugModelMultipleOf = 64;
 // fsdp-train's "debugmodel_byte" flavor (also the planner preset of that name): a Llama 3 small enough to
 // train on two CPU cores, with a byte-level vocabulary.
-LlamaConfig debug_model_config();
-// fsdp-train's "debugmodel_byte_moe" flavor: debug_model_config() with each FFN a mixture of 8 experts of
+ModelDims debug_model_dims();
+// fsdp-train's "debugmodel_byte_moe" flavor: debug_model_dims() with each FFN a mixture of 8 experts of
 // width 128, top 2, plus one shared expert of 128: the same active FFN width per token (384) as the
 // dense debugmodel_byte.
-LlamaConfig debug_moe_model_config();
+ModelDims debug_moe_model_dims();
 
 // TOML model spec (format in docs/planner.md). Errors name the file and line.
 ModelSpec parse_model_spec(std::string_view toml_text, std::string_view source_name);

@@ -77,10 +77,10 @@ ModelSpec parse_model_spec_document(std::string_view text, std::string_view src)
   dim_field("n_kv_heads", m.dims.n_kv_heads);
   dim_field("ffn_hidden", m.dims.ffn_hidden);
   dim_field("vocab", m.dims.vocab);
-  dim_field("experts", m.dims.num_experts);
-  dim_field("experts_per_token", m.dims.experts_per_token);
-  dim_field("expert_hidden", m.dims.expert_hidden);
-  dim_field("shared_experts", m.dims.shared_experts);
+  dim_field("experts", m.dims.moe.num_experts);
+  dim_field("experts_per_token", m.dims.moe.top_k);
+  dim_field("expert_hidden", m.dims.moe.expert_hidden);
+  dim_field("shared_experts", m.dims.moe.num_shared_experts);
   if (m.dims.n_kv_heads == 0) m.dims.n_kv_heads = m.dims.n_heads;
 
   const toml::node* units = doc.get("units");

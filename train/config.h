@@ -182,9 +182,10 @@ struct TrainConfig {
   // anything is allocated. Apart from validate() so --print-config still shows any flavor.
   void check_fits_machine_memory() const;
 
-  // The flavor's Llama 3 dimensions with the explicit [model] keys applied.
-  spec::LlamaConfig llama_config() const;
-  spec::ModelSpec model_spec() const;  // spec::make_llama(llama_config())
+  // The flavor's Llama 3 dimensions with the explicit [model] keys applied (norm, RoPE and its scaling
+  // included): the model the job trains.
+  spec::ModelDims model_dims() const;
+  spec::ModelSpec model_spec() const;  // spec::make_llama(model_dims())
   // optimizer.lr with the [lr_scheduler] keys; decay_ratio keeps TorchTitan's meaning (a fraction of
   // all training steps, cut to what warm-up leaves).
   runtime::LrSchedule lr_schedule() const;
@@ -241,8 +242,5 @@ struct ConfigKeyInfo {
   bool torchtitan = false;  // same name and meaning as TorchTitan's JobConfig
 };
 std::vector<ConfigKeyInfo> train_config_keys();
-
-// The "debugmodel_byte" flavor: a Llama 3 small enough to train on two CPU cores (byte-level vocabulary).
-spec::LlamaConfig debug_model_llama_config();
 
 }  // namespace fsdp::train

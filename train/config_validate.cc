@@ -43,7 +43,7 @@ double machine_memory_bytes() {
 // model states ~ layers x 4 dim^2 (attention only) x 16 (param, grad, Adam m and v) / shard degree;
 // embedding and output ~ vocab x (2 dim x 16 / shard degree + batch x seq_len x 4 of logits);
 // activations ~ batch x seq_len x layers x dim x 4 (one residual stream per layer). The largest term names the keys.
-void check_memory_fits(const spec::LlamaConfig& m, const TrainingConfig& t, int64_t shard_degree) {
+void check_memory_fits(const spec::ModelDims& m, const TrainingConfig& t, int64_t shard_degree) {
   const double capacity = machine_memory_bytes();
   if (capacity <= 0) return;
   const double dim = static_cast<double>(m.dim), layers = static_cast<double>(m.layers);
@@ -83,50 +83,47 @@ DataType TrainingConfig::reduce_dtype() const {
   return mixed_precision_reduce == "bfloat16" ? DataType::kBfloat16 : DataType::kFloat32;
 }
 
-spec::LlamaConfig debug_model_llama_config() { return spec::debug_model_config(); }
-
-spec::LlamaConfig TrainConfig::llama_config() const {
-  spec::LlamaConfig c;
+spec::ModelDims TrainConfig::model_dims() const {
+  spec::ModelDims d;
+  int64_t multiple_of = spec::kDebugModelMultipleOf;
   if (!is_preset_flavor(model.flavor)) {
-    c = debug_model_llama_config();
+    d = spec::debug_model_dims();
   } else {
-    const spec::ModelSpec preset = spec::model_preset(preset_name(model.flavor));
-    const auto& d = preset.dims;
-    c = spec::LlamaConfig{.dim = d.dim,
-                              .layers = d.layers,
-                              .n_heads = d.n_heads,
-                              .n_kv_heads = d.n_kv_heads,
-                              .vocab = d.vocab,
-                              // The preset's rounding knobs are not exposed by sharding/; rounding up to
-                              // its own FFN width reproduces that width exactly while dim is unchanged.
-                              .multiple_of = d.ffn_hidden,
-                              .ffn_dim_multiplier = 0,
-                              .num_experts = d.num_experts,
-                              .experts_per_token = d.experts_per_token,
-                              .expert_hidden = d.expert_hidden,
-                              .shared_experts = d.shared_experts,
-                              .routing = d.routing};
+    d = spec::model_preset(preset_name(model.flavor)).dims;
+    // A preset's FFN width stands unless a key reshapes it; rounding up to that width itself gives it back
+    // when only model.ffn_dim_multiplier is set.
+    multiple_of = d.ffn_hidden;
     if (model.dim && *model.dim != d.dim && !model.multiple_of) {
       throw ConfigError("model.dim = " + std::to_string(*model.dim) + " overrides flavor '" + model.flavor + "' (dim " +
                         std::to_string(d.dim) +
                         "): also set model.multiple_of (and model.ffn_dim_multiplier) so the FFN width is defined");
     }
-    if (model.multiple_of && !model.ffn_dim_multiplier) c.ffn_dim_multiplier = 0;
   }
-  if (model.dim) c.dim = *model.dim;
-  if (model.n_layers) c.layers = *model.n_layers;
-  if (model.n_heads) c.n_heads = *model.n_heads;
-  if (model.n_kv_heads) c.n_kv_heads = *model.n_kv_heads;
-  if (model.vocab_size) c.vocab = *model.vocab_size;
-  if (model.multiple_of) c.multiple_of = *model.multiple_of;
-  if (model.ffn_dim_multiplier) c.ffn_dim_multiplier = *model.ffn_dim_multiplier;
-  return c;
+  if (model.dim) d.dim = *model.dim;
+  if (model.n_layers) d.layers = *model.n_layers;
+  if (model.n_heads) d.n_heads = *model.n_heads;
+  if (model.n_kv_heads) d.n_kv_heads = *model.n_kv_heads;
+  if (model.vocab_size) d.vocab = *model.vocab_size;
+  if (model.multiple_of) multiple_of = *model.multiple_of;
+  if (model.dim || model.multiple_of || model.ffn_dim_multiplier) {
+    d.ffn_hidden = spec::llama_ffn_hidden(d.dim, multiple_of, model.ffn_dim_multiplier.value_or(0));
+  }
+  d.norm_eps = static_cast<float>(model.norm_eps);
+  d.rope_theta = static_cast<float>(model.rope_theta);
+  d.rope_scaling.reset();
+  if (model.rope_scaling) {
+    d.rope_scaling = spec::RopeScaling{.factor = model.rope_scaling_factor,
+                                       .low_freq_factor = model.rope_low_freq_factor,
+                                       .high_freq_factor = model.rope_high_freq_factor,
+                                       .original_context = static_cast<double>(model.rope_original_max_position_embeddings)};
+  }
+  return d;
 }
 
 spec::ModelSpec TrainConfig::model_spec() const {
   const std::string name = is_preset_flavor(model.flavor) ? preset_name(model.flavor) : "llama3-" + model.flavor;
   try {
-    return spec::make_llama(name, llama_config());
+    return spec::make_llama(name, model_dims());
   } catch (const InputError& e) {
     throw ConfigError(std::string("[model]: ") + e.what());
   }
@@ -221,7 +218,7 @@ void resolve_batch(TrainConfig& c) {
 // Every problem of the model keys, each independent of the others.
 std::vector<std::string> model_problems(const TrainConfig& c) {
   std::vector<std::string> problems;
-  const spec::LlamaConfig m = c.llama_config();
+  const spec::ModelDims m = c.model_dims();
   const int64_t kv = m.n_kv_heads > 0 ? m.n_kv_heads : m.n_heads;
   if (m.dim % m.n_heads != 0) {
     problems.push_back("model.n_heads = " + std::to_string(m.n_heads) +
@@ -293,7 +290,7 @@ void TrainConfig::validate(int64_t world_size) {
 }
 
 void TrainConfig::check_fits_machine_memory() const {
-  check_memory_fits(llama_config(), training, mesh().shard_degree());
+  check_memory_fits(model_dims(), training, mesh().shard_degree());
 }
 
 const spec::Mesh& TrainConfig::mesh() const {

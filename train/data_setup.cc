@@ -62,7 +62,7 @@ void resolve_data_config(TrainConfig& config) {
     }
     return;
   }
-  if (config.llama_config().vocab < needed) config.model.vocab_size = needed;
+  if (config.model_dims().vocab < needed) config.model.vocab_size = needed;
 }
 
 std::shared_ptr<const TokenSource> make_job_token_source(const TrainConfig& config, int64_t vocab_size, uint64_t seed) {

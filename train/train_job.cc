@@ -137,15 +137,6 @@ std::vector<std::string> gather_strings_to_rank0(Communicator& world, const std:
 TrainerOptions trainer_options(const TrainConfig& c) {
   TrainerOptions trainer;
   trainer.model = c.model_spec();
-  trainer.norm_eps = static_cast<float>(c.model.norm_eps);
-  trainer.rope_theta = static_cast<float>(c.model.rope_theta);
-  if (c.model.rope_scaling) {
-    trainer.rope_scaling = model::ops::RopeScaling{.factor = c.model.rope_scaling_factor,
-                                                   .low_freq_factor = c.model.rope_low_freq_factor,
-                                                   .high_freq_factor = c.model.rope_high_freq_factor,
-                                                   .original_context = static_cast<double>(
-                                                       c.model.rope_original_max_position_embeddings)};
-  }
   trainer.init = model::parse_init_scheme(c.model.init_scheme);
   trainer.local_batch = c.training.local_batch_size;
   trainer.seq_len = c.training.seq_len;

@@ -18,17 +18,13 @@ using Clock = std::chrono::steady_clock;
 
 Trainer::Trainer(const TrainerOptions& options, Communicator& world, BatchSource batches)
     : options_(options), world_(world), batches_(std::move(batches)) {
-  dims_ = model::LlamaDims::from_spec(options_.model);
-  dims_.norm_eps = options_.norm_eps;
-  dims_.rope_theta = options_.rope_theta;
-  dims_.rope_scaling = options_.rope_scaling;
-  dims_.validate();
+  dims_ = options_.model.dims;
+  spec::validate_transformer(dims_);
   if (options_.local_batch < 1 || options_.seq_len < 1 || options_.grad_accum < 1) {
     throw std::invalid_argument("trainer: local_batch, seq_len and grad_accum must be positive");
   }
   // FsdpModel refuses a bad expert-parallel degree naming the config key; the blocks then hold its experts.
   fsdp_ = std::make_unique<runtime::FsdpModel>(options_.model, options_.fsdp, world_, tracker_);
-  if (dims_.moe.enabled()) dims_.moe.expert_parallel = fsdp_->expert_parallel();
   const uint64_t seed = options_.seed;
   // By name (model/init.h): an expert is initialised the same whichever rank holds it.
   fsdp_->init_parameters([&](int u, std::span<float* const> params) {

@@ -38,10 +38,7 @@ namespace fsdp::train {
 enum class OptimizerKind { kAdamW, kSgd };
 
 struct TrainerOptions {
-  spec::ModelSpec model;  // a dense Llama spec (spec::make_llama)
-  float norm_eps = 1e-5f;
-  float rope_theta = 10000.f;
-  std::optional<model::ops::RopeScaling> rope_scaling;  // unset: plain RoPE
+  spec::ModelSpec model;  // a Llama spec (spec::make_llama): its dims hold the norm and RoPE settings
   int64_t local_batch = 4;  // sequences per rank per micro-batch
   int64_t seq_len = 128;
   int64_t grad_accum = 1;  // micro-batches per optimizer step
@@ -122,7 +119,7 @@ class Trainer {
   Communicator& world_;
   BatchSource batches_;
   MemoryTracker tracker_;
-  model::LlamaDims dims_;
+  spec::ModelDims dims_;
   std::unique_ptr<runtime::FsdpModel> fsdp_;
   std::unique_ptr<CommExpertExchange> exchange_;  // expert parallelism only
   std::vector<BlockUnits> block_units_;

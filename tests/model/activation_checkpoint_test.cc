@@ -23,13 +23,13 @@ struct AcCase {
   bool moe;
 };
 
-LlamaDims case_dims(bool moe) {
-  LlamaDims d = tiny_dims(1);
-  if (moe) d.moe = moe_dims(RouterScore::kSigmoid, true, 1.5f, 1, 0.f);
+spec::ModelDims case_dims(bool moe) {
+  spec::ModelDims d = tiny_dims(1);
+  if (moe) d.moe = moe_dims(spec::RouterScore::kSigmoid, true, 1.5f, 1, 0.f);
   return d;
 }
 
-std::vector<int64_t> param_sizes(const LlamaDims& d) {
+std::vector<int64_t> param_sizes(const spec::ModelDims& d) {
   std::vector<int64_t> s = block_param_sizes(d);
   if (!d.moe.enabled()) return s;
   std::vector<int64_t> out(s.begin(), s.begin() + 4);  // attention; the MoE takes w1 w2 w3's place
@@ -38,7 +38,7 @@ std::vector<int64_t> param_sizes(const LlamaDims& d) {
   return out;
 }
 
-std::vector<bool> vector_params(const LlamaDims& d) {
+std::vector<bool> vector_params(const spec::ModelDims& d) {
   std::vector<bool> v(block_param_count(d), false);
   v[v.size() - 1] = v[v.size() - 2] = true;
   return v;
@@ -52,7 +52,7 @@ struct Pass {
   int64_t kept_bytes = 0, live_after_forward = 0, backward_peak = 0, live_after_backward = 0;
 };
 
-Pass run(const LlamaDims& d, ActivationCheckpointing ac, ParamSet p, const std::vector<float>& x,
+Pass run(const spec::ModelDims& d, ActivationCheckpointing ac, ParamSet p, const std::vector<float>& x,
          const std::vector<float>& dy) {
   for (size_t i = 0; i < p.values.size(); ++i) {  // the copy's views still point at the original
     p.w[i] = p.values[i].data();
@@ -79,7 +79,7 @@ class ActivationCheckpointTest : public ::testing::TestWithParam<AcCase> {};
 
 TEST_P(ActivationCheckpointTest, GradientsAreBitwiseModeNonesAndMemoryIsThePlanners) {
   const AcCase c = GetParam();
-  const LlamaDims d = case_dims(c.moe);
+  const spec::ModelDims d = case_dims(c.moe);
   std::mt19937 rng{123};
   const ParamSet p{param_sizes(d), vector_params(d), rng};
   const int64_t rows = kBatch * kSeq;
@@ -95,7 +95,7 @@ TEST_P(ActivationCheckpointTest, GradientsAreBitwiseModeNonesAndMemoryIsThePlann
   for (size_t i = 0; i < ac.grads.size(); ++i) EXPECT_EQ(ac.grads[i], none.grads[i]) << "parameter " << i;
 
   // The planner's view of this block alone, in fp32 as the reference computes.
-  spec::ModelSpec spec{"block", planner_dims(d), {spec::UnitSpec{"layers.0", true, {}}}};
+  spec::ModelSpec spec{"block", d, {spec::UnitSpec{"layers.0", true, {}}}};
   spec::Policy policy;
   policy.ac = c.ac;
   policy.micro_batch = kBatch;
@@ -107,7 +107,7 @@ TEST_P(ActivationCheckpointTest, GradientsAreBitwiseModeNonesAndMemoryIsThePlann
   EXPECT_EQ(ac.live_after_forward, m.activations);
   EXPECT_EQ(m.forward_scratch, 4 * TransformerBlock::recomputed_elements(d, rows, c.ac) +
                                    (c.ac == ActivationCheckpointing::kFull && c.moe
-                                        ? 4 * (MoeFeedForward::saved_elements(d.moe, d.dim, rows) +
+                                        ? 4 * (MoeFeedForward::saved_elements(d.moe, 1, d.dim, rows) +
                                                MoeFeedForward::saved_index_elements(d.moe, rows))
                                         : 0));
   if (!c.moe) {

@@ -9,7 +9,7 @@ namespace fsdp::model::testing {
 namespace {
 
 TEST(EmbeddingTest, ForwardCopiesTheTokensRows) {
-  const LlamaDims d = tiny_dims(1);
+  const spec::ModelDims d = tiny_dims(1);
   std::mt19937 rng(20);
   const auto table = random_floats(static_cast<size_t>(d.vocab * d.dim), rng);
   const std::vector<const float*> w = {table.data()};
@@ -27,7 +27,7 @@ TEST(EmbeddingTest, ForwardCopiesTheTokensRows) {
 }
 
 TEST(EmbeddingTest, BackwardMatchesFiniteDifferences) {
-  const LlamaDims d = tiny_dims(1);
+  const spec::ModelDims d = tiny_dims(1);
   std::mt19937 rng(21);
   auto table = random_floats(static_cast<size_t>(d.vocab * d.dim), rng);
   std::vector<float> grad(table.size(), 0.f);
@@ -57,7 +57,7 @@ TEST(EmbeddingTest, BackwardMatchesFiniteDifferences) {
 }
 
 TEST(EmbeddingTest, RejectsTokensOutsideTheVocabulary) {
-  const LlamaDims d = tiny_dims(1);
+  const spec::ModelDims d = tiny_dims(1);
   std::vector<float> table(static_cast<size_t>(d.vocab * d.dim)), out(static_cast<size_t>(d.dim));
   const std::vector<const float*> w = {table.data()};
   MemoryTracker tracker;

@@ -16,8 +16,12 @@ namespace {
 
 // llama3-debug's shapes at a short sequence (grouped-query attention: 16 heads, 4 kv heads).
 spec::ModelSpec debug_model() {
-  return spec::make_llama("flops", spec::LlamaConfig{.dim = 64, .layers = 1, .n_heads = 4, .n_kv_heads = 2,
-                                                             .vocab = 96, .multiple_of = 32});
+  return spec::make_llama("flops", spec::ModelDims{.dim = 64,
+                                                   .layers = 1,
+                                                   .n_heads = 4,
+                                                   .n_kv_heads = 2,
+                                                   .vocab = 96,
+                                                   .ffn_hidden = spec::llama_ffn_hidden(64, 32, 0)});
 }
 
 constexpr int64_t kFlopBatch = 2;
@@ -41,7 +45,7 @@ double planned(const spec::ModelSpec& m, size_t unit) {
 
 TEST(FlopCount, BlockMatchesThePlannersExecutedFlops) {
   const spec::ModelSpec m = debug_model();
-  const LlamaDims dims = LlamaDims::from_spec(m);
+  const spec::ModelDims dims = m.dims;
   const spec::UnitSpec& unit = m.units[1];
   ASSERT_TRUE(unit.is_layer);
   std::mt19937 rng(3);
@@ -61,7 +65,7 @@ TEST(FlopCount, BlockMatchesThePlannersExecutedFlops) {
 
 TEST(FlopCount, OutputHeadMatchesThePlannersExecutedFlops) {
   const spec::ModelSpec m = debug_model();
-  const LlamaDims dims = LlamaDims::from_spec(m);
+  const spec::ModelDims dims = m.dims;
   const size_t last = m.units.size() - 1;
   std::mt19937 rng(4);
   ParamSet p(sizes_of(m.units[last]), vectors_of(m.units[last]), rng);

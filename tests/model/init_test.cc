@@ -26,8 +26,12 @@ std::vector<std::vector<float>> init_unit(const spec::UnitSpec& unit, uint64_t s
 
 // A small layer (dim 64, hidden 192) so each case stays fast under sanitizers.
 const spec::UnitSpec& debug_layer() {
-  static const auto spec = spec::make_llama(
-      "small", spec::LlamaConfig{.dim = 64, .layers = 1, .n_heads = 4, .n_kv_heads = 2, .vocab = 32, .multiple_of = 32});
+  static const auto spec = spec::make_llama("small", spec::ModelDims{.dim = 64,
+                                                                     .layers = 1,
+                                                                     .n_heads = 4,
+                                                                     .n_kv_heads = 2,
+                                                                     .vocab = 32,
+                                                                     .ffn_hidden = spec::llama_ffn_hidden(64, 32, 0)});
   return spec.units[1];
 }
 
@@ -108,8 +112,12 @@ TEST(InitTest, NormsAreOneAndMatricesAreNormal) {
 // each matrix against the one TorchTitan gives it, and the output's 3-sd cut; a shard initialises the
 // same values as the whole.
 TEST(InitTest, TorchTitanSchemeScalesOutputProjectionsByDepth) {
-  const auto spec = spec::make_llama(
-      "deep", spec::LlamaConfig{.dim = 64, .layers = 4, .n_heads = 4, .n_kv_heads = 2, .vocab = 512, .multiple_of = 32});
+  const auto spec = spec::make_llama("deep", spec::ModelDims{.dim = 64,
+                                                             .layers = 4,
+                                                             .n_heads = 4,
+                                                             .n_kv_heads = 2,
+                                                             .vocab = 512,
+                                                             .ffn_hidden = spec::llama_ffn_hidden(64, 32, 0)});
   const auto sd_of = [](const std::vector<float>& v) {
     double sum = 0, sq = 0;
     for (float x : v) {
@@ -141,8 +149,9 @@ TEST(InitTest, TorchTitanSchemeScalesOutputProjectionsByDepth) {
         for (float x : v) ASSERT_LE(std::abs(x), 3 * sd) << p.name;
         want = sd * 0.9866;  // a normal cut at 3 sd keeps sqrt(1 - 6 phi(3) / (2 Phi(3) - 1)) of its sd
       }
-      EXPECT_NEAR(init_distribution(p, InitScheme::kTorchTitan).stddev,
-                  p.name == "output.weight" ? 1.0 / 8 : want, 1e-15) << p.name;
+      EXPECT_NEAR(init_distribution(p, InitScheme::kTorchTitan).stddev, p.name == "output.weight" ? 1.0 / 8 : want,
+                  1e-15)
+          << p.name;
       EXPECT_NEAR(sd_of(v), want, want * 0.05) << p.name;
       std::vector<float> part(10);
       init_parameter_range(p, 9, p.numel() / 2, 10, part.data(), InitScheme::kTorchTitan);

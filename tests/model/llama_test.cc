@@ -1,5 +1,5 @@
 // The whole model chained as the runtime drives it (embedding -> 2 blocks -> head) on parameters shaped
-// by spec::make_llama, against finite differences; and LlamaDims from model specs.
+// by spec::make_llama, against finite differences; and spec::ModelDims from model specs.
 #include "model/llama.h"
 
 #include <gtest/gtest.h>
@@ -11,12 +11,16 @@ namespace fsdp::model::testing {
 namespace {
 
 spec::ModelSpec tiny_spec() {
-  return spec::make_llama(
-      "tiny", spec::LlamaConfig{.dim = 16, .layers = 2, .n_heads = 2, .n_kv_heads = 1, .vocab = 11, .multiple_of = 16});
+  return spec::make_llama("tiny", spec::ModelDims{.dim = 16,
+                                                  .layers = 2,
+                                                  .n_heads = 2,
+                                                  .n_kv_heads = 1,
+                                                  .vocab = 11,
+                                                  .ffn_hidden = spec::llama_ffn_hidden(16, 16, 0)});
 }
 
 TEST(LlamaDimsTest, FromSpec) {
-  const LlamaDims d = LlamaDims::from_spec(spec::model_preset("llama3-8b"));
+  const spec::ModelDims d = spec::model_preset("llama3-8b").dims;
   EXPECT_EQ(d.dim, 4096);
   EXPECT_EQ(d.layers, 32);
   EXPECT_EQ(d.n_heads, 32);
@@ -25,27 +29,27 @@ TEST(LlamaDimsTest, FromSpec) {
   EXPECT_EQ(d.vocab, 128256);
   EXPECT_EQ(d.head_dim(), 128);
   EXPECT_EQ(d.kv_dim(), 1024);
-  EXPECT_EQ(LlamaDims::from_spec(spec::model_preset("llama3-debug")).n_kv_heads, 16);
+  EXPECT_EQ(spec::model_preset("llama3-debug").dims.n_kv_heads, 16);
 }
 
 TEST(LlamaDimsTest, RejectsBadDims) {
   spec::ModelSpec unknown;
   unknown.name = "no-dims";
-  EXPECT_THROW(LlamaDims::from_spec(unknown), std::invalid_argument);
-  LlamaDims d = tiny_dims(1);
+  EXPECT_THROW(spec::validate_transformer(unknown.dims), std::invalid_argument);
+  spec::ModelDims d = tiny_dims(1);
   d.n_kv_heads = 3;  // 2 heads cannot be grouped into 3
-  EXPECT_THROW(d.validate(), std::invalid_argument);
+  EXPECT_THROW(spec::validate_transformer(d), std::invalid_argument);
   d = tiny_dims(1);
   d.n_heads = 16;  // head_dim 1: odd, RoPE needs pairs
   d.n_kv_heads = 16;
-  EXPECT_THROW(d.validate(), std::invalid_argument);
+  EXPECT_THROW(spec::validate_transformer(d), std::invalid_argument);
 }
 
 // The kernels' shape assumptions agree with the spec's parameter shapes, in order.
 TEST(LlamaDimsTest, SpecShapesMatchTheModulesLayout) {
   for (const char* preset : {"llama3-debug", "llama3-8b"}) {
     const auto spec = spec::model_preset(preset);
-    const LlamaDims d = LlamaDims::from_spec(spec);
+    const spec::ModelDims d = spec.dims;
     ASSERT_EQ(spec.units.front().params.size(), kEmbeddingParams);
     EXPECT_EQ(spec.units.front().params[0].shape, (std::vector<int64_t>{d.vocab, d.dim}));
     const auto& layer = spec.units[1].params;
@@ -63,7 +67,7 @@ TEST(LlamaDimsTest, SpecShapesMatchTheModulesLayout) {
 // One micro-batch through every unit of the tiny spec, driven the way the runtime drives it.
 struct Chain {
   spec::ModelSpec spec = tiny_spec();
-  LlamaDims dims = LlamaDims::from_spec(spec);
+  spec::ModelDims dims = spec.dims;
   MemoryTracker tracker;
   std::mt19937 rng{40};
   std::vector<ParamSet> units;
@@ -106,7 +110,8 @@ struct Chain {
     const int64_t D = c.dims.dim;
     Vec x(static_cast<size_t>(kBatch * kSeq * D));
     for (size_t i = 0; i < c.tokens.size(); ++i)
-      for (int64_t j = 0; j < D; ++j) x[i * static_cast<size_t>(D) + static_cast<size_t>(j)] = w[0][0][static_cast<size_t>(c.tokens[i] * D + j)];
+      for (int64_t j = 0; j < D; ++j)
+        x[i * static_cast<size_t>(D) + static_cast<size_t>(j)] = w[0][0][static_cast<size_t>(c.tokens[i] * D + j)];
     for (int64_t l = 0; l < c.dims.layers; ++l) x = ref_block(c.dims, kBatch, kSeq, w[static_cast<size_t>(l + 1)], x);
     return ref_head_loss(c.dims, kBatch * kSeq, w.back(), x, c.targets);
   }

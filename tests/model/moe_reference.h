@@ -22,8 +22,8 @@ struct RefMoe {
 };
 
 // The test MoE: 4 experts of width 8, top 2, aux loss 0.05, with the given routing and shared experts.
-inline MoeDims moe_dims(RouterScore score, bool norm, float scale, int64_t shared, float capacity) {
-  MoeDims m;
+inline spec::MoeSpec moe_dims(spec::RouterScore score, bool norm, float scale, int64_t shared, float capacity) {
+  spec::MoeSpec m;
   m.num_experts = 4;
   m.top_k = 2;
   m.expert_hidden = 8;
@@ -36,7 +36,7 @@ inline MoeDims moe_dims(RouterScore score, bool norm, float scale, int64_t share
   return m;
 }
 
-inline std::vector<int64_t> moe_param_sizes(const MoeDims& m, int64_t dim) {
+inline std::vector<int64_t> moe_param_sizes(const spec::MoeSpec& m, int64_t dim) {
   std::vector<int64_t> s{m.num_experts * dim};
   for (int64_t e = 0; e < m.num_experts; ++e) {
     s.insert(s.end(), {m.expert_hidden * dim, dim * m.expert_hidden, m.expert_hidden * dim});
@@ -61,8 +61,8 @@ inline Vec ref_swiglu_row(const double* x, const Vec& w1, const Vec& w2, const V
   return out;
 }
 
-// w: gate, then w1 w2 w3 per expert, then shared w1 w2 w3 (MoeDims::param_count()); x: (n, dim).
-inline RefMoe ref_moe(const MoeDims& m, int64_t n, int64_t dim, const std::vector<Vec>& w, const Vec& x) {
+// w: gate, then w1 w2 w3 per expert, then shared w1 w2 w3 (spec::MoeSpec::param_count()); x: (n, dim).
+inline RefMoe ref_moe(const spec::MoeSpec& m, int64_t n, int64_t dim, const std::vector<Vec>& w, const Vec& x) {
   const int64_t E = m.num_experts, k = m.top_k;
   RefMoe r;
   r.y.assign(static_cast<size_t>(n * dim), 0.0);
@@ -78,7 +78,7 @@ inline RefMoe ref_moe(const MoeDims& m, int64_t n, int64_t dim, const std::vecto
       for (int64_t c = 0; c < dim; ++c) l += xt[c] * w[0][e * dim + c];
       s[e] = l;
     }
-    if (m.score == RouterScore::kSoftmax) {
+    if (m.score == spec::RouterScore::kSoftmax) {
       const double mx = *std::max_element(s.begin(), s.end());
       double z = 0;
       for (double& v : s) z += (v = std::exp(v - mx));
@@ -129,8 +129,8 @@ struct RefMoeBlock {
   Vec y;
   double aux = 0;
 };
-inline RefMoeBlock ref_moe_block(const LlamaDims& d, int64_t B, int64_t T, const std::vector<Vec>& w, const Vec& x) {
-  const size_t m = d.moe.param_count();
+inline RefMoeBlock ref_moe_block(const spec::ModelDims& d, int64_t B, int64_t T, const std::vector<Vec>& w, const Vec& x) {
+  const size_t m = moe_param_count(d.moe, 1);
   const Vec h = ref_attention_residual(d, B, T, w[0], w[1], w[2], w[3], w[4 + m], x);
   const Vec n2 = ref_rmsnorm(h, w[5 + m], B * T, d.dim, d.norm_eps);
   const RefMoe r = ref_moe(d.moe, B * T, d.dim, std::vector<Vec>(w.begin() + 4, w.begin() + 4 + static_cast<long>(m)), n2);

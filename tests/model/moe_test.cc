@@ -23,19 +23,19 @@ constexpr int64_t kRows = kBatch * kSeq;
 
 struct Case {
   const char* name;
-  MoeDims moe;
+  spec::MoeSpec moe;
 };
 
 
 const Case kCases[] = {
-    {"softmax", moe_dims(RouterScore::kSoftmax, false, 1.f, 0, 0.f)},                  // Mixtral-like
-    {"softmax_norm_shared", moe_dims(RouterScore::kSoftmax, true, 1.f, 2, 0.f)},       // Qwen3 + shared
-    {"sigmoid_norm_scaled_shared", moe_dims(RouterScore::kSigmoid, true, 2.5f, 1, 0.f)},  // DeepSeek-V3-like
-    {"sigmoid_capacity", moe_dims(RouterScore::kSigmoid, false, 1.f, 0, 0.75f)},       // drops choices
+    {"softmax", moe_dims(spec::RouterScore::kSoftmax, false, 1.f, 0, 0.f)},                  // Mixtral-like
+    {"softmax_norm_shared", moe_dims(spec::RouterScore::kSoftmax, true, 1.f, 2, 0.f)},       // Qwen3 + shared
+    {"sigmoid_norm_scaled_shared", moe_dims(spec::RouterScore::kSigmoid, true, 2.5f, 1, 0.f)},  // DeepSeek-V3-like
+    {"sigmoid_capacity", moe_dims(spec::RouterScore::kSigmoid, false, 1.f, 0, 0.75f)},       // drops choices
 };
 
 
-std::string param_name(const MoeDims& m, size_t i) {
+std::string param_name(const spec::MoeSpec& m, size_t i) {
   if (i == 0) return "router.gate";
   const char* w[] = {"w1", "w2", "w3"};
   const size_t e = (i - 1) / 3;
@@ -54,15 +54,15 @@ double probe_loss(const RefOut& out, const Vec& r, double aux_scale) {
 
 class MoeTest : public ::testing::TestWithParam<Case> {
  protected:
-  MoeDims moe_ = GetParam().moe;
+  spec::MoeSpec moe_ = GetParam().moe;
   std::mt19937 rng_{77};
-  ParamSet p_{moe_param_sizes(moe_, kDim), std::vector<bool>(moe_.param_count(), false), rng_};
+  ParamSet p_{moe_param_sizes(moe_, kDim), std::vector<bool>(moe_param_count(moe_, 1), false), rng_};
   std::vector<float> x_ = random_floats(static_cast<size_t>(kRows * kDim), rng_);
   MemoryTracker tracker_;
 };
 
 TEST_P(MoeTest, ForwardMatchesDensePerTokenReference) {
-  MoeFeedForward ffn(moe_, kDim, kRows, tracker_);
+  MoeFeedForward ffn(moe_, 1, kDim, kRows, tracker_);
   std::vector<float> y(x_.size(), 3.f);
   const double aux = ffn.forward(p_.weights(), x_.data(), y.data(), 0.f);
   const RefMoe ref = ref_moe(moe_, kRows, kDim, p_.as_double(), to_double(x_));
@@ -93,7 +93,7 @@ TEST_P(MoeTest, ForwardMatchesDensePerTokenReference) {
 }
 
 TEST_P(MoeTest, BackwardMatchesFiniteDifferences) {
-  MoeFeedForward ffn(moe_, kDim, kRows, tracker_);
+  MoeFeedForward ffn(moe_, 1, kDim, kRows, tracker_);
   std::vector<float> y(x_.size()), dx(x_.size(), 5.f);
   const auto r = random_floats(x_.size(), rng_);  // loss = sum(y * r) + aux_scale * aux
   const float aux_scale = 3.f;
@@ -105,7 +105,7 @@ TEST_P(MoeTest, BackwardMatchesFiniteDifferences) {
   Vec x = to_double(x_);
   const Vec rd = to_double(r);
   auto loss = [&] { return probe_loss(ref_moe(moe_, kRows, kDim, w, x), rd, aux_scale); };
-  for (size_t i = 0; i < moe_.param_count(); ++i) {
+  for (size_t i = 0; i < moe_param_count(moe_, 1); ++i) {
     const size_t e = (i - 1) / 3;
     if (i > 0 && e < counts.size() && counts[e] == 0) {
       // An expert without tokens has no gradient at all.
@@ -119,7 +119,7 @@ TEST_P(MoeTest, BackwardMatchesFiniteDifferences) {
 
 TEST_P(MoeTest, AuxLossGradientAloneReachesRouterAndInput) {
   // dy = 0: every gradient comes from the auxiliary loss, through P (its counts are constant).
-  MoeFeedForward ffn(moe_, kDim, kRows, tracker_);
+  MoeFeedForward ffn(moe_, 1, kDim, kRows, tracker_);
   std::vector<float> y(x_.size()), dx(x_.size()), zero(x_.size(), 0.f);
   ffn.forward(p_.weights(), x_.data(), y.data(), 0.f);
   ffn.backward(p_.weights(), p_.grad_views(), x_.data(), zero.data(), dx.data(), 0.f, 1.f);
@@ -128,17 +128,17 @@ TEST_P(MoeTest, AuxLossGradientAloneReachesRouterAndInput) {
   auto loss = [&] { return ref_moe(moe_, kRows, kDim, w, x).aux; };
   expect_gradient_matches("router.gate (aux only)", w[0], p_.grads[0].data(), loss, rng_, 64);
   expect_gradient_matches("x (aux only)", x, dx.data(), loss, rng_, 40);
-  for (size_t i = 1; i < moe_.param_count(); ++i) {
+  for (size_t i = 1; i < moe_param_count(moe_, 1); ++i) {
     for (float v : p_.grads[i]) ASSERT_EQ(v, 0.f) << param_name(moe_, i) << " has a gradient from the aux loss";
   }
 }
 
 TEST_P(MoeTest, BackwardAddsIntoGradientsAndFreesWhatItSaved) {
-  MoeFeedForward ffn(moe_, kDim, kRows, tracker_);
+  MoeFeedForward ffn(moe_, 1, kDim, kRows, tracker_);
   std::vector<float> y(x_.size()), dx(x_.size(), 1.f), dx_added(x_.size(), 1.f);
   const auto r = random_floats(x_.size(), rng_);
   ffn.forward(p_.weights(), x_.data(), y.data(), 0.f);
-  const int64_t saved = 4 * (MoeFeedForward::saved_elements(moe_, kDim, kRows) +
+  const int64_t saved = 4 * (MoeFeedForward::saved_elements(moe_, 1, kDim, kRows) +
                              MoeFeedForward::saved_index_elements(moe_, kRows));
   EXPECT_EQ(ffn.saved_bytes(), saved);
   EXPECT_EQ(tracker_.current_total(), saved);
@@ -158,9 +158,9 @@ INSTANTIATE_TEST_SUITE_P(Routing, MoeTest, ::testing::ValuesIn(kCases), [](const
 
 // Router over dim = E with an identity gate, so a token's logits are its x row.
 struct IdentityRouter {
-  MoeDims moe;
+  spec::MoeSpec moe;
   std::vector<float> gate;
-  explicit IdentityRouter(MoeDims m) : moe(m), gate(static_cast<size_t>(m.num_experts * m.num_experts), 0.f) {
+  explicit IdentityRouter(spec::MoeSpec m) : moe(m), gate(static_cast<size_t>(m.num_experts * m.num_experts), 0.f) {
     for (int64_t e = 0; e < m.num_experts; ++e) gate[static_cast<size_t>(e * m.num_experts + e)] = 1.f;
   }
   double route(const std::vector<float>& x, std::vector<int32_t>& expert, std::vector<float>& weight) {
@@ -181,7 +181,7 @@ TEST(MoeRouterTest, LoadBalancingLossMatchesHandComputation) {
   // tokens per expert c = (2, 3, 1, 2); f = E / (k n) * c = c / 2 = (1, 1.5, .5, 1)
   // P = column means of p = (.85, 1.25, .85, 1.05) / 4 = (.2125, .3125, .2125, .2625)
   // sum f P = .2125 + .46875 + .10625 + .2625 = 1.05; aux = 0.01 * 1.05 = 0.0105.
-  MoeDims m = moe_dims(RouterScore::kSoftmax, false, 1.f, 0, 0.f);
+  spec::MoeSpec m = moe_dims(spec::RouterScore::kSoftmax, false, 1.f, 0, 0.f);
   m.aux_loss_coeff = 0.01f;
   const double p[4][4] = {{.4, .3, .2, .1}, {.1, .2, .3, .4}, {.25, .25, .25, .25}, {.1, .5, .1, .3}};
   std::vector<float> x;
@@ -197,7 +197,7 @@ TEST(MoeRouterTest, LoadBalancingLossMatchesHandComputation) {
   EXPECT_NEAR(weight[1], .3f, 1e-6f);
   // Perfect balance gives exactly the coefficient: f = P = 1 / E... times E: sum f P = 1.
   std::vector<float> uniform(16, 0.f);
-  IdentityRouter k1(moe_dims(RouterScore::kSoftmax, false, 1.f, 0, 0.f));
+  IdentityRouter k1(moe_dims(spec::RouterScore::kSoftmax, false, 1.f, 0, 0.f));
   k1.moe.top_k = 1;
   k1.moe.aux_loss_coeff = 0.01f;
   for (int t = 0; t < 4; ++t) uniform[static_cast<size_t>(t * 4 + t)] = 2.f;  // token t prefers expert t
@@ -212,9 +212,9 @@ TEST(MoeRouterTest, LoadBalancingLossMatchesHandComputation) {
 }
 
 TEST(MoeRouterTest, TopKTiesGoToTheLowerExpertIndex) {
-  for (RouterScore score : {RouterScore::kSoftmax, RouterScore::kSigmoid}) {
-    SCOPED_TRACE(score == RouterScore::kSoftmax ? "softmax" : "sigmoid");
-    MoeDims m = moe_dims(score, false, 1.f, 0, 0.f);
+  for (spec::RouterScore score : {spec::RouterScore::kSoftmax, spec::RouterScore::kSigmoid}) {
+    SCOPED_TRACE(score == spec::RouterScore::kSoftmax ? "softmax" : "sigmoid");
+    spec::MoeSpec m = moe_dims(score, false, 1.f, 0, 0.f);
     m.top_k = 3;
     IdentityRouter router(m);
     std::vector<int32_t> expert;
@@ -251,19 +251,19 @@ TEST(MoeDispatchTest, GroupsExpertMajorTokensAscendingAndDropsLateArrivals) {
 // a shared expert): forward, aux loss and every gradient of the unit against the reference.
 class MoeBlockTest : public ::testing::Test {
  protected:
-  static LlamaDims dims() {
-    LlamaDims d = tiny_dims(1);
-    d.moe = moe_dims(RouterScore::kSigmoid, true, 1.5f, 1, 0.f);
+  static spec::ModelDims dims() {
+    spec::ModelDims d = tiny_dims(1);
+    d.moe = moe_dims(spec::RouterScore::kSigmoid, true, 1.5f, 1, 0.f);
     return d;
   }
-  static std::vector<int64_t> sizes(const LlamaDims& d) {
+  static std::vector<int64_t> sizes(const spec::ModelDims& d) {
     std::vector<int64_t> s = block_param_sizes(d);  // wq wk wv wo w1 w2 w3 norms: drop w1 w2 w3
     std::vector<int64_t> out(s.begin(), s.begin() + 4);
     for (int64_t v : moe_param_sizes(d.moe, d.dim)) out.push_back(v);
     out.insert(out.end(), {d.dim, d.dim});
     return out;
   }
-  LlamaDims dims_ = dims();
+  spec::ModelDims dims_ = dims();
   std::mt19937 rng_{91};
   std::vector<bool> is_vector_ = [this] {
     std::vector<bool> v(block_param_count(dims_), false);
@@ -290,11 +290,11 @@ TEST_F(MoeBlockTest, ForwardAndEveryGradientMatchTheReference) {
   for (int64_t c : block.tokens_per_expert()) routed += c;
   EXPECT_EQ(routed, kRows * dims_.moe.top_k);
   EXPECT_EQ(block.saved_bytes(), 4 * (TransformerBlock::saved_elements(dims_, kRows) +
-                                      MoeFeedForward::saved_elements(dims_.moe, dims_.dim, kRows) +
+                                      MoeFeedForward::saved_elements(dims_.moe, 1, dims_.dim, kRows) +
                                       MoeFeedForward::saved_index_elements(dims_.moe, kRows)));
   // The planner's per-token formula is exact for the MoE block too (plus the block's fp32 statistics).
   EXPECT_EQ(block.saved_bytes(), 4 * (kRows * sharding::layer_saved_elements_per_token(
-                                                 planner_dims(dims_), spec::ActivationCheckpointing::kNone) +
+                                                 dims_, spec::ActivationCheckpointing::kNone) +
                                              kRows * (2 + dims_.n_heads)));
   block.backward(p_.weights(), p_.grad_views(), r.data(), dx.data(), aux_scale);
   EXPECT_EQ(tracker_.current_total(), 0);
@@ -310,34 +310,34 @@ TEST_F(MoeBlockTest, ForwardAndEveryGradientMatchTheReference) {
 }
 
 TEST(MoeDimsTest, FromSpecGivesTheMoeBlock) {
-  const LlamaDims d = LlamaDims::from_spec(spec::model_preset("debugmodel_byte_moe"));
+  const spec::ModelDims d = spec::model_preset("debugmodel_byte_moe").dims;
   EXPECT_EQ(d.moe.num_experts, 8);
   EXPECT_EQ(d.moe.top_k, 2);
   EXPECT_EQ(d.moe.expert_hidden, 128);
   EXPECT_EQ(d.moe.num_shared_experts, 1);
-  EXPECT_EQ(d.moe.score, RouterScore::kSoftmax);
+  EXPECT_EQ(d.moe.score, spec::RouterScore::kSoftmax);
   EXPECT_TRUE(d.moe.route_norm);
   EXPECT_FLOAT_EQ(d.moe.aux_loss_coeff, 0.01f);
   EXPECT_EQ(d.moe.capacity_factor, 0.f);  // dropless
   // The block's parameter count and shapes are the spec's, in order.
   const auto spec = spec::model_preset("debugmodel_byte_moe");
   ASSERT_EQ(spec.units[1].params.size(), block_param_count(d));
-  EXPECT_EQ(LlamaDims::from_spec(spec::model_preset("mixtral-8x7b")).moe.expert_hidden, 14336);
+  EXPECT_EQ(spec::model_preset("mixtral-8x7b").dims.moe.expert_hidden, 14336);
 }
 
 TEST(MoeDimsTest, RejectsBadRouting) {
-  MoeDims m = moe_dims(RouterScore::kSoftmax, false, 1.f, 0, 0.f);
+  spec::MoeSpec m = moe_dims(spec::RouterScore::kSoftmax, false, 1.f, 0, 0.f);
   m.top_k = 5;
-  EXPECT_THROW(m.validate(), std::invalid_argument);
+  EXPECT_THROW(spec::validate(m), std::invalid_argument);
   m.top_k = 0;
-  EXPECT_THROW(m.validate(), std::invalid_argument);
+  EXPECT_THROW(spec::validate(m), std::invalid_argument);
   m.top_k = 2;
   m.capacity_factor = -1.f;
-  EXPECT_THROW(m.validate(), std::invalid_argument);
+  EXPECT_THROW(spec::validate(m), std::invalid_argument);
   MemoryTracker tracker;
   m.capacity_factor = 0.f;
   m.expert_hidden = 0;
-  EXPECT_THROW(MoeFeedForward(m, 16, 4, tracker), std::invalid_argument);
+  EXPECT_THROW(MoeFeedForward(m, 1, 16, 4, tracker), std::invalid_argument);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ namespace {
 
 class OutputHeadTest : public ::testing::Test {
  protected:
-  LlamaDims dims_ = tiny_dims(1);
+  spec::ModelDims dims_ = tiny_dims(1);
   int64_t n_ = kBatch * kSeq;
   std::mt19937 rng_{30};
   ParamSet p_ = head_params(dims_, rng_);

@@ -43,7 +43,7 @@ inline Vec ref_rmsnorm(const Vec& x, const Vec& w, int64_t n, int64_t d, double 
 // Frequency of rotary pair i, with Llama 3.1 scaling as TorchTitan's precompute_freqs_cis writes it
 // (its torch.where steps in order: scale the long wavelengths, then overwrite the medium band with the
 // interpolation of the scaled and the original frequency).
-inline double ref_rope_frequency(int64_t i, int64_t hd, double theta, const std::optional<ops::RopeScaling>& scaling) {
+inline double ref_rope_frequency(int64_t i, int64_t hd, double theta, const std::optional<spec::RopeScaling>& scaling) {
   double freqs = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(hd));
   if (!scaling) return freqs;
   const double original = freqs;
@@ -59,7 +59,7 @@ inline double ref_rope_frequency(int64_t i, int64_t hd, double theta, const std:
 }
 
 inline void ref_rope(Vec& x, int64_t rows, int64_t seq, int64_t heads, int64_t hd, double theta,
-                     const std::optional<ops::RopeScaling>& scaling = std::nullopt) {
+                     const std::optional<spec::RopeScaling>& scaling = std::nullopt) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < hd / 2; ++i) {
@@ -103,7 +103,7 @@ inline Vec ref_attention(const Vec& q, const Vec& k, const Vec& v, int64_t B, in
 }
 
 // The block's attention half: h = x + wo(attention(...)(attention_norm(x))); x, h: (B*T, dim).
-inline Vec ref_attention_residual(const LlamaDims& d, int64_t B, int64_t T, const Vec& wq, const Vec& wk,
+inline Vec ref_attention_residual(const spec::ModelDims& d, int64_t B, int64_t T, const Vec& wq, const Vec& wk,
                                   const Vec& wv, const Vec& wo, const Vec& attention_norm, const Vec& x) {
   const int64_t n = B * T, D = d.dim, QD = d.q_dim(), KV = d.kv_dim(), hd = d.head_dim();
   const Vec n1 = ref_rmsnorm(x, attention_norm, n, D, d.norm_eps);
@@ -119,7 +119,7 @@ inline Vec ref_attention_residual(const LlamaDims& d, int64_t B, int64_t T, cons
 }
 
 // params: wq wk wv wo w1 w2 w3 attention_norm ffn_norm; x, result: (B*T, dim).
-inline Vec ref_block(const LlamaDims& d, int64_t B, int64_t T, const std::vector<Vec>& w, const Vec& x) {
+inline Vec ref_block(const spec::ModelDims& d, int64_t B, int64_t T, const std::vector<Vec>& w, const Vec& x) {
   const int64_t n = B * T, D = d.dim, F = d.ffn_hidden;
   Vec h = ref_attention_residual(d, B, T, w[0], w[1], w[2], w[3], w[7], x);
   const Vec n2 = ref_rmsnorm(h, w[8], n, D, d.norm_eps);
@@ -132,7 +132,7 @@ inline Vec ref_block(const LlamaDims& d, int64_t B, int64_t T, const std::vector
 }
 
 // params: norm.weight, output.weight; mean cross-entropy over the n rows of x: (n, dim).
-inline double ref_head_loss(const LlamaDims& d, int64_t n, const std::vector<Vec>& w, const Vec& x,
+inline double ref_head_loss(const spec::ModelDims& d, int64_t n, const std::vector<Vec>& w, const Vec& x,
                             const std::vector<int32_t>& targets) {
   const Vec logits = ref_linear(ref_rmsnorm(x, w[0], n, d.dim, d.norm_eps), w[1], n, d.dim, d.vocab);
   double total = 0;

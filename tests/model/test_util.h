@@ -13,13 +13,14 @@
 #include <vector>
 
 #include "model/dims.h"
+#include "model/ops.h"
 #include "tests/model/reference.h"
 
 namespace fsdp::model::testing {
 
 // dim 16, 2 heads of 8, hidden 32, vocab 11; kv_heads 1 (grouped-query) or 2 (multi-head).
-inline LlamaDims tiny_dims(int64_t kv_heads) {
-  LlamaDims d;
+inline spec::ModelDims tiny_dims(int64_t kv_heads) {
+  spec::ModelDims d;
   d.dim = 16;
   d.layers = 2;
   d.n_heads = 2;
@@ -53,28 +54,12 @@ inline void expect_accumulated_twice(const std::vector<float>& twice, const std:
   }
 }
 
-// The planner's view of these dims (for its activation formula): transformer and MoE widths.
-inline spec::ModelDims planner_dims(const LlamaDims& d) {
-  spec::ModelDims md;
-  md.layers = d.layers;
-  md.dim = d.dim;
-  md.n_heads = d.n_heads;
-  md.n_kv_heads = d.n_kv_heads;
-  md.ffn_hidden = d.ffn_hidden;
-  md.vocab = d.vocab;
-  md.num_experts = d.moe.num_experts;
-  md.experts_per_token = d.moe.top_k;
-  md.expert_hidden = d.moe.expert_hidden;
-  md.shared_experts = d.moe.num_shared_experts;
-  return md;
-}
-
 // Element counts of a unit's parameters in spec order.
-inline std::vector<int64_t> block_param_sizes(const LlamaDims& d) {
+inline std::vector<int64_t> block_param_sizes(const spec::ModelDims& d) {
   const int64_t D = d.dim, QD = d.q_dim(), KV = d.kv_dim(), F = d.ffn_hidden;
   return {QD * D, KV * D, KV * D, D * QD, F * D, D * F, F * D, D, D};
 }
-inline std::vector<int64_t> head_param_sizes(const LlamaDims& d) { return {d.dim, d.vocab * d.dim}; }
+inline std::vector<int64_t> head_param_sizes(const spec::ModelDims& d) { return {d.dim, d.vocab * d.dim}; }
 
 // A unit's parameters (matrices N(0, 0.3), vectors N(1, 0.2) so a norm weight's gradient matters)
 // with zeroed gradient buffers, as the runtime's views would hand them over.
@@ -103,10 +88,10 @@ struct ParamSet {
   }
 };
 
-inline ParamSet block_params(const LlamaDims& d, std::mt19937& rng) {
+inline ParamSet block_params(const spec::ModelDims& d, std::mt19937& rng) {
   return ParamSet(block_param_sizes(d), {false, false, false, false, false, false, false, true, true}, rng);
 }
-inline ParamSet head_params(const LlamaDims& d, std::mt19937& rng) {
+inline ParamSet head_params(const spec::ModelDims& d, std::mt19937& rng) {
   return ParamSet(head_param_sizes(d), {true, false}, rng);
 }
 

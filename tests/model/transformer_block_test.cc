@@ -17,7 +17,7 @@ const char* const kParamNames[] = {"wq", "wk", "wv", "wo", "w1", "w2", "w3", "at
 
 class BlockTest : public ::testing::TestWithParam<int64_t> {  // parameter: n_kv_heads
  protected:
-  LlamaDims dims_ = tiny_dims(GetParam());
+  spec::ModelDims dims_ = tiny_dims(GetParam());
   int64_t n_ = kBatch * kSeq;
   std::mt19937 rng_{static_cast<unsigned>(10 + GetParam())};
   ParamSet p_ = block_params(dims_, rng_);
@@ -35,13 +35,13 @@ TEST_P(BlockTest, ForwardMatchesReference) {
 // Llama 3.1 RoPE scaling with an original context of 64, so the 4 pairs of head_dim 8 at theta 10000
 // fall in all three bands (wavelengths 6.3: kept; 63: interpolated; 628 and 6283: slowed 8 times).
 TEST_P(BlockTest, ForwardWithLlama31RopeScalingMatchesReference) {
-  dims_.rope_scaling = ops::RopeScaling{.factor = 8, .low_freq_factor = 1, .high_freq_factor = 4, .original_context = 64};
+  dims_.rope_scaling = spec::RopeScaling{.factor = 8, .low_freq_factor = 1, .high_freq_factor = 4, .original_context = 64};
   TransformerBlock block(dims_, kBatch, kSeq, tracker_);
   std::vector<float> y(x_.size());
   block.forward(p_.weights(), x_.data(), y.data());
   expect_near_all("block out", y, ref_block(dims_, kBatch, kSeq, p_.as_double(), to_double(x_)), 1e-4, 1e-4);
   // And it is not plain RoPE.
-  LlamaDims plain = dims_;
+  spec::ModelDims plain = dims_;
   plain.rope_scaling.reset();
   const Vec unscaled = ref_block(plain, kBatch, kSeq, p_.as_double(), to_double(x_));
   double differ = 0;
@@ -136,7 +136,7 @@ TEST_P(BlockTest, SavedBytesMatchPlannerFormula) {
   block.forward(p_.weights(), x_.data(), y.data());
 
   const int64_t per_token =
-      sharding::layer_saved_elements_per_token(planner_dims(dims_), spec::ActivationCheckpointing::kNone);
+      sharding::layer_saved_elements_per_token(dims_, spec::ActivationCheckpointing::kNone);
   EXPECT_EQ(per_token, 6 * dims_.dim + 2 * dims_.kv_dim() + 4 * dims_.ffn_hidden);
   const int64_t stats = n_ * (2 + dims_.n_heads);  // two rstd per token, one log-sum-exp per (token, head)
   EXPECT_EQ(block.saved_bytes(), 4 * (n_ * per_token + stats));
@@ -166,7 +166,7 @@ TEST_P(BlockTest, RejectsMisuse) {
 // Llama 3.1 8B's frequencies (head_dim 128, theta 500000, TorchTitan's default scaling): every pair
 // against the reference transcription; the fastest pair is untouched, the slowest slowed 8 times.
 TEST(RopeScaling, Llama31FrequenciesAreTorchTitans) {
-  const ops::RopeScaling s;  // 8, 1, 4, 8192
+  const spec::RopeScaling s;  // 8, 1, 4, 8192
   int kept = 0, slowed = 0, between = 0;
   for (int64_t i = 0; i < 64; ++i) {
     const double plain = ops::rope_frequency(i, 128, 500000, nullptr);

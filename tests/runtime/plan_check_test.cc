@@ -16,8 +16,12 @@ namespace fsdp::runtime {
 namespace {
 
 spec::ModelSpec llama(int64_t dim, int64_t layers) {
-  return spec::make_llama("m", spec::LlamaConfig{.dim = dim, .layers = layers, .n_heads = 4, .n_kv_heads = 2,
-                                                         .vocab = 96, .multiple_of = 16});
+  return spec::make_llama("m", spec::ModelDims{.dim = dim,
+                                               .layers = layers,
+                                               .n_heads = 4,
+                                               .n_kv_heads = 2,
+                                               .vocab = 96,
+                                               .ffn_hidden = spec::llama_ffn_hidden(dim, 16, 0)});
 }
 
 spec::Mesh mesh(int64_t world, int64_t replicate) { return spec::Mesh::for_world(world, replicate); }
@@ -43,16 +47,19 @@ bool mentions(const std::vector<std::string>& lines, const std::string& text) {
 TEST(PlanCheck, ThePlannersOwnPlanMatches) {
   const auto model = llama(32, 2);
   for (int64_t world : {1, 3, 4}) {
-    EXPECT_TRUE(plan_mismatches(plan_for(model, world, 1, fp32_policy()), model, mesh(world, 1), fp32_policy()).empty());
+    EXPECT_TRUE(
+        plan_mismatches(plan_for(model, world, 1, fp32_policy()), model, mesh(world, 1), fp32_policy()).empty());
   }
   EXPECT_TRUE(plan_mismatches(plan_for(model, 4, 2, fp32_policy()), model, mesh(4, 2), fp32_policy()).empty());
 }
 
 TEST(PlanCheck, AnotherModelIsNamedByUnitParameterAndShape) {
-  const auto diffs = plan_mismatches(plan_for(llama(32, 3), 2, 1, fp32_policy()), llama(48, 2), mesh(2, 1), fp32_policy());
+  const auto diffs =
+      plan_mismatches(plan_for(llama(32, 3), 2, 1, fp32_policy()), llama(48, 2), mesh(2, 1), fp32_policy());
   EXPECT_TRUE(mentions(diffs, "units: 5 in the plan, 4 in this job")) << ::testing::PrintToString(diffs);
-  EXPECT_TRUE(mentions(diffs, "unit 0 (tok_embeddings): parameter 0 (tok_embeddings.weight): shape [96, 32] in the "
-                              "plan, [96, 48] in this job"))
+  EXPECT_TRUE(mentions(diffs,
+                       "unit 0 (tok_embeddings): parameter 0 (tok_embeddings.weight): shape [96, 32] in the "
+                       "plan, [96, 48] in this job"))
       << ::testing::PrintToString(diffs);
 }
 
@@ -98,7 +105,7 @@ TEST(PlanCheck, AnotherCommunicationPrecisionIsNamedByItsKey) {
 // Expert parallelism: a plan carries its degree; one for another degree (or none) is refused naming the
 // key, and the planner's own plan for the job's degree passes.
 TEST(PlanCheck, AnotherExpertParallelDegreeIsNamedByItsKey) {
-  const auto model = spec::make_llama("moe", spec::debug_moe_model_config());
+  const auto model = spec::make_llama("moe", spec::debug_moe_model_dims());
   const auto cpu = sharding::chip_preset("cpu");
   const auto ep2 = mesh(4, 1).with_expert_parallel(2);
   const auto plan2 = sharding::to_proto(sharding::make_plan(model, cpu, ep2, fp32_policy()));

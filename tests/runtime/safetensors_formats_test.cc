@@ -32,14 +32,12 @@ using Params = std::map<std::string, std::vector<float>>;  // TorchTitan name ->
 constexpr HfLlamaHeads kHeads{4, 2};
 
 spec::ModelSpec tiny_llama() {
-  spec::LlamaConfig c;
-  c.dim = 16;
-  c.layers = 2;
-  c.n_heads = kHeads.n_heads;
-  c.n_kv_heads = kHeads.n_kv_heads;
-  c.vocab = 12;
-  c.multiple_of = 8;
-  return spec::make_llama("tiny", c);
+  return spec::make_llama("tiny", spec::ModelDims{.dim = 16,
+                                                  .layers = 2,
+                                                  .n_heads = kHeads.n_heads,
+                                                  .n_kv_heads = kHeads.n_kv_heads,
+                                                  .vocab = 12,
+                                                  .ffn_hidden = spec::llama_ffn_hidden(16, 8, 0)});
 }
 
 // The model's parameters on every rank, each value unique to (tensor, index) and exercising the bf16

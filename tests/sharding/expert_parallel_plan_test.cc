@@ -7,22 +7,20 @@
 
 #include "sharding/auto_planner.h"
 #include "sharding/cost_model.h"
-#include "spec/spec_error.h"
 #include "sharding/planner.h"
+#include "spec/spec_error.h"
 
 namespace fsdp::sharding {
 namespace {
 
 // One MoE block: dim 8, 2 heads (kv 2, head 4), 4 experts of width 8, top 2, no shared expert, vocab 16.
 spec::ModelSpec tiny_moe() {
-  return spec::make_llama("tiny-moe", spec::LlamaConfig{.dim = 8,
-                                            .layers = 1,
-                                            .n_heads = 2,
-                                            .vocab = 16,
-                                            .multiple_of = 8,
-                                            .num_experts = 4,
-                                            .experts_per_token = 2,
-                                            .expert_hidden = 8});
+  return spec::make_llama("tiny-moe", spec::ModelDims{.dim = 8,
+                                                      .layers = 1,
+                                                      .n_heads = 2,
+                                                      .vocab = 16,
+                                                      .ffn_hidden = spec::llama_ffn_hidden(8, 8, 0),
+                                                      .moe = {.num_experts = 4, .top_k = 2, .expert_hidden = 8}});
 }
 
 spec::Policy fp32(int64_t seq_len = 16) {
@@ -103,8 +101,8 @@ TEST(ExpertParallelPlan, AllToAllVolumeAndExpertGroupsInThePlan) {
   // Full checkpointing recomputes the block's forward: its two all-to-alls again.
   spec::Policy full = fp32();
   full.ac = spec::ActivationCheckpointing::kFull;
-  EXPECT_EQ(find(make_plan(m, chip_preset("cpu"), spec::Mesh::create(spec::MeshSpec{1, 4, 1, 4, 2}), full).estimate, "all_to_all",
-                 spec::LinkLevel::kIntra)
+  EXPECT_EQ(find(make_plan(m, chip_preset("cpu"), spec::Mesh::create(spec::MeshSpec{1, 4, 1, 4, 2}), full).estimate,
+                 "all_to_all", spec::LinkLevel::kIntra)
                 ->calls,
             6);
   // EP 4 over 2 servers of 2: one round to the local peer, two over the network, 256 bytes each.
@@ -121,13 +119,13 @@ TEST(ExpertParallelPlan, AutoPicksExpertParallelWhenExpertsDominateMemory) {
   // 16 experts 4096 wide per block: a block's unsharded experts (201 M parameters, 403 MB in bf16, twice
   // with the all-gather buffer) and the model states (0.38 GiB) do not fit 1 GiB less 10%; a rank's
   // share of the experts does.
-  const spec::ModelSpec m = spec::make_llama("wide-experts", spec::LlamaConfig{.dim = 1024,
-                                                             .layers = 2,
-                                                             .n_heads = 8,
-                                                             .vocab = 256,
-                                                             .num_experts = 16,
-                                                             .experts_per_token = 2,
-                                                             .expert_hidden = 4096});
+  const spec::ModelSpec m =
+      spec::make_llama("wide-experts", spec::ModelDims{.dim = 1024,
+                                                       .layers = 2,
+                                                       .n_heads = 8,
+                                                       .vocab = 256,
+                                                       .ffn_hidden = spec::llama_ffn_hidden(1024, 256, 0),
+                                                       .moe = {.num_experts = 16, .top_k = 2, .expert_hidden = 4096}});
   ChipProfile chip = chip_preset("h100");
   chip.memory_bytes = 1.0 * 1024 * 1024 * 1024;
   AutoPlanOptions o;
@@ -164,7 +162,7 @@ void expect_refused(const std::function<void()>& f, const std::string& part) {
 }
 
 TEST(ExpertParallelPlan, DegreesRefusedNamingTheKey) {
-  const spec::ModelSpec moe = spec::make_llama("moe", spec::debug_moe_model_config());  // 8 experts
+  const spec::ModelSpec moe = spec::make_llama("moe", spec::debug_moe_model_dims());  // 8 experts
   const ChipProfile cpu = chip_preset("cpu");
   expect_refused(
       [&] {

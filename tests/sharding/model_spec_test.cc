@@ -86,8 +86,8 @@ TEST(ModelSpecTest, MoePresetsCarryExpertWidthSharedExpertAndRouting) {
   const int64_t block = 2 * 128 * 128 + 2 * 64 * 128 + 8 * 128 + 8 * 3 * 128 * 128 + 3 * 128 * 128 + 2 * 128;
   EXPECT_EQ(debug.num_params(), 4 * block + 2 * 256 * 128 + 128);
   EXPECT_EQ(debug.dims.expert_width(), 128);
-  EXPECT_EQ(debug.dims.shared_experts, 1);
-  EXPECT_TRUE(debug.dims.routing.route_norm);
+  EXPECT_EQ(debug.dims.moe.num_shared_experts, 1);
+  EXPECT_TRUE(debug.dims.moe.route_norm);
   const auto& p = debug.units[1].params;
   ASSERT_EQ(p.size(), 4u + 1 + 24 + 3 + 2);
   EXPECT_EQ(p[29].name, "layers.0.moe.shared_experts.w1.weight");
@@ -105,10 +105,10 @@ TEST(ModelSpecTest, MoePresetsCarryExpertWidthSharedExpertAndRouting) {
   const int64_t qblock = 2 * 2048 * 2048 + 2 * 256 * 2048 + 128 * 2048 + 128 * 3 * 768 * 2048 + 2 * 2048;
   EXPECT_EQ(q.num_params(), 48 * qblock + 2 * 151936 * 2048 + 2048);
   EXPECT_NEAR(static_cast<double>(q.num_params()), 30.1e9, 0.05e9);
-  EXPECT_EQ(q.dims.experts_per_token, 8);
+  EXPECT_EQ(q.dims.moe.top_k, 8);
   EXPECT_EQ(q.units[1].params[5].shape, (std::vector<int64_t>{768, 2048}));
   EXPECT_EQ(spec::model_preset("mixtral-8x7b").dims.expert_width(), 14336);
-  EXPECT_TRUE(spec::model_preset("mixtral-8x7b").dims.routing.route_norm);
+  EXPECT_TRUE(spec::model_preset("mixtral-8x7b").dims.moe.route_norm);
 }
 
 TEST(ModelSpecTest, UnknownModelNamesThePresets) {

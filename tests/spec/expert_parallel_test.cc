@@ -10,7 +10,7 @@
 namespace fsdp::spec {
 namespace {
 
-ModelSpec moe() { return make_llama("moe", debug_moe_model_config()); }  // 8 experts, a shared expert
+ModelSpec moe() { return make_llama("moe", debug_moe_model_dims()); }  // 8 experts, a shared expert
 
 TEST(ExpertParallelUnits, EachBlockLosesItsExpertsToAUnitOfTheRanksOwn) {
   const ModelSpec full = moe();
@@ -50,7 +50,7 @@ void expect_refused(const ModelSpec& m, int64_t ep, int64_t shard, const std::st
 TEST(ExpertParallelUnits, RefusesDegreesNamingTheKey) {
   expect_refused(moe(), 3, 6, "parallelism.expert_parallel_degree = 3 must divide the number of experts 8");
   expect_refused(moe(), 4, 6, "parallelism.expert_parallel_degree = 4 must divide the data-parallel shard degree 6");
-  expect_refused(make_llama("dense", debug_model_config()), 2, 2, "needs a MoE model");
+  expect_refused(make_llama("dense", debug_model_dims()), 2, 2, "needs a MoE model");
   expect_refused(moe(), 0, 2, "must be at least 1");
   EXPECT_NO_THROW(validate_expert_parallel(moe(), 8, 8));
 }

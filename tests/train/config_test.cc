@@ -339,11 +339,11 @@ TEST(TrainConfig, MoeFlavorKeepsExpertsWidthsAndRouting) {
   const spec::ModelSpec preset = spec::model_preset("debugmodel_byte_moe");
   const spec::ModelSpec m = c.model_spec();
   EXPECT_EQ(m.num_params(), preset.num_params());
-  EXPECT_EQ(m.dims.num_experts, 8);
-  EXPECT_EQ(m.dims.expert_hidden, 128);
-  EXPECT_EQ(m.dims.shared_experts, 1);
-  EXPECT_EQ(m.dims.routing.aux_loss_coeff, preset.dims.routing.aux_loss_coeff);
-  EXPECT_TRUE(m.dims.routing.route_norm);
+  EXPECT_EQ(m.dims.moe.num_experts, 8);
+  EXPECT_EQ(m.dims.moe.expert_hidden, 128);
+  EXPECT_EQ(m.dims.moe.num_shared_experts, 1);
+  EXPECT_EQ(m.dims.moe.aux_loss_coeff, preset.dims.moe.aux_loss_coeff);
+  EXPECT_TRUE(m.dims.moe.route_norm);
   c.model.flavor = "mixtral-8x7b";  // Mixtral's expert width is its FFN width, rebuilt from multiple_of
   EXPECT_EQ(c.model_spec().num_params(), spec::model_preset("mixtral-8x7b").num_params());
 }

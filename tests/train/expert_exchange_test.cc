@@ -21,8 +21,8 @@ namespace {
 
 constexpr int64_t kDim = 8, kRows = 12;
 
-model::MoeDims moe_dims() {
-  model::MoeDims m;
+spec::MoeSpec moe_dims() {
+  spec::MoeSpec m;
   m.num_experts = 4;
   m.top_k = 2;
   m.expert_hidden = 6;
@@ -43,7 +43,7 @@ std::vector<float> values(uint64_t salt, int64_t n) {
 }
 
 // Parameter sizes of the MoE with all E experts, in spec order (router, experts' w1 w2 w3, shared).
-std::vector<int64_t> param_sizes(const model::MoeDims& m) {
+std::vector<int64_t> param_sizes(const spec::MoeSpec& m) {
   std::vector<int64_t> s{m.num_experts * kDim};
   for (int64_t e = 0; e < m.num_experts; ++e) {
     for (int j = 0; j < 3; ++j) s.push_back(m.expert_hidden * kDim);
@@ -60,11 +60,11 @@ struct RankRun {
 
 // One forward and backward of rank `rank`'s tokens through a MoE holding the experts
 // [first, first + local) of `weights` (all of them without an exchange).
-RankRun run(const model::MoeDims& m, const std::vector<std::vector<float>>& weights, int rank,
-        model::ExpertExchange* exchange) {
+RankRun run(const spec::MoeSpec& m, int64_t ep, const std::vector<std::vector<float>>& weights, int rank,
+            model::ExpertExchange* exchange) {
   MemoryTracker tracker;
-  model::MoeFeedForward ffn(m, kDim, kRows, tracker, exchange);
-  const int64_t local = m.local_experts(), first = exchange ? exchange->rank() * local : 0;
+  model::MoeFeedForward ffn(m, ep, kDim, kRows, tracker, exchange);
+  const int64_t local = model::local_experts(m, ep), first = exchange ? exchange->rank() * local : 0;
   RankRun out;
   out.grads.assign(weights.size(), {});
   for (size_t i = 0; i < weights.size(); ++i) out.grads[i].assign(weights[i].size(), 0.f);
@@ -104,22 +104,20 @@ class ExpertParallelMoe : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ExpertParallelMoe, MatchesEachRankOnItsOwn) {
   const Case c = GetParam();
-  model::MoeDims full = moe_dims();
+  const spec::MoeSpec full = moe_dims();
   std::vector<std::vector<float>> weights;
   uint64_t salt = 1;
   for (int64_t n : param_sizes(full)) weights.push_back(values(salt++, n));
   std::vector<RankRun> want;
-  for (int r = 0; r < c.world; ++r) want.push_back(run(full, weights, r, nullptr));
+  for (int r = 0; r < c.world; ++r) want.push_back(run(full, 1, weights, r, nullptr));
 
-  model::MoeDims parallel = full;
-  parallel.expert_parallel = c.ep;
   std::vector<RankRun> got(static_cast<size_t>(c.world));
   testing::InProcJob job(c.world);
   job.run([&](Communicator& world) {
     // EP groups: runs of ep consecutive ranks, as within a shard group.
     auto group = world.split(world.rank() / c.ep, world.rank() % c.ep);
     CommExpertExchange exchange(*group);
-    got[static_cast<size_t>(world.rank())] = run(parallel, weights, world.rank(), &exchange);
+    got[static_cast<size_t>(world.rank())] = run(full, c.ep, weights, world.rank(), &exchange);
   });
 
   const size_t shared = weights.size() - 3;
@@ -133,7 +131,7 @@ TEST_P(ExpertParallelMoe, MatchesEachRankOnItsOwn) {
     expect_close(g.grads[0], w.grads[0], at + " router");
     for (size_t j = shared; j < weights.size(); ++j) expect_close(g.grads[j], w.grads[j], at + " shared expert");
     // Routed experts: the owner's gradient sums its EP group's tokens.
-    const int64_t local = parallel.local_experts(), first = (r % c.ep) * local;
+    const int64_t local = model::local_experts(full, c.ep), first = (r % c.ep) * local;
     const int group_start = r / c.ep * c.ep;
     for (int64_t e = first; e < first + local; ++e) {
       for (size_t j = 0; j < 3; ++j) {

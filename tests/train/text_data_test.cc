@@ -185,11 +185,11 @@ TEST_F(TextDataTest, TheModelVocabularyFollowsTheTokenizer) {
   TrainConfig c = parse_train_config(
       "[model]\nflavor = 'debugmodel_byte'\nhf_assets_path = '" + (dir_ / "tok").string() + "'\n", "t.toml");
   c.validate(1);
-  EXPECT_EQ(c.llama_config().vocab, 259);
+  EXPECT_EQ(c.model_dims().vocab, 259);
   EXPECT_EQ(c.model_spec().dims.vocab, 259);
   TrainConfig titan = parse_train_config("[model]\nhf_assets_path = '" + (dir_ / "tok").string() + "'\n", "t.toml");
   titan.validate(1);
-  EXPECT_EQ(titan.llama_config().vocab, 2048);
+  EXPECT_EQ(titan.model_dims().vocab, 2048);
   TrainConfig missing = parse_train_config("[model]\nhf_assets_path = '" + (dir_ / "nope").string() + "'\n", "t.toml");
   try {
     missing.validate(1);

@@ -31,20 +31,16 @@ bool full_equivalence() {
 }
 
 spec::ModelSpec tiny_llama() {
-  if (full_equivalence()) return spec::make_llama("debugmodel_byte", debug_model_llama_config());
-  return spec::make_llama("tiny", spec::LlamaConfig{.dim = 32, .layers = 2, .n_heads = 4, .n_kv_heads = 2,
-                                                            .vocab = 37, .multiple_of = 16});
+  if (full_equivalence()) return spec::make_llama("debugmodel_byte", spec::debug_model_dims());
+  return spec::make_llama("tiny", spec::ModelDims{.dim = 32, .layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab = 37, .ffn_hidden = spec::llama_ffn_hidden(32, 16, 0)});
 }
 
 // The MoE debug flavor (debugmodel_byte_moe), or in CI its miniature: 4 experts of 16, top 2, one shared
 // expert, softmax + route_norm, aux loss 0.01, dropless.
 spec::ModelSpec tiny_moe() {
-  if (full_equivalence()) return spec::make_llama("debugmodel_byte_moe", spec::debug_moe_model_config());
+  if (full_equivalence()) return spec::make_llama("debugmodel_byte_moe", spec::debug_moe_model_dims());
   return spec::make_llama(
-      "tiny-moe", spec::LlamaConfig{.dim = 32, .layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab = 37,
-                                        .multiple_of = 16, .num_experts = 4, .experts_per_token = 2,
-                                        .expert_hidden = 16, .shared_experts = 1,
-                                        .routing = {.route_norm = true, .aux_loss_coeff = 0.01}});
+      "tiny-moe", spec::ModelDims{.dim = 32, .layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab = 37, .ffn_hidden = spec::llama_ffn_hidden(32, 16, 0), .moe = {.num_experts = 4, .top_k = 2, .expert_hidden = 16, .num_shared_experts = 1, .route_norm = true, .aux_loss_coeff = 0.01f}});
 }
 
 struct TrainRun {
@@ -280,7 +276,7 @@ std::vector<std::string> construction_errors(TrainRun r) {
 
 TEST(TrainerExpertParallel, RefusesBadDegrees) {
   // 3 ranks, ep 3: divides the shard degree but not the MoE's 4 (8 in full mode) experts.
-  const std::string experts = std::to_string(tiny_moe().dims.num_experts);
+  const std::string experts = std::to_string(tiny_moe().dims.moe.num_experts);
   for (const auto& e : construction_errors(TrainRun{.moe = true, .world = 3, .ep = 3, .global_batch = 3})) {
     EXPECT_NE(e.find("parallelism.expert_parallel_degree = 3 must divide the number of experts " + experts),
               std::string::npos)
@@ -373,8 +369,7 @@ void expect_within_five_percent(const MemoryComparison& c) {
 
 // The debug model's shape (configs/debug_model.toml) at 2 ranks, 4 sequences of 64 each, 2 steps.
 spec::ModelSpec debug_shape() {
-  return spec::make_llama("debug", spec::LlamaConfig{.dim = 128, .layers = 4, .n_heads = 8, .n_kv_heads = 4,
-                                                            .vocab = 256, .multiple_of = 64});
+  return spec::make_llama("debug", spec::ModelDims{.dim = 128, .layers = 4, .n_heads = 8, .n_kv_heads = 4, .vocab = 256, .ffn_hidden = spec::llama_ffn_hidden(128, 64, 0)});
 }
 TrainRun debug_shape_run() {
   TrainRun r;
@@ -401,9 +396,7 @@ class TrainerMemoryPolicies : public ::testing::TestWithParam<MemoryCase> {};
 
 TEST_P(TrainerMemoryPolicies, PeakMatchesThePlan) {
   const MemoryCase m = GetParam();
-  const auto model = spec::make_llama("small", spec::LlamaConfig{.dim = 64, .layers = 3, .n_heads = 4,
-                                                                        .n_kv_heads = 2, .vocab = 256,
-                                                                        .multiple_of = 32});
+  const auto model = spec::make_llama("small", spec::ModelDims{.dim = 64, .layers = 3, .n_heads = 4, .n_kv_heads = 2, .vocab = 256, .ffn_hidden = spec::llama_ffn_hidden(64, 32, 0)});
   TrainRun r;
   r.world = m.world;
   r.replicate = m.replicate;
@@ -497,8 +490,7 @@ TEST_P(TrainerSteadyState, NoNewMemoryAfterWarmUp) {
     TrainerOptions o = options_for(r);
     // The debug model's shape: its unit buffers and activations are large enough for the C library
     // to map each one on its own, so churn would show as mappings.
-    o.model = spec::make_llama("debug", spec::LlamaConfig{.dim = 128, .layers = 2, .n_heads = 8,
-                                                                 .n_kv_heads = 4, .vocab = 256, .multiple_of = 64});
+    o.model = spec::make_llama("debug", spec::ModelDims{.dim = 128, .layers = 2, .n_heads = 8, .n_kv_heads = 4, .vocab = 256, .ffn_hidden = spec::llama_ffn_hidden(128, 64, 0)});
     o.seq_len = 64;
     if (c.mxfp8) o.fsdp.policy.param_comm = o.fsdp.policy.grad_comm = spec::CommPrecision::kMxfp8;
     Trainer trainer(o, world, batches_for(o, world.rank(), world.size()));

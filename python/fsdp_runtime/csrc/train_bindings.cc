@@ -100,7 +100,7 @@ py::dict model_dims(const JobConfig& c) {
   d["n_kv_heads"] = spec.dims.n_kv_heads;
   d["hidden"] = spec.dims.ffn_hidden;
   d["vocab"] = spec.dims.vocab;
-  d["num_experts"] = spec.dims.num_experts;
+  d["num_experts"] = spec.dims.moe.num_experts;
   d["flops_per_token"] = sharding::model_flops_per_token(spec, c.config.training.seq_len);
   return d;
 }
