@@ -1,20 +1,14 @@
 #include "launch/world.h"
 
-#include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <thread>
 
-#include "common/atomic_file.h"
 #include "common/knobs.h"
 #include "collectives/core/errors.h"
 #include "collectives/transports/shm.h"
