@@ -19,7 +19,7 @@ namespace {
 
 using namespace fsdp::launch;
 
-// The body reads of store.cc's read_body for an announced `expected` of which `arrived` come.
+// The body reads of store_server.cc's read_body for an announced `expected` of which `arrived` come.
 void check_body_reads(size_t expected, size_t arrived) {
   size_t have = 0;
   while (have < arrived) {

@@ -1,5 +1,5 @@
 // The store's keys and values and what each request does to them, with no connection: the server
-// (store.cc) hands every parsed request to apply(), and so does the fuzz target fuzz/store_frame.cc,
+// (store_server.cc) hands every parsed request to apply(), and so does the fuzz target fuzz/store_frame.cc,
 // so the operations under the fuzzer (counters, compare-and-set, parking) are the ones that serve.
 #pragma once
 

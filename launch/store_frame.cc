@@ -15,6 +15,17 @@ constexpr size_t kFirstRead = 4096;
 
 }  // namespace
 
+std::string store_address(const std::string& host, uint16_t port) {
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+std::string quoted_keys(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const std::string& key : keys) out += (out.empty() ? "'" : ", '") + key + "'";
+  return out;
+}
+
 StoreLengthPrefix encode_store_length(uint32_t size) {
   return {static_cast<unsigned char>(size), static_cast<unsigned char>(size >> 8),
           static_cast<unsigned char>(size >> 16), static_cast<unsigned char>(size >> 24)};

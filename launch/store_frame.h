@@ -1,13 +1,16 @@
 // The store's wire format as bytes, with no socket: the 4-byte little-endian length prefix, the bound
 // a prefix is checked against the moment it arrives, how much of a body to read next, and the check
-// of a parsed request. The server and the client (store.cc) and the fuzz target
-// (fuzz/store_frame.cc) all run these, so what is fuzzed is what serves.
+// of a parsed request, and the job-secret handshake's constants. The server and the client
+// (store_server.cc, store_client.cc) and the fuzz target (fuzz/store_frame.cc) all run these, so what
+// is fuzzed is what serves.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace google::protobuf {
 class MessageLite;
@@ -25,6 +28,24 @@ inline constexpr uint32_t kStoreMaxFrameBytes = 64u << 20;
 // A GET's reply carries a value that itself fit in a request frame, plus a few bytes of framing: the
 // client allows that much over kStoreMaxFrameBytes.
 inline constexpr uint32_t kStoreMaxReplyBytes = kStoreMaxFrameBytes + 4096;
+
+// Every store connection opens with a challenge-response on the job secret (common/job_secret.h), so
+// only processes holding the secret read or write keys, and the secret never crosses the wire:
+//   server -> client  kStoreAuthMagic (8 bytes), the server's nonce (kAuthNonceBytes)
+//   client -> server  the client's nonce, auth_proof(secret, kStoreClientLabel, server nonce + client nonce)
+//   server -> client  auth_proof(secret, kStoreServerLabel, server nonce + client nonce)
+// A client whose proof is wrong is closed and logged (rate-limited) before any request of its is read;
+// a server whose proof is wrong is refused by the client (mutual: a squatter on the port learns nothing
+// and serves no one). With no secret on either side the proofs use the empty key.
+inline constexpr std::string_view kStoreAuthMagic = "fsdpsto1";
+inline constexpr std::string_view kStoreClientLabel = "fsdp-store client";
+inline constexpr std::string_view kStoreServerLabel = "fsdp-store server";
+
+// "host:port" ("[host]:port" for IPv6): a store's address in messages and what a launcher hands out.
+std::string store_address(const std::string& host, uint16_t port);
+
+// "'a', 'b'": keys as error messages name them.
+std::string quoted_keys(const std::vector<std::string>& keys);
 
 using StoreLengthPrefix = std::array<unsigned char, 4>;
 

@@ -48,6 +48,9 @@ std::chrono::milliseconds rendezvous_timeout_from_env();
 bool store_external_from_env();
 // FSDP_HEARTBEAT_TIMEOUT_SEC (seconds, fractions allowed; 0: off), else 20 s.
 std::chrono::milliseconds heartbeat_timeout_from_env();
+// "fsdp/<FSDP_RUN_ID>/", or "fsdp/<FSDP_RUN_ID>.<sub_job>/": the namespace of a job's store keys, so
+// jobs (and the several jobs of one process) sharing an external store never read each other's keys.
+std::string job_key_prefix(const std::string& sub_job = "");
 
 struct WorldOptions {
   std::string transport = "auto";  // auto|shm|tcp|ucx|mpi; FSDP_TRANSPORT env wins over the default but not over
@@ -56,8 +59,9 @@ struct WorldOptions {
   std::chrono::milliseconds rendezvous_timeout = rendezvous_timeout_from_env();  // FSDP_RENDEZVOUS_TIMEOUT_SEC
   // The store runs elsewhere (fsdp-store, fsdp-run): rank 0 does not serve it. FSDP_STORE_EXTERNAL.
   bool external_store = store_external_from_env();
-  // Namespace of this job's store keys; empty: "fsdp/<FSDP_RUN_ID>/". Lets one store serve several jobs
-  // at once (the NCCL API's rendezvous listener names each communicator's keys by its unique id).
+  // Namespace of this job's store keys; empty: job_key_prefix(), "fsdp/<FSDP_RUN_ID>/". Lets one store
+  // serve several jobs at once (the NCCL API's rendezvous listener names each communicator's keys by its
+  // unique id; fsdp-bench gives each job it joins job_key_prefix(its name)).
   std::string key_prefix;
   // A store the caller already holds (the PyTorch backend's, adapted from torch's c10d::Store): used
   // instead of finding or serving one (step 1). MASTER_ADDR/MASTER_PORT, when set, still tell which

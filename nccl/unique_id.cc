@@ -1,24 +1,20 @@
 #include "nccl/unique_id.h"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <random>
 
 #include "collectives/core/errors.h"
 #include "common/crc32c.h"
 #include "common/job_secret.h"
 #include "collectives/transports/tcp.h"
 #include "common/knobs.h"
+#include "launch/host_address.h"
+#include "launch/job_id.h"
 #include "launch/store.h"
 #include "nccl/errors.h"
 
@@ -37,37 +33,6 @@ uint32_t stored_checksum(const ncclUniqueId& raw) {
   uint32_t v = 0;
   for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(raw.internal[kChecksumAt + i]);
   return v;
-}
-
-bool is_loopback(const std::string& host) { return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0; }
-
-// The first interface that is up, not loopback, with an IPv4 address: what other hosts can reach.
-std::string first_interface_address() {
-  ifaddrs* all = nullptr;
-  if (::getifaddrs(&all) != 0) return "";
-  std::string found;
-  for (ifaddrs* a = all; a && found.empty(); a = a->ifa_next) {
-    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
-    if (!(a->ifa_flags & IFF_UP) || (a->ifa_flags & IFF_LOOPBACK)) continue;
-    char text[INET_ADDRSTRLEN] = {};
-    if (::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text))) found = text;
-  }
-  ::freeifaddrs(all);
-  return found;
-}
-
-std::string random_job_id() {
-  static std::mutex mu;
-  static std::mt19937_64 gen = [] {
-    std::random_device rd;
-    std::seed_seq seq{rd(), rd(), rd(), static_cast<unsigned>(::getpid()),
-                      static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count())};
-    return std::mt19937_64(seq);
-  }();
-  std::lock_guard<std::mutex> lock(mu);
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(gen()));
-  return text;
 }
 
 // This process's rendezvous listener: started by the first ncclGetUniqueId, serving until exit.
@@ -182,12 +147,12 @@ UniqueId new_unique_id() {
   std::lock_guard<std::mutex> lock(l.mu);
   if (!l.server) {
     std::string host = knobs::kNcclHost.get();
-    if (host.empty()) host = first_interface_address();
+    if (host.empty()) host = launch::first_external_address();
     if (host.empty()) host = "127.0.0.1";
     l.secret = random_bytes(kIdSecretBytes);
     launch::StoreServerOptions options = launch::StoreServerOptions::from_env();
     options.secret = l.secret;
-    l.server = std::make_unique<launch::StoreServer>(is_loopback(host) ? host : "0.0.0.0", 0, options);
+    l.server = std::make_unique<launch::StoreServer>(launch::is_loopback(host) ? host : "0.0.0.0", 0, options);
     l.host = host;
     l.owner = ::getpid();
     debug_info("rendezvous listener serving on " + l.server->address() + ", announced as " + host + ":" +
@@ -196,7 +161,7 @@ UniqueId new_unique_id() {
   id.mode = IdMode::kCallerServes;
   id.host = l.host;
   id.port = l.server->port();
-  id.job = random_job_id();
+  id.job = launch::random_job_id();
   id.secret = l.secret;
   return id;
 }

@@ -5,11 +5,9 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <limits>
 #include <sstream>
 
-#include "common/json.h"
 #include "train/unicode_text.h"
 
 namespace fsdp::train {
@@ -56,16 +54,6 @@ std::string read_file(const fs::path& path) {
   return s.str();
 }
 
-std::string type_of(const json::Value& v) {
-  const json::Value* t = v.find("type");
-  return t != nullptr && t->kind == json::Value::Kind::kString ? t->str : std::string("?");
-}
-
-bool flag(const json::Value& v, std::string_view key, bool fallback = false) {
-  const json::Value* f = v.find(key);
-  return f != nullptr && f->kind == json::Value::Kind::kBool ? f->b : fallback;
-}
-
 bool is_word_char(char c) {
   return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c == '_' ||
          static_cast<unsigned char>(c) >= 0x80;
@@ -98,8 +86,10 @@ std::string decode_base64(std::string_view s, const std::string& where) {
 
 }  // namespace
 
+TokenizerError BpeTokenizer::error(const std::string& what) const { return TokenizerError(source_ + ": " + what); }
+
 void BpeTokenizer::add_token(const std::string& text, Token id) {
-  if (id < 0) throw TokenizerError(source_ + ": token '" + text + "' has a negative id " + std::to_string(id));
+  if (id < 0) throw error("token '" + text + "' has a negative id " + std::to_string(id));
   if (static_cast<size_t>(id) >= id_to_token_.size()) {
     id_to_token_.resize(static_cast<size_t>(id) + 1);
     is_byte_level_token_.resize(static_cast<size_t>(id) + 1, false);
@@ -128,203 +118,6 @@ std::optional<Token> BpeTokenizer::token_to_id(std::string_view token) const {
   const auto it = vocab_.find(std::string(token));
   if (it == vocab_.end()) return std::nullopt;
   return it->second;
-}
-
-BpeTokenizer BpeTokenizer::from_hf_json(std::string_view tokenizer_json, std::string_view config_json,
-                                        const std::string& source) {
-  BpeTokenizer t;
-  t.source_ = source;
-  t.kind_ = "tokenizer.json";
-  const auto fail = [&](const std::string& what) -> TokenizerError { return TokenizerError(source + ": " + what); };
-  json::Value doc;
-  try {
-    doc = json::parse(tokenizer_json);
-  } catch (const std::exception& e) {
-    throw fail(std::string("not JSON: ") + e.what());
-  }
-  if (doc.kind != json::Value::Kind::kObject) throw fail("not a JSON object");
-  try {
-    // --- the model: vocabulary and merges ---
-    const json::Value& model = doc.at("model");
-    const json::Value* type = model.find("type");
-    if (type != nullptr && type->string() != "BPE") {
-      throw fail("model.type '" + type->string() + "' is not supported (only BPE)");
-    }
-    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-      const json::Value* v = model.find(key);
-      if (v != nullptr && !v->is_null() && !v->string().empty()) {
-        throw fail(std::string("model.") + key + " = '" + v->string() + "' is not supported");
-      }
-    }
-    if (const json::Value* d = model.find("dropout"); d != nullptr && !d->is_null() && d->number() != 0) {
-      throw fail("model.dropout is not supported (training data must tokenize deterministically)");
-    }
-    t.byte_fallback_ = flag(model, "byte_fallback");
-    t.ignore_merges_ = flag(model, "ignore_merges");
-    t.fuse_unk_ = flag(model, "fuse_unk");
-    for (const auto& [text, id] : model.at("vocab").object()) t.add_token(text, static_cast<Token>(id.integer()));
-    const size_t model_vocab = t.vocab_.size();
-    if (const json::Value* unk = model.find("unk_token"); unk != nullptr && !unk->is_null()) {
-      t.unk_id_ = t.token_to_id(unk->string());
-      if (!t.unk_id_) throw fail("model.unk_token '" + unk->string() + "' is not in the vocabulary");
-    }
-    const auto& merges = model.at("merges").array();
-    for (size_t rank = 0; rank < merges.size(); ++rank) {
-      std::string a, b;
-      if (merges[rank].kind == json::Value::Kind::kString) {  // "a b"
-        const std::string& m = merges[rank].str;
-        const size_t space = m.find(' ');
-        if (space == std::string::npos || m.find(' ', space + 1) != std::string::npos) {
-          throw fail("merge " + std::to_string(rank) + " '" + m + "' is not two tokens separated by one space");
-        }
-        a = m.substr(0, space);
-        b = m.substr(space + 1);
-      } else {  // ["a", "b"]
-        const auto& pair = merges[rank].array();
-        if (pair.size() != 2) throw fail("merge " + std::to_string(rank) + " is not a pair");
-        a = pair[0].string();
-        b = pair[1].string();
-      }
-      const auto ia = t.token_to_id(a), ib = t.token_to_id(b), im = t.token_to_id(a + b);
-      if (!ia || !ib || !im) {
-        throw fail("merge " + std::to_string(rank) + " ('" + a + "', '" + b + "') names a token not in the vocabulary");
-      }
-      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(*ia)) << 32) | static_cast<uint32_t>(*ib);
-      t.merges_[key] = Merge{static_cast<uint32_t>(rank), *im};
-    }
-
-    // --- normalizer and pre-tokenizer ---
-    if (const json::Value* n = doc.find("normalizer"); n != nullptr && !n->is_null()) {
-      throw fail("normalizer '" + type_of(*n) + "' is not supported (only none, as GPT-2's and Llama 3's)");
-    }
-    bool byte_level = false;
-    std::function<void(const json::Value&)> add_step = [&](const json::Value& p) {
-      const std::string kind = type_of(p);
-      if (kind == "Sequence") {
-        for (const auto& inner : p.at("pretokenizers").array()) add_step(inner);
-      } else if (kind == "ByteLevel") {
-        PreTokenizerStep s;
-        s.kind = PreTokenizerStep::Kind::kByteLevel;
-        s.use_regex = flag(p, "use_regex", true);
-        s.add_prefix_space = flag(p, "add_prefix_space", true);
-        t.steps_.push_back(s);
-        byte_level = true;
-      } else if (kind == "Split") {
-        if (byte_level) throw fail("a Split pre-tokenizer after ByteLevel is not supported");
-        const json::Value& pattern = p.at("pattern");
-        const json::Value* regex = pattern.find("Regex");
-        if (regex == nullptr) throw fail("a Split pre-tokenizer on a plain string is not supported (only Regex)");
-        const auto known = find_split_pattern(regex->string());
-        if (!known) {
-          throw fail("Split pattern '" + regex->string() +
-                     "' is not one this runtime matches (GPT-2's, Llama 3's or Qwen 2's)");
-        }
-        const json::Value* behavior = p.find("behavior");
-        if ((behavior != nullptr && behavior->string() != "Isolated") || flag(p, "invert")) {
-          throw fail("Split behavior must be Isolated, not inverted");
-        }
-        PreTokenizerStep s;
-        s.kind = PreTokenizerStep::Kind::kSplit;
-        s.pattern = *known;
-        t.steps_.push_back(s);
-      } else {
-        throw fail("pre_tokenizer '" + kind + "' is not supported (ByteLevel, Split, Sequence)");
-      }
-    };
-    if (const json::Value* p = doc.find("pre_tokenizer"); p != nullptr && !p->is_null()) add_step(*p);
-    t.byte_level_symbols_ = byte_level;
-    for (size_t id = 0; id < t.id_to_token_.size(); ++id) t.is_byte_level_token_[id] = byte_level;
-
-    // --- added tokens of the file, then the special tokens tokenizer_config.json names ---
-    if (const json::Value* added = doc.find("added_tokens"); added != nullptr && !added->is_null()) {
-      for (const auto& a : added->array()) {
-        t.register_added(AddedToken{a.at("content").string(), static_cast<Token>(a.at("id").integer()),
-                                    flag(a, "special"), flag(a, "lstrip"), flag(a, "rstrip"), flag(a, "single_word")});
-      }
-    }
-    std::optional<std::string> bos_text, eos_text;
-    if (!config_json.empty()) {
-      json::Value config;
-      try {
-        config = json::parse(config_json);
-      } catch (const std::exception& e) {
-        throw fail(std::string("tokenizer_config.json is not JSON: ") + e.what());
-      }
-      // Hugging Face's add_special_tokens: a token already known keeps its id; a new one takes the next
-      // id after the model vocabulary (or after the largest added id when that is beyond it).
-      Token next = static_cast<Token>(model_vocab);
-      for (const auto& a : t.added_) {
-        if (a.id >= static_cast<Token>(model_vocab)) next = std::max(next, a.id + 1);
-      }
-      const auto add_special = [&](const std::string& content, const json::Value* props) {
-        if (content.empty()) return;
-        AddedToken token{content, 0, true, false, false, false};
-        if (props != nullptr && props->kind == json::Value::Kind::kObject) {
-          token.special = flag(*props, "special", true);
-          token.lstrip = flag(*props, "lstrip");
-          token.rstrip = flag(*props, "rstrip");
-          token.single_word = flag(*props, "single_word");
-        }
-        const auto known = t.token_to_id(content);
-        token.id = known ? *known : next++;
-        t.register_added(token);
-      };
-      const auto text_of = [](const json::Value& v) -> std::optional<std::string> {
-        if (v.kind == json::Value::Kind::kString) return v.str;
-        if (v.kind == json::Value::Kind::kObject && v.find("content") != nullptr) return v.at("content").string();
-        return std::nullopt;
-      };
-      for (const char* key : {"bos_token", "eos_token", "pad_token", "unk_token", "sep_token", "cls_token", "mask_token"}) {
-        const json::Value* v = config.find(key);
-        if (v == nullptr) continue;
-        const auto text = text_of(*v);
-        if (!text) continue;
-        if (std::string_view(key) == "bos_token") bos_text = text;
-        if (std::string_view(key) == "eos_token") eos_text = text;
-        add_special(*text, v);
-      }
-      if (const json::Value* dec = config.find("added_tokens_decoder"); dec != nullptr && !dec->is_null()) {
-        for (const auto& [id, props] : dec->object()) {
-          if (props.kind == json::Value::Kind::kObject && props.find("content") != nullptr) {
-            add_special(props.at("content").string(), &props);
-          }
-        }
-      }
-    }
-    if (bos_text) t.bos_id_ = t.token_to_id(*bos_text);
-    if (eos_text) t.eos_id_ = t.token_to_id(*eos_text);
-
-    // --- post-processor: TemplateProcessing's "single" adds tokens around the sequence ---
-    std::function<void(const json::Value&)> add_post = [&](const json::Value& p) {
-      const std::string kind = type_of(p);
-      if (kind == "Sequence") {
-        for (const auto& inner : p.at("processors").array()) add_post(inner);
-      } else if (kind == "TemplateProcessing") {
-        const json::Value& specials = p.at("special_tokens");
-        for (const auto& piece : p.at("single").array()) {
-          if (const json::Value* st = piece.find("SpecialToken")) {
-            for (const auto& id : specials.at(st->at("id").string()).at("ids").array()) {
-              t.template_.push_back(static_cast<Token>(id.integer()));
-            }
-          } else {
-            t.template_.push_back(std::nullopt);
-          }
-        }
-      } else if (kind != "ByteLevel") {
-        throw fail("post_processor '" + kind + "' is not supported (ByteLevel, TemplateProcessing, Sequence)");
-      }
-    };
-    if (const json::Value* p = doc.find("post_processor"); p != nullptr && !p->is_null()) add_post(*p);
-  } catch (const TokenizerError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw fail(e.what());
-  }
-  // TorchTitan's test: does the tokenizer itself add BOS / EOS to an empty text?
-  const std::vector<Token> empty = t.encode("");
-  t.adds_bos_ = t.bos_id_ && std::find(empty.begin(), empty.end(), *t.bos_id_) != empty.end();
-  t.adds_eos_ = t.eos_id_ && std::find(empty.begin(), empty.end(), *t.eos_id_) != empty.end();
-  return t;
 }
 
 BpeTokenizer BpeTokenizer::from_tiktoken(std::string_view model_text, const std::string& source) {
@@ -414,7 +207,7 @@ void BpeTokenizer::encode_piece(const std::string& piece, std::vector<Token>& ou
     }
   }
   std::vector<Token> symbols;
-  std::optional<Token> pending_unk;
+  bool unk_pending = false;  // an unknown character's unk token, held back so the next one may fuse with it
   for (size_t i = 0; i < piece.size();) {
     size_t len = 1;
     if (!merge_by_rank_) {  // one UTF-8 character
@@ -425,11 +218,11 @@ void BpeTokenizer::encode_piece(const std::string& piece, std::vector<Token>& ou
     const std::string symbol = piece.substr(i, len);
     i += len;
     if (const auto it = vocab_.find(symbol); it != vocab_.end()) {
-      if (pending_unk) symbols.push_back(*pending_unk), pending_unk.reset();
+      if (unk_pending) symbols.push_back(*unk_id_), unk_pending = false;
       symbols.push_back(it->second);
       continue;
     }
-    if (merge_by_rank_) throw TokenizerError(source_ + ": byte without a token");  // checked at load
+    if (merge_by_rank_) throw error("byte without a token");  // checked at load
     if (byte_fallback_) {
       std::vector<Token> bytes;
       for (char c : symbol) {
@@ -441,12 +234,12 @@ void BpeTokenizer::encode_piece(const std::string& piece, std::vector<Token>& ou
       }
     }
     if (unk_id_) {
-      if (pending_unk && !fuse_unk_) symbols.push_back(*pending_unk);
-      pending_unk = *unk_id_;
+      if (unk_pending && !fuse_unk_) symbols.push_back(*unk_id_);
+      unk_pending = true;
     }
     // No fallback and no unk token: Hugging Face drops the character.
   }
-  if (pending_unk) symbols.push_back(*pending_unk);
+  if (unk_pending) symbols.push_back(*unk_id_);
   while (symbols.size() > 1) {
     size_t best = symbols.size();
     Merge best_merge{std::numeric_limits<uint32_t>::max(), 0};
@@ -465,7 +258,7 @@ void BpeTokenizer::encode_segment(std::string_view segment, std::vector<Token>& 
   if (segment.empty()) return;
   size_t bad = 0;
   auto text = unicode::decode_utf8(segment, &bad);
-  if (!text) throw TokenizerError(source_ + ": text is not UTF-8 (byte offset " + std::to_string(bad) + ")");
+  if (!text) throw error("text is not UTF-8 (byte offset " + std::to_string(bad) + ")");
   std::vector<std::u32string> pieces{std::move(*text)};
   for (const auto& step : steps_) {
     std::vector<std::u32string> next;

@@ -26,6 +26,10 @@
 #include "train/pretokenizer.h"
 #include "train/tokenizer.h"
 
+namespace fsdp::json {
+class Value;
+}
+
 namespace fsdp::train {
 
 // A tokenizer file that cannot be used: the message names the file and what is wrong.
@@ -83,6 +87,13 @@ class BpeTokenizer {
   };
 
   BpeTokenizer() = default;
+  TokenizerError error(const std::string& what) const;  // "<source_>: what"
+  // tokenizer.json's parts, in the order from_hf_json reads them (bpe_tokenizer_hf.cc); each throws
+  // error(...) naming what it refuses.
+  size_t read_hf_model(const json::Value& model);
+  void read_hf_pre_tokenizer(const json::Value& doc);
+  void read_hf_special_tokens(const json::Value& doc, std::string_view config_json, size_t model_vocab);
+  void read_hf_post_processor(const json::Value& doc);
   void add_token(const std::string& text, Token id);
   Token register_added(AddedToken token);  // returns its id (existing or new)
   void encode_segment(std::string_view segment, std::vector<Token>& out) const;

@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 #include "bench/fsdp_bench/backends.h"
@@ -124,26 +123,9 @@ class FsdpBackend final : public Backend {
 }  // namespace
 
 launch::World connect_world_as(const std::string& suffix, const launch::ProcessEnv& env,
-                               const launch::WorldOptions& options) {
-  const char* old = std::getenv("FSDP_RUN_ID");
-  const std::string saved = old ? old : "";
-  const std::string id = (old && *old ? saved : std::string("default")) + "." + suffix;
-  ::setenv("FSDP_RUN_ID", id.c_str(), 1);
-  auto restore = [&] {
-    if (old) {
-      ::setenv("FSDP_RUN_ID", saved.c_str(), 1);
-    } else {
-      ::unsetenv("FSDP_RUN_ID");
-    }
-  };
-  try {
-    launch::World w = launch::connect_world(env, options);
-    restore();
-    return w;
-  } catch (...) {
-    restore();
-    throw;
-  }
+                               launch::WorldOptions options) {
+  options.key_prefix = launch::job_key_prefix(suffix);
+  return launch::connect_world(env, options);
 }
 
 std::unique_ptr<Backend> make_control_backend(const launch::ProcessEnv& env, launch::KeyValueStore** store,

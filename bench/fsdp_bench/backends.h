@@ -51,10 +51,10 @@ inline MadeBackend make_backend(const std::string& name, BackendContext& ctx) {
   return make_fsdp_backend(name, ctx);
 }
 
-// Runs `connect` with FSDP_RUN_ID set to "<the job's id>.<suffix>" (restored after): every job this
-// process joins gets its own keys in a shared external store (fsdp-run's), so a second job never
-// reads the first one's job id.
+// connect_world with the store keys under launch::job_key_prefix(suffix) ("fsdp/<FSDP_RUN_ID>.<suffix>/"):
+// every job this process joins gets its own keys in a shared external store (fsdp-run's), so a second
+// job never reads the first one's job id.
 launch::World connect_world_as(const std::string& suffix, const launch::ProcessEnv& env,
-                               const launch::WorldOptions& options);
+                               launch::WorldOptions options);
 
 }  // namespace fsdp::bench

@@ -7,10 +7,6 @@
 // ranks get); on anything but the loopback it refuses to start without one. Prints "fsdp-store:
 // serving on HOST:PORT" once it listens (with --port 0, the port the kernel chose) and runs until
 // SIGTERM or SIGINT.
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -18,6 +14,7 @@
 #include <string>
 
 #include "common/job_secret.h"
+#include "launch/host_address.h"
 #include "launch/store.h"
 
 namespace {
@@ -30,22 +27,6 @@ namespace {
                "  clients prove FSDP_JOB_SECRET / FSDP_JOB_SECRET_FILE; required unless on the loopback\n");
   std::exit(error.empty() ? 0 : 2);
 }
-
-// The first IPv4 address of interface `name`, or "" when it has none.
-std::string interface_address(const std::string& name) {
-  ifaddrs* all = nullptr;
-  if (::getifaddrs(&all) != 0) return "";
-  std::string found;
-  for (ifaddrs* a = all; a && found.empty(); a = a->ifa_next) {
-    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET || name != a->ifa_name) continue;
-    char text[INET_ADDRSTRLEN] = {};
-    if (::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text))) found = text;
-  }
-  ::freeifaddrs(all);
-  return found;
-}
-
-bool is_loopback(const std::string& host) { return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0; }
 
 }  // namespace
 
@@ -67,7 +48,7 @@ int main(int argc, char** argv) {
       host = value();
     } else if (k == "--interface") {
       const std::string name = value();
-      host = interface_address(name);
+      host = fsdp::launch::interface_address(name);
       if (host.empty()) usage("interface '" + name + "' does not exist or has no IPv4 address");
     } else if (k == "-h" || k == "--help") {
       usage("");
@@ -88,7 +69,7 @@ int main(int argc, char** argv) {
 
   try {
     const fsdp::JobSecret secret = fsdp::job_secret_from_env();
-    if (secret.empty() && !is_loopback(host)) {
+    if (secret.empty() && !fsdp::launch::is_loopback(host)) {
       std::fprintf(stderr,
                    "fsdp-store: refusing to serve %s without a job secret: anyone who reaches it could rewrite the "
                    "job's keys. Set FSDP_JOB_SECRET (openssl rand -hex 32) or FSDP_JOB_SECRET_FILE here and on "

@@ -191,7 +191,7 @@ def main(argv=None):
         share = max(1, (os.cpu_count() or 1) // local)
         set_cpu_threads(torch.get_num_threads() if "OMP_NUM_THREADS" in os.environ else share)
 
-    timeout = datetime.timedelta(seconds=float(os.environ.get("FSDP_TIMEOUT_SEC", "300")))
+    timeout = datetime.timedelta(seconds=_C.timeout_sec())  # FSDP_TIMEOUT_SEC, common/knobs.h
     if init_method is None and "MASTER_ADDR" not in os.environ and world_size == 1:  # no launcher: one rank
         dist.init_process_group("fsdp", store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
     else:

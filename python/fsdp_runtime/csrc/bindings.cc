@@ -12,6 +12,7 @@
 #include <torch/extension.h>
 
 #include "common/dtype.h"
+#include "common/knobs.h"
 #include "common/memory_tracker.h"
 #include "python/fsdp_runtime/csrc/process_group_fsdp.h"
 #include "python/fsdp_runtime/csrc/train_bindings.h"
@@ -193,6 +194,9 @@ PYBIND11_MODULE(_C, m) {
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("transport", &ProcessGroupFsdp::transport);
+  // FSDP_TIMEOUT_SEC as its one declaration (common/knobs.h) resolves it, default included: the
+  // Python trainer's process-group timeout, with no second copy of the default in Python.
+  m.def("timeout_sec", [] { return fsdp::knobs::kTimeoutSec.get(); });
 
   py::class_<ShardingGroups, std::shared_ptr<ShardingGroups>>(m, "ShardingGroups")
       .def(py::init([](ProcessGroupFsdp& pg, int64_t replicate, int64_t reshard_group) {

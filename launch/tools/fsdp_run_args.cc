@@ -1,0 +1,82 @@
+#include "launch/tools/fsdp_run_args.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+namespace fsdp::launch::run {
+namespace {
+
+int parse_int(const std::string& flag, const std::string& text, int lo, int hi) {
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < lo || v > hi) {
+    usage(flag + " wants an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + text + "'");
+  }
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+[[noreturn]] void usage(const std::string& error) {
+  if (!error.empty()) std::fprintf(stderr, "fsdp-run: %s\n", error.c_str());
+  std::fprintf(stderr,
+               "usage: fsdp-run --nproc N [--master-addr A] [--master-port P (0: a free port)] "
+               "[--tag-output|--no-tag-output] [--no-store] [--bind-to core|none] -- PROGRAM ARGS...\n"
+               "  sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT in each child;\n"
+               "  --bind-to core pins rank r to the r-th CPU of fsdp-run's affinity (as mpirun --bind-to core;\n"
+               "  refused when there are more ranks than CPUs); default none\n"
+               "  FSDP_RUN_GRACE_SEC (default 5): SIGTERM to SIGKILL; FSDP_RUN_TERM_DELAY_SEC (default 1): how long\n"
+               "  the others may fail on their own after a rank failed before they get SIGTERM\n");
+  std::exit(error.empty() ? 0 : 2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  int i = 1;
+  auto value = [&](const std::string& flag) -> std::string {
+    if (i + 1 >= argc) usage(flag + " needs a value");
+    return argv[++i];
+  };
+  for (; i < argc; ++i) {
+    std::string k = argv[i];
+    std::optional<std::string> inline_value;
+    if (k.rfind("--", 0) == 0 && k.find('=') != std::string::npos) {
+      inline_value = k.substr(k.find('=') + 1);
+      k = k.substr(0, k.find('='));
+    }
+    auto v = [&] { return inline_value ? *inline_value : value(k); };
+    if (k == "--") {
+      ++i;
+      break;
+    } else if (k == "--nproc" || k == "--nproc-per-node" || k == "--nproc_per_node") {
+      a.nproc = parse_int(k, v(), 1, 4096);
+    } else if (k == "--master-addr" || k == "--master_addr") {
+      a.master_addr = v();
+    } else if (k == "--master-port" || k == "--master_port") {
+      a.master_port = parse_int(k, v(), 0, 65535);
+    } else if (k == "--tag-output") {
+      a.tag_output = true;
+    } else if (k == "--no-tag-output") {
+      a.tag_output = false;
+    } else if (k == "--no-store") {
+      a.serve_store = false;
+    } else if (k == "--bind-to" || k == "--bind_to") {
+      const std::string what = v();
+      if (what != "core" && what != "none") usage("--bind-to wants core or none, got '" + what + "'");
+      a.bind_to_core = what == "core";
+    } else if (k == "-h" || k == "--help") {
+      usage("");
+    } else if (k.rfind("-", 0) == 0) {
+      usage("unknown option '" + k + "'");
+    } else {
+      break;  // the program, without "--"
+    }
+  }
+  for (; i < argc; ++i) a.command.push_back(argv[i]);
+  if (a.nproc < 1) usage("--nproc N is required");
+  if (a.command.empty()) usage("no program given (fsdp-run --nproc N -- PROGRAM ARGS...)");
+  return a;
+}
+
+}  // namespace fsdp::launch::run

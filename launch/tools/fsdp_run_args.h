@@ -1,0 +1,26 @@
+// fsdp-run's command line (fsdp_run.cc has the whole story; docs/launch.md every option).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fsdp::launch::run {
+
+struct Args {
+  int nproc = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  bool tag_output = true;
+  bool serve_store = true;
+  bool bind_to_core = false;  // --bind-to core: local rank r on the r-th CPU fsdp-run may use
+  std::vector<std::string> command;
+};
+
+// Prints `error` (when not empty) and the usage, then exits: 0 for --help, 2 for an error.
+[[noreturn]] void usage(const std::string& error);
+
+// The options, then the program and its arguments (after "--", or from the first word that is not an
+// option). Anything malformed ends the process through usage().
+Args parse(int argc, char** argv);
+
+}  // namespace fsdp::launch::run

@@ -1,0 +1,276 @@
+#include "launch/tools/fsdp_run_job.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+namespace fsdp::launch::run {
+namespace {
+
+volatile sig_atomic_t g_signal = 0;
+void on_signal(int sig) { g_signal = sig; }
+
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return "was killed by signal " + std::to_string(sig) + " (SIG" + (name ? name : "?") + ")";
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
+
+std::vector<char*> c_array(std::vector<std::string>& v) {
+  std::vector<char*> p;
+  for (auto& s : v) p.push_back(s.data());
+  p.push_back(nullptr);
+  return p;
+}
+
+}  // namespace
+
+void catch_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : kForwarded) ::sigaction(sig, &sa, nullptr);  // no SA_RESTART: poll() wakes up
+  ::signal(SIGPIPE, SIG_IGN);
+}
+
+bool Job::start(const std::string& program, std::vector<std::vector<std::string>>& envs) {
+  std::vector<std::string> argv_strings = a_.command;
+  std::vector<char*> child_argv = c_array(argv_strings);
+  // --bind-to core: the CPUs this process may use, in order; rank r gets the r-th (decided here: the
+  // child between fork and exec only makes the system call).
+  std::vector<int> cpus;
+  if (a_.bind_to_core) {
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    if (::sched_getaffinity(0, sizeof(mine), &mine) != 0) {
+      std::fprintf(stderr, "fsdp-run: --bind-to core: sched_getaffinity: %s\n", std::strerror(errno));
+      return false;
+    }
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &mine)) cpus.push_back(c);
+    }
+    if (static_cast<int>(cpus.size()) < a_.nproc) {
+      std::fprintf(stderr, "fsdp-run: --bind-to core: %d ranks but only %zu CPUs to bind them to (use --bind-to none)\n",
+                   a_.nproc, cpus.size());
+      return false;
+    }
+  }
+  for (int r = 0; r < a_.nproc; ++r) {
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    if (a_.tag_output && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) {
+      std::fprintf(stderr, "fsdp-run: pipe: %s\n", std::strerror(errno));
+      return false;
+    }
+    std::vector<char*> child_env = c_array(envs[r]);
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      std::fprintf(stderr, "fsdp-run: fork: %s\n", std::strerror(errno));
+      g_signal = SIGTERM;  // stop what was started
+      break;
+    }
+    if (pid == 0) {
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      for (int sig : kForwarded) ::sigaction(sig, &dfl, nullptr);
+      ::signal(SIGPIPE, SIG_DFL);
+      // Dies with fsdp-run, even if fsdp-run is SIGKILLed.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
+      if (a_.tag_output) {
+        ::dup2(out[1], 1);
+        ::dup2(err[1], 2);
+      }
+      if (!cpus.empty()) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[static_cast<size_t>(r)], &one);
+        if (::sched_setaffinity(0, sizeof(one), &one) != 0) {
+          const char msg[] = "fsdp-run: --bind-to core: sched_setaffinity failed\n";
+          (void)!::write(2, msg, sizeof(msg) - 1);
+          ::_exit(127);
+        }
+      }
+      ::execve(program.c_str(), child_argv.data(), child_env.data());
+      const char msg[] = "fsdp-run: exec failed\n";
+      (void)!::write(2, msg, sizeof(msg) - 1);
+      ::_exit(127);
+    }
+    children_[r] = {pid, true, 0};
+    if (a_.tag_output) {
+      ::close(out[1]);
+      ::close(err[1]);
+      const std::string prefix = "[rank " + std::to_string(r) + "] ";
+      for (auto [fd, to] : {std::pair{out[0], 1}, std::pair{err[0], 2}}) {
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+        streams_.push_back(Stream{fd, to, prefix, {}});
+      }
+    }
+  }
+  return true;
+}
+
+bool Job::relay_output() {
+  std::vector<pollfd> fds;
+  std::vector<Stream*> owners;
+  for (Stream& s : streams_) {
+    if (s.fd >= 0) {
+      fds.push_back({s.fd, POLLIN, 0});
+      owners.push_back(&s);
+    }
+  }
+  if (fds.empty() && alive() == 0) return false;
+  if (alive() == 0 && drain_until_ == kNever) drain_until_ = Clock::now() + std::chrono::seconds(1);
+  if (Clock::now() > drain_until_) return false;  // a grandchild holds a pipe open: stop waiting
+  const int ready = ::poll(fds.data(), fds.size(), 20);
+  if (ready > 0) {
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents) pump(*owners[i]);
+    }
+  } else if (fds.empty()) {
+    ::usleep(20000);
+  }
+  return true;
+}
+
+void Job::forward_signals() {
+  const int sig = g_signal;
+  if (sig == 0) return;
+  g_signal = 0;
+  signal_received_ = sig;
+  std::fprintf(stderr, "fsdp-run: got signal %d (SIG%s), forwarding it to %d running rank(s)\n", sig, sigabbrev_np(sig),
+               alive());
+  signal_all(sig);
+  if (kill_at_ == kNever) kill_at_ = Clock::now() + seconds(grace_sec_);
+}
+
+// Until the others get SIGTERM, a rank killed by a signal replaces a rank that merely exited with an
+// error as the culprit: a SIGKILLed process can take longer to become reapable than a survivor takes
+// to notice the lost peer, report it and exit.
+//
+// A rank that is stopped (SIGSTOP, a debugger's group stop) when another fails is what the others
+// were waiting on: it is named as the cause, not the survivor that gave up on it.
+void Job::reap() {
+  for (;;) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
+    if (pid <= 0) return;
+    for (int r = 0; r < a_.nproc; ++r) {
+      if (children_[r].pid != pid || !children_[r].running) continue;
+      if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+        note_stop(r, status);
+        continue;
+      }
+      children_[r].running = false;
+      children_[r].status = status;
+      if (!failed(status) || signal_received_ || sigterm_sent_) continue;
+      if (first_failed_ < 0) {
+        first_failed_ = r;
+        frozen_ = stopped_rank();
+        if (frozen_ >= 0) frozen_signal_ = children_[frozen_].stop_signal;
+        term_at_ = Clock::now() + seconds(term_delay_sec_);
+        kill_at_ = term_at_ + seconds(grace_sec_);
+        std::fprintf(stderr,
+                     "fsdp-run: rank %d (pid %d) %s; stopping the other %d running rank(s) (SIGTERM in %.1f s, "
+                     "SIGKILL %.1f s later)\n",
+                     r, pid, describe_status(status).c_str(), alive(), term_delay_sec_, grace_sec_);
+        if (frozen_ >= 0) {
+          std::fprintf(stderr, "fsdp-run: rank %d (pid %d) is frozen (stopped by SIG%s): the others failed waiting on it\n",
+                       frozen_, children_[frozen_].pid, sigabbrev_np(frozen_signal_));
+        }
+      } else {
+        std::fprintf(stderr, "fsdp-run: rank %d (pid %d) %s\n", r, pid, describe_status(status).c_str());
+        if (WIFSIGNALED(status) && !WIFSIGNALED(children_[first_failed_].status)) first_failed_ = r;
+      }
+    }
+  }
+}
+
+void Job::note_stop(int r, int status) {
+  Child& c = children_[r];
+  if (WIFCONTINUED(status)) {
+    c.stop_signal = 0;
+    return;
+  }
+  c.stop_signal = WSTOPSIG(status);
+  std::fprintf(stderr, "fsdp-run: rank %d (pid %d) was stopped by signal %d (SIG%s)\n", r, c.pid, c.stop_signal,
+               sigabbrev_np(c.stop_signal));
+}
+
+int Job::stopped_rank() const {
+  for (int r = 0; r < a_.nproc; ++r) {
+    if (children_[r].running && children_[r].stop_signal != 0) return r;
+  }
+  return -1;
+}
+
+void Job::escalate() {
+  const auto now = Clock::now();
+  if (now >= term_at_) {
+    signal_all(SIGTERM);
+    // A stopped rank holds SIGTERM pending until it runs again.
+    for (const Child& c : children_) {
+      if (c.running && c.stop_signal != 0) ::kill(c.pid, SIGCONT);
+    }
+    sigterm_sent_ = true;
+    term_at_ = kNever;
+  }
+  if (now >= kill_at_ && alive() > 0) {
+    std::fprintf(stderr, "fsdp-run: %d rank(s) still running after the grace period: SIGKILL\n", alive());
+    signal_all(SIGKILL);
+    kill_at_ = kNever;
+  }
+}
+
+int Job::exit_status() const {
+  if (frozen_ >= 0) {
+    std::fprintf(stderr, "fsdp-run: failed: rank %d froze (stopped by SIG%s); rank %d %s waiting on it\n", frozen_,
+                 sigabbrev_np(frozen_signal_),
+                 first_failed_, describe_status(children_[first_failed_].status).c_str());
+    return exit_code_of(children_[first_failed_].status);
+  }
+  if (first_failed_ >= 0) {
+    const int status = children_[first_failed_].status;
+    std::fprintf(stderr, "fsdp-run: failed: rank %d %s\n", first_failed_, describe_status(status).c_str());
+    return exit_code_of(status);
+  }
+  if (signal_received_) return 128 + signal_received_;
+  return 0;
+}
+
+int Job::supervise() {
+  while (relay_output()) {
+    forward_signals();
+    reap();
+    escalate();
+  }
+  for (Stream& s : streams_) {
+    if (s.fd >= 0) emit(s, true);
+  }
+  return exit_status();
+}
+
+}  // namespace fsdp::launch::run

@@ -1,0 +1,80 @@
+// fsdp-run's supervision of the ranks it starts: fork and exec with each rank's environment (and CPU,
+// with --bind-to core), relay their tagged output, forward the signals fsdp-run gets, and when one
+// rank fails give the others a moment, then SIGTERM, then SIGKILL; name the rank to blame (a frozen
+// one before the survivor that gave up waiting on it) and exit with its status.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "launch/tools/fsdp_run_args.h"
+#include "launch/tools/fsdp_run_output.h"
+
+namespace fsdp::launch::run {
+
+using Clock = std::chrono::steady_clock;
+
+// Catches SIGINT, SIGTERM and SIGHUP for Job::supervise to forward to the ranks (without SA_RESTART,
+// so its poll() wakes up) and ignores SIGPIPE. Before Job::start: the children reset them.
+void catch_signals();
+
+struct Child {
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;
+  int stop_signal = 0;  // the signal that stopped it (SIGSTOP, SIGTSTP...) while stopped, else 0
+};
+
+// The ranks of one job: started together, their output tagged, the first failure ending the rest.
+class Job {
+ public:
+  Job(const Args& a, double grace_sec, double term_delay_sec)
+      : a_(a), grace_sec_(grace_sec), term_delay_sec_(term_delay_sec), children_(a.nproc) {}
+
+  // Forks every rank; false when a pipe could not be made (nothing more is started then).
+  bool start(const std::string& program, std::vector<std::vector<std::string>>& envs);
+  // Relays output, forwards signals and reaps ranks until all ended; returns fsdp-run's exit status.
+  int supervise();
+
+ private:
+  int alive() const {
+    int n = 0;
+    for (const Child& c : children_) n += c.running;
+    return n;
+  }
+  void signal_all(int sig) const {
+    for (const Child& c : children_) {
+      if (c.running) ::kill(c.pid, sig);
+    }
+  }
+  static Clock::duration seconds(double s) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  }
+  bool relay_output();  // false once every stream closed and no rank runs (or the drain gave up)
+  void forward_signals();
+  void reap();
+  void note_stop(int r, int status);
+  int stopped_rank() const;
+  void escalate();
+  int exit_status() const;
+
+  const Args& a_;
+  const double grace_sec_;
+  const double term_delay_sec_;
+  std::vector<Child> children_;
+  std::vector<Stream> streams_;
+  int first_failed_ = -1;      // rank whose failure ends the job
+  int frozen_ = -1;            // a rank found stopped when the first failure came: the one to blame
+  int frozen_signal_ = 0;      // what stopped it
+  int signal_received_ = 0;    // a signal fsdp-run got and forwarded
+  bool sigterm_sent_ = false;  // after it, deaths are our doing, not failures
+  // Deadlines; kNever when not armed (std::optional here trips g++ 12's -Wmaybe-uninitialized).
+  static constexpr Clock::time_point kNever = Clock::time_point::max();
+  Clock::time_point term_at_ = kNever, kill_at_ = kNever, drain_until_ = kNever;
+};
+
+}  // namespace fsdp::launch::run

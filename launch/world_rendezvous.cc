@@ -1,0 +1,192 @@
+#include "launch/world_rendezvous.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "collectives/core/errors.h"
+#include "common/atomic_file.h"
+#include "common/knobs.h"
+#include "launch/host_address.h"
+
+namespace fsdp::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+std::string ms_text(milliseconds t) { return std::to_string(t.count()) + " ms"; }
+
+// --- Rendezvous without MASTER_* under a launcher that knows the job (mpirun, srun) on one host -----
+
+// A name every rank of this launcher job shares and no other job has; empty when not under one.
+std::string launcher_job_key() {
+  std::string key = env_or("OMPI_MCA_ess_base_jobid", "");
+  if (key.empty()) key = env_or("PMIX_NAMESPACE", "");
+  if (key.empty() && std::getenv("SLURM_JOB_ID")) {
+    key = env_or("SLURM_JOB_ID", "") + "." + env_or("SLURM_STEP_ID", "0");
+  }
+  for (char& c : key) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') c = '_';
+  }
+  return key;
+}
+
+std::string rendezvous_file_path(const std::string& key) {
+  std::string dir = knobs::kRendezvousDir.is_set() ? knobs::kRendezvousDir.get() : env_or("TMPDIR", "/tmp");
+  return dir + "/fsdp-rendezvous-" + key;
+}
+
+bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+// Rank 0: "<port> <pid> <secret hex>", written to a temporary name and renamed so no reader sees half
+// of it, readable by its owner only: the ranks of an mpirun job on one host are one user, so the
+// file is the channel that hands them the job secret nobody configured.
+void publish_rendezvous_file(const std::string& path, uint16_t port, const JobSecret& secret) {
+  const std::string text =
+      std::to_string(port) + ' ' + std::to_string(::getpid()) + ' ' + to_hex(secret.key) + '\n';
+  if (const std::string error = write_file_atomically(path, text, 0600); !error.empty()) {
+    throw CommError(ErrorContext{0, -1, "rendezvous", 0, 0}, "cannot publish the rendezvous file: " + error);
+  }
+}
+
+// True when the file is ours and no one else may read or write it: a file someone else planted
+// under the rendezvous name must not point us at their store nor hand us their secret.
+bool owned_and_private(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && st.st_uid == ::geteuid() && (st.st_mode & 077) == 0;
+}
+
+// Other ranks: the store's port and the job secret, once rank 0 (a live process) has written them.
+uint16_t read_rendezvous_file(const std::string& path, int rank, milliseconds timeout, JobSecret* secret) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    std::ifstream in(path);
+    long port = 0, pid = 0;
+    std::string hex;
+    if (owned_and_private(path) && in >> port >> pid >> hex && port > 0 && port < 65536 &&
+        process_alive(static_cast<pid_t>(pid))) {
+      std::string key;
+      if (secret->empty() && from_hex(hex, &key)) *secret = JobSecret{key, "the rendezvous file " + path};
+      return static_cast<uint16_t>(port);
+    }
+    if (Clock::now() > deadline) {
+      throw TimeoutError(ErrorContext{rank, 0, "rendezvous", 0, 0},
+                         "rank 0 never published the store's port in " + path + " within " + ms_text(timeout) +
+                             " (FSDP_RENDEZVOUS_TIMEOUT_SEC; or set MASTER_ADDR and MASTER_PORT)");
+    }
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+}
+
+StoreServerOptions server_options(const JobSecret& secret) {
+  StoreServerOptions o = StoreServerOptions::from_env();
+  o.secret = secret.key;
+  return o;
+}
+
+}  // namespace
+
+std::string rank_key(const std::string& prefix, const char* what, int r) {
+  return prefix + what + "/" + std::to_string(r);
+}
+
+std::vector<std::string> gather_all(KeyValueStore& store, const std::string& prefix, const char* what, const World& w) {
+  const int n = w.env.world_size;
+  std::vector<std::string> keys;
+  for (int r = 0; r < n; ++r) keys.push_back(rank_key(prefix, what, r));
+  try {
+    store.wait(keys, w.rendezvous_timeout);
+  } catch (const TimeoutError&) {
+    std::string missing_ranks, missing_keys;
+    for (int r = 0; r < n; ++r) {
+      try {
+        store.get(keys[r], milliseconds(1));
+      } catch (const CommError&) {
+        missing_ranks += (missing_ranks.empty() ? "" : ", ") + std::to_string(r);
+        missing_keys += (missing_keys.empty() ? "'" : ", '") + keys[r] + "'";
+      }
+    }
+    throw TimeoutError(ErrorContext{w.env.rank, -1, "rendezvous", 0, 0},
+                       "timed out after " + ms_text(w.rendezvous_timeout) + " waiting for key" +
+                           (missing_keys.find(',') != std::string::npos ? "s " : " ") + missing_keys +
+                           " at " + store.describe() + ": rank" +
+                           (missing_ranks.find(',') != std::string::npos ? "s " : " ") + missing_ranks +
+                           " never arrived (check they started; FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)");
+  }
+  std::vector<std::string> values;
+  for (const std::string& k : keys) values.push_back(store.get(k, w.rendezvous_timeout));
+  return values;
+}
+
+std::string get_from_rank0(KeyValueStore& store, const std::string& key, const World& w) {
+  try {
+    return store.get(key, w.rendezvous_timeout);
+  } catch (const TimeoutError&) {
+    throw TimeoutError(ErrorContext{w.env.rank, 0, "rendezvous", 0, 0},
+                       "timed out after " + ms_text(w.rendezvous_timeout) + " waiting for key '" + key +
+                           "' from rank 0 at " + store.describe() +
+                           " (FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)");
+  }
+}
+
+void find_or_serve_store(World& w, const ProcessEnv& env, const WorldOptions& options, std::string& store_host,
+                         uint16_t& store_port) {
+  const int rank = env.rank, n = env.world_size;
+  const ErrorContext ctx{rank, -1, "rendezvous", 0, 0};
+  if (!store_host.empty() && store_port == 0) {
+    throw InvalidArgument("rank " + std::to_string(rank) + ": MASTER_ADDR='" + store_host +
+                          "' is set but MASTER_PORT is not (or FSDP_MASTER_PORT)");
+  }
+  if (store_host.empty() && n > 1) {
+    const std::string key = launcher_job_key();
+    if (options.external_store || key.empty() || env.local_world_size != n) {
+      throw InvalidArgument("rank " + std::to_string(rank) + " of " + std::to_string(n) + " (from " + env.source +
+                            "): no rendezvous store named: set MASTER_ADDR and MASTER_PORT (or FSDP_MASTER_ADDR/"
+                            "FSDP_MASTER_PORT) to rank 0's host and a free port. Only mpirun or srun with every "
+                            "rank on one host finds the store without them");
+    }
+    const std::string path = rendezvous_file_path(key);
+    store_host = "127.0.0.1";
+    if (rank == 0) {
+      if (w.secret.empty()) w.secret = generate_job_secret();
+      w.store_server = std::make_unique<StoreServer>(store_host, 0, server_options(w.secret));
+      store_port = w.store_server->port();
+      publish_rendezvous_file(path, store_port, w.secret);
+      w.rendezvous_file = path;  // rank 0's to remove, even when this rank fails
+    } else {
+      store_port = read_rendezvous_file(path, rank, options.rendezvous_timeout, &w.secret);
+    }
+  } else if (!store_host.empty() && rank == 0 && !options.external_store) {
+    // Loopback stays loopback (nothing outside the host may talk to a single-host job's store);
+    // otherwise every interface, since MASTER_ADDR may be a name or a NAT address of this host.
+    w.store_server = std::make_unique<StoreServer>(is_loopback(store_host) ? store_host : "0.0.0.0", store_port,
+                                                   server_options(w.secret));
+  }
+  if (!store_host.empty()) {
+    StoreClientOptions so;
+    so.connect_timeout = options.rendezvous_timeout;
+    so.timeout = options.rendezvous_timeout;
+    so.secret = w.secret.key;
+    try {
+      w.store = std::make_unique<StoreClient>(store_host, store_port, so);
+    } catch (const TimeoutError& e) {
+      throw TimeoutError(ctx, std::string(e.detail()) + (env.rank == 0 && options.external_store
+                                                             ? " (FSDP_STORE_EXTERNAL is set: start fsdp-store first)"
+                                                             : ""));
+    }
+  }
+}
+
+}  // namespace fsdp::launch
