@@ -24,7 +24,7 @@ out="$2"
 [[ -x "$plan" ]] || { echo "$0: no fsdp-plan at $plan (build the fsdp-plan target)" >&2; exit 2; }
 mkdir -p "$out"
 
-# run NAME ARGS...: stdout to NAME.out; exit code and stderr to NAME.status. Exit 3 (does not fit) and
+# run NAME ARGS...: stdout to NAME.out (gzipped at the end); exit code and stderr to NAME.status. Exit 3 (does not fit) and
 # 1 (bad input) are results like any other.
 run() {
   local name="$1"

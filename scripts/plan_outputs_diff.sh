@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # plan_outputs_diff.sh BUILD_DIR BASELINE_DIR: regenerates every fsdp-plan output (scripts/plan_outputs.sh)
 # into a temporary folder and compares it byte for byte (gunzipped) with BASELINE_DIR, written the same
-# way before a change. Prints each file that differs (or is only on one side) and the first lines of its diff; exits 1
-# on any difference, 0 when every output is identical.
+# way before a change. Prints each file that differs (or is only on one side) and the first lines of its
+# diff; exits 1 on any difference, 0 when every output is identical.
+#
+#   scripts/plan_outputs.sh build /tmp/plan_before          # before the change
+#   scripts/plan_outputs_diff.sh build /tmp/plan_before     # after it
 set -euo pipefail
 
 if [[ $# -ne 2 ]]; then
