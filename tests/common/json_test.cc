@@ -47,5 +47,16 @@ TEST(Json, MalformedTextIsRejectedWithItsOffset) {
   EXPECT_EQ(json::parse("[\"\\u00e9\"]").array()[0].string(), "\xc3\xa9");
 }
 
+// safetensors offsets and shapes are read as exact integers, not through a double.
+TEST(CheckpointJson, IntegersStayExact) {
+  const auto v = json::parse(R"( {"a": [1, -2, 9007199254740993, 3.5, 1e3]} )");
+  const auto& a = v.at("a").array();
+  EXPECT_EQ(a.at(1).integer(), -2);
+  EXPECT_EQ(a.at(2).integer(), 9007199254740993);  // 2^53 + 1: a double would round it
+  EXPECT_THROW(a.at(3).integer(), std::runtime_error);
+  EXPECT_THROW(a.at(4).integer(), std::runtime_error);
+  EXPECT_THROW(json::parse("[9223372036854775808]").items.at(0).integer(), std::runtime_error);
+}
+
 }  // namespace
 }  // namespace fsdp
