@@ -23,7 +23,6 @@ Window* WindowPool::take(size_t bytes) {
   if (!w->shared()) {
     // Every rank got the same answer from alloc_window, so every rank turns its pool off here.
     off_ = true;
-    why_off_ = w->why_not_shared();
     return nullptr;
   }
   all_.push_back(std::move(w));
@@ -40,21 +39,11 @@ bool WindowPool::off() const {
   return off_;
 }
 
-std::string WindowPool::why_off() const {
-  std::lock_guard lock(mu_);
-  return why_off_;
-}
-
 int64_t WindowPool::reserved_bytes() const {
   std::lock_guard lock(mu_);
   int64_t total = 0;
   for (const auto& w : all_) total += static_cast<int64_t>(w->bytes());
   return total;
-}
-
-int64_t WindowPool::windows_allocated() const {
-  std::lock_guard lock(mu_);
-  return static_cast<int64_t>(all_.size());
 }
 
 void CommBuffer::reset_for_overwrite(const std::shared_ptr<WindowPool>& pool, MemoryTracker& tracker,

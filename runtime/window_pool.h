@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -41,16 +40,13 @@ class WindowPool {
   void give_back(Window* w);
 
   bool off() const;
-  std::string why_off() const;  // why the ranks could not share memory, once off()
-  // Held from the system: windows handed out + cached (bytes), and how many were allocated.
+  // Held from the system: windows handed out + cached (bytes).
   int64_t reserved_bytes() const;
-  int64_t windows_allocated() const;
 
  private:
   Communicator& comm_;
   mutable std::mutex mu_;
   bool off_ = false;
-  std::string why_off_;
   std::vector<std::unique_ptr<Window>> all_;                   // every window allocated, owned here
   std::unordered_map<size_t, std::vector<Window*>> free_;      // bytes -> windows waiting for reuse
 };

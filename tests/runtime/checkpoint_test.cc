@@ -12,7 +12,6 @@
 #include <random>
 
 #include "checkpoint_support.h"
-#include "common/crc32c.h"
 #include "common/json.h"
 #include "runtime/checkpoint/checkpointer.h"
 #include "runtime/checkpoint/file_io.h"
@@ -68,28 +67,6 @@ void expect_bitwise(const FullState& got, const FullState& want, const std::stri
 }
 
 // --- pieces ---
-
-TEST(CheckpointCrc32c, KnownVectorsAndExtension) {
-  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
-  EXPECT_EQ(crc32c("", 0), 0u);
-  std::string zeros(32, '\0');
-  EXPECT_EQ(crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);  // RFC 3720 B.4
-  const std::string s = "the quick brown fox jumps over the lazy dog, twice over";
-  for (size_t cut = 0; cut <= s.size(); ++cut) {
-    EXPECT_EQ(crc32c_extend(crc32c(s.data(), cut), s.data() + cut, s.size() - cut), crc32c(s.data(), s.size()));
-  }
-}
-
-// safetensors offsets and shapes are read as exact integers, not through a double.
-TEST(CheckpointJson, IntegersStayExact) {
-  const auto v = fsdp::json::parse(R"( {"a": [1, -2, 9007199254740993, 3.5, 1e3]} )");
-  const auto& a = v.at("a").array();
-  EXPECT_EQ(a.at(1).integer(), -2);
-  EXPECT_EQ(a.at(2).integer(), 9007199254740993);  // 2^53 + 1: a double would round it
-  EXPECT_THROW(a.at(3).integer(), std::runtime_error);
-  EXPECT_THROW(a.at(4).integer(), std::runtime_error);
-  EXPECT_THROW(fsdp::json::parse("[9223372036854775808]").items.at(0).integer(), std::runtime_error);
-}
 
 // A safetensors file whose header is wrong is refused with the file and what is wrong in it.
 TEST(CheckpointSafetensors, BadHeadersAreRefusedNamingFileAndTensor) {

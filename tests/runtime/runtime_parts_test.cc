@@ -1,4 +1,4 @@
-// The runtime's small pieces on their own: layout copies, the learning-rate schedule, the memory tracker.
+// The runtime's small pieces on their own: layout copies, the learning-rate schedule.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -156,27 +156,6 @@ TEST(LrSchedule, DebugJobNumbers) {
   EXPECT_DOUBLE_EQ(s.at(25), 0.0);       // past total_steps the minimum holds
   EXPECT_THROW(parse_decay_type("exp"), std::invalid_argument);
   EXPECT_EQ(parse_decay_type("sqrt"), DecayType::kSqrt);
-}
-
-TEST(MemoryTracker, CountsCurrentAndPeakPerCategory) {
-  MemoryTracker t;
-  {
-    TrackedBuffer<float> a(t, MemoryCategory::kParamShards, 100);
-    TrackedBuffer<double> b(t, MemoryCategory::kAllGather, 10);
-    EXPECT_EQ(t.current(MemoryCategory::kParamShards), 400);
-    EXPECT_EQ(t.current_total(), 480);
-    TrackedBuffer<float> c = std::move(a);
-    EXPECT_EQ(t.current_total(), 480);
-    EXPECT_TRUE(a.empty());
-    b.release();
-    EXPECT_EQ(t.current_total(), 400);
-    for (float v : c) EXPECT_EQ(v, 0.f);
-  }
-  EXPECT_EQ(t.current_total(), 0);
-  EXPECT_EQ(t.peak_total(), 480);
-  EXPECT_EQ(t.peak(MemoryCategory::kAllGather), 80);
-  t.reset_peaks();
-  EXPECT_EQ(t.peak_total(), 0);
 }
 
 }  // namespace
