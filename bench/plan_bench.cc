@@ -45,7 +45,7 @@ int main() {
     const std::string mesh = std::to_string(nodes) + " x 144";
     sp::Policy policy;
     policy.ac = sp::ActivationCheckpointing::kFull;
-    const sp::Mesh m = sp::Mesh::create(sp::MeshSpec{nodes, 144, 1, 0});
+    const sp::Mesh m = sp::Mesh::create(sp::MeshSpec{nodes, 144, 1, sp::kRestOfWorld});
     const Stats plan = time_it([&] { sink += fs::make_plan(model, chip, m, policy).units.size(); });
     std::printf("%-44s %10.2f %10.2f %10.2f\n", ("plan " + mesh + " (layout + cost)").c_str(), plan.min_ms,
                 plan.median_ms, plan.max_ms);

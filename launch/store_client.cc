@@ -147,13 +147,14 @@ class StoreClient::Impl {
   boost::system::error_code authenticate(Clock::time_point deadline) {
     std::string challenge(kStoreAuthMagic.size() + kAuthNonceBytes, '\0');
     boost::system::error_code ec = run_until(deadline, [&](auto done) {
-      asio::async_read(socket_, asio::buffer(challenge), [done](const boost::system::error_code& e, size_t) { done(e); });
+      asio::async_read(socket_, asio::buffer(challenge),
+                       [done](const boost::system::error_code& e, size_t) { done(e); });
     });
     if (ec) return ec;
     const ErrorContext ctx{-1, -1, "store_connect", 0, 0};
     if (challenge.compare(0, kStoreAuthMagic.size(), kStoreAuthMagic) != 0) {
-      throw CommError(ctx, "the server at " + where_ + " is not an fsdp store of this version (it opened with " +
-                               "0x" + to_hex(challenge.substr(0, kStoreAuthMagic.size())) + ")");
+      throw CommError(ctx, "the server at " + where_ + " is not an fsdp store of this version (it opened with " + "0x" +
+                               to_hex(challenge.substr(0, kStoreAuthMagic.size())) + ")");
     }
     const std::string server_nonce = challenge.substr(kStoreAuthMagic.size());
     const std::string nonce = random_bytes(kAuthNonceBytes);
@@ -161,7 +162,8 @@ class StoreClient::Impl {
     const Digest proof = auth_proof(options_.secret, kStoreClientLabel, transcript);
     const std::string message = nonce + std::string(reinterpret_cast<const char*>(proof.data()), proof.size());
     ec = run_until(deadline, [&](auto done) {
-      asio::async_write(socket_, asio::buffer(message), [done](const boost::system::error_code& e, size_t) { done(e); });
+      asio::async_write(socket_, asio::buffer(message),
+                        [done](const boost::system::error_code& e, size_t) { done(e); });
     });
     if (ec) return ec;
     Digest answer;

@@ -49,8 +49,8 @@ constexpr size_t kReservedDescriptors = 64;
 size_t connection_cap(size_t wanted) {
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return std::max<size_t>(wanted, 1);
-  const size_t room = limit.rlim_cur > kReservedDescriptors * 2 ? limit.rlim_cur - kReservedDescriptors
-                                                                 : limit.rlim_cur / 2;
+  const size_t room =
+      limit.rlim_cur > kReservedDescriptors * 2 ? limit.rlim_cur - kReservedDescriptors : limit.rlim_cur / 2;
   return std::max<size_t>(std::min(wanted, room), 1);
 }
 
@@ -122,8 +122,8 @@ class StoreServer::Impl {
   struct Session {
     explicit Session(asio::io_context& io) : socket(io), timer(io), deadline(io) {}
     tcp::socket socket;
-    asio::steady_timer timer;     // the parked request's deadline
-    asio::steady_timer deadline;  // the idle or I/O bound of what the connection does now
+    asio::steady_timer timer;          // the parked request's deadline
+    asio::steady_timer deadline;       // the idle or I/O bound of what the connection does now
     uint64_t deadline_generation = 0;  // tells a stale deadline callback from the current one
     bool idle = false;                 // waiting for a request: the first to go at the connection limit
     Clock::time_point idle_since{};
@@ -225,56 +225,58 @@ class StoreServer::Impl {
     session->reply = std::string(kStoreAuthMagic) + session->nonce;
     arm(session, std::min(options_.io_timeout, options_.idle_timeout),
         "sent no proof of the job secret in time (not an fsdp client of this version?)");
-    asio::async_write(session->socket, asio::buffer(session->reply), [this, session](const boost::system::error_code& ec,
-                                                                                     size_t) {
-      if (ec) return close(session, nullptr);
-      session->body.assign(kAuthNonceBytes + sizeof(Digest), '\0');
-      asio::async_read(session->socket, asio::buffer(session->body), [this, session](const boost::system::error_code& e,
-                                                                                   size_t) {
-        if (e) return close(session, e == asio::error::eof ? "closed the connection before proving the job secret"
-                                                           : nullptr);
-        const std::string client_nonce = session->body.substr(0, kAuthNonceBytes);
-        const std::string transcript = session->nonce + client_nonce;
-        Digest proof;
-        std::memcpy(proof.data(), session->body.data() + kAuthNonceBytes, proof.size());
-        if (!equal_constant_time(proof, auth_proof(options_.secret, kStoreClientLabel, transcript))) {
-          return close(session, options_.secret.empty()
-                                    ? "refused: its proof is not of the empty key this store runs with (the client "
-                                      "holds a job secret, this store none)"
-                                    : "refused: wrong proof of the job secret (a different FSDP_JOB_SECRET, none, or "
-                                      "not a rank of this job)");
-        }
-        const Digest answer = auth_proof(options_.secret, kStoreServerLabel, transcript);
-        session->reply.assign(reinterpret_cast<const char*>(answer.data()), answer.size());
-        session->body = std::string();
-        asio::async_write(session->socket, asio::buffer(session->reply),
-                          [this, session](const boost::system::error_code& w, size_t) {
-                            if (w) return close(session, nullptr);
-                            session->reply = std::string();
-                            read_request(session);
-                          });
-      });
-    });
+    asio::async_write(
+        session->socket, asio::buffer(session->reply), [this, session](const boost::system::error_code& ec, size_t) {
+          if (ec) return close(session, nullptr);
+          session->body.assign(kAuthNonceBytes + sizeof(Digest), '\0');
+          asio::async_read(
+              session->socket, asio::buffer(session->body),
+              [this, session](const boost::system::error_code& e, size_t) {
+                if (e)
+                  return close(session,
+                               e == asio::error::eof ? "closed the connection before proving the job secret" : nullptr);
+                const std::string client_nonce = session->body.substr(0, kAuthNonceBytes);
+                const std::string transcript = session->nonce + client_nonce;
+                Digest proof;
+                std::memcpy(proof.data(), session->body.data() + kAuthNonceBytes, proof.size());
+                if (!equal_constant_time(proof, auth_proof(options_.secret, kStoreClientLabel, transcript))) {
+                  return close(session,
+                               options_.secret.empty()
+                                   ? "refused: its proof is not of the empty key this store runs with (the client "
+                                     "holds a job secret, this store none)"
+                                   : "refused: wrong proof of the job secret (a different FSDP_JOB_SECRET, none, or "
+                                     "not a rank of this job)");
+                }
+                const Digest answer = auth_proof(options_.secret, kStoreServerLabel, transcript);
+                session->reply.assign(reinterpret_cast<const char*>(answer.data()), answer.size());
+                session->body = std::string();
+                asio::async_write(session->socket, asio::buffer(session->reply),
+                                  [this, session](const boost::system::error_code& w, size_t) {
+                                    if (w) return close(session, nullptr);
+                                    session->reply = std::string();
+                                    read_request(session);
+                                  });
+              });
+        });
   }
 
   void read_request(const SessionPtr& session) {
     session->idle = true;
     session->idle_since = Clock::now();
     arm(session, options_.idle_timeout, nullptr);  // an idle client is no offender: closed silently
-    asio::async_read(session->socket, asio::buffer(session->prefix),
-                     [this, session](const boost::system::error_code& ec, size_t) {
-                       if (ec) return close(session, nullptr);  // includes a clean EOF: the client left
-                       session->idle = false;
-                       const uint32_t size = decode_store_length(session->prefix);
-                       if (const std::string why = check_store_frame_length(size, kStoreMaxFrameBytes); !why.empty()) {
-                         return close(session, why.c_str());
-                       }
-                       arm(session, options_.io_timeout,
-                           "the request's body did not arrive in time (FSDP_STORE_IO_TIMEOUT_SEC)");
-                       session->expected = size;
-                       session->body.clear();
-                       read_body(session);
-                     });
+    asio::async_read(
+        session->socket, asio::buffer(session->prefix), [this, session](const boost::system::error_code& ec, size_t) {
+          if (ec) return close(session, nullptr);  // includes a clean EOF: the client left
+          session->idle = false;
+          const uint32_t size = decode_store_length(session->prefix);
+          if (const std::string why = check_store_frame_length(size, kStoreMaxFrameBytes); !why.empty()) {
+            return close(session, why.c_str());
+          }
+          arm(session, options_.io_timeout, "the request's body did not arrive in time (FSDP_STORE_IO_TIMEOUT_SEC)");
+          session->expected = size;
+          session->body.clear();
+          read_body(session);
+        });
   }
 
   // Reads the body in pieces of 4 KiB doubling up to 64 KiB (store_body_read_size): the buffer holds
@@ -335,12 +337,13 @@ class StoreServer::Impl {
   // A parked client sends nothing until answered, so a readable socket means it hung up (EOF, reset)
   // or broke the protocol: either way the connection and its descriptor go now, not at the timeout.
   void watch_hangup(const SessionPtr& session, uint64_t generation) {
-    session->socket.async_wait(tcp::socket::wait_read, [this, session, generation](const boost::system::error_code& ec) {
-      if (ec || session->closed || !session->parked || session->park_generation != generation) return;
-      boost::system::error_code ignored;
-      const bool sent_more = session->socket.available(ignored) > 0;
-      close(session, sent_more ? "sent a request while its previous one was parked" : nullptr);
-    });
+    session->socket.async_wait(
+        tcp::socket::wait_read, [this, session, generation](const boost::system::error_code& ec) {
+          if (ec || session->closed || !session->parked || session->park_generation != generation) return;
+          boost::system::error_code ignored;
+          const bool sent_more = session->socket.available(ignored) > 0;
+          close(session, sent_more ? "sent a request while its previous one was parked" : nullptr);
+        });
   }
 
   // Ends a park: the hang-up watch must not outlive it.

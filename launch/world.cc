@@ -9,11 +9,11 @@
 #include <map>
 #include <sstream>
 
-#include "common/knobs.h"
 #include "collectives/core/errors.h"
-#include "collectives/transports/shm.h"
 #include "collectives/transports/hybrid.h"
+#include "collectives/transports/shm.h"
 #include "collectives/transports/tcp.h"
+#include "common/knobs.h"
 #include "launch/host_address.h"
 #include "launch/job_id.h"
 #include "launch/world_rendezvous.h"
@@ -132,8 +132,8 @@ void agree_transport(World& w, const std::string& requested, const std::vector<H
                           ": rank 0 refused the job: " + chosen.substr(std::strlen(kErrorMark)));
   }
   if (requested != "auto" && requested != chosen) {
-    throw InvalidArgument("rank " + std::to_string(rank) + " asked for transport " + requested +
-                          " but rank 0 chose " + chosen + ": set the same FSDP_TRANSPORT on every rank");
+    throw InvalidArgument("rank " + std::to_string(rank) + " asked for transport " + requested + " but rank 0 chose " +
+                          chosen + ": set the same FSDP_TRANSPORT on every rank");
   }
   w.transport_name = chosen;
 }

@@ -54,8 +54,7 @@ bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno 
 // of it, readable by its owner only: the ranks of an mpirun job on one host are one user, so the
 // file is the channel that hands them the job secret nobody configured.
 void publish_rendezvous_file(const std::string& path, uint16_t port, const JobSecret& secret) {
-  const std::string text =
-      std::to_string(port) + ' ' + std::to_string(::getpid()) + ' ' + to_hex(secret.key) + '\n';
+  const std::string text = std::to_string(port) + ' ' + std::to_string(::getpid()) + ' ' + to_hex(secret.key) + '\n';
   if (const std::string error = write_file_atomically(path, text, 0600); !error.empty()) {
     throw CommError(ErrorContext{0, -1, "rendezvous", 0, 0}, "cannot publish the rendezvous file: " + error);
   }
@@ -120,9 +119,9 @@ std::vector<std::string> gather_all(KeyValueStore& store, const std::string& pre
     }
     throw TimeoutError(ErrorContext{w.env.rank, -1, "rendezvous", 0, 0},
                        "timed out after " + ms_text(w.rendezvous_timeout) + " waiting for key" +
-                           (missing_keys.find(',') != std::string::npos ? "s " : " ") + missing_keys +
-                           " at " + store.describe() + ": rank" +
-                           (missing_ranks.find(',') != std::string::npos ? "s " : " ") + missing_ranks +
+                           (missing_keys.find(',') != std::string::npos ? "s " : " ") + missing_keys + " at " +
+                           store.describe() + ": rank" + (missing_ranks.find(',') != std::string::npos ? "s " : " ") +
+                           missing_ranks +
                            " never arrived (check they started; FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)");
   }
   std::vector<std::string> values;
@@ -136,8 +135,7 @@ std::string get_from_rank0(KeyValueStore& store, const std::string& key, const W
   } catch (const TimeoutError&) {
     throw TimeoutError(ErrorContext{w.env.rank, 0, "rendezvous", 0, 0},
                        "timed out after " + ms_text(w.rendezvous_timeout) + " waiting for key '" + key +
-                           "' from rank 0 at " + store.describe() +
-                           " (FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)");
+                           "' from rank 0 at " + store.describe() + " (FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)");
   }
 }
 

@@ -6,7 +6,9 @@
 
 namespace fsdp::model {
 
-Embedding::Embedding(const spec::ModelDims& dims, MemoryTracker& /*tracker*/) : dims_(dims) { spec::validate_transformer(dims_); }
+Embedding::Embedding(const spec::ModelDims& dims, MemoryTracker& /*tracker*/) : dims_(dims) {
+  spec::validate_transformer(dims_);
+}
 
 void Embedding::check_tokens(const int32_t* tokens, int64_t n_tokens) const {
   for (int64_t i = 0; i < n_tokens; ++i) {

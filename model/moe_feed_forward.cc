@@ -44,7 +44,11 @@ struct Carve {
 
 MoeFeedForward::MoeFeedForward(const spec::MoeSpec& moe, int64_t expert_parallel, int64_t dim, int64_t rows,
                                MemoryTracker& tracker, ExpertExchange* exchange)
-    : moe_(moe), ep_(expert_parallel), dim_(dim), rows_(rows), tracker_(&tracker),
+    : moe_(moe),
+      ep_(expert_parallel),
+      dim_(dim),
+      rows_(rows),
+      tracker_(&tracker),
       counts_(static_cast<size_t>(moe.num_experts), 0) {
   spec::validate(moe_);
   if (ep_ < 1 || moe_.num_experts % ep_ != 0) {
@@ -97,10 +101,10 @@ MoeFeedForward::Views MoeFeedForward::views() {
 
 void MoeFeedForward::check(size_t n_weights, size_t n_grads, const char* op) const {
   if (n_weights != param_count() || n_grads != param_count()) {
-    throw std::invalid_argument(std::string("MoeFeedForward::") + op + ": expected " +
-                                std::to_string(param_count()) + " weights and gradients for " +
-                                std::to_string(local_experts_) + " local experts (got " + std::to_string(n_weights) +
-                                " and " + std::to_string(n_grads) + ")");
+    throw std::invalid_argument(std::string("MoeFeedForward::") + op + ": expected " + std::to_string(param_count()) +
+                                " weights and gradients for " + std::to_string(local_experts_) +
+                                " local experts (got " + std::to_string(n_weights) + " and " + std::to_string(n_grads) +
+                                ")");
   }
 }
 

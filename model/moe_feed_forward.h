@@ -32,8 +32,8 @@ class MoeFeedForward {
                  ExpertExchange* exchange = nullptr);
 
   // w: param_count() pointers in spec order: router gate (E, dim); w1 (H, dim), w2 (dim, H),
-  // w3 (H, dim) of the local experts (0..E-1 without expert parallelism); shared w1 (Hs, dim), w2 (dim, Hs), w3 (Hs, dim) if any.
-  // x, y: (rows, dim), y = beta * y + moe(x); x must stay unchanged until backward, which reads it again
+  // w3 (H, dim) of the local experts (0..E-1 without expert parallelism); shared w1 (Hs, dim), w2 (dim, Hs), w3 (Hs,
+  // dim) if any. x, y: (rows, dim), y = beta * y + moe(x); x must stay unchanged until backward, which reads it again
   // (the block keeps it saved anyway). Returns the auxiliary loss of this call (0 if its coefficient is).
   double forward(Weights w, const float* x, float* y, float beta);
   // dy: (rows, dim); dx = d x + dx_beta * dx, must not alias dy. ADDS into g (order of w). aux_scale is

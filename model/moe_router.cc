@@ -53,8 +53,8 @@ std::vector<int64_t> choice_counts(const int32_t* expert, int64_t n, int64_t k, 
 
 }  // namespace
 
-double router_forward(const spec::MoeSpec& moe, const float* x, const float* gate, int64_t n, int64_t dim, float* scores,
-                      int32_t* expert, float* weight) {
+double router_forward(const spec::MoeSpec& moe, const float* x, const float* gate, int64_t n, int64_t dim,
+                      float* scores, int32_t* expert, float* weight) {
   const int64_t E = moe.num_experts, k = moe.top_k;
   ops::linear_forward(x, gate, n, dim, E, scores);
   for (int64_t t = 0; t < n; ++t) {

@@ -21,8 +21,8 @@ namespace fsdp::model {
 
 // x: (n, dim); gate: (E, dim). Writes scores (n, E), kept for backward; expert (n, k); weight (n, k).
 // Returns the auxiliary loss (0 when aux_loss_coeff is 0).
-double router_forward(const spec::MoeSpec& moe, const float* x, const float* gate, int64_t n, int64_t dim, float* scores,
-                      int32_t* expert, float* weight);
+double router_forward(const spec::MoeSpec& moe, const float* x, const float* gate, int64_t n, int64_t dim,
+                      float* scores, int32_t* expert, float* weight);
 
 // dweight: (n, k) = d loss / d weight; aux_scale = d loss / d aux (the loss scale of the step).
 // ADDS d gate into dgate (E, dim) and d x into dx (n, dim). Uses `scores` as scratch (d logits).

@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "model/dims.h"
 #include "common/memory_tracker.h"
+#include "model/dims.h"
 #include "model/moe_feed_forward.h"
 #include "spec/policy.h"
 

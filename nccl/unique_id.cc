@@ -9,9 +9,9 @@
 #include <mutex>
 
 #include "collectives/core/errors.h"
+#include "collectives/transports/tcp.h"
 #include "common/crc32c.h"
 #include "common/job_secret.h"
-#include "collectives/transports/tcp.h"
 #include "common/knobs.h"
 #include "launch/host_address.h"
 #include "launch/job_id.h"

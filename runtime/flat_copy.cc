@@ -46,8 +46,8 @@ void copy_out(const spec::UnitShardLayout& layout, const void* flat, DataType ty
   });
 }
 
-void copy_out_mxfp8(const spec::UnitShardLayout& layout, const uint8_t* wire, DataType element,
-                    DataType param_type, float* params) {
+void copy_out_mxfp8(const spec::UnitShardLayout& layout, const uint8_t* wire, DataType element, DataType param_type,
+                    float* params) {
   const auto chunk = static_cast<size_t>(layout.chunk_numel());
   for_each_run(layout, [&](int64_t flat_at, int64_t param_at, int64_t n) {
     mx::decode_gathered(wire, chunk, static_cast<size_t>(flat_at), static_cast<size_t>(n), element, params + param_at,

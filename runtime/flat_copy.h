@@ -21,8 +21,8 @@ void copy_out(const spec::UnitShardLayout& layout, const void* flat, DataType ty
 // The MXFP8 all-gather's slots (collectives/quantized.h: rank r's chunk of the flat layout, encoded)
 // -> params (param-major, fp32), each value rounded to param_type (kFloat32 or kBfloat16): what a param_type
 // all-gather and copy_out give, decoded in the same pass as the copy, with no param_type flat buffer.
-void copy_out_mxfp8(const spec::UnitShardLayout& layout, const uint8_t* wire, DataType element,
-                    DataType param_type, float* params);
+void copy_out_mxfp8(const spec::UnitShardLayout& layout, const uint8_t* wire, DataType element, DataType param_type,
+                    float* params);
 // params (param-major, fp32) -> flat (rank-major, `type`), rounding once. Padding is left as it is
 // (zero in a freshly allocated buffer).
 void copy_in(const spec::UnitShardLayout& layout, const float* params, void* flat, DataType type);

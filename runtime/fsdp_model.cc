@@ -7,16 +7,18 @@
 #include "runtime/flat_copy.h"
 #include "runtime/plan_check.h"
 #include "spec/expert_parallel.h"
+#include "spec/job_spec.h"
+#include "spec/spec_error.h"
 
 namespace fsdp::runtime {
 namespace {
 
 spec::Mesh mesh_of(const FsdpOptions& o, const Communicator& world) {
   const spec::Mesh mesh = o.mesh ? *o.mesh : spec::Mesh::for_world(world.size(), 1);
-  if (mesh.world_size() != world.size()) {
-    throw InvalidArgument("fsdp: the mesh (replicate " + std::to_string(mesh.replicate_degree()) + " x shard " +
-                          std::to_string(mesh.shard_degree()) + ") does not tile the world of " +
-                          std::to_string(world.size()) + " ranks");
+  try {
+    spec::check_mesh_fills_world(mesh.replicate_degree(), mesh.shard_degree(), world.size());
+  } catch (const spec::SpecError& e) {
+    throw InvalidArgument(std::string("fsdp: ") + e.what());
   }
   return mesh;
 }
@@ -27,14 +29,13 @@ FsdpModel::FsdpModel(const spec::ModelSpec& model, const FsdpOptions& options, C
                      MemoryTracker& tracker)
     : model_(model), full_model_(model), options_(options), tracker_(tracker) {
   const spec::Mesh mesh = mesh_of(options_, world);
-  spec::validate(options_.policy, mesh.shard_degree());
-  const int64_t ep = options_.expert_parallel;
-  spec::validate_expert_parallel(model_, ep, mesh.shard_degree());
+  spec::validate(spec::JobSpec{model_, options_.policy, mesh});
+  const int64_t ep = expert_parallel_ = mesh.expert_parallel_degree();
   if (ep > 1 && options_.policy.grad_comm == spec::CommPrecision::kMxfp8) {
     throw InvalidArgument("fsdp: MXFP8 gradient reduce-scatters (grad_comm = mxfp8) with "
                           "parallelism.expert_parallel_degree = " + std::to_string(ep) + " are not supported");
   }
-  if (options_.plan) check_plan(*options_.plan, model_, mesh.with_expert_parallel(ep), options_.policy);
+  if (options_.plan) check_plan(*options_.plan, model_, mesh, options_.policy);
   const bool grouped = options_.policy.reshard.mode == spec::Reshard::Mode::kGroup;
   groups_ = ProcessGroups::create(world, mesh, grouped ? options_.policy.reshard.group : 0);
   if (ep > 1) {

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "collectives/communicator.h"
-#include "runtime/fsdp_unit.h"
 #include "common/memory_tracker.h"
+#include "runtime/fsdp_unit.h"
 #include "runtime/process_groups.h"
 #include "spec/mesh.h"
 #include "spec/model_spec.h"
@@ -36,8 +36,10 @@ class ShardingPlan;
 namespace fsdp::runtime {
 
 struct FsdpOptions {
-  // replicate x shard over the world (HSDP: gradients all-reduced across replicas); unset: one shard
-  // group of the whole world. Its world size must be the communicator's (spec::Mesh::for_world).
+  // replicate x shard over the world (HSDP: gradients all-reduced across replicas) and the expert-parallel
+  // degree of a MoE model (> 1 splits the experts over groups of that many shard ranks; the model's units
+  // then become spec::expert_parallel_units of this rank); unset: one shard group of the whole world.
+  // Its world size must be the communicator's (spec::Mesh::for_world).
   std::optional<spec::Mesh> mesh;
   spec::Policy policy;  // param/reduce dtypes, reshard_after_forward, prefetch
   // A plan from the planner or a file (`fsdp-plan --out`, runtime/plan_check.h). When given, the
@@ -45,9 +47,6 @@ struct FsdpOptions {
   // model, mesh and policy. Without one, the layout is the planner's for the options above
   // (spec::UnitShardLayout), which is what such a plan would hold.
   std::shared_ptr<const proto::ShardingPlan> plan;
-  // Expert parallelism of a MoE model (sharding/expert_parallel.h): > 1 splits the experts over groups
-  // of this many shard ranks; the model's units then become spec::expert_parallel_units of this rank.
-  int64_t expert_parallel = 1;
 };
 
 class FsdpModel {
@@ -67,7 +66,7 @@ class FsdpModel {
   const spec::ModelSpec& model() const { return model_; }
   // Expert parallelism: the groups of the expert units (the EP group is expert_groups().expert_parallel);
   // without it, groups().
-  int64_t expert_parallel() const { return options_.expert_parallel; }
+  int64_t expert_parallel() const { return expert_parallel_; }
   // The model as given, whatever this rank holds of it: checkpoints name its tensors.
   const spec::ModelSpec& full_model() const { return full_model_; }
   const ProcessGroups& expert_groups() const { return expert_parallel() > 1 ? expert_groups_ : groups_; }
@@ -115,6 +114,7 @@ class FsdpModel {
   spec::ModelSpec model_;
   spec::ModelSpec full_model_;
   FsdpOptions options_;
+  int64_t expert_parallel_ = 1;  // the mesh's
   MemoryTracker& tracker_;
   ProcessGroups groups_;
   ProcessGroups expert_groups_;  // expert parallelism only

@@ -6,9 +6,9 @@
 
 #include "proto/plan.pb.h"
 #include "sharding/chip_profile.h"
-#include "spec/spec_error.h"
 #include "sharding/plan_io.h"
 #include "sharding/planner.h"
+#include "spec/spec_error.h"
 
 namespace fsdp::runtime {
 namespace {

@@ -2,19 +2,14 @@
 
 #include <string>
 
+#include "spec/job_spec.h"
+
 namespace fsdp::runtime {
 
 ProcessGroups ProcessGroups::create(Communicator& world, const spec::Mesh& mesh, int64_t reshard_group) {
   const int64_t shard_degree = mesh.shard_degree();
-  if (mesh.world_size() != world.size()) {
-    throw InvalidArgument("process groups: the mesh (replicate " + std::to_string(mesh.replicate_degree()) +
-                          " x shard " + std::to_string(shard_degree) + ") is not of the world size " +
-                          std::to_string(world.size()));
-  }
-  if (reshard_group < 0 || (reshard_group > 0 && shard_degree % reshard_group != 0)) {
-    throw InvalidArgument("process groups: reshard_after_forward group " + std::to_string(reshard_group) +
-                          " must divide the shard degree " + std::to_string(shard_degree));
-  }
+  spec::check_mesh_fills_world(mesh.replicate_degree(), shard_degree, world.size());
+  if (reshard_group != 0) spec::check_reshard_group({spec::Reshard::Mode::kGroup, reshard_group}, shard_degree);
   const int rank = world.rank();
   const int replica = static_cast<int>(mesh.replica_index(rank));
   const int shard_rank = static_cast<int>(mesh.shard_rank(rank));
@@ -36,10 +31,8 @@ ProcessGroups ProcessGroups::create(Communicator& world, const spec::Mesh& mesh,
 
 ProcessGroups ProcessGroups::create_experts(Communicator& world, const spec::Mesh& mesh, int64_t ep) {
   const int64_t shard_degree = mesh.shard_degree();
-  if (ep < 2 || shard_degree % ep != 0) {
-    throw InvalidArgument("process groups: expert_parallel_degree " + std::to_string(ep) +
-                          " must be at least 2 and divide the shard degree " + std::to_string(shard_degree));
-  }
+  spec::check_expert_parallel_degree(ep, shard_degree);
+  if (ep < 2) throw InvalidArgument("process groups: expert groups need an expert_parallel_degree of 2 or more");
   const int rank = world.rank();
   const auto replica = static_cast<int>(mesh.replica_index(rank));
   const auto shard_rank = static_cast<int>(mesh.shard_rank(rank));

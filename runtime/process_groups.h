@@ -16,7 +16,7 @@
 namespace fsdp::runtime {
 
 struct ProcessGroups {
-  spec::Mesh mesh;        // replicate x shard over the world
+  spec::Mesh mesh;            // replicate x shard over the world
   int64_t reshard_group = 0;  // reshard_after_forward = k: groups of k consecutive shard ranks; 0 = none
   std::unique_ptr<Communicator> shard_gather;  // all-gathers over the shard group
   std::unique_ptr<Communicator> shard_reduce;  // reduce-scatters (and norms) over the shard group

@@ -119,12 +119,13 @@ AutoPlanResult auto_plan(const spec::ModelSpec& model, const ChipProfile& chip, 
   validate(model);
   validate(chip);
   if (!(o.headroom >= 0 && o.headroom < 1)) throw spec::SpecError("headroom must be in [0, 1)");
-  const spec::Mesh full = spec::Mesh::create(spec::MeshSpec{o.nodes, o.chips_per_node, 1, 0});
+  const spec::Mesh full = spec::Mesh::create(spec::MeshSpec{o.nodes, o.chips_per_node, 1, spec::kRestOfWorld});
   const int64_t world = full.world_size();
   const int64_t global_batch = o.global_batch == 0 ? world : o.global_batch;
   if (global_batch < world || global_batch % world != 0) {
-    throw spec::SpecError("global batch " + std::to_string(global_batch) + " must be a positive multiple of the world size " +
-                    std::to_string(world) + " (every rank trains on the same number of sequences)");
+    throw spec::SpecError("global batch " + std::to_string(global_batch) +
+                          " must be a positive multiple of the world size " + std::to_string(world) +
+                          " (every rank trains on the same number of sequences)");
   }
   const int64_t per_rank = global_batch / world;
   std::vector<int64_t> micro_batches;
@@ -153,8 +154,8 @@ AutoPlanResult auto_plan(const spec::ModelSpec& model, const ChipProfile& chip, 
       const auto units = shard_rank_units(rank_model, mesh);
       for (const spec::Reshard& reshard : reshard_choices(shard, o.chips_per_node)) {
         for (int64_t prefetch : o.prefetch_choices) {
-          for (auto ac :
-               {spec::ActivationCheckpointing::kNone, spec::ActivationCheckpointing::kSelective, spec::ActivationCheckpointing::kFull}) {
+          for (auto ac : {spec::ActivationCheckpointing::kNone, spec::ActivationCheckpointing::kSelective,
+                          spec::ActivationCheckpointing::kFull}) {
             for (int64_t mb : micro_batches) {
               for (const auto& [param_comm, grad_comm] : comm_choices) {
                 // The runtime refuses MXFP8 reduce-scatters under expert parallelism (runtime/fsdp_model.cc).
@@ -181,9 +182,9 @@ AutoPlanResult auto_plan(const spec::ModelSpec& model, const ChipProfile& chip, 
   if (all.empty()) {
     std::string tried;
     for (int64_t ep : ep_choices) tried += (tried.empty() ? "" : ", ") + std::to_string(ep);
-    throw spec::SpecError("parallelism.expert_parallel_degree: none of " + tried + " divides both a shard degree of the " +
-                    std::to_string(world) + " ranks and the " + std::to_string(experts) + " experts of '" + model.name +
-                    "'");
+    throw spec::SpecError("parallelism.expert_parallel_degree: none of " + tried +
+                          " divides both a shard degree of the " + std::to_string(world) + " ranks and the " +
+                          std::to_string(experts) + " experts of '" + model.name + "'");
   }
   std::sort(all.begin(), all.end(), better);
   // Step times closer than the model can tell apart: among fitting plans within kTieFraction of the

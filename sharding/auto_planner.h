@@ -18,7 +18,7 @@ struct AutoPlanOptions {
   int64_t global_batch = 0;  // sequences per step; 0: one per rank
   double headroom = kDefaultHeadroom;
   size_t top = 5;  // candidates reported
-  spec::Policy base;     // dtypes, optimizer and seq_len are kept; the rest is searched
+  spec::Policy base;  // dtypes, optimizer and seq_len are kept; the rest is searched
   std::vector<int64_t> prefetch_choices = {0, 1, 2};
   int64_t max_micro_batch = 64;
   // Expert-parallel degrees to try (each only where it divides the shard degree and the experts);

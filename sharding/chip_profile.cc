@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "spec/spec_error.h"
 #include "common/toml_util.h"
+#include "spec/spec_error.h"
 
 namespace fsdp::sharding {
 namespace {
@@ -176,12 +176,13 @@ void validate(const ChipProfile& c) {
     throw spec::SpecError(where + "attention efficiency must be in [0, 1] (0: the matmul efficiency)");
   }
   if (!(c.comm_compute_contention >= 0 && c.comm_compute_contention <= 1)) {
-    throw spec::SpecError(where + "comm_compute_contention must be in [0, 1] (got " + std::to_string(c.comm_compute_contention) +
-                    ")");
+    throw spec::SpecError(where + "comm_compute_contention must be in [0, 1] (got " +
+                          std::to_string(c.comm_compute_contention) + ")");
   }
   for (auto [v, field] : {std::pair{c.mxfp8_quantize_s_per_element, "mxfp8 quantise time"},
                           {c.mxfp8_decode_s_per_element, "mxfp8 decode time"}}) {
-    if (!(v >= 0) || !std::isfinite(v)) throw spec::SpecError(where + field + " must not be negative (0: from bandwidth)");
+    if (!(v >= 0) || !std::isfinite(v))
+      throw spec::SpecError(where + field + " must not be negative (0: from bandwidth)");
   }
   if (c.chips_per_node <= 0 || c.chips_per_node > spec::kMaxChipsPerNode) {
     throw spec::SpecError(where + "chips per node must be 1.." + std::to_string(spec::kMaxChipsPerNode));
@@ -201,7 +202,7 @@ ChipProfile chip_preset(std::string_view name) {
   std::string known;
   for (const auto& c : presets()) known += (known.empty() ? "" : ", ") + c.name;
   throw spec::SpecError("unknown chip '" + std::string(name) + "' (known chips: " + known +
-                  "; or give a profile file with --chip-file)");
+                        "; or give a profile file with --chip-file)");
 }
 
 namespace {

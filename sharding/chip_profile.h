@@ -44,8 +44,12 @@ struct ChipProfile {
   double mxfp8_quantize_s_per_element = 0;
   double mxfp8_decode_s_per_element = 0;
 
-  double bandwidth(spec::LinkLevel level) const { return level == spec::LinkLevel::kIntra ? intra_bytes_per_s : inter_bytes_per_s; }
-  double latency(spec::LinkLevel level) const { return level == spec::LinkLevel::kIntra ? intra_latency_s : inter_latency_s; }
+  double bandwidth(spec::LinkLevel level) const {
+    return level == spec::LinkLevel::kIntra ? intra_bytes_per_s : inter_bytes_per_s;
+  }
+  double latency(spec::LinkLevel level) const {
+    return level == spec::LinkLevel::kIntra ? intra_latency_s : inter_latency_s;
+  }
   // Peak for matmuls whose inputs are `compute` (fp16/bf16 -> bf16 peak, fp8 -> fp8 peak, else fp32).
   double peak_flops(DataType compute) const;
   double attention_fraction() const { return attention_efficiency > 0 ? attention_efficiency : matmul_efficiency; }

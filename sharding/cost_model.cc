@@ -46,7 +46,8 @@ int64_t expert_parallel_saved_elements_per_token(const spec::ModelDims& d, int64
   return d.moe.top_k * 3 * d.dim;
 }
 
-int64_t layer_saved_elements_per_token(const spec::ModelDims& d, spec::ActivationCheckpointing ac, int64_t expert_parallel) {
+int64_t layer_saved_elements_per_token(const spec::ModelDims& d, spec::ActivationCheckpointing ac,
+                                       int64_t expert_parallel) {
   const int64_t ep_saved = expert_parallel_saved_elements_per_token(d, expert_parallel);
   const int64_t ffn =
       d.moe.num_experts > 0 ? d.expert_width() * (d.moe.top_k + d.moe.num_shared_experts) : d.ffn_hidden;
@@ -235,7 +236,8 @@ double unit_recompute_flops_per_token(const spec::UnitSpec& unit, const spec::Mo
                                       spec::ActivationCheckpointing ac) {
   // A rank's expert unit is recomputed with its block under full checkpointing; selective keeps a MoE
   // feed-forward's saves.
-  if (unit.experts) return ac == spec::ActivationCheckpointing::kFull ? unit_flops_per_token(unit, dims, seq_len) / 3 : 0;
+  if (unit.experts)
+    return ac == spec::ActivationCheckpointing::kFull ? unit_flops_per_token(unit, dims, seq_len) / 3 : 0;
   if (!unit.is_layer) return 0;
   if (ac == spec::ActivationCheckpointing::kFull) return unit_flops_per_token(unit, dims, seq_len) / 3;
   if (ac != spec::ActivationCheckpointing::kSelective) return 0;

@@ -46,7 +46,8 @@ int64_t optimizer_state_bytes(int64_t shard_numel, spec::Optimizer optimizer);
 //                                                  recomputed; a MoE block keeps its MoE saves: 4*ffn + routing)
 //   full:      dim                                 (the block input only)
 //   + under expert parallelism (ep > 1, none and selective): expert_parallel_saved_elements_per_token.
-int64_t layer_saved_elements_per_token(const spec::ModelDims& dims, spec::ActivationCheckpointing ac, int64_t expert_parallel = 1);
+int64_t layer_saved_elements_per_token(const spec::ModelDims& dims, spec::ActivationCheckpointing ac,
+                                       int64_t expert_parallel = 1);
 // What a MoE block keeps in addition under expert parallelism (model/moe_feed_forward.cc's ep_saved_):
 // per row its experts received, the row as it arrived and its expert-major input and output (3 * dim),
 // plus the experts' SwiGLU saves (4 * expert width) that it then keeps for the rows received instead of

@@ -7,9 +7,9 @@
 #include <tuple>
 
 #include "sharding/cost_model.h"
+#include "sharding/schedule_sim.h"
 #include "spec/expert_parallel.h"
 #include "spec/spec_error.h"
-#include "sharding/schedule_sim.h"
 
 namespace fsdp::sharding {
 
@@ -36,8 +36,8 @@ int64_t grad_accum_for(int64_t global_batch, int64_t world_size, int64_t micro_b
   const int64_t per_step = world_size * micro_batch;
   if (global_batch % per_step != 0) {
     throw spec::SpecError("global batch " + std::to_string(global_batch) + " is not a multiple of world size " +
-                    std::to_string(world_size) + " x micro-batch " + std::to_string(micro_batch) + " = " +
-                    std::to_string(per_step));
+                          std::to_string(world_size) + " x micro-batch " + std::to_string(micro_batch) + " = " +
+                          std::to_string(per_step));
   }
   return global_batch / per_step;
 }
@@ -50,8 +50,9 @@ std::vector<spec::UnitShardLayout> shard_rank_units(const spec::ModelSpec& rank_
   return spec::shard_expert_parallel_units(rank_units, mesh.shard_degree(), mesh.expert_parallel_degree());
 }
 
-PlanEstimate estimate_plan(const spec::ModelSpec& model, const std::vector<spec::UnitShardLayout>& units, const ChipProfile& chip,
-                           const spec::Mesh& mesh, const spec::Policy& policy, double headroom, StepSpec* schedule) {
+PlanEstimate estimate_plan(const spec::ModelSpec& model, const std::vector<spec::UnitShardLayout>& units,
+                           const ChipProfile& chip, const spec::Mesh& mesh, const spec::Policy& policy, double headroom,
+                           StepSpec* schedule) {
   validate(policy, mesh.shard_degree());
   if (units.size() != model.units.size() || units.empty() || units[0].shard_degree() != mesh.shard_degree()) {
     throw spec::SpecError("estimate_plan: layout does not match the model and the mesh's shard degree");
@@ -123,7 +124,8 @@ PlanEstimate estimate_plan(const spec::ModelSpec& model, const std::vector<spec:
   // gathers over the whole expert group unless nothing is resharded.
   const int64_t expert_shard = mesh.expert_shard_degree();
   const Link expert_link = group_link(
-      expert_shard, mesh.expert_shard_level() == spec::LinkLevel::kInter ? mesh.nodes_spanned_by_block(shard) : 1, intra, inter);
+      expert_shard, mesh.expert_shard_level() == spec::LinkLevel::kInter ? mesh.nodes_spanned_by_block(shard) : 1,
+      intra, inter);
   const int64_t expert_back = policy.reshard.mode == spec::Reshard::Mode::kNever ? 1 : expert_shard;
   CommAccumulator eag_fwd{{"expert_all_gather_fwd", mesh.expert_shard_level(), expert_shard}};
   CommAccumulator eag_bwd{{"expert_all_gather_bwd", mesh.expert_shard_level(), expert_back}};
@@ -162,7 +164,8 @@ PlanEstimate estimate_plan(const spec::ModelSpec& model, const std::vector<spec:
     const spec::UnitSpec& spec = model.units[i];
     const spec::UnitShardLayout& u = units[i];
     if (spec.is_layer) layer_ac = spec::block_ac(policy, layer++);
-    const spec::ActivationCheckpointing ac = spec.is_layer || spec.experts ? layer_ac : spec::ActivationCheckpointing::kNone;
+    const spec::ActivationCheckpointing ac =
+        spec.is_layer || spec.experts ? layer_ac : spec::ActivationCheckpointing::kNone;
     // Priced on the FLOPs the chip executes: the CPU reference's attention over the whole T x T matrix,
     // an accelerator's fused causal kernel over half; full checkpointing reruns the executed forward.
     const ExecutedFlops exec =
@@ -197,8 +200,10 @@ PlanEstimate estimate_plan(const spec::ModelSpec& model, const std::vector<spec:
         roofline_seconds(recompute, peak, recompute_traffic, chip.hbm_bytes_per_s) * static_cast<double>(accum);
 
     // On the wire: MXFP8 moves 8.25 bits per element (33/32 bytes: 8.25/16 of bf16).
-    const double gather_bytes = static_cast<double>(u.flat_numel()) * spec::wire_element_bytes(policy.param_comm, policy.param_dtype);
-    const double reduce_bytes = static_cast<double>(u.flat_numel()) * spec::wire_element_bytes(policy.grad_comm, policy.reduce_dtype);
+    const double gather_bytes =
+        static_cast<double>(u.flat_numel()) * spec::wire_element_bytes(policy.param_comm, policy.param_dtype);
+    const double reduce_bytes =
+        static_cast<double>(u.flat_numel()) * spec::wire_element_bytes(policy.grad_comm, policy.reduce_dtype);
     // Expert units gather and reduce on communicators of their own (streams kStreamExpert + ...).
     const int streams = spec.experts ? kStreamExpert : 0;
     const spec::LinkLevel glevel = spec.experts ? mesh.expert_shard_level() : mesh.shard_level();
@@ -228,7 +233,8 @@ PlanEstimate estimate_plan(const spec::ModelSpec& model, const std::vector<spec:
       su.reduce_decode = others * decode;
     }
     // An MXFP8 reduce-scatter hands over f32 sums, which the HSDP all-reduce then carries.
-    const double ar_bytes = static_cast<double>(u.chunk_numel() * (policy.grad_comm == spec::CommPrecision::kMxfp8 ? 4 : rb));
+    const double ar_bytes =
+        static_cast<double>(u.chunk_numel() * (policy.grad_comm == spec::CommPrecision::kMxfp8 ? 4 : rb));
     su.all_reduce = collective(all_reduce_seconds(ar_bytes, replicate, rep_link), rep_level, kStreamGather, ar_bytes,
                                ring_latency(replicate, rep_link, 2));
     if (group > 1) {
@@ -290,8 +296,8 @@ PlanEstimate estimate_plan(const spec::ModelSpec& model, const std::vector<spec:
   return est;
 }
 
-Plan make_plan(const spec::ModelSpec& model, const ChipProfile& chip, const spec::Mesh& mesh, const spec::Policy& policy,
-               double headroom) {
+Plan make_plan(const spec::ModelSpec& model, const ChipProfile& chip, const spec::Mesh& mesh,
+               const spec::Policy& policy, double headroom) {
   validate(model);
   validate(chip);
   validate(policy, mesh.shard_degree());

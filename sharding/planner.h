@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "sharding/chip_profile.h"
+#include "sharding/step_program.h"
 #include "spec/mesh.h"
 #include "spec/model_spec.h"
 #include "spec/policy.h"
 #include "spec/shard_layout.h"
-#include "sharding/step_program.h"
 
 namespace fsdp::sharding {
 
@@ -75,8 +75,9 @@ struct PlanEstimate {
 // when given, receives the step the time comes from (for simulate_step with record: the trace).
 // Under expert parallelism (mesh.expert_parallel_degree() > 1) `model` is the units one rank holds
 // (rank_units) and `units` their layouts (shard_rank_units): every EP rank's are the same size.
-PlanEstimate estimate_plan(const spec::ModelSpec& model, const std::vector<spec::UnitShardLayout>& units, const ChipProfile& chip,
-                           const spec::Mesh& mesh, const spec::Policy& policy, double headroom, StepSpec* schedule = nullptr);
+PlanEstimate estimate_plan(const spec::ModelSpec& model, const std::vector<spec::UnitShardLayout>& units,
+                           const ChipProfile& chip, const spec::Mesh& mesh, const spec::Policy& policy, double headroom,
+                           StepSpec* schedule = nullptr);
 
 // The units one rank holds for `model` on `mesh` (expert_parallel_units of EP rank 0; the model itself
 // without expert parallelism), and their layouts. Throws PlanError for an EP degree the model refuses.
@@ -99,8 +100,8 @@ struct Plan {
 };
 
 // Validates everything (model, chip, mesh, policy, headroom in [0, 1)) and builds the plan.
-Plan make_plan(const spec::ModelSpec& model, const ChipProfile& chip, const spec::Mesh& mesh, const spec::Policy& policy,
-               double headroom = kDefaultHeadroom);
+Plan make_plan(const spec::ModelSpec& model, const ChipProfile& chip, const spec::Mesh& mesh,
+               const spec::Policy& policy, double headroom = kDefaultHeadroom);
 
 // Gradient-accumulation steps for a global batch (sequences per optimizer step over all ranks); throws
 // PlanError when it is not a multiple of world size x micro-batch.

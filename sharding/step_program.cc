@@ -131,7 +131,7 @@ class Builder {
   // sent and the received wire slots.
   int64_t reduce_bytes(int u) const {
     return s_.policy.grad_comm == spec::CommPrecision::kMxfp8 ? mem(u).flat_numel * 4 + 2 * wire_bytes(u)
-                                                         : mem(u).flat_numel * rb_;
+                                                              : mem(u).flat_numel * rb_;
   }
 
   // FsdpUnit::start_unshard: allocates the all-gather output and starts the gather (over the group of

@@ -2,27 +2,13 @@
 
 #include <string>
 
+#include "spec/job_spec.h"
 #include "spec/spec_error.h"
 
 namespace fsdp::spec {
 
-void validate_expert_parallel(const ModelSpec& model, int64_t ep, int64_t shard_degree) {
-  const std::string key = "parallelism.expert_parallel_degree = " + std::to_string(ep);
-  if (ep < 1) throw SpecError(key + " must be at least 1");
-  if (ep == 1) return;
-  const int64_t experts = model.dims.moe.num_experts;
-  if (experts == 0) throw SpecError(key + " needs a MoE model; '" + model.name + "' has no experts");
-  if (shard_degree % ep != 0) {
-    throw SpecError(key + " must divide the data-parallel shard degree " + std::to_string(shard_degree) +
-                    " (the experts' FSDP degree is shard degree / expert_parallel_degree)");
-  }
-  if (experts % ep != 0) {
-    throw SpecError(key + " must divide the number of experts " + std::to_string(experts) + " of '" + model.name + "'");
-  }
-}
-
 ModelSpec expert_parallel_units(const ModelSpec& model, int64_t ep, int64_t ep_rank, int64_t shard_degree) {
-  validate_expert_parallel(model, ep, shard_degree);
+  check_expert_parallel(model, ep, shard_degree);
   if (ep == 1) return model;
   if (ep_rank < 0 || ep_rank >= ep) {
     throw SpecError("expert-parallel rank " + std::to_string(ep_rank) + " outside the group of " + std::to_string(ep));

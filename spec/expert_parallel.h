@@ -16,10 +16,6 @@
 
 namespace fsdp::spec {
 
-// Throws SpecError naming parallelism.expert_parallel_degree and the values when ep < 1, ep > 1 on a
-// dense model, ep not dividing the shard degree, or ep not dividing the number of experts.
-void validate_expert_parallel(const ModelSpec& model, int64_t ep, int64_t shard_degree);
-
 // The units a rank of EP rank `ep_rank` holds: each unit with routed experts (ParamKind::kExpert, 3 per
 // expert in expert order) becomes that unit without them, followed by "<unit>.moe.experts" holding the
 // rank's L experts (UnitSpec::experts). ep == 1 returns the model unchanged. Validates as above.

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <string>
 
+#include "spec/job_spec.h"
 #include "spec/spec_error.h"
 
 namespace fsdp::spec {
@@ -18,47 +19,23 @@ Mesh Mesh::create(const MeshSpec& s) {
     throw SpecError("mesh: chips per node is " + std::to_string(s.chips_per_node) + " (must be 1.." +
                     std::to_string(kMaxChipsPerNode) + ")");
   }
-  if (s.replicate < 0 || s.shard < 0) {
-    throw SpecError("mesh: replicate and shard degrees must be positive (got replicate " + std::to_string(s.replicate) +
-                    ", shard " + std::to_string(s.shard) + ")");
+  for (auto [degree, key] : {std::pair{s.replicate, "replicate"}, std::pair{s.shard, "shard"}}) {
+    if (degree < 1 && degree != kRestOfWorld) {
+      throw SpecError(std::string("mesh: the ") + key + " degree is " + std::to_string(degree) +
+                      " (must be positive, or -1 for the rest of the world)");
+    }
   }
   Mesh m;
   m.nodes_ = s.nodes;
   m.chips_per_node_ = s.chips_per_node;
-  const int64_t world = m.world_size();
-  const std::string sizes = "world size " + std::to_string(world) + " (" + std::to_string(s.nodes) + " nodes x " +
-                            std::to_string(s.chips_per_node) + " chips)";
-  int64_t r = s.replicate;
-  int64_t sh = s.shard;
-  if (r == 0 && sh == 0) r = 1;
-  if (sh == 0) {
-    if (world % r != 0) {
-      throw SpecError("mesh: replicate degree " + std::to_string(r) + " does not divide the " + sizes +
-                      "; pick a divisor of " + std::to_string(world));
-    }
-    sh = world / r;
-  } else if (r == 0) {
-    if (world % sh != 0) {
-      throw SpecError("mesh: shard degree " + std::to_string(sh) + " does not divide the " + sizes +
-                      "; pick a divisor of " + std::to_string(world));
-    }
-    r = world / sh;
-  }
-  if (r * sh != world) {
-    throw SpecError("mesh: replicate " + std::to_string(r) + " x shard " + std::to_string(sh) + " = " +
-                    std::to_string(r * sh) + " is not the " + sizes);
-  }
+  const auto [r, sh] = resolve_degrees(s.replicate, s.shard, m.world_size());
   m.replicate_ = r;
   m.shard_ = sh;
   return m.with_expert_parallel(s.expert_parallel);
 }
 
 Mesh Mesh::with_expert_parallel(int64_t ep) const {
-  if (ep < 1 || shard_ % ep != 0) {
-    throw SpecError("mesh: parallelism.expert_parallel_degree = " + std::to_string(ep) +
-                    " must be >= 1 and divide the shard degree " + std::to_string(shard_) +
-                    " (the experts' FSDP degree is shard degree / expert_parallel_degree)");
-  }
+  check_expert_parallel_degree(ep, shard_);
   Mesh m = *this;
   m.expert_parallel_ = ep;
   return m;

@@ -11,6 +11,9 @@ namespace fsdp::spec {
 
 inline constexpr int64_t kMaxChipsPerNode = 144;
 inline constexpr int64_t kMaxNodes = 65536;
+// A replicate or shard degree that takes the rest of the world (TorchTitan's -1 for
+// parallelism.data_parallel_*_degree): world size / the other degree.
+inline constexpr int64_t kRestOfWorld = -1;
 
 // Which link a group's collective is bound by: the server's chip-to-chip fabric, or the network.
 enum class LinkLevel { kIntra, kInter };
@@ -19,8 +22,8 @@ std::string_view name(LinkLevel level);
 struct MeshSpec {
   int64_t nodes = 1;
   int64_t chips_per_node = 1;
-  int64_t replicate = 0;  // 0: world / shard (or 1 when shard is 0 too)
-  int64_t shard = 0;      // 0: world / replicate
+  int64_t replicate = 1;         // kRestOfWorld: world / shard
+  int64_t shard = kRestOfWorld;  // kRestOfWorld: world / replicate
   // Expert parallelism (sharding/expert_parallel.h): runs of this many consecutive shard ranks split a
   // MoE model's experts; each expert is FSDP-sharded over the shard / expert_parallel ranks holding it
   // (shard ranks equal mod expert_parallel). 1: none. Must divide the shard degree.
@@ -32,10 +35,10 @@ class Mesh {
   // Throws SpecError for non-positive sizes, more than kMaxChipsPerNode per node, or degrees whose
   // product is not the world size.
   static Mesh create(const MeshSpec& spec);
-  // The mesh of a job of `world_size` ranks: replicate x shard, 0 taking the rest of the world. Servers
+  // The mesh of a job of `world_size` ranks: replicate x shard, kRestOfWorld taking the rest. Servers
   // are as large as the planner allows (the largest divisor of the world up to kMaxChipsPerNode), which
   // matters only for the link-level predictions of a plan. Throws SpecError like create().
-  static Mesh for_world(int64_t world_size, int64_t replicate, int64_t shard = 0);
+  static Mesh for_world(int64_t world_size, int64_t replicate, int64_t shard = kRestOfWorld);
 
   int64_t nodes() const { return nodes_; }
   int64_t chips_per_node() const { return chips_per_node_; }

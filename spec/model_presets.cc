@@ -117,8 +117,12 @@ ModelDims debug_model_dims() {
   // ~0.85 M parameters: 4 blocks of dim 128 (FFN 384), GQA 8 query / 4 key-value heads of 16 dims, and
   // a 256-token byte vocabulary. A 4 x 128-token micro-batch is ~2.9 GFLOP of matmuls (forward +
   // backward): ~85 ms on one loaded CPU core with single-threaded OpenBLAS sgemm (~35 GFLOP/s).
-  return ModelDims{
-      .dim = 128, .layers = 4, .n_heads = 8, .n_kv_heads = 4, .vocab = 256, .ffn_hidden = llama_ffn_hidden(128, kDebugModelMultipleOf, 0)};
+  return ModelDims{.dim = 128,
+                   .layers = 4,
+                   .n_heads = 8,
+                   .n_kv_heads = 4,
+                   .vocab = 256,
+                   .ffn_hidden = llama_ffn_hidden(128, kDebugModelMultipleOf, 0)};
 }
 
 ModelDims debug_moe_model_dims() {

@@ -1,7 +1,7 @@
 // TOML model specs: a [model] table (name and optional transformer dims) and [[units]], each with a
 // name, an optional `layer = true` and its params (name, shape, dtype, kind). Format in docs/planner.md.
-#include "spec/model_spec.h"
 #include "common/toml_util.h"
+#include "spec/model_spec.h"
 #include "spec/spec_error.h"
 
 namespace fsdp::spec {

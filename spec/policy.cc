@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "spec/job_spec.h"
 #include "spec/spec_error.h"
 
 namespace fsdp::spec {
@@ -72,28 +73,37 @@ Reshard Reshard::parse(std::string_view s) {
   int64_t k = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), k);
   if (ec != std::errc() || end != s.data() + s.size() || k <= 0) {
-    throw SpecError("reshard after forward must be default (true), always, never (false) or a positive group size "
-                    "(got '" + std::string(s) + "')");
+    throw SpecError(
+        "reshard after forward must be default (true), always, never (false) or a positive group size "
+        "(got '" +
+        std::string(s) + "')");
   }
   return Reshard{Mode::kGroup, k};
 }
 
 std::string Reshard::to_string() const {
   switch (mode) {
-    case Mode::kDefault: return "default";
-    case Mode::kAlways: return "always";
-    case Mode::kNever: return "never";
-    case Mode::kGroup: return std::to_string(group);
+    case Mode::kDefault:
+      return "default";
+    case Mode::kAlways:
+      return "always";
+    case Mode::kNever:
+      return "never";
+    case Mode::kGroup:
+      return std::to_string(group);
   }
   return "?";
 }
 
 bool Reshard::reshards(int64_t unit, int64_t num_units) const {
   switch (mode) {
-    case Mode::kAlways: return true;
-    case Mode::kNever: return false;
+    case Mode::kAlways:
+      return true;
+    case Mode::kNever:
+      return false;
     case Mode::kDefault:
-    case Mode::kGroup: return unit + 1 < num_units;
+    case Mode::kGroup:
+      return unit + 1 < num_units;
   }
   return true;
 }
@@ -101,9 +111,12 @@ bool Reshard::reshards(int64_t unit, int64_t num_units) const {
 int64_t Reshard::backward_group(int64_t shard_degree) const {
   switch (mode) {
     case Mode::kDefault:
-    case Mode::kAlways: return shard_degree;
-    case Mode::kNever: return 1;
-    case Mode::kGroup: return group;
+    case Mode::kAlways:
+      return shard_degree;
+    case Mode::kNever:
+      return 1;
+    case Mode::kGroup:
+      return group;
   }
   return shard_degree;
 }
@@ -121,7 +134,8 @@ std::string_view name(LossImpl l) { return l == LossImpl::kEager ? "eager" : "fu
 LossImpl parse_loss(std::string_view s) {
   if (s == "fused") return LossImpl::kFused;
   if (s == "eager") return LossImpl::kEager;
-  throw SpecError("loss '" + std::string(s) + "' is not one of: fused (the runtime's head), eager (PyTorch's cross_entropy)");
+  throw SpecError("loss '" + std::string(s) +
+                  "' is not one of: fused (the runtime's head), eager (PyTorch's cross_entropy)");
 }
 
 double wire_element_bytes(CommPrecision p, DataType type) {
@@ -146,12 +160,7 @@ void validate(const Policy& p, int64_t shard_degree) {
     throw SpecError("policy: activation checkpointing layer interval " + std::to_string(p.ac_every) +
                     " needs selective mode and must be positive");
   }
-  if (p.reshard.mode == Reshard::Mode::kGroup) {
-    if (p.reshard.group <= 0 || shard_degree % p.reshard.group != 0) {
-      throw SpecError("policy: reshard group " + std::to_string(p.reshard.group) + " must divide the shard degree " +
-                      std::to_string(shard_degree));
-    }
-  }
+  check_reshard_group(p.reshard, shard_degree);
 }
 
 }  // namespace fsdp::spec

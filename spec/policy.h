@@ -55,7 +55,7 @@ struct Reshard {
 // or reduce_dtype (reduce-scatter) as it is; kMxfp8 sends MXFP8 E4M3 (collectives/types/mxfp8.h), 8.25 bits
 // per element, decoded on arrival (gradients are summed in f32, never in 8 bits).
 enum class CommPrecision { kDefault, kMxfp8 };
-std::string_view name(CommPrecision p);                    // "default", "mxfp8"
+std::string_view name(CommPrecision p);                  // "default", "mxfp8"
 CommPrecision parse_comm_precision(std::string_view s);  // throws SpecError naming the choices
 // Bytes per element on the wire for `type` data sent at precision p: element_size(type), or 33/32 for MXFP8
 // (one byte per element and one scale byte per block of 32).
@@ -69,19 +69,19 @@ int64_t mxfp8_slot_bytes(int64_t numel);
 // F.cross_entropy(logits.float(), ...) as TorchTitan and the Python front end run it: the logits, their
 // fp32 copy and the fp32 log-softmax it saves, and in backward that log-softmax's gradient twice.
 enum class LossImpl { kFused, kEager };
-std::string_view name(LossImpl l);                 // "fused", "eager"
-LossImpl parse_loss(std::string_view s);           // throws SpecError naming the choices
+std::string_view name(LossImpl l);        // "fused", "eager"
+LossImpl parse_loss(std::string_view s);  // throws SpecError naming the choices
 
 struct Policy {
-  DataType param_dtype = DataType::kBfloat16;  // all-gather and compute dtype
-  DataType reduce_dtype = DataType::kFloat32;  // reduce-scatter (and HSDP all-reduce) dtype
+  DataType param_dtype = DataType::kBfloat16;          // all-gather and compute dtype
+  DataType reduce_dtype = DataType::kFloat32;          // reduce-scatter (and HSDP all-reduce) dtype
   CommPrecision param_comm = CommPrecision::kDefault;  // what the parameter all-gathers carry
   CommPrecision grad_comm = CommPrecision::kDefault;   // what the gradient reduce-scatters carry
   Optimizer optimizer = Optimizer::kAdamW;
   Reshard reshard;
   int64_t prefetch = 1;  // units all-gathered ahead of the one computing
   ActivationCheckpointing ac = ActivationCheckpointing::kNone;
-  int64_t ac_every = 0;  // kSelective only: 0 = op-level policy, k > 0 = every k-th block fully checkpointed
+  int64_t ac_every = 0;     // kSelective only: 0 = op-level policy, k > 0 = every k-th block fully checkpointed
   int64_t micro_batch = 1;  // sequences per rank per micro-step
   int64_t seq_len = 8192;
   int64_t grad_accum = 1;  // micro-steps per optimizer step

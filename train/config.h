@@ -19,6 +19,7 @@
 
 #include "common/dtype.h"
 #include "runtime/lr_schedule.h"
+#include "spec/job_spec.h"
 #include "spec/mesh.h"
 #include "spec/model_spec.h"
 #include "spec/policy.h"
@@ -73,22 +74,21 @@ struct TrainingConfig {
   // -1: local_batch_size * dp degree * gradient_accumulation_steps. Resolved by validate().
   int64_t global_batch_size = -1;
   int64_t gradient_accumulation_steps = 1;  // micro-steps per optimizer step; validate() derives it
-  std::string mixed_precision_param = "bfloat16";  // dtype of all-gathered parameters and compute
-  std::string mixed_precision_reduce = "float32";  // dtype gradients are reduce-scattered in
-  std::string param_comm_dtype = "default";  // "mxfp8": all-gather parameters as MXFP8, decode on arrival
-  std::string grad_comm_dtype = "default";   // "mxfp8": reduce-scatter gradients as MXFP8, sum in f32
+  DataType mixed_precision_param = DataType::kBfloat16;  // all-gathered parameters and compute: bf16 or f32
+  DataType mixed_precision_reduce = DataType::kFloat32;  // gradients' reduce-scatter: f32 or bf16
+  spec::CommPrecision param_comm_dtype =
+      spec::CommPrecision::kDefault;  // mxfp8: all-gathers as MXFP8, decoded on arrival
+  spec::CommPrecision grad_comm_dtype =
+      spec::CommPrecision::kDefault;  // mxfp8: reduce-scatters as MXFP8, summed in f32
   int64_t seed = 0;
   bool deterministic = false;
   std::string dataset = "tiny_corpus";  // "tiny_corpus", "synthetic", or TorchTitan's c4_test / c4 / c4_validation
   std::string dataset_path;             // local files of a text data set (TorchTitan's); empty: its default
   bool skip_nonfinite_steps = false;    // ours: skip the optimizer step on NaN/Inf loss instead of stopping
-
-  DataType param_dtype() const;   // kBfloat16 or kFloat32
-  DataType reduce_dtype() const;  // kFloat32 or kBfloat16
 };
 
 struct OptimizerConfig {
-  std::string name = "AdamW";  // "AdamW" or "SGD"
+  spec::Optimizer name = spec::Optimizer::kAdamW;  // "AdamW" or "SGD" (with momentum)
   double lr = 8e-4;
   double eps = 1e-8;
   double beta1 = 0.9;
@@ -131,7 +131,7 @@ struct CheckpointConfig {
   bool initial_load_model_only = true;  // weights only: step 0, fresh optimizer and data position
   bool initial_load_in_hf = false;      // the safetensors file has Hugging Face Llama names
   bool last_save_model_only = true;     // the save after the last step holds the weights only
-  std::string export_dtype = "float32";  // of that model-only save: float32|bfloat16|float16
+  DataType export_dtype = DataType::kFloat32;  // of that model-only save: float32, bfloat16 or float16
   bool last_save_in_hf = false;          // that save as step-<N>/model.safetensors with HF names
 };
 
@@ -145,8 +145,9 @@ struct MetricsConfig {
 struct ActivationCheckpointConfig {
   // "none", "selective" or "full". TorchTitan defaults to selective; we keep none for files that omit the
   // key (docs/config.md says why).
-  std::string mode = "none";
-  std::string selective_ac_option = "2";  // "op" or a positive layer interval (TorchTitan's default "2")
+  spec::ActivationCheckpointing mode = spec::ActivationCheckpointing::kNone;
+  // selective_ac_option: "op" (0) or a positive layer interval (TorchTitan's default "2").
+  int64_t selective_ac_every = 2;
 };
 
 struct TrainConfig {
@@ -186,6 +187,11 @@ struct TrainConfig {
   // included): the model the job trains.
   spec::ModelDims model_dims() const;
   spec::ModelSpec model_spec() const;  // spec::make_llama(model_dims())
+  // The training policy the keys describe: dtypes, communication precision, optimizer, reshard,
+  // prefetch, activation checkpointing and the batch shape.
+  spec::Policy policy() const;
+  // After validate(): the job the file describes, as every layer below takes it (spec/job_spec.h).
+  spec::JobSpec job_spec() const;
   // optimizer.lr with the [lr_scheduler] keys; decay_ratio keeps TorchTitan's meaning (a fraction of
   // all training steps, cut to what warm-up leaves).
   runtime::LrSchedule lr_schedule() const;

@@ -124,6 +124,41 @@ Field choice_field(std::string section, std::string key, Accessor<std::string> a
   return f;
 }
 
+// A key whose TOML spelling names an enum value (a dtype, the optimizer, a mode): parsed into the typed
+// field once, here; nothing after the reader compares its string. kChoice lists `names` in errors; a
+// `check` of its own (kString) gives a key its own refusal texts.
+template <class E>
+Field enum_field(std::string section, std::string key, Accessor<E> acc, std::vector<std::pair<std::string, E>> names,
+                 bool tt, std::string help, Check check = {}) {
+  std::vector<std::string> choices;
+  for (const auto& n : names) choices.push_back(n.first);
+  return Field{std::move(section),
+               std::move(key),
+               check ? Kind::kString : Kind::kChoice,
+               check ? std::vector<std::string>{} : std::move(choices),
+               tt,
+               std::move(help),
+               [acc, names](TrainConfig& c, const Value& v) {
+                 for (const auto& [spelling, value] : names) {
+                   if (spelling == std::get<std::string>(v)) acc(c) = value;  // a checked choice
+                 }
+               },
+               [acc, names](const TrainConfig& c) {
+                 for (const auto& [spelling, value] : names) {
+                   if (value == access(acc, c)) return string_literal(spelling);
+                 }
+                 return std::string();
+               },
+               std::move(check)};
+}
+
+const std::vector<std::pair<std::string, DataType>> kParamDtypes = {{"bfloat16", DataType::kBfloat16},
+                                                                    {"float32", DataType::kFloat32}};
+const std::vector<std::pair<std::string, DataType>> kReduceDtypes = {{"float32", DataType::kFloat32},
+                                                                     {"bfloat16", DataType::kBfloat16}};
+const std::vector<std::pair<std::string, spec::CommPrecision>> kCommPrecisions = {
+    {"default", spec::CommPrecision::kDefault}, {"mxfp8", spec::CommPrecision::kMxfp8}};
+
 std::string positive(const Value& v) {
   if (const auto* i = std::get_if<int64_t>(&v)) return *i > 0 ? "" : "must be positive";
   return std::get<double>(v) > 0 ? "" : "must be positive";
@@ -163,9 +198,11 @@ std::string activation_mode(const Value& v) {
 std::string selective_ac_option(const Value& v) {
   const auto& s = std::get<std::string>(v);
   if (s == "op") return "";
-  const bool digits = !s.empty() && s.size() <= 9 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const bool digits =
+      !s.empty() && s.size() <= 9 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (digits && std::stoll(s) > 0) return "";
-  return "'" + s + "' is neither \"op\" nor a positive layer interval such as \"2\" (for every block use "
+  return "'" + s +
+         "' is neither \"op\" nor a positive layer interval such as \"2\" (for every block use "
          "mode = \"full\")";
 }
 
@@ -201,6 +238,7 @@ const std::vector<std::pair<std::string, std::string>>& flavor_aliases() {
 
 #define FSDP_ACC(type, member) [](TrainConfig& c) -> type& { return c.member; }
 
+// long-code: declarative table
 const std::vector<Field>& fields() {
   static const std::vector<Field> kFields = [] {
     std::vector<Field> f;
@@ -250,8 +288,8 @@ const std::vector<Field>& fields() {
     f.push_back(int_field("model", "rope_original_max_position_embeddings",
                           FSDP_ACC(int64_t, model.rope_original_max_position_embeddings), false,
                           "context length the RoPE scaling is relative to", positive));
-    f.push_back(choice_field("model", "init_scheme", FSDP_ACC(std::string, model.init_scheme),
-                             {"torchtitan", "normal"}, false,
+    f.push_back(choice_field("model", "init_scheme", FSDP_ACC(std::string, model.init_scheme), {"torchtitan", "normal"},
+                             false,
                              "parameter init: torchtitan (embeddings N(0,1); wo, w2, w3 of layer l "
                              "N(0, 0.02/sqrt(2(l+1))); output N(0, dim^-1/2) cut at 3 sd; the rest N(0, 0.02)) or "
                              "normal (N(0, 0.02) every matrix); norms 1"));
@@ -280,19 +318,21 @@ const std::vector<Field>& fields() {
                           "micro-steps per optimizer step (TorchTitan derives it from global_batch_size, "
                           "which wins when both are given and must agree)",
                           positive));
-    f.push_back(choice_field("training", "mixed_precision_param", FSDP_ACC(std::string, training.mixed_precision_param),
-                             {"bfloat16", "float32"}, true, "dtype parameters are all-gathered and computed in"));
-    f.push_back(choice_field("training", "mixed_precision_reduce",
-                             FSDP_ACC(std::string, training.mixed_precision_reduce), {"float32", "bfloat16"}, true,
-                             "dtype gradients are reduce-scattered in"));
-    f.push_back(choice_field("training", "param_comm_dtype", FSDP_ACC(std::string, training.param_comm_dtype),
-                             {"default", "mxfp8"}, false,
-                             "what parameter all-gathers carry: default (mixed_precision_param) or mxfp8 (8.25 bits "
-                             "per element, the shard owner quantises once per step, decoded on arrival)"));
-    f.push_back(choice_field("training", "grad_comm_dtype", FSDP_ACC(std::string, training.grad_comm_dtype),
-                             {"default", "mxfp8"}, false,
-                             "what gradient reduce-scatters carry: default (mixed_precision_reduce) or mxfp8 "
-                             "(quantised per destination, exchanged all-to-all, summed in f32)"));
+    f.push_back(enum_field<DataType>("training", "mixed_precision_param",
+                                     FSDP_ACC(DataType, training.mixed_precision_param), kParamDtypes, true,
+                                     "dtype parameters are all-gathered and computed in"));
+    f.push_back(enum_field<DataType>("training", "mixed_precision_reduce",
+                                     FSDP_ACC(DataType, training.mixed_precision_reduce), kReduceDtypes, true,
+                                     "dtype gradients are reduce-scattered in"));
+    f.push_back(enum_field<spec::CommPrecision>(
+        "training", "param_comm_dtype", FSDP_ACC(spec::CommPrecision, training.param_comm_dtype), kCommPrecisions,
+        false,
+        "what parameter all-gathers carry: default (mixed_precision_param) or mxfp8 (8.25 bits "
+        "per element, the shard owner quantises once per step, decoded on arrival)"));
+    f.push_back(enum_field<spec::CommPrecision>(
+        "training", "grad_comm_dtype", FSDP_ACC(spec::CommPrecision, training.grad_comm_dtype), kCommPrecisions, false,
+        "what gradient reduce-scatters carry: default (mixed_precision_reduce) or mxfp8 "
+        "(quantised per destination, exchanged all-to-all, summed in f32)"));
     f.push_back(int_field("training", "seed", FSDP_ACC(int64_t, training.seed), true,
                           "seed of initialisation and data order (TorchTitan: unset = random; here 0)", non_negative));
     f.push_back(bool_field("training", "deterministic", FSDP_ACC(bool, training.deterministic), true,
@@ -309,13 +349,14 @@ const std::vector<Field>& fields() {
     f.push_back(bool_field("training", "skip_nonfinite_steps", FSDP_ACC(bool, training.skip_nonfinite_steps), false,
                            "skip the optimizer step on a NaN/Inf loss or grad norm instead of stopping"));
     // [debug]: TorchTitan's newer home of training.seed and training.deterministic (the same settings)
-    f.push_back(int_field("debug", "seed", FSDP_ACC(int64_t, training.seed), true, "the same as training.seed",
-                          non_negative));
+    f.push_back(
+        int_field("debug", "seed", FSDP_ACC(int64_t, training.seed), true, "the same as training.seed", non_negative));
     f.push_back(bool_field("debug", "deterministic", FSDP_ACC(bool, training.deterministic), true,
                            "the same as training.deterministic"));
     // [optimizer]
-    f.push_back(
-        choice_field("optimizer", "name", FSDP_ACC(std::string, optimizer.name), {"AdamW", "SGD"}, true, "optimizer"));
+    f.push_back(enum_field<spec::Optimizer>(
+        "optimizer", "name", FSDP_ACC(spec::Optimizer, optimizer.name),
+        {{"AdamW", spec::Optimizer::kAdamW}, {"SGD", spec::Optimizer::kSgdMomentum}}, true, "optimizer"));
     f.push_back(
         float_field("optimizer", "lr", FSDP_ACC(double, optimizer.lr), true, "peak learning rate", non_negative));
     f.push_back(float_field("optimizer", "eps", FSDP_ACC(double, optimizer.eps), true, "AdamW epsilon", positive));
@@ -368,8 +409,8 @@ const std::vector<Field>& fields() {
               }};
       f.push_back(std::move(r));
     }
-    f.push_back(int_field("parallelism", "expert_parallel_degree", FSDP_ACC(int64_t, parallelism.expert_parallel_degree),
-                          true,
+    f.push_back(int_field("parallelism", "expert_parallel_degree",
+                          FSDP_ACC(int64_t, parallelism.expert_parallel_degree), true,
                           "MoE experts split over groups of this many shard ranks (all_to_all_v token dispatch); "
                           "must divide data_parallel_shard_degree and the number of experts; 1 = none",
                           positive));
@@ -400,18 +441,19 @@ const std::vector<Field>& fields() {
                              true,
                              "used when `folder` has no checkpoint: a step directory, a checkpoint folder "
                              "(load_step picks the step) or a .safetensors file; resharded to this run's layout"));
-    f.push_back(bool_field("checkpoint", "initial_load_model_only",
-                           FSDP_ACC(bool, checkpoint.initial_load_model_only), true,
+    f.push_back(bool_field("checkpoint", "initial_load_model_only", FSDP_ACC(bool, checkpoint.initial_load_model_only),
+                           true,
                            "initial_load_path gives the weights only: training starts at step 0 with a fresh "
                            "optimizer and data position; false resumes its whole training state"));
     f.push_back(bool_field("checkpoint", "initial_load_in_hf", FSDP_ACC(bool, checkpoint.initial_load_in_hf), true,
                            "initial_load_path is safetensors with Hugging Face Llama names and q/k row order (a "
                            ".safetensors file, or a folder holding one)"));
-    f.push_back(bool_field("checkpoint", "last_save_model_only", FSDP_ACC(bool, checkpoint.last_save_model_only),
-                           true, "the save after the last step holds the weights only (not resumable)"));
-    f.push_back(choice_field("checkpoint", "export_dtype", FSDP_ACC(std::string, checkpoint.export_dtype),
-                             {"float32", "bfloat16", "float16"}, true,
-                             "dtype of the model-only last save; other than float32 it is step-<N>/model.safetensors"));
+    f.push_back(bool_field("checkpoint", "last_save_model_only", FSDP_ACC(bool, checkpoint.last_save_model_only), true,
+                           "the save after the last step holds the weights only (not resumable)"));
+    f.push_back(enum_field<DataType>(
+        "checkpoint", "export_dtype", FSDP_ACC(DataType, checkpoint.export_dtype),
+        {{"float32", DataType::kFloat32}, {"bfloat16", DataType::kBfloat16}, {"float16", DataType::kFloat16}}, true,
+        "dtype of the model-only last save; other than float32 it is step-<N>/model.safetensors"));
     f.push_back(bool_field("checkpoint", "last_save_in_hf", FSDP_ACC(bool, checkpoint.last_save_in_hf), true,
                            "the model-only last save is step-<N>/model.safetensors with Hugging Face Llama names "
                            "(needs last_save_model_only)"));
@@ -426,16 +468,33 @@ const std::vector<Field>& fields() {
                              "Chrome/Perfetto trace of every rank, merged into one file by rank 0 (--trace FILE is "
                              "short for it); empty = off"));
     // [activation_checkpoint]
-    f.push_back(string_field("activation_checkpoint", "mode", FSDP_ACC(std::string, activation_checkpoint.mode), true,
-                             "recompute activations in backward: none, selective or full (docs/config.md; "
-                             "TorchTitan's default is selective, ours none)",
-                             activation_mode));
-    f.push_back(string_field("activation_checkpoint", "selective_ac_option",
-                             FSDP_ACC(std::string, activation_checkpoint.selective_ac_option), true,
-                             "with mode selective: \"op\" (TorchTitan's op policy: keep matmul and attention outputs "
-                             "except every second matmul's, recompute the rest) or K (every K-th block fully "
-                             "checkpointed, TorchTitan's count from 1)",
-                             selective_ac_option));
+    f.push_back(enum_field<spec::ActivationCheckpointing>(
+        "activation_checkpoint", "mode", FSDP_ACC(spec::ActivationCheckpointing, activation_checkpoint.mode),
+        {{"none", spec::ActivationCheckpointing::kNone},
+         {"selective", spec::ActivationCheckpointing::kSelective},
+         {"full", spec::ActivationCheckpointing::kFull}},
+        true,
+        "recompute activations in backward: none, selective or full (docs/config.md; "
+        "TorchTitan's default is selective, ours none)",
+        activation_mode));
+    // TorchTitan's string, kept as the layer interval it names (0: "op").
+    f.push_back(Field{"activation_checkpoint",
+                      "selective_ac_option",
+                      Kind::kString,
+                      {},
+                      true,
+                      "with mode selective: \"op\" (TorchTitan's op policy: keep matmul and attention outputs except "
+                      "every second matmul's, recompute the rest) or K (every K-th block fully checkpointed, "
+                      "TorchTitan's count from 1)",
+                      [](TrainConfig& c, const Value& v) {
+                        const auto& s = std::get<std::string>(v);
+                        c.activation_checkpoint.selective_ac_every = s == "op" ? 0 : std::stoll(s);  // checked
+                      },
+                      [](const TrainConfig& c) {
+                        const int64_t every = c.activation_checkpoint.selective_ac_every;
+                        return string_literal(every == 0 ? std::string("op") : std::to_string(every));
+                      },
+                      selective_ac_option});
     add_torchtitan_only_fields(f);
     // Grouped by section in the order sections first appear, so to_toml() opens each table once.
     std::vector<std::string> order;
@@ -452,117 +511,5 @@ const std::vector<Field>& fields() {
 
 #undef FSDP_ACC
 
-const Field* find_field(std::string_view section, std::string_view key) {
-  for (const auto& f : fields()) {
-    if (f.section == section && f.key == key) return &f;
-  }
-  return nullptr;
-}
-
-const Field* find_field(std::string_view dotted) {
-  const auto dot = dotted.rfind('.');
-  if (dot == std::string_view::npos) return nullptr;
-  return find_field(dotted.substr(0, dot), dotted.substr(dot + 1));
-}
-
-bool is_section_or_parent(std::string_view dotted) {
-  for (const auto& f : fields()) {
-    if (f.section == dotted || (f.section.starts_with(dotted) && f.section.size() > dotted.size() &&
-                                f.section[dotted.size()] == '.')) {
-      return true;
-    }
-  }
-  return false;
-}
-
-std::vector<std::string> section_names() {
-  std::vector<std::string> s;
-  for (const auto& f : fields()) {
-    if (std::find(s.begin(), s.end(), f.section) == s.end()) s.push_back(f.section);
-  }
-  return s;
-}
-
-std::vector<std::string> keys_of(std::string_view section) {
-  std::vector<std::string> k;
-  for (const auto& f : fields()) {
-    if (f.section == section) k.push_back(f.key);
-  }
-  return k;
-}
-
-std::string type_name(const Field& f) {
-  switch (f.kind) {
-    case Kind::kBool:
-      return "bool";
-    case Kind::kInt:
-      return "int";
-    case Kind::kFloat:
-      return "float";
-    case Kind::kString:
-      return "string";
-    case Kind::kChoice:
-      return join(f.choices, "|");
-    case Kind::kIntOrChoice:
-      return join(f.choices, "|") + "|int";
-    case Kind::kList:
-      return "list";
-  }
-  return "?";
-}
-
 }  // namespace config_table
-
-using namespace config_table;
-
-std::string TrainConfig::to_toml() const {
-  std::ostringstream out;
-  std::string section;
-  for (const auto& f : fields()) {
-    if (f.section != section) {
-      out << (section.empty() ? "" : "\n") << "[" << f.section << "]\n";
-      section = f.section;
-    }
-    const std::string v = f.get(*this);
-    if (v.empty()) {
-      out << "# " << f.key << " = (unset)\n";
-    } else {
-      out << f.key << " = " << v << "\n";
-    }
-  }
-  return out.str();
-}
-
-std::vector<ConfigKeyInfo> train_config_keys() {
-  const TrainConfig defaults;
-  std::vector<ConfigKeyInfo> rows;
-  for (const auto& f : fields()) {
-    rows.push_back({f.section, f.key, type_name(f), f.get(defaults), f.help, f.torchtitan});
-  }
-  return rows;
-}
-
-std::string train_config_usage(std::string_view program) {
-  std::ostringstream out;
-  out << "usage: " << program << " [--config FILE.toml] [--section.key VALUE | --section.key=VALUE]...\n\n"
-      << "  --config FILE          TorchTitan-style TOML job file (also --job.config_file)\n"
-      << "  --help, -h             this text\n"
-      << "  --print-config         print every key and FSDP_* knob as resolved here, then exit\n"
-      << "  --section.key VALUE    override one key after the file; a bare --key sets a bool key to true,\n"
-      << "                         --section.no_key sets it to false; a list key takes a,b,c\n\n"
-      << "keys (default in brackets; * = TorchTitan's name and meaning, otherwise ours):\n";
-  std::string section;
-  for (const auto& row : train_config_keys()) {
-    if (row.section != section) {
-      out << "\n[" << row.section << "]\n";
-      section = row.section;
-    }
-    std::string head = "  " + std::string(row.torchtitan ? "*" : " ") + row.section + "." + row.key;
-    head += " " + row.type;
-    out << head << "  [" << (row.default_value.empty() ? "unset" : row.default_value) << "]\n      " << row.help
-        << "\n";
-  }
-  return out.str();
-}
-
 }  // namespace fsdp::train

@@ -74,6 +74,7 @@ Field degree_one(std::string key, std::string what) {
 
 }  // namespace
 
+// long-code: declarative table
 void add_torchtitan_only_fields(std::vector<Field>& f) {
   using K = Kind;
   // [job]

@@ -1,17 +1,18 @@
 // What a configuration means once read: the model it builds, its learning-rate schedule and paths,
 // and validate(world_size), which resolves the -1 degrees and the global batch into one mesh and
 // checks the rules that span keys.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
-#include <unistd.h>
-
-#include "spec/expert_parallel.h"
+#include "spec/job_spec.h"
 #include "spec/spec_error.h"
 #include "train/config.h"
 #include "train/config_fields.h"
@@ -76,13 +77,6 @@ void check_memory_fits(const spec::ModelDims& m, const TrainingConfig& t, int64_
 
 }  // namespace
 
-DataType TrainingConfig::param_dtype() const {
-  return mixed_precision_param == "bfloat16" ? DataType::kBfloat16 : DataType::kFloat32;
-}
-DataType TrainingConfig::reduce_dtype() const {
-  return mixed_precision_reduce == "bfloat16" ? DataType::kBfloat16 : DataType::kFloat32;
-}
-
 spec::ModelDims TrainConfig::model_dims() const {
   spec::ModelDims d;
   int64_t multiple_of = spec::kDebugModelMultipleOf;
@@ -112,10 +106,11 @@ spec::ModelDims TrainConfig::model_dims() const {
   d.rope_theta = static_cast<float>(model.rope_theta);
   d.rope_scaling.reset();
   if (model.rope_scaling) {
-    d.rope_scaling = spec::RopeScaling{.factor = model.rope_scaling_factor,
-                                       .low_freq_factor = model.rope_low_freq_factor,
-                                       .high_freq_factor = model.rope_high_freq_factor,
-                                       .original_context = static_cast<double>(model.rope_original_max_position_embeddings)};
+    d.rope_scaling =
+        spec::RopeScaling{.factor = model.rope_scaling_factor,
+                          .low_freq_factor = model.rope_low_freq_factor,
+                          .high_freq_factor = model.rope_high_freq_factor,
+                          .original_context = static_cast<double>(model.rope_original_max_position_embeddings)};
   }
   return d;
 }
@@ -127,6 +122,27 @@ spec::ModelSpec TrainConfig::model_spec() const {
   } catch (const InputError& e) {
     throw ConfigError(std::string("[model]: ") + e.what());
   }
+}
+
+spec::Policy TrainConfig::policy() const {
+  spec::Policy p;
+  p.param_dtype = training.mixed_precision_param;
+  p.reduce_dtype = training.mixed_precision_reduce;
+  p.param_comm = training.param_comm_dtype;
+  p.grad_comm = training.grad_comm_dtype;
+  p.optimizer = optimizer.name;
+  p.reshard = parallelism.fsdp_reshard_after_forward;
+  p.prefetch = parallelism.prefetch;
+  p.ac = activation_checkpoint.mode;
+  p.ac_every = p.ac == spec::ActivationCheckpointing::kSelective ? activation_checkpoint.selective_ac_every : 0;
+  p.micro_batch = training.local_batch_size;
+  p.seq_len = training.seq_len;
+  p.grad_accum = training.gradient_accumulation_steps;
+  return p;
+}
+
+spec::JobSpec TrainConfig::job_spec() const {
+  return spec::JobSpec{model_spec(), policy(), mesh().with_expert_parallel(parallelism.expert_parallel_degree)};
 }
 
 runtime::LrSchedule TrainConfig::lr_schedule() const {
@@ -156,39 +172,13 @@ namespace {
 void resolve_mesh(TrainConfig& c, int64_t world_size) {
   if (world_size < 1) throw ConfigError("world size must be >= 1, got " + std::to_string(world_size));
   auto& p = c.parallelism;
-  int64_t& rep = p.data_parallel_replicate_degree;
-  int64_t& shard = p.data_parallel_shard_degree;
-  const std::string ws = std::to_string(world_size);
-  if (rep == -1 && shard == -1) {
-    throw ConfigError(
-        "parallelism.data_parallel_replicate_degree and parallelism.data_parallel_shard_degree are both -1: at most "
-        "one may take the rest of the world");
-  }
-  if (shard == -1) {
-    if (world_size % rep != 0) {
-      throw ConfigError("parallelism.data_parallel_shard_degree = -1: world size " + ws +
-                        " is not divisible by parallelism.data_parallel_replicate_degree = " + std::to_string(rep));
-    }
-    shard = world_size / rep;
-  }
-  if (rep == -1) {
-    if (world_size % shard != 0) {
-      throw ConfigError("parallelism.data_parallel_replicate_degree = -1: world size " + ws +
-                        " is not divisible by parallelism.data_parallel_shard_degree = " + std::to_string(shard));
-    }
-    rep = world_size / shard;
-  }
-  if (rep * shard != world_size) {
-    throw ConfigError("parallelism.data_parallel_replicate_degree (" + std::to_string(rep) +
-                      ") x parallelism.data_parallel_shard_degree (" + std::to_string(shard) +
-                      ") = " + std::to_string(rep * shard) + ", but the world size is " + ws +
-                      " (set one of them to -1 to take the rest)");
-  }
-  c.resolved_mesh = spec::Mesh::for_world(world_size, rep, shard);  // the degrees were checked above
-  const auto& r = p.fsdp_reshard_after_forward;
-  if (r.mode == spec::Reshard::Mode::kGroup && (r.group > shard || shard % r.group != 0)) {
-    throw ConfigError("parallelism.fsdp_reshard_after_forward = " + std::to_string(r.group) +
-                      " must divide parallelism.data_parallel_shard_degree = " + std::to_string(shard));
+  try {
+    std::tie(p.data_parallel_replicate_degree, p.data_parallel_shard_degree) =
+        spec::resolve_degrees(p.data_parallel_replicate_degree, p.data_parallel_shard_degree, world_size);
+    c.resolved_mesh = spec::Mesh::for_world(world_size, p.data_parallel_replicate_degree, p.data_parallel_shard_degree);
+    spec::check_reshard_group(p.fsdp_reshard_after_forward, p.data_parallel_shard_degree);
+  } catch (const spec::SpecError& e) {
+    throw ConfigError(e.what());
   }
 }
 
@@ -248,14 +238,15 @@ std::vector<std::string> model_problems(const TrainConfig& c) {
   if (ep > 1) {
     try {
       const int64_t shard = c.resolved_mesh ? c.resolved_mesh->shard_degree() : ep;
-      spec::validate_expert_parallel(spec::make_llama("model", m), ep, shard);
+      spec::check_expert_parallel(spec::make_llama("model", m), ep, shard);
     } catch (const spec::SpecError& e) {
       problems.push_back(e.what());
     }
     // Safetensors in or out (runtime/checkpoint/safetensors.h); checkpoints themselves reshard across degrees.
     const auto& ck = c.checkpoint;
     const bool safetensors_in = ck.initial_load_in_hf || ck.initial_load_path.ends_with(".safetensors");
-    const bool safetensors_out = ck.last_save_model_only && (ck.export_dtype != "float32" || ck.last_save_in_hf);
+    const bool safetensors_out =
+        ck.last_save_model_only && (ck.export_dtype != DataType::kFloat32 || ck.last_save_in_hf);
     if (ck.enable_checkpoint && (safetensors_in || safetensors_out)) {
       problems.push_back(std::string("checkpoint.") + (safetensors_in ? "initial_load_path" : "last_save_model_only") +
                          ": safetensors " + (safetensors_in ? "import" : "export") +

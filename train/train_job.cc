@@ -103,14 +103,9 @@ std::string lr_schedule_warning(const runtime::checkpoint::TrainingState& state,
 }
 
 // The planner's view of this run, for the predicted peak printed beside the measured one.
-int64_t planned_peak(const TrainConfig& config, const TrainerOptions& trainer) {
-  spec::Policy policy = trainer.fsdp.policy;
-  policy.micro_batch = trainer.local_batch;
-  policy.seq_len = trainer.seq_len;
-  policy.grad_accum = trainer.grad_accum;
-  policy.optimizer = trainer.optimizer == OptimizerKind::kAdamW ? spec::Optimizer::kAdamW : spec::Optimizer::kSgdMomentum;
-  const spec::Mesh mesh = config.mesh().with_expert_parallel(trainer.fsdp.expert_parallel);
-  return sharding::make_plan(trainer.model, sharding::chip_preset("cpu"), mesh, policy, 0.0).estimate.memory.peak();
+int64_t planned_peak(const TrainerOptions& trainer) {
+  return sharding::make_plan(trainer.model, sharding::chip_preset("cpu"), *trainer.fsdp.mesh, trainer.fsdp.policy, 0.0)
+      .estimate.memory.peak();
 }
 
 // Every rank's text, on rank 0 (empty elsewhere): a size, then the bytes, from each rank in turn.
@@ -136,26 +131,12 @@ std::vector<std::string> gather_strings_to_rank0(Communicator& world, const std:
 
 TrainerOptions trainer_options(const TrainConfig& c) {
   TrainerOptions trainer;
-  trainer.model = c.model_spec();
   trainer.init = model::parse_init_scheme(c.model.init_scheme);
-  trainer.local_batch = c.training.local_batch_size;
-  trainer.seq_len = c.training.seq_len;
-  trainer.grad_accum = c.training.gradient_accumulation_steps;
   trainer.max_norm = c.training.max_norm;
-  trainer.fsdp.mesh = c.mesh();
-  trainer.fsdp.policy.param_dtype = c.training.param_dtype();
-  trainer.fsdp.policy.reduce_dtype = c.training.reduce_dtype();
-  trainer.fsdp.policy.param_comm = spec::parse_comm_precision(c.training.param_comm_dtype);
-  trainer.fsdp.policy.grad_comm = spec::parse_comm_precision(c.training.grad_comm_dtype);
-  trainer.fsdp.policy.reshard = c.parallelism.fsdp_reshard_after_forward;
-  trainer.fsdp.policy.prefetch = c.parallelism.prefetch;
-  trainer.fsdp.expert_parallel = c.parallelism.expert_parallel_degree;
-  const auto& ac = c.activation_checkpoint;
-  spec::parse_ac(ac.mode != "selective"          ? ac.mode
-                     : ac.selective_ac_option == "op" ? "selective:op"
-                                                      : "selective:" + ac.selective_ac_option,
-                     trainer.fsdp.policy);
-  trainer.optimizer = c.optimizer.name == "SGD" ? OptimizerKind::kSgd : OptimizerKind::kAdamW;
+  spec::JobSpec job = c.job_spec();
+  trainer.model = std::move(job.model);
+  trainer.fsdp.mesh = job.mesh;
+  trainer.fsdp.policy = job.policy;
   trainer.adamw = runtime::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2, c.optimizer.eps, c.optimizer.weight_decay};
   trainer.sgd = runtime::SgdConfig{c.optimizer.momentum, c.optimizer.weight_decay};
   trainer.lr = c.lr_schedule();
@@ -246,9 +227,9 @@ std::vector<std::string> initial_safetensors_files(const CheckpointConfig& ck) {
 }
 
 // How weights lie in a safetensors file this job reads or writes.
-runtime::checkpoint::SafetensorsFormat weights_format(const TrainerOptions& opts, bool hf, const std::string& dtype) {
+runtime::checkpoint::SafetensorsFormat weights_format(const TrainerOptions& opts, bool hf, DataType dtype) {
   runtime::checkpoint::SafetensorsFormat f;
-  f.dtype = dtype == "bfloat16" ? "BF16" : dtype == "float16" ? "F16" : "F32";
+  f.dtype = dtype == DataType::kBfloat16 ? "BF16" : dtype == DataType::kFloat16 ? "F16" : "F32";
   if (hf) f.hf = runtime::checkpoint::HfLlamaHeads{opts.model.dims.n_heads, opts.model.dims.n_kv_heads};
   return f;
 }
@@ -258,7 +239,7 @@ runtime::checkpoint::SafetensorsFormat weights_format(const TrainerOptions& opts
 // directory like the others.
 std::string last_save_safetensors_file(const TrainConfig& config) {
   const auto& ck = config.checkpoint;
-  if (!ck.last_save_model_only || (ck.export_dtype == "float32" && !ck.last_save_in_hf)) return {};
+  if (!ck.last_save_model_only || (ck.export_dtype == DataType::kFloat32 && !ck.last_save_in_hf)) return {};
   return config.checkpoint_dir() + "/" + runtime::checkpoint::step_dir_name(config.training.steps) + "/model.safetensors";
 }
 
@@ -308,6 +289,146 @@ void check_checkpoint_paths(const TrainConfig& config) {
   initial_safetensors_files(ck);  // refuses what cannot be read, naming the key
 }
 
+namespace {
+
+// Checkpoints: resume from our own folder's latest (or load_step), else load another run's weights
+// (initial_load_path), else start fresh; refuses a folder this run would overwrite. Sets the trainer's
+// step and the loader's position, and result.start_step.
+std::unique_ptr<runtime::checkpoint::Checkpointer> open_checkpoints(
+    const TrainConfig& config, const TrainerOptions& opts, Trainer& trainer, Communicator& world, DataLoader& loader,
+    const std::string& data_source, const std::string& hash, const JobOptions& job, JobResult& result) {
+  runtime::checkpoint::CheckpointOptions checkpoint_options;
+  checkpoint_options.folder = config.checkpoint_dir();
+  checkpoint_options.keep_latest_k = config.checkpoint.keep_latest_k;
+  checkpoint_options.async = config.checkpoint.async_mode == "async";
+  auto ckpt = std::make_unique<runtime::checkpoint::Checkpointer>(trainer.fsdp(), &trainer.optimizer(), world,
+                                                                  checkpoint_options, trainer.tracker());
+  // Our own folder first (a restarted job), else another run's (initial_load_path), else a fresh start.
+  const auto own_latest = runtime::checkpoint::latest_step(checkpoint_options.folder);
+  const std::string& initial = config.checkpoint.initial_load_path;
+  std::optional<runtime::checkpoint::LoadResult> loaded;
+  const auto& ck = config.checkpoint;
+  if (own_latest || (initial.empty() && ck.load_step >= 0)) {
+    loaded = ckpt->load(hash, ck.load_step);
+  } else if (!initial.empty()) {
+    // TorchTitan's initial load: the weights only (step 0, fresh optimizer and data position) unless
+    // initial_load_model_only = false.
+    std::string from;
+    if (const auto files = initial_safetensors_files(ck); !files.empty()) {
+      runtime::checkpoint::import_safetensors(trainer.fsdp(), ckpt->comm(), files,
+                                              weights_format(opts, ck.initial_load_in_hf, DataType::kFloat32));
+      from = initial + (files.size() > 1 ? " (" + std::to_string(files.size()) + " files)" : "");
+    } else if (ck.initial_load_model_only) {
+      from = ckpt->load_model(initial, ck.load_step).dir;
+    } else {
+      loaded = ckpt->load_from(initial, hash, ck.load_step);
+    }
+    if (job.log && !from.empty())
+      *job.log << "loaded the weights of " << from << " (model only: step 0, fresh optimizer)\n";
+  }
+  if (loaded) {
+    const auto it = loaded->training_state.find(kDataLoaderKey);
+    if (it == loaded->training_state.end()) {
+      throw runtime::checkpoint::CheckpointError("checkpoint " + loaded->dir + " has no " + kDataLoaderKey + " state");
+    }
+    loader.restore(decode_state(it->second));
+    const std::string warning = lr_schedule_warning(loaded->training_state, opts.lr, loaded->dir);
+    if (job.log && !warning.empty()) *job.log << warning << "\n";
+    // Another data set or tokenizer is allowed, but the saved position then means other tokens: say so.
+    if (const auto data = loaded->training_state.find(kDataSourceKey);
+        job.log && data != loaded->training_state.end() && data->second != data_source) {
+      *job.log << "warning: checkpoint " << loaded->dir << " was saved reading '" << data->second
+               << "', this run reads '" << data_source << "': the data does not continue where it stopped\n";
+    }
+    trainer.set_steps_done(loaded->step);
+    result.start_step = loaded->step;
+    if (job.log)
+      *job.log << "resumed from " << loaded->dir << " (step " << loaded->step << ", saved at shard degree "
+               << loaded->saved_shard_degree << " x replicate " << loaded->saved_replicate_degree << ")\n";
+  }
+  // A committed checkpoint (or last save) is never overwritten: refuse before training, not at the save.
+  const std::string last_file = last_save_safetensors_file(config);
+  if (!last_file.empty() && std::filesystem::exists(last_file)) {
+    throw runtime::checkpoint::CheckpointError("checkpoint folder '" + checkpoint_options.folder + "' already holds " +
+                                               last_file + ", the last save of this run; use a new checkpoint.folder");
+  }
+  for (int64_t s : runtime::checkpoint::committed_steps(checkpoint_options.folder)) {
+    if (s > result.start_step && s <= config.training.steps) {
+      throw runtime::checkpoint::CheckpointError(
+          "checkpoint folder '" + checkpoint_options.folder + "' already holds " +
+          runtime::checkpoint::step_dir_name(s) + ", after the step this run starts from (" +
+          std::to_string(result.start_step) +
+          "); continuing would overwrite it. Use a new checkpoint.folder with checkpoint.initial_load_path = '" +
+          checkpoint_options.folder + "', checkpoint.load_step = " + std::to_string(result.start_step) +
+          " and checkpoint.initial_load_model_only = false");
+    }
+  }
+  return ckpt;
+}
+
+// Every rank's trace, merged into the one file rank 0 writes.
+void write_merged_trace(const TrainConfig& config, Communicator& world, const Trace& trace, const JobOptions& job) {
+  const int rank = world.rank();
+  // Over the communicator rather than through files, so ranks on other hosts land in the same file.
+  const auto traces = gather_strings_to_rank0(world, trace.to_json());
+  if (rank == 0) {
+    std::vector<std::pair<std::string, std::string>> named;
+    for (size_t r = 0; r < traces.size(); ++r) named.emplace_back("rank " + std::to_string(r), traces[r]);
+    write_text_file(config.trace_path(), merge_trace_json(named));
+    if (job.log) *job.log << "trace: " << config.trace_path() << " (" << traces.size() << " ranks)\n";
+  }
+}
+
+// Rank 0's closing lines: memory against the planner, the block cache after warm-up, expert
+// parallelism's all-to-all share, and how much communication compute hid.
+void print_job_summary(std::ostream& log, const JobResult& result, bool has_steady_steps, int64_t expert_parallel) {
+  log << "memory: peak " << result.peak_bytes << " B tracked, planner predicted " << result.planned_peak_bytes << " B ("
+      << (result.planned_peak_bytes > 0 ? 100.0 * static_cast<double>(result.peak_bytes - result.planned_peak_bytes) /
+                                              static_cast<double>(result.planned_peak_bytes)
+                                        : 0.0)
+      << "%), " << result.peak_reserved_bytes << " B reserved\n";
+  if (has_steady_steps) {
+    log << "memory: after the first step, " << result.steady_system_allocations << " blocks allocated and "
+        << result.steady_system_frees << " freed by the block cache, " << result.page_faults_per_step
+        << " minor page faults per step\n";
+  }
+  if (expert_parallel > 1 && result.seconds_per_step > 0) {
+    log << "all-to-all: " << 1e3 * result.all_to_all_seconds_per_step << " ms per step, "
+        << static_cast<int>(100 * result.all_to_all_seconds_per_step / result.seconds_per_step + 0.5)
+        << "% of the step (blocking: the compute waits for it, none hidden)\n";
+  }
+  for (const auto& [kind, f] : result.hidden_fraction) {
+    log << "overlap: " << kind << " " << static_cast<int>(f * 100 + 0.5) << "% hidden behind compute\n";
+  }
+}
+
+// What the steps measured, on this rank: peaks against the planner, the block cache and page faults after
+// warm-up, hidden communication, median step and all-to-all times (the first step left out).
+void summarize_steps(Trainer& trainer, const TrainerOptions& opts, const OverlapMeter& overlap,
+                     const BlockCacheStats& cache_after_warmup, int64_t faults_after_warmup,
+                     std::vector<double>& step_seconds, std::vector<double>& all_to_all_per_step, JobResult& result) {
+  result.peak_bytes = trainer.tracker().peak_total();
+  result.planned_peak_bytes = planned_peak(opts);
+  const BlockCacheStats cache = trainer.tracker().cache().stats();
+  result.peak_reserved_bytes = cache.peak_reserved_bytes;
+  if (!step_seconds.empty()) {
+    result.steady_system_allocations = cache.system_allocations - cache_after_warmup.system_allocations;
+    result.steady_system_frees = cache.system_frees - cache_after_warmup.system_frees;
+    result.page_faults_per_step =
+        static_cast<double>(minor_page_faults() - faults_after_warmup) / static_cast<double>(step_seconds.size());
+  }
+  for (const auto& [kind, share] : overlap.shares()) result.hidden_fraction[kind] = share.hidden_fraction();
+  if (!step_seconds.empty()) {
+    std::nth_element(step_seconds.begin(), step_seconds.begin() + step_seconds.size() / 2, step_seconds.end());
+    result.seconds_per_step = step_seconds[step_seconds.size() / 2];
+    auto mid = all_to_all_per_step.begin() + static_cast<std::ptrdiff_t>(all_to_all_per_step.size() / 2);
+    std::nth_element(all_to_all_per_step.begin(), mid, all_to_all_per_step.end());
+    result.all_to_all_seconds_per_step = *mid;
+  }
+}
+
+}  // namespace
+
 JobResult run_training_job(const TrainConfig& config, Communicator& world, const JobOptions& job) {
   check_checkpoint_paths(config);
   TrainerOptions opts = trainer_options(config);
@@ -325,7 +446,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     if (const auto tokenizer = job_tokenizer(config)) *job.log << "tokenizer: " << tokenizer->describe() << "\n";
     if (const auto* text = dynamic_cast<const TextStreamSource*>(source.get())) {
       *job.log << "data: " << text->name() << ", " << text->documents() << " documents, packed into windows of "
-               << opts.seq_len + 1 << " tokens\n";
+               << opts.fsdp.policy.seq_len + 1 << " tokens\n";
     }
   }
   DataLoader loader(source, loader_options);
@@ -371,72 +492,10 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   std::vector<double> all_to_all_per_step;
 
   // Checkpoints: resume from the latest (or load_step), then save every interval and at the end.
-  std::unique_ptr<runtime::checkpoint::Checkpointer> ckpt;
   const std::string hash = model_config_hash(config);
+  std::unique_ptr<runtime::checkpoint::Checkpointer> ckpt;
   if (config.checkpoint.enable_checkpoint) {
-    runtime::checkpoint::CheckpointOptions checkpoint_options;
-    checkpoint_options.folder = config.checkpoint_dir();
-    checkpoint_options.keep_latest_k = config.checkpoint.keep_latest_k;
-    checkpoint_options.async = config.checkpoint.async_mode == "async";
-    ckpt = std::make_unique<runtime::checkpoint::Checkpointer>(trainer.fsdp(), &trainer.optimizer(), world, checkpoint_options,
-                                                               trainer.tracker());
-    // Our own folder first (a restarted job), else another run's (initial_load_path), else a fresh start.
-    const auto own_latest = runtime::checkpoint::latest_step(checkpoint_options.folder);
-    const std::string& initial = config.checkpoint.initial_load_path;
-    std::optional<runtime::checkpoint::LoadResult> loaded;
-    const auto& ck = config.checkpoint;
-    if (own_latest || (initial.empty() && ck.load_step >= 0)) {
-      loaded = ckpt->load(hash, ck.load_step);
-    } else if (!initial.empty()) {
-      // TorchTitan's initial load: the weights only (step 0, fresh optimizer and data position) unless
-      // initial_load_model_only = false.
-      std::string from;
-      if (const auto files = initial_safetensors_files(ck); !files.empty()) {
-        runtime::checkpoint::import_safetensors(trainer.fsdp(), ckpt->comm(), files,
-                                                weights_format(opts, ck.initial_load_in_hf, "float32"));
-        from = initial + (files.size() > 1 ? " (" + std::to_string(files.size()) + " files)" : "");
-      } else if (ck.initial_load_model_only) {
-        from = ckpt->load_model(initial, ck.load_step).dir;
-      } else {
-        loaded = ckpt->load_from(initial, hash, ck.load_step);
-      }
-      if (job.log && !from.empty()) *job.log << "loaded the weights of " << from << " (model only: step 0, fresh optimizer)\n";
-    }
-    if (loaded) {
-      const auto it = loaded->training_state.find(kDataLoaderKey);
-      if (it == loaded->training_state.end()) {
-        throw runtime::checkpoint::CheckpointError("checkpoint " + loaded->dir + " has no " + kDataLoaderKey + " state");
-      }
-      loader.restore(decode_state(it->second));
-      const std::string warning = lr_schedule_warning(loaded->training_state, opts.lr, loaded->dir);
-      if (job.log && !warning.empty()) *job.log << warning << "\n";
-      // Another data set or tokenizer is allowed, but the saved position then means other tokens: say so.
-      if (const auto data = loaded->training_state.find(kDataSourceKey);
-          job.log && data != loaded->training_state.end() && data->second != data_source) {
-        *job.log << "warning: checkpoint " << loaded->dir << " was saved reading '" << data->second
-                 << "', this run reads '" << data_source << "': the data does not continue where it stopped\n";
-      }
-      trainer.set_steps_done(loaded->step);
-      result.start_step = loaded->step;
-      if (job.log) *job.log << "resumed from " << loaded->dir << " (step " << loaded->step << ", saved at shard degree "
-                            << loaded->saved_shard_degree << " x replicate " << loaded->saved_replicate_degree << ")\n";
-    }
-    // A committed checkpoint (or last save) is never overwritten: refuse before training, not at the save.
-    const std::string last_file = last_save_safetensors_file(config);
-    if (!last_file.empty() && std::filesystem::exists(last_file)) {
-      throw runtime::checkpoint::CheckpointError("checkpoint folder '" + checkpoint_options.folder + "' already holds " +
-                                                 last_file + ", the last save of this run; use a new checkpoint.folder");
-    }
-    for (int64_t s : runtime::checkpoint::committed_steps(checkpoint_options.folder)) {
-      if (s > result.start_step && s <= config.training.steps) {
-        throw runtime::checkpoint::CheckpointError(
-            "checkpoint folder '" + checkpoint_options.folder + "' already holds " + runtime::checkpoint::step_dir_name(s) +
-            ", after the step this run starts from (" + std::to_string(result.start_step) +
-            "); continuing would overwrite it. Use a new checkpoint.folder with checkpoint.initial_load_path = '" +
-            checkpoint_options.folder + "', checkpoint.load_step = " + std::to_string(result.start_step) +
-            " and checkpoint.initial_load_model_only = false");
-      }
-    }
+    ckpt = open_checkpoints(config, opts, trainer, world, loader, data_source, hash, job, result);
   }
 
   const MetricsOptions metrics_options = job_metrics_options(config, rank, job.log);
@@ -471,61 +530,17 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   }
   if (ckpt) ckpt->wait();
 
-  result.peak_bytes = trainer.tracker().peak_total();
-  result.planned_peak_bytes = planned_peak(config, opts);
-  const BlockCacheStats cache = trainer.tracker().cache().stats();
-  result.peak_reserved_bytes = cache.peak_reserved_bytes;
-  if (!step_seconds.empty()) {
-    result.steady_system_allocations = cache.system_allocations - cache_after_warmup.system_allocations;
-    result.steady_system_frees = cache.system_frees - cache_after_warmup.system_frees;
-    result.page_faults_per_step =
-        static_cast<double>(minor_page_faults() - faults_after_warmup) / static_cast<double>(step_seconds.size());
-  }
-  for (const auto& [kind, share] : overlap.shares()) result.hidden_fraction[kind] = share.hidden_fraction();
-  if (!step_seconds.empty()) {
-    std::nth_element(step_seconds.begin(), step_seconds.begin() + step_seconds.size() / 2, step_seconds.end());
-    result.seconds_per_step = step_seconds[step_seconds.size() / 2];
-    auto mid = all_to_all_per_step.begin() + static_cast<std::ptrdiff_t>(all_to_all_per_step.size() / 2);
-    std::nth_element(all_to_all_per_step.begin(), mid, all_to_all_per_step.end());
-    result.all_to_all_seconds_per_step = *mid;
-  }
+  summarize_steps(trainer, opts, overlap, cache_after_warmup, faults_after_warmup, step_seconds, all_to_all_per_step,
+                  result);
   if (job.gather_final_parameters) {
     for (int u = 0; u < trainer.fsdp().num_units(); ++u) {
       result.final_parameters.push_back(trainer.fsdp().gather_full_parameters(u));
     }
   }
-  if (tracing) {
-    // Over the communicator rather than through files, so ranks on other hosts land in the same file.
-    const auto traces = gather_strings_to_rank0(world, trace.to_json());
-    if (rank == 0) {
-      std::vector<std::pair<std::string, std::string>> named;
-      for (size_t r = 0; r < traces.size(); ++r) named.emplace_back("rank " + std::to_string(r), traces[r]);
-      write_text_file(config.trace_path(), merge_trace_json(named));
-      if (job.log) *job.log << "trace: " << config.trace_path() << " (" << traces.size() << " ranks)\n";
-    }
-  }
+  if (tracing) write_merged_trace(config, world, trace, job);
   if (metrics_options.print) {
     metrics.print_summary();
-    std::ostream& log = *job.log;
-    log << "memory: peak " << result.peak_bytes << " B tracked, planner predicted " << result.planned_peak_bytes
-        << " B (" << (result.planned_peak_bytes > 0
-                          ? 100.0 * static_cast<double>(result.peak_bytes - result.planned_peak_bytes) /
-                                static_cast<double>(result.planned_peak_bytes)
-                          : 0.0)
-        << "%), " << result.peak_reserved_bytes << " B reserved\n";
-    if (!step_seconds.empty()) {
-      log << "memory: after the first step, " << result.steady_system_allocations << " blocks allocated and "
-          << result.steady_system_frees << " freed by the block cache, " << result.page_faults_per_step
-          << " minor page faults per step\n";
-    }
-    if (trainer.fsdp().expert_parallel() > 1 && result.seconds_per_step > 0) {
-      log << "all-to-all: " << 1e3 * result.all_to_all_seconds_per_step << " ms per step, "
-          << static_cast<int>(100 * result.all_to_all_seconds_per_step / result.seconds_per_step + 0.5)
-          << "% of the step (blocking: the compute waits for it, none hidden)\n";
-    }
-    for (const auto& [kind, f] : result.hidden_fraction) {
-      log << "overlap: " << kind << " " << static_cast<int>(f * 100 + 0.5) << "% hidden behind compute\n";
-    }
+    print_job_summary(*job.log, result, !step_seconds.empty(), trainer.fsdp().expert_parallel());
   }
   return result;
 }

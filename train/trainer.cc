@@ -20,7 +20,7 @@ Trainer::Trainer(const TrainerOptions& options, Communicator& world, BatchSource
     : options_(options), world_(world), batches_(std::move(batches)) {
   dims_ = options_.model.dims;
   spec::validate_transformer(dims_);
-  if (options_.local_batch < 1 || options_.seq_len < 1 || options_.grad_accum < 1) {
+  if (options_.fsdp.policy.micro_batch < 1 || options_.fsdp.policy.seq_len < 1 || options_.fsdp.policy.grad_accum < 1) {
     throw std::invalid_argument("trainer: local_batch, seq_len and grad_accum must be positive");
   }
   // FsdpModel refuses a bad expert-parallel degree naming the config key; the blocks then hold its experts.
@@ -45,17 +45,16 @@ Trainer::Trainer(const TrainerOptions& options, Communicator& world, BatchSource
   if (fsdp_->expert_parallel() > 1) {
     exchange_ = std::make_unique<CommExpertExchange>(*fsdp_->expert_groups().expert_parallel);
   }
-  if (options_.optimizer == OptimizerKind::kAdamW) {
+  if (options_.fsdp.policy.optimizer == spec::Optimizer::kAdamW) {
     optimizer_ = std::make_unique<runtime::AdamW>(*fsdp_, options_.adamw, tracker_);
   } else {
     optimizer_ = std::make_unique<runtime::SgdMomentum>(*fsdp_, options_.sgd, tracker_);
   }
-  const int64_t b = options_.local_batch, t = options_.seq_len;
+  const int64_t b = options_.fsdp.policy.micro_batch, t = options_.fsdp.policy.seq_len;
   embedding_ = std::make_unique<model::Embedding>(dims_, tracker_);
   for (int64_t i = 0; i < dims_.layers; ++i) {
-    blocks_.push_back(std::make_unique<model::TransformerBlock>(dims_, b, t, tracker_,
-                                                                spec::block_ac(options_.fsdp.policy, i),
-                                                                exchange_.get()));
+    blocks_.push_back(std::make_unique<model::TransformerBlock>(
+        dims_, b, t, tracker_, spec::block_ac(options_.fsdp.policy, i), exchange_.get()));
   }
   head_ = std::make_unique<model::OutputHead>(dims_, b, t, tracker_);
   inputs_.resize(static_cast<size_t>(b * t));
@@ -83,7 +82,7 @@ std::span<T* const> Trainer::block_params(std::span<T* const> dense, std::span<T
 }
 
 double Trainer::micro_step(int64_t micro) {
-  const int64_t rows = options_.local_batch * options_.seq_len;
+  const int64_t rows = options_.fsdp.policy.micro_batch * options_.fsdp.policy.seq_len;
   batches_(step_, micro, inputs_.data(), targets_.data());
   runtime::FsdpModel& fsdp = *fsdp_;
   const int last = fsdp.num_units() - 1;
@@ -116,7 +115,7 @@ double Trainer::micro_step(int64_t micro) {
   // Backward, last unit first; x now carries the gradient of the residual stream.
   w = fsdp.pre_backward(last);
   t0 = Clock::now();
-  const float loss_scale = 1.0f / static_cast<float>(options_.grad_accum);
+  const float loss_scale = 1.0f / static_cast<float>(options_.fsdp.policy.grad_accum);
   head_->backward(w, fsdp.grads(last), loss_scale, x);
   record("backward", last, t0);
   fsdp.post_backward(last);
@@ -152,11 +151,11 @@ StepStats Trainer::step() {
   StepStats stats;
   stats.step = step_;
   double local_loss = 0;
-  for (int64_t m = 0; m < options_.grad_accum; ++m) {
+  for (int64_t m = 0; m < options_.fsdp.policy.grad_accum; ++m) {
     // Gradients stay unsharded across micro-batches and are reduced once, on the last (FSDP2's
     // set_requires_gradient_sync(False) pattern).
-    fsdp_->set_requires_gradient_sync(m == options_.grad_accum - 1);
-    local_loss += micro_step(m) / static_cast<double>(options_.grad_accum);
+    fsdp_->set_requires_gradient_sync(m == options_.fsdp.policy.grad_accum - 1);
+    local_loss += micro_step(m) / static_cast<double>(options_.fsdp.policy.grad_accum);
   }
   // Every rank holds the same global mean afterwards, so all take the same decision about it.
   world_.all_reduce(&local_loss, &stats.loss, 1, DataType::kFloat64, ReduceOp{ReduceKind::kAvg, 1.0}).wait();
@@ -176,7 +175,7 @@ StepStats Trainer::step() {
     record("optimizer", t0);
   }
   fsdp_->zero_grad();
-  stats.tokens = options_.local_batch * options_.seq_len * options_.grad_accum;
+  stats.tokens = options_.fsdp.policy.micro_batch * options_.fsdp.policy.seq_len * options_.fsdp.policy.grad_accum;
   stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return stats;
 }

@@ -35,16 +35,12 @@ class OutputHead;
 
 namespace fsdp::train {
 
-enum class OptimizerKind { kAdamW, kSgd };
-
 struct TrainerOptions {
-  spec::ModelSpec model;  // a Llama spec (spec::make_llama): its dims hold the norm and RoPE settings
-  int64_t local_batch = 4;  // sequences per rank per micro-batch
-  int64_t seq_len = 128;
-  int64_t grad_accum = 1;  // micro-batches per optimizer step
+  spec::ModelSpec model;   // a Llama spec (spec::make_llama): its dims hold the norm and RoPE settings
   double max_norm = 1.0;   // <= 0: no clipping
+  // The mesh and the policy: dtypes, reshard, prefetch, checkpointing, the optimizer, and the batch shape
+  // (micro_batch sequences of seq_len tokens per rank, grad_accum micro-batches per optimizer step).
   runtime::FsdpOptions fsdp;
-  OptimizerKind optimizer = OptimizerKind::kAdamW;
   runtime::AdamWConfig adamw;
   runtime::SgdConfig sgd;
   runtime::LrSchedule lr;

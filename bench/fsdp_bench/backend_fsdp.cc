@@ -122,8 +122,7 @@ class FsdpBackend final : public Backend {
 
 }  // namespace
 
-launch::World connect_world_as(const std::string& suffix, const launch::ProcessEnv& env,
-                               launch::WorldOptions options) {
+launch::World connect_world_as(const std::string& suffix, const launch::ProcessEnv& env, launch::WorldOptions options) {
   options.key_prefix = launch::job_key_prefix(suffix);
   return launch::connect_world(env, options);
 }

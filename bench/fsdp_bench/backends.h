@@ -54,7 +54,6 @@ inline MadeBackend make_backend(const std::string& name, BackendContext& ctx) {
 // connect_world with the store keys under launch::job_key_prefix(suffix) ("fsdp/<FSDP_RUN_ID>.<suffix>/"):
 // every job this process joins gets its own keys in a shared external store (fsdp-run's), so a second
 // job never reads the first one's job id.
-launch::World connect_world_as(const std::string& suffix, const launch::ProcessEnv& env,
-                               launch::WorldOptions options);
+launch::World connect_world_as(const std::string& suffix, const launch::ProcessEnv& env, launch::WorldOptions options);
 
 }  // namespace fsdp::bench

@@ -51,7 +51,8 @@ class TcpConnector {
 
   // Dials, accepts and steps every handshake until each pair's connections are in place (a row of
   // connections_per_peer sockets per peer, this rank's own row empty sockets) or `timeout` passed.
-  TcpSockets connect_all(TcpListener listener, const std::vector<TcpEndpoint>& peers, std::chrono::milliseconds timeout) {
+  TcpSockets connect_all(TcpListener listener, const std::vector<TcpEndpoint>& peers,
+                         std::chrono::milliseconds timeout) {
     const auto deadline = Clock::now() + timeout;
     ErrorContext ctx{rank_, -1, "tcp_connect", 0, 0};
     if (!listener.valid()) throw InvalidArgument("tcp transport: rank " + std::to_string(rank_) + " got no listener");
@@ -190,9 +191,9 @@ class TcpConnector {
   struct Accepted {
     std::unique_ptr<tcp::socket> socket;
     std::string from;
-    TcpHello hello{};  // the dialer's
-    TcpHello reply{};  // ours: our nonce and proof
-    Digest proof{};    // the dialer's answer
+    TcpHello hello{};        // the dialer's
+    TcpHello reply{};        // ours: our nonce and proof
+    Digest proof{};          // the dialer's answer
     std::string transcript;  // what both proofs cover, once the hello is in
     size_t got = 0, sent = 0, proof_got = 0;
   };
@@ -271,8 +272,8 @@ class TcpConnector {
       Digest theirs;
       std::memcpy(theirs.data(), reply.proof, theirs.size());
       if (!equal_constant_time(theirs, auth_proof(options_.secret, kTcpAcceptLabel, transcript))) {
-        throw CommError(c, where + " could not prove the job secret: " + secret_hint() +
-                               " (or something else listens there)");
+        throw CommError(
+            c, where + " could not prove the job secret: " + secret_hint() + " (or something else listens there)");
       }
       // The reply comes from the peer: it must name us and itself.
       why = check_hello(reply, false);
@@ -329,8 +330,7 @@ class TcpConnector {
       std::memcpy(a.reply.proof, proof.data(), proof.size());
     }
     if (a.sent < sizeof(TcpHello)) {
-      const ssize_t n =
-          ::send(fd, bytes_of(a.reply) + a.sent, sizeof(TcpHello) - a.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      const ssize_t n = ::send(fd, bytes_of(a.reply) + a.sent, sizeof(TcpHello) - a.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
         return true;
@@ -339,8 +339,9 @@ class TcpConnector {
       if (a.sent < sizeof(TcpHello)) return false;
     }
     const ssize_t n = ::recv(fd, a.proof.data() + a.proof_got, a.proof.size() - a.proof_got, MSG_DONTWAIT);
-    if (n == 0) return refuse(a, "claimed rank " + std::to_string(a.hello.from_rank) +
-                                     " but closed the connection before proving the job secret");
+    if (n == 0)
+      return refuse(a, "claimed rank " + std::to_string(a.hello.from_rank) +
+                           " but closed the connection before proving the job secret");
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
       return true;

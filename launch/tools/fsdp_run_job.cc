@@ -73,7 +73,8 @@ bool Job::start(const std::string& program, std::vector<std::vector<std::string>
       if (CPU_ISSET(c, &mine)) cpus.push_back(c);
     }
     if (static_cast<int>(cpus.size()) < a_.nproc) {
-      std::fprintf(stderr, "fsdp-run: --bind-to core: %d ranks but only %zu CPUs to bind them to (use --bind-to none)\n",
+      std::fprintf(stderr,
+                   "fsdp-run: --bind-to core: %d ranks but only %zu CPUs to bind them to (use --bind-to none)\n",
                    a_.nproc, cpus.size());
       return false;
     }
@@ -198,7 +199,8 @@ void Job::reap() {
                      "SIGKILL %.1f s later)\n",
                      r, pid, describe_status(status).c_str(), alive(), term_delay_sec_, grace_sec_);
         if (frozen_ >= 0) {
-          std::fprintf(stderr, "fsdp-run: rank %d (pid %d) is frozen (stopped by SIG%s): the others failed waiting on it\n",
+          std::fprintf(stderr,
+                       "fsdp-run: rank %d (pid %d) is frozen (stopped by SIG%s): the others failed waiting on it\n",
                        frozen_, children_[frozen_].pid, sigabbrev_np(frozen_signal_));
         }
       } else {
@@ -248,8 +250,7 @@ void Job::escalate() {
 int Job::exit_status() const {
   if (frozen_ >= 0) {
     std::fprintf(stderr, "fsdp-run: failed: rank %d froze (stopped by SIG%s); rank %d %s waiting on it\n", frozen_,
-                 sigabbrev_np(frozen_signal_),
-                 first_failed_, describe_status(children_[first_failed_].status).c_str());
+                 sigabbrev_np(frozen_signal_), first_failed_, describe_status(children_[first_failed_].status).c_str());
     return exit_code_of(children_[first_failed_].status);
   }
   if (first_failed_ >= 0) {

@@ -30,7 +30,7 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
-from ._C import FsdpUnit, ProcessGroupFsdp, ShardingGroups
+from ._C import FsdpUnit, ProcessGroupFsdp, ShardingGroups, check_reshard_group
 
 _groups = {}             # (process group, replicate degree, reshard group) -> ShardingGroups, split once
 _unit_count = [0]
@@ -299,9 +299,10 @@ def _reshard_group(reshard_after_forward, shard_degree):
     if reshard_after_forward is True or reshard_after_forward is False:
         return 0
     k = reshard_after_forward
-    if not isinstance(k, int) or k < 1 or shard_degree % k != 0:
-        raise ValueError(f"fully_shard: reshard_after_forward={k!r} must be True, False or a positive "
-                         f"integer dividing the shard group size {shard_degree}")
+    if not isinstance(k, int):
+        raise ValueError(f"fully_shard: reshard_after_forward={k!r} must be True, False or an integer "
+                         f"dividing the shard group size {shard_degree}")
+    check_reshard_group(k, shard_degree)  # the job's rule (spec/job_spec.h): ValueError naming the key
     return k
 
 

@@ -101,8 +101,7 @@ void for_each_run(const std::string& model_name, int64_t total_rows, spec::RowRa
 
 // Model rows [rows.begin, rows.end) of a placed tensor from src (row_numel floats each) into the file.
 void write_rows(File& f, int64_t tensor_start, const std::string& model_name, const std::vector<int64_t>& shape,
-                spec::RowRange rows, const float* src, const SafetensorsFormat& format,
-                std::vector<uint16_t>& buf) {
+                spec::RowRange rows, const float* src, const SafetensorsFormat& format, std::vector<uint16_t>& buf) {
   const int64_t row_numel = row_numel_of(shape);
   const int64_t elem = dtype_bytes(format.dtype);
   for_each_run(model_name, rows_of(shape), rows, format, [&](int64_t model_row, int64_t file_row, int64_t n) {
@@ -124,8 +123,8 @@ void write_rows(File& f, int64_t tensor_start, const std::string& model_name, co
 }
 
 // Model rows [rows.begin, rows.end) of a file tensor into dst (row_numel floats each), as f32.
-void read_rows(const File& f, const SafetensorsEntry& e, const std::string& model_name, spec::RowRange rows,
-               float* dst, const SafetensorsFormat& format, std::vector<uint16_t>& buf) {
+void read_rows(const File& f, const SafetensorsEntry& e, const std::string& model_name, spec::RowRange rows, float* dst,
+               const SafetensorsFormat& format, std::vector<uint16_t>& buf) {
   const int64_t row_numel = row_numel_of(e.shape);
   const int64_t elem = dtype_bytes(e.dtype);
   for_each_run(model_name, rows_of(e.shape), rows, format, [&](int64_t model_row, int64_t file_row, int64_t n) {
@@ -398,8 +397,8 @@ std::vector<NamedTensor> read_safetensors(const std::vector<std::string>& paths,
   std::vector<uint16_t> buf;
   for (size_t i = 0; i < want.size(); ++i) {
     NamedTensor t{want[i].first, want[i].second, std::vector<float>(static_cast<size_t>(numel_of(want[i].second)))};
-    read_rows(files[entries[i]->path], *entries[i], t.name, spec::RowRange{0, rows_of(t.shape)}, t.data.data(),
-              format, buf);
+    read_rows(files[entries[i]->path], *entries[i], t.name, spec::RowRange{0, rows_of(t.shape)}, t.data.data(), format,
+              buf);
     out.push_back(std::move(t));
   }
   return out;

@@ -12,9 +12,10 @@
 #include <vector>
 
 #include "sharding/auto_planner.h"
-#include "spec/spec_error.h"
 #include "sharding/plan_io.h"
 #include "sharding/schedule_sim.h"
+#include "spec/job_spec.h"
+#include "spec/spec_error.h"
 #include "train/trace.h"
 
 namespace fs = fsdp::sharding;
@@ -227,7 +228,7 @@ int run(int argc, char** argv) {
   if (v.count("--global-batch") && global_batch <= 0) {
     throw sp::SpecError("global batch must be >= 1 (got " + std::to_string(global_batch) + ")");
   }
-  sp::validate(policy, 1);
+  if (b["--auto"]) sp::validate(policy, 1);  // the search picks the mesh; a plain plan checks the whole job below
 
   std::unique_ptr<google::protobuf::Message> message;
   std::string table;
@@ -256,14 +257,17 @@ int run(int argc, char** argv) {
     fits = report->found();
     message = std::move(report);
   } else {
-    sp::MeshSpec spec{nodes, cpn, v.count("--replicate") ? parse_int("--replicate", v["--replicate"]) : 0,
-                      v.count("--shard") ? parse_int("--shard", v["--shard"]) : 0};
-    if (spec.replicate == 0 && spec.shard == 0) spec.replicate = 1;
+    // Unset degrees: one replica (--shard alone: the replicas fill the rest), the shard group the rest.
+    sp::MeshSpec spec{nodes, cpn,
+                      v.count("--replicate") ? parse_int("--replicate", v["--replicate"])
+                                             : (v.count("--shard") ? sp::kRestOfWorld : 1),
+                      v.count("--shard") ? parse_int("--shard", v["--shard"]) : sp::kRestOfWorld};
     if (v.count("--ep")) spec.expert_parallel = parse_int("--ep", v["--ep"]);
     if ((v.count("--replicate") && spec.replicate <= 0) || (v.count("--shard") && spec.shard <= 0)) {
       throw sp::SpecError("mesh: replicate and shard degrees must be >= 1");
     }
     const sp::Mesh mesh = sp::Mesh::create(spec);
+    sp::validate(sp::JobSpec{model, policy, mesh});
     if (global_batch > 0) policy.grad_accum = fs::grad_accum_for(global_batch, mesh.world_size(), policy.micro_batch);
     const fs::Plan plan = fs::make_plan(model, chip, mesh, policy, headroom);
     if (v.count("--trace")) write_predicted_trace(plan, v["--trace"]);

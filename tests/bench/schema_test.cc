@@ -1,11 +1,12 @@
 // The schema of fsdp-bench's JSON report and its reader (the JSON itself: tests/common/json_test.cc).
+#include "bench/fsdp_bench/schema.h"
+
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 
-#include "common/json.h"
 #include "bench/fsdp_bench/report.h"
-#include "bench/fsdp_bench/schema.h"
+#include "common/json.h"
 
 namespace fsdp::bench {
 namespace {

@@ -1,10 +1,10 @@
 // CRC32C (common/crc32c.h), the checksum of checkpoint chunks and metadata: known vectors, and extending a
 // running value equals one pass over the whole.
+#include "common/crc32c.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
-
-#include "common/crc32c.h"
 
 namespace fsdp {
 namespace {

@@ -1,5 +1,7 @@
 // Data types (common/dtype.h) and the narrow float formats (common/float_formats.h): sizes, names, parsing,
 // and every code of half, bf16, e4m3 and e5m2 against a reference written from the format definitions.
+#include "common/dtype.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include "common/dtype.h"
 #include "common/float_formats.h"
 
 namespace fsdp {
@@ -81,8 +82,8 @@ TEST(DataTypeTest, InvalidValues) {
 TEST(DataTypeTest, FloatingAndAccumulation) {
   for (int v = 0; v < kNumDataTypes; ++v) {
     const auto t = static_cast<DataType>(v);
-    const bool promoted = t == DataType::kFloat16 || t == DataType::kBfloat16 || t == DataType::kFloat8E4M3 ||
-                          t == DataType::kFloat8E5M2;
+    const bool promoted =
+        t == DataType::kFloat16 || t == DataType::kBfloat16 || t == DataType::kFloat8E4M3 || t == DataType::kFloat8E5M2;
     EXPECT_EQ(accumulate_type(t), promoted ? DataType::kFloat32 : t) << name(t);
     EXPECT_EQ(needs_promotion(t), promoted) << name(t);
     EXPECT_EQ(is_floating(t), promoted || t == DataType::kFloat32 || t == DataType::kFloat64) << name(t);
@@ -154,13 +155,33 @@ uint32_t reference_encode(const Format& f, const std::vector<double>& table, flo
   return sign | static_cast<uint32_t>(pick);
 }
 
-const Format kHalf{"half", 5, 10, 15, false, [](uint32_t c) { return half_to_float(static_cast<uint16_t>(c)); },
+const Format kHalf{"half",
+                   5,
+                   10,
+                   15,
+                   false,
+                   [](uint32_t c) { return half_to_float(static_cast<uint16_t>(c)); },
                    [](float f) -> uint32_t { return float_to_half(f); }};
-const Format kBf16{"bf16", 8, 7, 127, false, [](uint32_t c) { return bf16_to_float(static_cast<uint16_t>(c)); },
+const Format kBf16{"bf16",
+                   8,
+                   7,
+                   127,
+                   false,
+                   [](uint32_t c) { return bf16_to_float(static_cast<uint16_t>(c)); },
                    [](float f) -> uint32_t { return float_to_bf16(f); }};
-const Format kE4m3{"e4m3", 4, 3, 7, true, [](uint32_t c) { return e4m3_to_float(static_cast<uint8_t>(c)); },
+const Format kE4m3{"e4m3",
+                   4,
+                   3,
+                   7,
+                   true,
+                   [](uint32_t c) { return e4m3_to_float(static_cast<uint8_t>(c)); },
                    [](float f) -> uint32_t { return float_to_e4m3(f); }};
-const Format kE5m2{"e5m2", 5, 2, 15, false, [](uint32_t c) { return e5m2_to_float(static_cast<uint8_t>(c)); },
+const Format kE5m2{"e5m2",
+                   5,
+                   2,
+                   15,
+                   false,
+                   [](uint32_t c) { return e5m2_to_float(static_cast<uint8_t>(c)); },
                    [](float f) -> uint32_t { return float_to_e5m2(f); }};
 const Format* const kFormats[] = {&kHalf, &kBf16, &kE4m3, &kE5m2};
 

@@ -1,10 +1,10 @@
 // The JSON writer and reader (common/json.h): what fsdp-bench, its report tool and the traces write and read.
+#include "common/json.h"
+
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <string>
-
-#include "common/json.h"
 
 namespace fsdp {
 namespace {

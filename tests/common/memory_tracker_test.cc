@@ -1,9 +1,9 @@
 // MemoryTracker and TrackedBuffer (common/memory_tracker.h): bytes counted per category, current and peak.
+#include "common/memory_tracker.h"
+
 #include <gtest/gtest.h>
 
 #include <utility>
-
-#include "common/memory_tracker.h"
 
 namespace fsdp {
 namespace {

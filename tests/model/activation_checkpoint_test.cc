@@ -8,8 +8,8 @@
 
 #include "model/transformer_block.h"
 #include "sharding/cost_model.h"
-#include "spec/spec_error.h"
 #include "spec/shard_layout.h"
+#include "spec/spec_error.h"
 #include "tests/model/moe_reference.h"
 #include "tests/model/test_util.h"
 
@@ -124,16 +124,12 @@ TEST_P(ActivationCheckpointTest, GradientsAreBitwiseModeNonesAndMemoryIsThePlann
   if (c.ac != ActivationCheckpointing::kNone) EXPECT_LT(ac.kept_bytes, none.kept_bytes);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, ActivationCheckpointTest,
-                         ::testing::Values(AcCase{ActivationCheckpointing::kNone, false},
-                                           AcCase{ActivationCheckpointing::kSelective, false},
-                                           AcCase{ActivationCheckpointing::kFull, false},
-                                           AcCase{ActivationCheckpointing::kNone, true},
-                                           AcCase{ActivationCheckpointing::kSelective, true},
-                                           AcCase{ActivationCheckpointing::kFull, true}),
-                         [](const auto& info) {
-                           return std::string(spec::name(info.param.ac)) + (info.param.moe ? "_moe" : "_dense");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Modes, ActivationCheckpointTest,
+    ::testing::Values(AcCase{ActivationCheckpointing::kNone, false}, AcCase{ActivationCheckpointing::kSelective, false},
+                      AcCase{ActivationCheckpointing::kFull, false}, AcCase{ActivationCheckpointing::kNone, true},
+                      AcCase{ActivationCheckpointing::kSelective, true}, AcCase{ActivationCheckpointing::kFull, true}),
+    [](const auto& info) { return std::string(spec::name(info.param.ac)) + (info.param.moe ? "_moe" : "_dense"); });
 
 // TorchTitan's layer-interval rule (_apply_layer_sac counts blocks from 1): with k = 2 of 6 blocks,
 // blocks 1, 3, 5 are full; k = 1 makes every block full; op-level selective and full apply to all.

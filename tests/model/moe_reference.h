@@ -129,7 +129,8 @@ struct RefMoeBlock {
   Vec y;
   double aux = 0;
 };
-inline RefMoeBlock ref_moe_block(const spec::ModelDims& d, int64_t B, int64_t T, const std::vector<Vec>& w, const Vec& x) {
+inline RefMoeBlock ref_moe_block(const spec::ModelDims& d, int64_t B, int64_t T, const std::vector<Vec>& w,
+                                 const Vec& x) {
   const size_t m = moe_param_count(d.moe, 1);
   const Vec h = ref_attention_residual(d, B, T, w[0], w[1], w[2], w[3], w[4 + m], x);
   const Vec n2 = ref_rmsnorm(h, w[5 + m], B * T, d.dim, d.norm_eps);

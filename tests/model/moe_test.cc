@@ -26,14 +26,12 @@ struct Case {
   spec::MoeSpec moe;
 };
 
-
 const Case kCases[] = {
-    {"softmax", moe_dims(spec::RouterScore::kSoftmax, false, 1.f, 0, 0.f)},                  // Mixtral-like
-    {"softmax_norm_shared", moe_dims(spec::RouterScore::kSoftmax, true, 1.f, 2, 0.f)},       // Qwen3 + shared
+    {"softmax", moe_dims(spec::RouterScore::kSoftmax, false, 1.f, 0, 0.f)},                     // Mixtral-like
+    {"softmax_norm_shared", moe_dims(spec::RouterScore::kSoftmax, true, 1.f, 2, 0.f)},          // Qwen3 + shared
     {"sigmoid_norm_scaled_shared", moe_dims(spec::RouterScore::kSigmoid, true, 2.5f, 1, 0.f)},  // DeepSeek-V3-like
-    {"sigmoid_capacity", moe_dims(spec::RouterScore::kSigmoid, false, 1.f, 0, 0.75f)},       // drops choices
+    {"sigmoid_capacity", moe_dims(spec::RouterScore::kSigmoid, false, 1.f, 0, 0.75f)},          // drops choices
 };
-
 
 std::string param_name(const spec::MoeSpec& m, size_t i) {
   if (i == 0) return "router.gate";
@@ -138,8 +136,8 @@ TEST_P(MoeTest, BackwardAddsIntoGradientsAndFreesWhatItSaved) {
   std::vector<float> y(x_.size()), dx(x_.size(), 1.f), dx_added(x_.size(), 1.f);
   const auto r = random_floats(x_.size(), rng_);
   ffn.forward(p_.weights(), x_.data(), y.data(), 0.f);
-  const int64_t saved = 4 * (MoeFeedForward::saved_elements(moe_, 1, kDim, kRows) +
-                             MoeFeedForward::saved_index_elements(moe_, kRows));
+  const int64_t saved =
+      4 * (MoeFeedForward::saved_elements(moe_, 1, kDim, kRows) + MoeFeedForward::saved_index_elements(moe_, kRows));
   EXPECT_EQ(ffn.saved_bytes(), saved);
   EXPECT_EQ(tracker_.current_total(), saved);
   ffn.backward(p_.weights(), p_.grad_views(), x_.data(), r.data(), dx.data(), 0.f, 1.f);
@@ -293,9 +291,9 @@ TEST_F(MoeBlockTest, ForwardAndEveryGradientMatchTheReference) {
                                       MoeFeedForward::saved_elements(dims_.moe, 1, dims_.dim, kRows) +
                                       MoeFeedForward::saved_index_elements(dims_.moe, kRows)));
   // The planner's per-token formula is exact for the MoE block too (plus the block's fp32 statistics).
-  EXPECT_EQ(block.saved_bytes(), 4 * (kRows * sharding::layer_saved_elements_per_token(
-                                                 dims_, spec::ActivationCheckpointing::kNone) +
-                                             kRows * (2 + dims_.n_heads)));
+  EXPECT_EQ(block.saved_bytes(),
+            4 * (kRows * sharding::layer_saved_elements_per_token(dims_, spec::ActivationCheckpointing::kNone) +
+                 kRows * (2 + dims_.n_heads)));
   block.backward(p_.weights(), p_.grad_views(), r.data(), dx.data(), aux_scale);
   EXPECT_EQ(tracker_.current_total(), 0);
 

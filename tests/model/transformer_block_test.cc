@@ -35,7 +35,8 @@ TEST_P(BlockTest, ForwardMatchesReference) {
 // Llama 3.1 RoPE scaling with an original context of 64, so the 4 pairs of head_dim 8 at theta 10000
 // fall in all three bands (wavelengths 6.3: kept; 63: interpolated; 628 and 6283: slowed 8 times).
 TEST_P(BlockTest, ForwardWithLlama31RopeScalingMatchesReference) {
-  dims_.rope_scaling = spec::RopeScaling{.factor = 8, .low_freq_factor = 1, .high_freq_factor = 4, .original_context = 64};
+  dims_.rope_scaling =
+      spec::RopeScaling{.factor = 8, .low_freq_factor = 1, .high_freq_factor = 4, .original_context = 64};
   TransformerBlock block(dims_, kBatch, kSeq, tracker_);
   std::vector<float> y(x_.size());
   block.forward(p_.weights(), x_.data(), y.data());
@@ -135,8 +136,7 @@ TEST_P(BlockTest, SavedBytesMatchPlannerFormula) {
   std::vector<float> y(x_.size()), dx(x_.size());
   block.forward(p_.weights(), x_.data(), y.data());
 
-  const int64_t per_token =
-      sharding::layer_saved_elements_per_token(dims_, spec::ActivationCheckpointing::kNone);
+  const int64_t per_token = sharding::layer_saved_elements_per_token(dims_, spec::ActivationCheckpointing::kNone);
   EXPECT_EQ(per_token, 6 * dims_.dim + 2 * dims_.kv_dim() + 4 * dims_.ffn_hidden);
   const int64_t stats = n_ * (2 + dims_.n_heads);  // two rstd per token, one log-sum-exp per (token, head)
   EXPECT_EQ(block.saved_bytes(), 4 * (n_ * per_token + stats));

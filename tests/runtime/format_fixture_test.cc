@@ -10,7 +10,7 @@
 #include "proto/plan.pb.h"
 #include "runtime/checkpoint/inspect.h"
 #include "runtime/plan_check.h"
-#include "sharding/model_spec.h"
+#include "spec/model_spec.h"
 
 namespace fsdp::runtime {
 namespace {
@@ -21,30 +21,32 @@ const std::string kFixtures = std::string(FSDP_SOURCE_DIR) + "/tests/fixtures/fo
 struct PlanFixture {
   std::string file;
   std::string model;
-  sharding::MeshSpec mesh;
-  sharding::Policy policy;
+  spec::MeshSpec mesh;
+  spec::Policy policy;
 };
 
 std::vector<PlanFixture> plan_fixtures() {
-  sharding::Policy fp32;
+  spec::Policy fp32;
   fp32.param_dtype = DataType::kFloat32;
   fp32.seq_len = 128;
 
-  sharding::Policy ac;  // --seq-len 512 --reshard false --prefetch 2 --ac selective:2
+  spec::Policy ac;  // --seq-len 512 --reshard false --prefetch 2 --ac selective:2
   ac.seq_len = 512;
-  ac.reshard.mode = sharding::Reshard::Mode::kNever;
+  ac.reshard.mode = spec::Reshard::Mode::kNever;
   ac.prefetch = 2;
-  sharding::parse_ac("selective:2", ac);
+  spec::parse_ac("selective:2", ac);
 
-  sharding::Policy mxfp8 = fp32;  // --param-comm mxfp8
-  mxfp8.param_comm = sharding::CommPrecision::kMxfp8;
+  spec::Policy mxfp8 = fp32;  // --param-comm mxfp8
+  mxfp8.param_comm = spec::CommPrecision::kMxfp8;
 
   return {
       {"debugmodel_byte_w1.pb", "debugmodel_byte", {.nodes = 1, .chips_per_node = 1, .replicate = 1}, fp32},
       {"debugmodel_byte_hsdp2x2.txtpb", "debugmodel_byte", {.nodes = 2, .chips_per_node = 2, .replicate = 2}, fp32},
       {"llama3_debug_w4_ac.pb", "llama3-debug", {.nodes = 1, .chips_per_node = 4, .replicate = 1}, ac},
-      {"debugmodel_byte_moe_ep2.pb", "debugmodel_byte_moe",
-       {.nodes = 1, .chips_per_node = 4, .replicate = 1, .expert_parallel = 2}, mxfp8},
+      {"debugmodel_byte_moe_ep2.pb",
+       "debugmodel_byte_moe",
+       {.nodes = 1, .chips_per_node = 4, .replicate = 1, .expert_parallel = 2},
+       mxfp8},
   };
 }
 
@@ -52,10 +54,10 @@ TEST(FormatFixture, PlanFilesParseAndCheckAgainstTheirJob) {
   for (const PlanFixture& f : plan_fixtures()) {
     SCOPED_TRACE(f.file);
     const proto::ShardingPlan plan = read_plan_file(kFixtures + "/plans/" + f.file);
-    const sharding::Mesh mesh = sharding::Mesh::create(f.mesh);
-    const auto diffs = plan_mismatches(plan, sharding::model_preset(f.model), mesh, f.policy);
+    const spec::Mesh mesh = spec::Mesh::create(f.mesh);
+    const auto diffs = plan_mismatches(plan, spec::model_preset(f.model), mesh, f.policy);
     EXPECT_TRUE(diffs.empty()) << ::testing::PrintToString(diffs);
-    EXPECT_NO_THROW(check_plan(plan, sharding::model_preset(f.model), mesh, f.policy));
+    EXPECT_NO_THROW(check_plan(plan, spec::model_preset(f.model), mesh, f.policy));
     EXPECT_EQ(plan.mesh().world_size(), mesh.world_size());
   }
 }
@@ -64,15 +66,14 @@ TEST(FormatFixture, PlanFilesAreRefusedByAnotherJob) {
   for (const PlanFixture& f : plan_fixtures()) {
     SCOPED_TRACE(f.file);
     const proto::ShardingPlan plan = read_plan_file(kFixtures + "/plans/" + f.file);
-    sharding::MeshSpec wider = f.mesh;
+    spec::MeshSpec wider = f.mesh;
     wider.nodes *= 2;
-    const auto diffs = plan_mismatches(plan, sharding::model_preset(f.model), sharding::Mesh::create(wider), f.policy);
+    const auto diffs = plan_mismatches(plan, spec::model_preset(f.model), spec::Mesh::create(wider), f.policy);
     EXPECT_FALSE(diffs.empty());
     const std::string other = f.model == "llama3-debug" ? "debugmodel_byte" : "llama3-debug";
-    sharding::MeshSpec dense = f.mesh;  // the other model has no experts to split
+    spec::MeshSpec dense = f.mesh;  // the other model has no experts to split
     dense.expert_parallel = 1;
-    EXPECT_THROW(check_plan(plan, sharding::model_preset(other), sharding::Mesh::create(dense), f.policy),
-                 PlanMismatch);
+    EXPECT_THROW(check_plan(plan, spec::model_preset(other), spec::Mesh::create(dense), f.policy), PlanMismatch);
   }
 }
 

@@ -20,9 +20,10 @@ spec::ModelSpec ToyModel::spec() const {
   m.name = "toy";
   for (int u = 0; u < units(); ++u) {
     const std::string n = "fc" + std::to_string(u);
-    m.units.push_back(spec::UnitSpec{n, false,
-                                         {spec::ParamSpec{n + ".weight", {widths[u + 1], widths[u]}},
-                                          spec::ParamSpec{n + ".bias", {widths[u + 1]}}}});
+    m.units.push_back(spec::UnitSpec{
+        n,
+        false,
+        {spec::ParamSpec{n + ".weight", {widths[u + 1], widths[u]}}, spec::ParamSpec{n + ".bias", {widths[u + 1]}}}});
   }
   return m;
 }

@@ -173,7 +173,7 @@ TEST(ExpertParallelPlan, DegreesRefusedNamingTheKey) {
       [&] {
         spec::Mesh::create(spec::MeshSpec{1, 6, 1, 6, 4});
       },
-      "parallelism.expert_parallel_degree = 4 must be >= 1 and divide the shard degree 6");
+      "parallelism.expert_parallel_degree = 4 must divide the data-parallel shard degree 6");
   expect_refused(
       [&] {
         make_plan(spec::model_preset("llama3-debug"), cpu, spec::Mesh::create(spec::MeshSpec{1, 2, 1, 2, 2}), fp32());

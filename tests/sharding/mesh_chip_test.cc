@@ -18,7 +18,7 @@ std::string error_of(const spec::MeshSpec& s) {
 }
 
 TEST(MeshTest, ReplicateTimesShard) {
-  const spec::Mesh m = spec::Mesh::create(spec::MeshSpec{4, 144, 4, 0});
+  const spec::Mesh m = spec::Mesh::create(spec::MeshSpec{4, 144, 4, spec::kRestOfWorld});
   EXPECT_EQ(m.world_size(), 576);
   EXPECT_EQ(m.shard_degree(), 144);
   EXPECT_EQ(m.replicate_degree(), 4);
@@ -26,26 +26,29 @@ TEST(MeshTest, ReplicateTimesShard) {
   EXPECT_EQ(m.replicate_level(), spec::LinkLevel::kInter);
   EXPECT_EQ(m.shard_rank(150), 6);
   EXPECT_EQ(m.replica_index(150), 1);
-  const spec::Mesh fsdp = spec::Mesh::create(spec::MeshSpec{4, 144, 0, 0});
+  const spec::Mesh fsdp = spec::Mesh::create(spec::MeshSpec{4, 144, 1, spec::kRestOfWorld});
   EXPECT_EQ(fsdp.shard_degree(), 576);
   EXPECT_EQ(fsdp.shard_level(), spec::LinkLevel::kInter);
   EXPECT_EQ(fsdp.nodes_spanned_by_block(576), 4);
   const spec::Mesh small = spec::Mesh::create(spec::MeshSpec{1, 8, 2, 4});
   EXPECT_EQ(small.replicate_level(), spec::LinkLevel::kIntra);
   // Groups of 96 over servers of 144 straddle a boundary.
-  EXPECT_EQ(spec::Mesh::create(spec::MeshSpec{4, 144, 0, 96}).nodes_spanned_by_block(96), 2);
-  EXPECT_EQ(spec::Mesh::create(spec::MeshSpec{2, 8, 0, 4}).replicate_level(), spec::LinkLevel::kInter);
+  EXPECT_EQ(spec::Mesh::create(spec::MeshSpec{4, 144, spec::kRestOfWorld, 96}).nodes_spanned_by_block(96), 2);
+  EXPECT_EQ(spec::Mesh::create(spec::MeshSpec{2, 8, spec::kRestOfWorld, 4}).replicate_level(), spec::LinkLevel::kInter);
 }
 
 TEST(MeshTest, RefusesDegreesThatDoNotDivide) {
-  EXPECT_NE(error_of(spec::MeshSpec{1, 144, 0, 100}).find("shard degree 100 does not divide the world size 144"),
+  EXPECT_NE(error_of(spec::MeshSpec{1, 144, spec::kRestOfWorld, 100})
+                .find("world size 144 is not divisible by parallelism.data_parallel_shard_degree = 100"),
             std::string::npos);
-  EXPECT_NE(error_of(spec::MeshSpec{4, 144, 7, 0}).find("replicate degree 7 does not divide"), std::string::npos);
-  EXPECT_NE(error_of(spec::MeshSpec{1, 144, 2, 144}).find("is not the world size 144"), std::string::npos);
+  EXPECT_NE(error_of(spec::MeshSpec{4, 144, 7, spec::kRestOfWorld})
+                .find("world size 576 is not divisible by parallelism.data_parallel_replicate_degree = 7"),
+            std::string::npos);
+  EXPECT_NE(error_of(spec::MeshSpec{1, 144, 2, 144}).find("= 288, but the world size is 144"), std::string::npos);
   EXPECT_NE(error_of(spec::MeshSpec{0, 8}).find("nodes is 0"), std::string::npos);
   EXPECT_NE(error_of(spec::MeshSpec{1, -8}).find("chips per node is -8"), std::string::npos);
   EXPECT_NE(error_of(spec::MeshSpec{1, 145}).find("must be 1..144"), std::string::npos);
-  EXPECT_NE(error_of(spec::MeshSpec{1, 8, -1, 0}).find("must be positive"), std::string::npos);
+  EXPECT_NE(error_of(spec::MeshSpec{1, 8, -2, spec::kRestOfWorld}).find("must be positive"), std::string::npos);
 }
 
 TEST(ChipProfileTest, PresetsAndUnknownChip) {
@@ -64,7 +67,8 @@ TEST(ChipProfileTest, PresetsAndUnknownChip) {
     chip_preset("tpu9");
     FAIL();
   } catch (const spec::SpecError& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown chip 'tpu9' (known chips: trn1, trn2, trn3, a100, h100, h100-hbm2e, h200, cpu"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "unknown chip 'tpu9' (known chips: trn1, trn2, trn3, a100, h100, h100-hbm2e, h200, cpu"),
               std::string::npos);
   }
 }

@@ -96,9 +96,10 @@ TEST(ModelSpecTest, MoePresetsCarryExpertWidthSharedExpertAndRouting) {
   EXPECT_EQ(p[5].shape, (std::vector<int64_t>{128, 128}));  // experts.0.w1: expert width, not ffn_hidden 384
   // The dense debug model's saves with the same active FFN width (2 experts + 1 shared of 128 = 384),
   // plus the routing: 8 scores, 2 weights and 2 weight gradients, 2 x 2 x 128 grouped rows, 6 indices.
-  EXPECT_EQ(layer_saved_elements_per_token(debug.dims, spec::ActivationCheckpointing::kNone),
-            layer_saved_elements_per_token(spec::model_preset("debugmodel_byte").dims, spec::ActivationCheckpointing::kNone) + 8 +
-                4 + 512 + 6);
+  EXPECT_EQ(
+      layer_saved_elements_per_token(debug.dims, spec::ActivationCheckpointing::kNone),
+      layer_saved_elements_per_token(spec::model_preset("debugmodel_byte").dims, spec::ActivationCheckpointing::kNone) +
+          8 + 4 + 512 + 6);
 
   // qwen3-30b-a3b: 128 experts of 768, top 8; attention with head_dim 64 (Qwen3's is 128).
   const spec::ModelSpec q = spec::model_preset("qwen3-30b-a3b");

@@ -6,13 +6,14 @@
 
 #include "sharding/auto_planner.h"
 #include "sharding/cost_model.h"
-#include "spec/spec_error.h"
 #include "sharding/plan_io.h"
+#include "spec/spec_error.h"
 
 namespace fsdp::sharding {
 namespace {
 
-Plan plan_for(const std::string& model, const std::string& chip, spec::MeshSpec mesh, spec::Policy policy = spec::Policy()) {
+Plan plan_for(const std::string& model, const std::string& chip, spec::MeshSpec mesh,
+              spec::Policy policy = spec::Policy()) {
   return make_plan(spec::model_preset(model), chip_preset(chip), spec::Mesh::create(mesh), policy);
 }
 
@@ -191,7 +192,8 @@ TEST(PlannerTest, AccumulationWithoutSyncHoldsEveryUnitsGradients) {
   for (const auto& u : plan.units) total_numel += u.numel();
   EXPECT_EQ(plan.estimate.memory.unsharded_grads, 4 * total_numel);  // fp32 compute on the cpu profile
   p.grad_accum = 1;
-  EXPECT_LT(plan_for("llama3-debug", "cpu", spec::MeshSpec{1, 2}, p).estimate.memory.peak(), plan.estimate.memory.peak());
+  EXPECT_LT(plan_for("llama3-debug", "cpu", spec::MeshSpec{1, 2}, p).estimate.memory.peak(),
+            plan.estimate.memory.peak());
 }
 
 TEST(ReshardAfterForward, DefaultKeepsTheLastUnit) {
@@ -387,8 +389,10 @@ TEST(PlannerTest, CheckpointingModesTradeMemoryForRecompute) {
 TEST(PlannerTest, DeterministicSerialisation) {
   spec::Policy p;
   p.ac = spec::ActivationCheckpointing::kSelective;
-  const std::string a = to_binary(to_proto(plan_for("llama3-405b", "trn3", spec::MeshSpec{4, 144, 4, 0}, p)));
-  const std::string b = to_binary(to_proto(plan_for("llama3-405b", "trn3", spec::MeshSpec{4, 144, 4, 0}, p)));
+  const std::string a =
+      to_binary(to_proto(plan_for("llama3-405b", "trn3", spec::MeshSpec{4, 144, 4, spec::kRestOfWorld}, p)));
+  const std::string b =
+      to_binary(to_proto(plan_for("llama3-405b", "trn3", spec::MeshSpec{4, 144, 4, spec::kRestOfWorld}, p)));
   EXPECT_EQ(a, b);
   EXPECT_GT(a.size(), 10000u);
   const auto pa = to_proto(plan_for("llama3-debug", "cpu", spec::MeshSpec{1, 2}));
@@ -396,7 +400,7 @@ TEST(PlannerTest, DeterministicSerialisation) {
 }
 
 TEST(PlannerTest, ProtobufRoundTripBinaryTextJson) {
-  const auto proto = to_proto(plan_for("mixtral-8x7b", "h200", spec::MeshSpec{2, 8, 2, 0}));
+  const auto proto = to_proto(plan_for("mixtral-8x7b", "h200", spec::MeshSpec{2, 8, 2, spec::kRestOfWorld}));
   fsdp::proto::ShardingPlan from_binary;
   parse_binary(to_binary(proto), &from_binary);
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(proto, from_binary));
@@ -434,7 +438,8 @@ TEST(PlannerTest, BadInputIsRefused) {
   p = spec::Policy();
   p.prefetch = -1;
   EXPECT_THROW(plan_for("llama3-debug", "cpu", spec::MeshSpec{1, 2}, p), spec::SpecError);
-  EXPECT_THROW(make_plan(spec::model_preset("llama3-debug"), chip_preset("cpu"), spec::Mesh::create(spec::MeshSpec{1, 2}), spec::Policy(), 1.5),
+  EXPECT_THROW(make_plan(spec::model_preset("llama3-debug"), chip_preset("cpu"),
+                         spec::Mesh::create(spec::MeshSpec{1, 2}), spec::Policy(), 1.5),
                spec::SpecError);
   EXPECT_THROW(grad_accum_for(100, 8, 3), spec::SpecError);
   EXPECT_EQ(grad_accum_for(96, 8, 3), 4);

@@ -205,8 +205,8 @@ TEST(ScheduleSim, MoreBandwidthIsNeverSlower) {
         ChipProfile c = chip_preset(chip_name);
         c.intra_bytes_per_s *= scale;
         c.inter_bytes_per_s *= scale;
-        const Plan plan = plan_with(std::string(chip_name) == "cpu" ? "llama3-debug" : "llama3-8b", c,
-                                    spec::MeshSpec{2, 4}, p);
+        const Plan plan =
+            plan_with(std::string(chip_name) == "cpu" ? "llama3-debug" : "llama3-8b", c, spec::MeshSpec{2, 4}, p);
         EXPECT_LE(plan.estimate.time.step, previous * (1 + 1e-12)) << "bandwidth x" << scale;
         previous = plan.estimate.time.step;
       }

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "spec/job_spec.h"
 #include "spec/spec_error.h"
 
 namespace fsdp::spec {
@@ -40,7 +41,7 @@ TEST(ExpertParallelUnits, EachBlockLosesItsExpertsToAUnitOfTheRanksOwn) {
 
 void expect_refused(const ModelSpec& m, int64_t ep, int64_t shard, const std::string& part) {
   try {
-    validate_expert_parallel(m, ep, shard);
+    check_expert_parallel(m, ep, shard);
     ADD_FAILURE() << "ep " << ep << " over shard " << shard << " accepted";
   } catch (const SpecError& e) {
     EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
@@ -52,7 +53,7 @@ TEST(ExpertParallelUnits, RefusesDegreesNamingTheKey) {
   expect_refused(moe(), 4, 6, "parallelism.expert_parallel_degree = 4 must divide the data-parallel shard degree 6");
   expect_refused(make_llama("dense", debug_model_dims()), 2, 2, "needs a MoE model");
   expect_refused(moe(), 0, 2, "must be at least 1");
-  EXPECT_NO_THROW(validate_expert_parallel(moe(), 8, 8));
+  EXPECT_NO_THROW(check_expert_parallel(moe(), 8, 8));
 }
 
 }  // namespace

@@ -34,11 +34,11 @@ TEST(TrainConfig, ParsesDebugModelConfig) {
   EXPECT_EQ(c.training.seq_len, 128);
   EXPECT_EQ(c.metrics.log_freq, 1);
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 8e-4);
-  EXPECT_EQ(c.optimizer.name, "AdamW");
+  EXPECT_EQ(c.optimizer.name, spec::Optimizer::kAdamW);
   EXPECT_EQ(c.lr_scheduler.warmup_steps, 2);
   EXPECT_DOUBLE_EQ(c.training.max_norm, 1.0);
-  EXPECT_EQ(c.training.param_dtype(), DataType::kFloat32);
-  EXPECT_EQ(c.training.reduce_dtype(), DataType::kFloat32);
+  EXPECT_EQ(c.training.mixed_precision_param, DataType::kFloat32);
+  EXPECT_EQ(c.training.mixed_precision_reduce, DataType::kFloat32);
   EXPECT_EQ(c.parallelism.fsdp_reshard_after_forward.mode, spec::Reshard::Mode::kDefault);
 
   c.validate(2);
@@ -61,7 +61,7 @@ TEST(TrainConfig, DefaultsAreTorchTitans) {
   const TrainConfig c;
   EXPECT_EQ(c.training.local_batch_size, 8);
   EXPECT_EQ(c.training.seq_len, 2048);
-  EXPECT_EQ(c.training.mixed_precision_param, "bfloat16");
+  EXPECT_EQ(c.training.mixed_precision_param, DataType::kBfloat16);
   EXPECT_EQ(c.parallelism.data_parallel_shard_degree, -1);
   EXPECT_EQ(c.lr_scheduler.warmup_steps, 200);
   EXPECT_DOUBLE_EQ(c.optimizer.beta2, 0.95);
@@ -138,11 +138,12 @@ TEST(TrainConfig, OutOfRangeValueNamesKey) {
 TEST(TrainConfig, ActivationCheckpointModesTakeEffect) {
   const TrainConfig selective =
       parse_train_config("[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = \"op\"\n", "job.toml");
-  EXPECT_EQ(selective.activation_checkpoint.mode, "selective");
-  EXPECT_EQ(selective.activation_checkpoint.selective_ac_option, "op");
+  EXPECT_EQ(selective.activation_checkpoint.mode, spec::ActivationCheckpointing::kSelective);
+  EXPECT_EQ(selective.activation_checkpoint.selective_ac_every, 0);  // "op"
   const TrainConfig by_default = parse_train_config("", "job.toml");
-  EXPECT_EQ(by_default.activation_checkpoint.mode, "none");  // ours; TorchTitan's is selective
-  EXPECT_EQ(by_default.activation_checkpoint.selective_ac_option, "2");
+  EXPECT_EQ(by_default.activation_checkpoint.mode,
+            spec::ActivationCheckpointing::kNone);  // ours; TorchTitan's is selective
+  EXPECT_EQ(by_default.activation_checkpoint.selective_ac_every, 2);
   EXPECT_TRUE(by_default.no_effect_keys.empty());
   expect_config_error([] { parse_train_config("[activation_checkpoint]\nmode = \"memory_budget\"\n", "job.toml"); },
                       {"job.toml:2:", "activation_checkpoint.mode", "'memory_budget'", "torch.compile"});

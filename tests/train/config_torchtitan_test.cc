@@ -471,13 +471,13 @@ TEST(TorchTitanConfig, RealDebugModelAndLlama8bFilesLoad) {
   EXPECT_EQ(m.dims.vocab, 2048);
   EXPECT_DOUBLE_EQ(debug.model.rope_theta, 500000);
   // What the files say about activation checkpointing is what runs.
-  EXPECT_EQ(debug.activation_checkpoint.mode, "selective");
-  EXPECT_EQ(debug.activation_checkpoint.selective_ac_option, "2");
+  EXPECT_EQ(debug.activation_checkpoint.mode, spec::ActivationCheckpointing::kSelective);
+  EXPECT_EQ(debug.activation_checkpoint.selective_ac_every, 2);
 
   TrainConfig llama8b = parse_train_config(without_elsewhere_keys(kLlama8bToml), "llama3_8b.toml");
   EXPECT_EQ(llama8b.model_spec().dims.ffn_hidden, 14336);
-  EXPECT_EQ(llama8b.activation_checkpoint.mode, "selective");
-  EXPECT_EQ(llama8b.activation_checkpoint.selective_ac_option, "op");
+  EXPECT_EQ(llama8b.activation_checkpoint.mode, spec::ActivationCheckpointing::kSelective);
+  EXPECT_EQ(llama8b.activation_checkpoint.selective_ac_every, 0);  // "op"
   EXPECT_NE(llama8b.no_effect_line().find("profiling.enable_profiling, profiling.save_traces_folder, "
                                           "profiling.profile_freq (no PyTorch profiler"),
             std::string::npos)

@@ -1,12 +1,12 @@
 #include "train/dataset.h"
 
-#include "spec/mesh.h"
-
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "spec/mesh.h"
 
 namespace fsdp::train {
 namespace {

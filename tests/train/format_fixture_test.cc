@@ -26,13 +26,35 @@ constexpr double kWrittenStep2Loss = 5.97619;  // what the writing run printed f
 
 // The writing command's flags (README.md), then `extra`.
 TrainConfig fixture_job(const fs::path& dump, const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"fsdp-train", "--config", kSource + "/configs/debug_model.toml",
-                                   "--model.dim", "16", "--model.n_layers", "1", "--model.n_heads", "2",
-                                   "--model.n_kv_heads", "1", "--model.multiple_of", "16",
-                                   "--training.steps", "2", "--training.local_batch_size", "2",
-                                   "--training.seq_len", "16", "--checkpoint.enable", "true",
-                                   "--checkpoint.interval", "1", "--checkpoint.keep_latest_k", "0",
-                                   "--metrics.file", "", "--job.dump_folder", dump.string()};
+  std::vector<std::string> args = {"fsdp-train",
+                                   "--config",
+                                   kSource + "/configs/debug_model.toml",
+                                   "--model.dim",
+                                   "16",
+                                   "--model.n_layers",
+                                   "1",
+                                   "--model.n_heads",
+                                   "2",
+                                   "--model.n_kv_heads",
+                                   "1",
+                                   "--model.multiple_of",
+                                   "16",
+                                   "--training.steps",
+                                   "2",
+                                   "--training.local_batch_size",
+                                   "2",
+                                   "--training.seq_len",
+                                   "16",
+                                   "--checkpoint.enable",
+                                   "true",
+                                   "--checkpoint.interval",
+                                   "1",
+                                   "--checkpoint.keep_latest_k",
+                                   "0",
+                                   "--metrics.file",
+                                   "",
+                                   "--job.dump_folder",
+                                   dump.string()};
   args.insert(args.end(), extra.begin(), extra.end());
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
@@ -60,9 +82,9 @@ TEST(FormatFixture, CheckpointResumesOneStepWithTheUninterruptedLoss) {
   const JobResult fresh = run_job(fixture_job(dir / "fresh", {}));
   ASSERT_EQ(fresh.steps.size(), 2u);
 
-  const JobResult resumed = run_job(fixture_job(dir / "resumed", {"--checkpoint.initial_load_path", kCheckpoint,
-                                                                   "--checkpoint.initial_load_model_only", "false",
-                                                                   "--checkpoint.load_step", "1"}));
+  const JobResult resumed = run_job(
+      fixture_job(dir / "resumed", {"--checkpoint.initial_load_path", kCheckpoint,
+                                    "--checkpoint.initial_load_model_only", "false", "--checkpoint.load_step", "1"}));
   fs::remove_all(dir);
   ASSERT_EQ(resumed.start_step, 1);
   ASSERT_EQ(resumed.steps.size(), 1u);

@@ -32,15 +32,30 @@ bool full_equivalence() {
 
 spec::ModelSpec tiny_llama() {
   if (full_equivalence()) return spec::make_llama("debugmodel_byte", spec::debug_model_dims());
-  return spec::make_llama("tiny", spec::ModelDims{.dim = 32, .layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab = 37, .ffn_hidden = spec::llama_ffn_hidden(32, 16, 0)});
+  return spec::make_llama("tiny", spec::ModelDims{.dim = 32,
+                                                  .layers = 2,
+                                                  .n_heads = 4,
+                                                  .n_kv_heads = 2,
+                                                  .vocab = 37,
+                                                  .ffn_hidden = spec::llama_ffn_hidden(32, 16, 0)});
 }
 
 // The MoE debug flavor (debugmodel_byte_moe), or in CI its miniature: 4 experts of 16, top 2, one shared
 // expert, softmax + route_norm, aux loss 0.01, dropless.
 spec::ModelSpec tiny_moe() {
   if (full_equivalence()) return spec::make_llama("debugmodel_byte_moe", spec::debug_moe_model_dims());
-  return spec::make_llama(
-      "tiny-moe", spec::ModelDims{.dim = 32, .layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab = 37, .ffn_hidden = spec::llama_ffn_hidden(32, 16, 0), .moe = {.num_experts = 4, .top_k = 2, .expert_hidden = 16, .num_shared_experts = 1, .route_norm = true, .aux_loss_coeff = 0.01f}});
+  return spec::make_llama("tiny-moe", spec::ModelDims{.dim = 32,
+                                                      .layers = 2,
+                                                      .n_heads = 4,
+                                                      .n_kv_heads = 2,
+                                                      .vocab = 37,
+                                                      .ffn_hidden = spec::llama_ffn_hidden(32, 16, 0),
+                                                      .moe = {.num_experts = 4,
+                                                              .top_k = 2,
+                                                              .expert_hidden = 16,
+                                                              .num_shared_experts = 1,
+                                                              .route_norm = true,
+                                                              .aux_loss_coeff = 0.01f}});
 }
 
 struct TrainRun {
@@ -66,19 +81,18 @@ struct Result {
 TrainerOptions options_for(const TrainRun& r) {
   TrainerOptions o;
   o.model = r.moe ? tiny_moe() : tiny_llama();
-  o.seq_len = full_equivalence() ? 128 : 8;
-  o.grad_accum = r.accum;
+  o.fsdp.policy.seq_len = full_equivalence() ? 128 : 8;
+  o.fsdp.policy.grad_accum = r.accum;
   if (r.global_batch % (r.world * r.accum) != 0) {
     throw std::logic_error("global batch " + std::to_string(r.global_batch) + " does not split over " +
                            std::to_string(r.world) + " ranks x " + std::to_string(r.accum) + " micro-batches");
   }
-  o.local_batch = r.global_batch / (r.world * r.accum);
-  o.fsdp.mesh = spec::Mesh::for_world(r.world, r.replicate);
+  o.fsdp.policy.micro_batch = r.global_batch / (r.world * r.accum);
+  o.fsdp.mesh = spec::Mesh::for_world(r.world, r.replicate).with_expert_parallel(r.ep);
   o.fsdp.policy.param_dtype = r.param_dtype;
   o.fsdp.policy.reduce_dtype = DataType::kFloat32;
   o.fsdp.policy.reshard = spec::Reshard::parse(r.reshard);
   o.fsdp.policy.prefetch = r.prefetch;
-  o.fsdp.expert_parallel = r.ep;
   spec::parse_ac(r.ac, o.fsdp.policy);
   // Full mode trains as configs/debug_model.toml does (peak 8e-4); CI's tiny model learns faster at 3e-3.
   o.lr = runtime::LrSchedule{.lr = full_equivalence() ? 8e-4 : 3e-3, .total_steps = r.steps, .warmup_steps = 2};
@@ -92,14 +106,14 @@ TrainerOptions options_for(const TrainRun& r) {
 BatchSource batches_for(const TrainerOptions& o, int rank, int world) {
   return [o, rank, world](int64_t step, int64_t micro, int32_t* inputs, int32_t* targets) {
     const int64_t vocab = o.model.dims.vocab;
-    const int64_t global = o.local_batch * world * o.grad_accum;
-    for (int64_t b = 0; b < o.local_batch; ++b) {
-      const int64_t row = step * global + (micro * world + rank) * o.local_batch + b;
+    const int64_t global = o.fsdp.policy.micro_batch * world * o.fsdp.policy.grad_accum;
+    for (int64_t b = 0; b < o.fsdp.policy.micro_batch; ++b) {
+      const int64_t row = step * global + (micro * world + rank) * o.fsdp.policy.micro_batch + b;
       int32_t tok = static_cast<int32_t>(mix(static_cast<uint64_t>(row)) % vocab);
-      for (int64_t t = 0; t <= o.seq_len; ++t) {
+      for (int64_t t = 0; t <= o.fsdp.policy.seq_len; ++t) {
         const int32_t next = static_cast<int32_t>((tok + 3 + (mix(row * 131 + t) % 7 == 0 ? 1 : 0)) % vocab);
-        if (t < o.seq_len) inputs[b * o.seq_len + t] = tok;
-        if (t > 0) targets[b * o.seq_len + t - 1] = tok;
+        if (t < o.fsdp.policy.seq_len) inputs[b * o.fsdp.policy.seq_len + t] = tok;
+        if (t > 0) targets[b * o.fsdp.policy.seq_len + t - 1] = tok;
         tok = next;
       }
     }
@@ -331,16 +345,15 @@ MemoryComparison compare_memory(const TrainRun& r, const spec::ModelSpec& model,
   job.run([&](Communicator& world) {
     TrainerOptions o = options_for(r);
     o.model = model;
-    o.seq_len = seq_len;
+    o.fsdp.policy.seq_len = seq_len;
     Trainer trainer(o, world, batches_for(o, world.rank(), world.size()));
     for (int64_t s = 0; s < r.steps; ++s) trainer.step();
     if (world.rank() != 0) return;
     spec::Policy policy = o.fsdp.policy;
-    policy.micro_batch = o.local_batch;
-    policy.seq_len = o.seq_len;
-    policy.grad_accum = o.grad_accum;
-    const auto mesh = spec::Mesh::create(
-        spec::MeshSpec{1, world.size(), r.replicate, world.size() / r.replicate});
+    policy.micro_batch = o.fsdp.policy.micro_batch;
+    policy.seq_len = o.fsdp.policy.seq_len;
+    policy.grad_accum = o.fsdp.policy.grad_accum;
+    const auto mesh = spec::Mesh::create(spec::MeshSpec{1, world.size(), r.replicate, world.size() / r.replicate});
     const auto plan = sharding::make_plan(model, sharding::chip_preset("cpu"), mesh, policy);
     const auto& m = plan.estimate.memory;
     out.predicted = m.peak();
@@ -369,7 +382,12 @@ void expect_within_five_percent(const MemoryComparison& c) {
 
 // The debug model's shape (configs/debug_model.toml) at 2 ranks, 4 sequences of 64 each, 2 steps.
 spec::ModelSpec debug_shape() {
-  return spec::make_llama("debug", spec::ModelDims{.dim = 128, .layers = 4, .n_heads = 8, .n_kv_heads = 4, .vocab = 256, .ffn_hidden = spec::llama_ffn_hidden(128, 64, 0)});
+  return spec::make_llama("debug", spec::ModelDims{.dim = 128,
+                                                   .layers = 4,
+                                                   .n_heads = 8,
+                                                   .n_kv_heads = 4,
+                                                   .vocab = 256,
+                                                   .ffn_hidden = spec::llama_ffn_hidden(128, 64, 0)});
 }
 TrainRun debug_shape_run() {
   TrainRun r;
@@ -396,7 +414,12 @@ class TrainerMemoryPolicies : public ::testing::TestWithParam<MemoryCase> {};
 
 TEST_P(TrainerMemoryPolicies, PeakMatchesThePlan) {
   const MemoryCase m = GetParam();
-  const auto model = spec::make_llama("small", spec::ModelDims{.dim = 64, .layers = 3, .n_heads = 4, .n_kv_heads = 2, .vocab = 256, .ffn_hidden = spec::llama_ffn_hidden(64, 32, 0)});
+  const auto model = spec::make_llama("small", spec::ModelDims{.dim = 64,
+                                                               .layers = 3,
+                                                               .n_heads = 4,
+                                                               .n_kv_heads = 2,
+                                                               .vocab = 256,
+                                                               .ffn_hidden = spec::llama_ffn_hidden(64, 32, 0)});
   TrainRun r;
   r.world = m.world;
   r.replicate = m.replicate;
@@ -490,8 +513,13 @@ TEST_P(TrainerSteadyState, NoNewMemoryAfterWarmUp) {
     TrainerOptions o = options_for(r);
     // The debug model's shape: its unit buffers and activations are large enough for the C library
     // to map each one on its own, so churn would show as mappings.
-    o.model = spec::make_llama("debug", spec::ModelDims{.dim = 128, .layers = 2, .n_heads = 8, .n_kv_heads = 4, .vocab = 256, .ffn_hidden = spec::llama_ffn_hidden(128, 64, 0)});
-    o.seq_len = 64;
+    o.model = spec::make_llama("debug", spec::ModelDims{.dim = 128,
+                                                        .layers = 2,
+                                                        .n_heads = 8,
+                                                        .n_kv_heads = 4,
+                                                        .vocab = 256,
+                                                        .ffn_hidden = spec::llama_ffn_hidden(128, 64, 0)});
+    o.fsdp.policy.seq_len = 64;
     if (c.mxfp8) o.fsdp.policy.param_comm = o.fsdp.policy.grad_comm = spec::CommPrecision::kMxfp8;
     Trainer trainer(o, world, batches_for(o, world.rank(), world.size()));
     const size_t me = static_cast<size_t>(world.rank());

@@ -18,6 +18,7 @@
 #include "python/fsdp_runtime/csrc/train_bindings.h"
 #include "runtime/fsdp_unit.h"
 #include "runtime/process_groups.h"
+#include "spec/job_spec.h"
 #include "train/overlap.h"
 
 namespace py = pybind11;
@@ -147,7 +148,7 @@ class TorchUnit {
     return out;
   }
   static fsdp::spec::UnitSpec spec(const std::string& name, const std::vector<std::string>& names,
-                                       const std::vector<std::vector<int64_t>>& shapes) {
+                                   const std::vector<std::vector<int64_t>>& shapes) {
     TORCH_CHECK_VALUE(names.size() == shapes.size() && !names.empty(), "fsdp unit '", name,
                       "': one shape per parameter name, at least one parameter");
     fsdp::spec::UnitSpec s;
@@ -165,7 +166,7 @@ class TorchUnit {
   // param_dtype: what the all-gather carries (the full parameters torch sees stay float32 buffers holding
   // values rounded to it); reduce_dtype: what the reduce-scatter carries.
   static fsdp::spec::Policy policy(const std::string& unit, const std::string& param_dtype,
-                                       const std::string& reduce_dtype, int64_t reshard_group) {
+                                   const std::string& reduce_dtype, int64_t reshard_group) {
     fsdp::spec::Policy p;
     p.param_dtype = float_type(unit, "param_dtype", param_dtype);
     p.reduce_dtype = float_type(unit, "reduce_dtype", reduce_dtype);
@@ -197,6 +198,13 @@ PYBIND11_MODULE(_C, m) {
   // FSDP_TIMEOUT_SEC as its one declaration (common/knobs.h) resolves it, default included: the
   // Python trainer's process-group timeout, with no second copy of the default in Python.
   m.def("timeout_sec", [] { return fsdp::knobs::kTimeoutSec.get(); });
+  // The job's rules (spec/job_spec.h) for fully_shard's arguments: one home, one error text (ValueError).
+  m.def(
+      "check_reshard_group",
+      [](int64_t group, int64_t shard_degree) {
+        fsdp::spec::check_reshard_group({fsdp::spec::Reshard::Mode::kGroup, group}, shard_degree);
+      },
+      py::arg("group"), py::arg("shard_degree"));
 
   py::class_<ShardingGroups, std::shared_ptr<ShardingGroups>>(m, "ShardingGroups")
       .def(py::init([](ProcessGroupFsdp& pg, int64_t replicate, int64_t reshard_group) {
