@@ -23,7 +23,7 @@
 #include "collectives/core/options.h"
 #include "common/dtype.h"
 #include "collectives/types/collective_kind.h"
-#include "collectives/types/mxfp8.h"
+#include "collectives/kernels/mxfp8.h"
 #include "collectives/types/reduce_op.h"
 #include "collectives/window.h"
 #include "collectives/work.h"
@@ -32,7 +32,7 @@
 namespace fsdp {
 
 // How a collective's data travel between ranks: as the buffers' type (native), or as MXFP8 blocks
-// (collectives/types/mxfp8.h, collectives/quantized.h: 8.25 bits per element; sums stay f32).
+// (collectives/kernels/mxfp8.h, collectives/quantized.h: 8.25 bits per element; sums stay f32).
 enum class WirePrecision { kNative, kMxfp8 };
 struct Wire {
   WirePrecision precision = WirePrecision::kNative;

@@ -1,7 +1,7 @@
 #include "collectives/dispatch.h"
 
 #include "collectives/quantized.h"
-#include "collectives/types/stream_copy.h"
+#include "collectives/kernels/stream_copy.h"
 
 namespace fsdp {
 

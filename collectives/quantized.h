@@ -1,4 +1,4 @@
-// MXFP8 on the wire (collectives/types/mxfp8.h): 8.25 bits per element instead of 16 (bf16) or 32
+// MXFP8 on the wire (collectives/kernels/mxfp8.h): 8.25 bits per element instead of 16 (bf16) or 32
 // (f32). Quantisation is for transport only: all-gathered values are decoded on arrival, and
 // reduce-scattered contributions are decoded and summed in f32 (never in 8 bits).
 //
@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "collectives/types/mxfp8.h"
+#include "collectives/kernels/mxfp8.h"
 
 namespace fsdp::mx {
 

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "collectives/quantized.h"
-#include "collectives/types/reduce_kernels.h"
+#include "collectives/kernels/reduce_kernels.h"
 #include "runtime/flat_copy.h"
 
 namespace fsdp::runtime {

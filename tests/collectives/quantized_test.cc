@@ -180,7 +180,7 @@ TEST_P(QuantizedCollectives, ReduceScatterSumsDecodedContributionsInF32) {
 
 // MXFP8 on the wire takes float data, sums or averages, and a scratch for the reduce-scatter's slots:
 // anything else fails at the call, naming the collective and what is wrong.
-TEST(QuantizedCollectives, WireArgumentsAreChecked) {
+TEST(QuantizedWire, ArgumentsAreChecked) {
   InProcJob job(2, small_chunks(2));
   job.run([](Communicator& c) {
     std::vector<float> in(8, 1.0f), out(4);
