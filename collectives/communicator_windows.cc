@@ -71,7 +71,8 @@ Window Communicator::make_window(Mapping owned, std::byte* data, size_t bytes, i
 
   if (!impl_->transport->shares_host_memory()) {
     if (fd < 0) throw CommError(ctx, "could not allocate a window: " + error);
-    w.why_not_shared_ = "the " + std::string(impl_->transport->name()) + " transport does not share memory between ranks";
+    w.why_not_shared_ =
+        "the " + std::string(impl_->transport->name()) + " transport does not share memory between ranks";
   } else {
     // Every rank learns every peer's memfd, maps it while its owner keeps the fd open, and reports
     // back; the second exchange is also the point after which the fds may close.

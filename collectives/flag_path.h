@@ -105,7 +105,8 @@ class FlagSegment {
 class FlagOp {
  public:
   struct Call {
-    CollectiveKind kind = CollectiveKind::kBarrier;  // all_reduce, all_gather, reduce_scatter, broadcast, reduce, barrier
+    // all_reduce, all_gather, reduce_scatter, broadcast, reduce or barrier
+    CollectiveKind kind = CollectiveKind::kBarrier;
     const void* send = nullptr;   // this rank's contribution (copied into the slot at post)
     size_t post_bytes = 0;        // bytes of it
     void* recv = nullptr;         // where the result goes (null where this rank gets none)

@@ -109,7 +109,8 @@ void FsdpUnit::wait_unshard() {
   start_unshard();
   gather_work_.wait();
   const bool quantised = !gather_wire_.empty();  // param_comm = mxfp8
-  notify(CollectiveKind::kAllGather, gather_name_, gather_work_, quantised ? gather_wire_.bytes() : gather_out_.bytes());
+  const int64_t gathered = quantised ? gather_wire_.bytes() : gather_out_.bytes();
+  notify(CollectiveKind::kAllGather, gather_name_, gather_work_, gathered);
   gather_work_ = Work{};
   const bool from_kept = !kept_.empty();
   const DataType type = policy_.param_dtype;

@@ -93,7 +93,8 @@ TEST(HierarchicalChoice, FlatUntilALayoutSpansHostsAndForcedRingStaysFlat) {
     EXPECT_EQ(c.local_rank(), c.rank() % 2);
     EXPECT_EQ(c.host_of(3), 1);
     EXPECT_EQ(c.algorithm_for(CollectiveKind::kReduceScatter, 1 << 20), "hierarchical");
-    EXPECT_EQ(c.algorithm_for(CollectiveKind::kAllReduce, 64), "recursive_doubling");  // small messages stay latency-bound
+    // Small messages stay latency-bound.
+    EXPECT_EQ(c.algorithm_for(CollectiveKind::kAllReduce, 64), "recursive_doubling");
     EXPECT_EQ(c.algorithm_for(CollectiveKind::kBroadcast, 1 << 20), "scatter_allgather");
   });
   InProcJob forced(4, options("all_gather=ring"));

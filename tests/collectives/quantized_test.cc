@@ -200,12 +200,12 @@ TEST(QuantizedWire, ArgumentsAreChecked) {
     const std::string scratch = message([&] {
       c.reduce_scatter(in.data(), out.data(), 4, DataType::kFloat32, ReduceOp::sum(), Wire::mxfp8(mx::Format{}));
     });
-    for (const auto& [got, want] : {std::pair{ints, "all_gather on rank " + std::to_string(c.rank()) +
-                                                        ": mxfp8 on the wire takes float32 or bfloat16 data, not int32"},
-                                    std::pair{max, "reduce_scatter on rank " + std::to_string(c.rank()) +
-                                                       ": mxfp8 on the wire sums or averages, not max"},
-                                    std::pair{scratch, "reduce_scatter on rank " + std::to_string(c.rank()) +
-                                                           ": null wire scratch buffer with 20 bytes"}}) {
+    const std::string rank = " on rank " + std::to_string(c.rank()) + ": ";
+    const std::pair<std::string, std::string> cases[] = {
+        {ints, "all_gather" + rank + "mxfp8 on the wire takes float32 or bfloat16 data, not int32"},
+        {max, "reduce_scatter" + rank + "mxfp8 on the wire sums or averages, not max"},
+        {scratch, "reduce_scatter" + rank + "null wire scratch buffer with 20 bytes"}};
+    for (const auto& [got, want] : cases) {
       if (got != want) throw std::runtime_error("got '" + got + "', want '" + want + "'");
     }
   });
