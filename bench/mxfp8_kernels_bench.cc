@@ -1,4 +1,4 @@
-// Single-thread throughput of the MXFP8 kernels (collectives/types/mxfp8.h) on 4 Mi normal-distributed
+// Single-thread throughput of the MXFP8 kernels (collectives/kernels/mxfp8.h) on 4 Mi normal-distributed
 // elements, for every instruction set the kernels are built for that this CPU supports: the compute an
 // MXFP8 collective adds per element. Median of 7 timed runs after one warm-up, each timed in this thread's
 // CPU time (so a loaded host's waiting for a core does not count; its shared caches still do).
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/types/mxfp8.h"
+#include "collectives/kernels/mxfp8.h"
 #include "common/float_formats.h"
 
 double thread_cpu_ns() {

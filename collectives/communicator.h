@@ -22,12 +22,24 @@
 #include "collectives/core/errors.h"
 #include "collectives/core/options.h"
 #include "common/dtype.h"
+#include "collectives/types/collective_kind.h"
+#include "collectives/kernels/mxfp8.h"
 #include "collectives/types/reduce_op.h"
 #include "collectives/window.h"
 #include "collectives/work.h"
 #include "common/memory_tracker.h"
 
 namespace fsdp {
+
+// How a collective's data travel between ranks: as the buffers' type (native), or as MXFP8 blocks
+// (collectives/kernels/mxfp8.h, collectives/quantized.h: 8.25 bits per element; sums stay f32).
+enum class WirePrecision { kNative, kMxfp8 };
+struct Wire {
+  WirePrecision precision = WirePrecision::kNative;
+  mx::Format format{};          // kMxfp8: element format and scale rounding
+  uint8_t* scratch = nullptr;   // kMxfp8 reduce-scatter: the caller's memory for 2 * size() wire slots
+  static Wire mxfp8(mx::Format f, uint8_t* scratch = nullptr) { return {WirePrecision::kMxfp8, f, scratch}; }
+};
 
 class Transport;
 class Mapping;
@@ -56,6 +68,18 @@ class Communicator {
   Work all_gather(const void* send, void* recv, size_t count, DataType type);
   // send holds size() blocks of `recv_count`; in place when recv is this rank's block of send.
   Work reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op);
+  // The same with the wire precision chosen; Wire{} is the calls above. With MXFP8 (type kFloat32 or
+  // kBfloat16):
+  // - all_gather: recv holds size() wire slots of mx::slot_bytes(count) bytes, which the caller
+  //   decodes (mx::decode_gathered); send's `count` elements are quantised into this rank's slot at
+  //   the call, or, in place (send is that slot), the slot already holds them quantised (quantise once,
+  //   gather many times).
+  // - reduce_scatter: every other rank's chunk of send travels quantised through wire.scratch
+  //   (2 * size() slots: the outgoing chunks, then the incoming ones), this rank's own stays exact;
+  //   recv gets `recv_count` f32 sums (own chunk, then the decoded contributions in rank order), op
+  //   sum or avg; recv may be this rank's chunk of a kFloat32 send.
+  Work all_gather(const void* send, void* recv, size_t count, DataType type, const Wire& wire);
+  Work reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op, const Wire& wire);
   // In place when send == recv.
   Work all_reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
   // The root sends `send`; every rank (root included) receives into `recv` (send == recv is fine).
@@ -114,9 +138,9 @@ class Communicator {
   int local_size() const;   // ranks on this rank's host
   int host_of(int r) const;  // host index (hosts numbered by their lowest rank) of rank r
 
-  // The algorithm a collective ("all_gather", "reduce_scatter", ...) of `bytes` in all would run with
-  // now (FSDP_ALGO, message size and host layout considered), e.g. "ring", "bruck", "hierarchical".
-  std::string algorithm_for(const std::string& collective, size_t bytes) const;
+  // The algorithm a collective of `bytes` in all would run with now (FSDP_ALGO, message size and host
+  // layout considered), e.g. "ring", "bruck", "hierarchical".
+  std::string algorithm_for(CollectiveKind collective, size_t bytes) const;
 
   // Fails everything in flight with AbortedError and breaks the communicator; safe after errors.
   void abort(const std::string& why = "aborted by the caller");
@@ -125,6 +149,10 @@ class Communicator {
   struct Impl;
   Communicator(std::shared_ptr<Transport> transport, CommOptions options, std::shared_ptr<ProgressEngine> engine,
                uint64_t context, std::vector<int> endpoints, int rank);
+  // The MXFP8 halves of all_gather / reduce_scatter (communicator_mxfp8.cc).
+  Work all_gather_mxfp8(const void* send, void* recv, size_t count, DataType type, const Wire& wire);
+  Work reduce_scatter_mxfp8(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op,
+                            const Wire& wire);
   // alloc_window and share_window: `owned` holds the memory when the window owns it; `error` says why
   // this rank has none (fd -1).
   Window make_window(Mapping owned, std::byte* data, size_t bytes, int fd, size_t offset, size_t file_bytes,

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "collectives/core/flag_path.h"
+#include "collectives/flag_path.h"
 #include "collectives/core/op.h"
 #include "collectives/core/progress_engine.h"
 

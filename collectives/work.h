@@ -17,7 +17,7 @@ class Work {
   // `engine` runs the operation; wait() drives it from the waiting thread (progress_engine.h).
   explicit Work(std::shared_ptr<Op> op, std::weak_ptr<ProgressEngine> engine = {})
       : op_(std::move(op)), engine_(std::move(engine)) {}
-  // A small collective on the flag path (collectives/core/flag_path.h): wait() and test() complete it.
+  // A small collective on the flag path (collectives/flag_path.h): wait() and test() complete it.
   explicit Work(std::shared_ptr<FlagOp> flag) : flag_(std::move(flag)) {}
 
   bool valid() const { return op_ || flag_; }

@@ -21,7 +21,7 @@ const Knob<double> kTimeoutSec{
     "FSDP_TIMEOUT_SEC", 300.0, "seconds one collective may wait on its peers before TimeoutError", 0, kInf, true};
 const Knob<int64_t> kSmallMsgBytes{"FSDP_SMALL_MSG_BYTES", 64 * 1024,
                                    "below this many bytes the latency algorithms run (0: never)", 0};
-// The flag path's slot holds 4096 bytes (collectives/core/flag_path.h kFlagPayloadBytes).
+// The flag path's slot holds 4096 bytes (collectives/flag_path.h kFlagPayloadBytes).
 const Knob<int64_t> kFlagPathBytes{"FSDP_FLAG_PATH_BYTES", 4096,
                                    "collectives on one host posting at most this many bytes per rank run through "
                                    "flags in shared memory, bypassing the progress engine (0: never)",

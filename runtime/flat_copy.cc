@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "collectives/quantized.h"
-#include "collectives/types/reduce_kernels.h"
+#include "collectives/kernels/reduce_kernels.h"
 
 namespace fsdp::runtime {
 namespace {

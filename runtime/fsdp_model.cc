@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "collectives/types/reduce_kernels.h"
+#include "collectives/kernels/reduce_kernels.h"
 #include "runtime/flat_copy.h"
 #include "runtime/plan_check.h"
 #include "spec/expert_parallel.h"

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "collectives/quantized.h"
-#include "collectives/types/reduce_kernels.h"
+#include "collectives/kernels/reduce_kernels.h"
 #include "runtime/flat_copy.h"
 
 namespace fsdp::runtime {
@@ -55,8 +55,8 @@ void FsdpUnit::load_full(const float* params) {
   extract_chunk(layout_, shard_rank_, params, master_.data());
 }
 
-void FsdpUnit::notify(std::string_view what, const Work& work, int64_t bytes) const {
-  if (observer_ && *observer_) (*observer_)(what, index_, work.started_at(), work.finished_at(), bytes);
+void FsdpUnit::notify(CollectiveKind kind, std::string_view what, const Work& work, int64_t bytes) const {
+  if (observer_ && *observer_) (*observer_)(kind, what, index_, work.started_at(), work.finished_at(), bytes);
 }
 
 void FsdpUnit::start_unshard() {
@@ -92,8 +92,9 @@ void FsdpUnit::start_unshard() {
     }
     Communicator& group = *groups_.shard_gather;
     gather_wire_.reset(tracker_, MemoryCategory::kAllGather, slot * group.size());
-    std::memcpy(bytes_of(gather_wire_, slot * group.rank()), own_wire_.data(), slot);
-    gather_work_ = mx::start_all_gather(group, bytes_of(gather_wire_), count);
+    uint8_t* mine = bytes_of(gather_wire_, slot * group.rank());
+    std::memcpy(mine, own_wire_.data(), slot);
+    gather_work_ = group.all_gather(mine, gather_wire_.data(), count, DataType::kFloat32, Wire::mxfp8(kWireFormat));
     return;
   }
   reset_gather_out(groups_.gather_windows);
@@ -108,7 +109,8 @@ void FsdpUnit::wait_unshard() {
   start_unshard();
   gather_work_.wait();
   const bool quantised = !gather_wire_.empty();  // param_comm = mxfp8
-  notify(gather_name_, gather_work_, quantised ? gather_wire_.bytes() : gather_out_.bytes());
+  const int64_t gathered = quantised ? gather_wire_.bytes() : gather_out_.bytes();
+  notify(CollectiveKind::kAllGather, gather_name_, gather_work_, gathered);
   gather_work_ = Work{};
   const bool from_kept = !kept_.empty();
   const DataType type = policy_.param_dtype;
@@ -181,15 +183,16 @@ void FsdpUnit::start_reduce_grads() {
   grad_views_.clear();
   const auto count = static_cast<size_t>(layout_.chunk_numel());
   Communicator& group = *groups_.shard_reduce;
+  std::byte* mine = element_at(reduce_buf_, shard_rank_ * layout_.chunk_numel(), type);
   if (quantised) {
+    // The f32 average lands in place over this rank's chunk (finish_reduce_grads reads it there).
     const size_t half = mx::slot_bytes(count) * group.size();
     reduce_wire_.reset(tracker_, MemoryCategory::kReduceScatter, 2 * half);
-    reduce_work_ = mx::start_reduce_scatter(group, reduce_buf_.data(), type, count, kWireFormat, bytes_of(reduce_wire_),
-                                            bytes_of(reduce_wire_, half));
+    reduce_work_ = group.reduce_scatter(reduce_buf_.data(), mine, count, type, ReduceOp{ReduceKind::kAvg, 1.0},
+                                        Wire::mxfp8(kWireFormat, bytes_of(reduce_wire_)));
     notify_bytes_ = static_cast<int64_t>(half);
     return;
   }
-  std::byte* mine = element_at(reduce_buf_, shard_rank_ * layout_.chunk_numel(), type);
   reduce_work_ = group.reduce_scatter(reduce_buf_.data(), mine, count, type, groups_.grad_reduce);
   notify_bytes_ = static_cast<int64_t>(reduce_buf_.bytes());
 }
@@ -199,21 +202,15 @@ void FsdpUnit::finish_reduce_grads() {
   const bool quantised = !reduce_wire_.empty();
   const DataType type = quantised ? DataType::kFloat32 : policy_.reduce_dtype;
   reduce_work_.wait();
-  notify("reduce_scatter", reduce_work_, notify_bytes_);
+  notify(CollectiveKind::kReduceScatter, "reduce_scatter", reduce_work_, notify_bytes_);
   reduce_work_ = Work{};
   std::byte* mine = element_at(reduce_buf_, shard_rank_ * layout_.chunk_numel(), type);
   const auto count = static_cast<size_t>(layout_.chunk_numel());
-  if (quantised) {
-    const int n = groups_.shard_reduce->size();
-    mx::finish_reduce_scatter(bytes_of(reduce_wire_, mx::slot_bytes(count) * n), mine, type, count,
-                              groups_.shard_reduce->rank(), n, kWireFormat.element, reinterpret_cast<float*>(mine),
-                              /*average=*/true);
-    reduce_wire_.release();
-  }
+  if (quantised) reduce_wire_.release();
   if (groups_.replicate) {
     Work w = groups_.replicate->all_reduce(mine, mine, count, type, ReduceOp{ReduceKind::kAvg, 1.0});
     w.wait();
-    notify("all_reduce", w, static_cast<int64_t>(count * element_size(type)));
+    notify(CollectiveKind::kAllReduce, "all_reduce", w, static_cast<int64_t>(count * element_size(type)));
   }
   accumulate_widened(grad_.data(), mine, count, type);
   reduce_buf_.release();

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "collectives/types/collective_kind.h"
 #include "collectives/work.h"
 #include "common/memory_tracker.h"
 #include "runtime/process_groups.h"
@@ -31,8 +32,12 @@
 namespace fsdp::runtime {
 
 // Told about every collective the runtime issued once it finished: for the trace and overlap figures.
-using CommObserver = std::function<void(std::string_view collective, int unit, std::chrono::steady_clock::time_point start,
-                                        std::chrono::steady_clock::time_point end, int64_t bytes)>;
+// `what` names it for the trace: name(collective), or "all_gather_backward" for the backward all-gather
+// of reshard_after_forward = k.
+using CommObserver =
+    std::function<void(CollectiveKind collective, std::string_view what, int unit,
+                       std::chrono::steady_clock::time_point start, std::chrono::steady_clock::time_point end,
+                       int64_t bytes)>;
 
 class FsdpUnit {
  public:
@@ -97,7 +102,7 @@ class FsdpUnit {
   void set_observer(CommObserver* observer) { observer_ = observer; }
 
  private:
-  void notify(std::string_view what, const Work& work, int64_t bytes) const;
+  void notify(CollectiveKind kind, std::string_view what, const Work& work, int64_t bytes) const;
 
   int index_;
   std::string name_;

@@ -36,7 +36,7 @@ struct ChipProfile {
   // (sharding/schedule_sim.h): 0 where collectives have engines and links of their own (accelerators),
   // 1 where the same cores run both (a CPU: the progress engine's copies share the rank's core).
   double comm_compute_contention = 0;
-  // MXFP8 communication's codec (collectives/types/mxfp8.h) on the training thread, seconds per element:
+  // MXFP8 communication's codec (collectives/kernels/mxfp8.h) on the training thread, seconds per element:
   // quantising from f32, and decoding to the compute dtype (the all-gather's copy-out; the reduce-scatter's
   // decode-and-add into f32 is priced the same). 0: derived from memory bandwidth, the bytes the kernel
   // reads and writes at hbm_bytes_per_s (an elementwise kernel on an accelerator is bandwidth-bound):

@@ -52,7 +52,7 @@ struct Reshard {
 };
 
 // The precision a collective carries, apart from the compute dtype. kDefault sends param_dtype (all-gather)
-// or reduce_dtype (reduce-scatter) as it is; kMxfp8 sends MXFP8 E4M3 (collectives/types/mxfp8.h), 8.25 bits
+// or reduce_dtype (reduce-scatter) as it is; kMxfp8 sends MXFP8 E4M3 (collectives/kernels/mxfp8.h), 8.25 bits
 // per element, decoded on arrival (gradients are summed in f32, never in 8 bits).
 enum class CommPrecision { kDefault, kMxfp8 };
 std::string_view name(CommPrecision p);                  // "default", "mxfp8"
@@ -61,7 +61,7 @@ CommPrecision parse_comm_precision(std::string_view s);  // throws SpecError nam
 // (one byte per element and one scale byte per block of 32).
 double wire_element_bytes(CommPrecision p, DataType type);
 // Bytes of one MXFP8 wire slot of numel elements: the codes, then one scale per block of 32 (exactly
-// collectives/types/mxfp8.h's wire_bytes; the planner links no collectives).
+// collectives/kernels/mxfp8.h's wire_bytes; the planner links no collectives).
 int64_t mxfp8_slot_bytes(int64_t numel);
 
 // How the loss over the vocabulary is computed, for the output head's memory: kFused, the runtime's head

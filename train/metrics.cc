@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "common/json.h"
-#include "train/output_files.h"
+#include "common/output_files.h"
 
 namespace fsdp::train {
 namespace {

@@ -8,10 +8,13 @@
 #include <ostream>
 #include <sstream>
 
+#include "common/output_files.h"
 #include "common/process_memory.h"
+#include "common/trace.h"
 #include "proto/plan.pb.h"
 #include "runtime/checkpoint/checkpointer.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/overlap.h"
 #include "runtime/plan_check.h"
 #include "sharding/chip_profile.h"
 #include "sharding/cost_model.h"
@@ -19,9 +22,6 @@
 #include "train/data_setup.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
-#include "train/output_files.h"
-#include "train/overlap.h"
-#include "train/trace.h"
 
 namespace fsdp::train {
 namespace {
@@ -404,7 +404,7 @@ void print_job_summary(std::ostream& log, const JobResult& result, bool has_stea
 
 // What the steps measured, on this rank: peaks against the planner, the block cache and page faults after
 // warm-up, hidden communication, median step and all-to-all times (the first step left out).
-void summarize_steps(Trainer& trainer, const TrainerOptions& opts, const OverlapMeter& overlap,
+void summarize_steps(Trainer& trainer, const TrainerOptions& opts, const runtime::OverlapMeter& overlap,
                      const BlockCacheStats& cache_after_warmup, int64_t faults_after_warmup,
                      std::vector<double>& step_seconds, std::vector<double>& all_to_all_per_step, JobResult& result) {
   result.peak_bytes = trainer.tracker().peak_total();
@@ -467,14 +467,15 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   // Trace and overlap: compute spans from this thread, collectives from the progress engine.
   const bool tracing = !config.metrics.trace_file.empty();
   Trace trace(rank, tracing);
-  OverlapMeter overlap;
+  runtime::OverlapMeter overlap;
   trainer.set_compute_observer([&](std::string_view what, Clock::time_point start, Clock::time_point end) {
     overlap.compute(start, end);
     if (tracing) trace.complete(Track::kCompute, what, to_us(start), to_us(end) - to_us(start));
   });
   trainer.fsdp().set_comm_observer(
-      [&](std::string_view what, int unit, Clock::time_point start, Clock::time_point end, int64_t bytes) {
-        overlap.communication(what, start, end);
+      [&](CollectiveKind kind, std::string_view what, int unit, Clock::time_point start, Clock::time_point end,
+          int64_t bytes) {
+        overlap.communication(kind, start, end);
         if (tracing) {
           trace.complete(Track::kCommunication, std::string(what) + " " + trainer.fsdp().unit(unit).name(),
                          to_us(start), to_us(end) - to_us(start), bytes);

@@ -67,10 +67,8 @@ class FsdpBackend final : public Backend {
     Communicator& c = *world_.comm;
     if (mxfp8_) {
       // This rank's shard quantised into its slot, the slots all-gathered as bytes; decoded in wait_all().
-      const size_t slot = mx::slot_bytes(a.param_count);
-      wire_.resize(slot * c.size());
-      mx::quantize(a.send, a.type, a.param_count, wire_.data() + c.rank() * slot, mx::Format{});
-      works_.push_back(mx::start_all_gather(c, wire_.data(), a.param_count));
+      wire_.resize(mx::slot_bytes(a.param_count) * c.size());
+      works_.push_back(c.all_gather(a.send, wire_.data(), a.param_count, a.type, Wire::mxfp8(mx::Format{})));
       decodes_.push_back(a);
       return;
     }

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "collectives/types/reduce_kernels.h"
+#include "collectives/kernels/reduce_kernels.h"
 
 namespace fsdp::bench {
 

@@ -35,7 +35,7 @@ std::vector<Target> standard_targets() {
   }
   t.push_back({Collective::kAllReduce, 64 * kMiB, "shm", "mpi-native", false, 1.5,
                "all_reduce shm busbw vs MPI_Allreduce at 64 MiB"});
-  // Issue 17: the flag path (collectives/core/flag_path.h) at most Open MPI's time.
+  // Issue 17: the flag path (collectives/flag_path.h) at most Open MPI's time.
   t.push_back({Collective::kAllReduce, 8, "shm", "mpi-native", true, 1.0,
                "8-byte all_reduce shm latency vs MPI_Allreduce"});
   return t;

@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "collectives/algorithms/blocks.h"
+#include "collectives/core/fingerprint.h"
 #include "collectives/core/op.h"
 #include "collectives/core/task.h"
 #include "common/dtype.h"
+#include "collectives/types/collective_kind.h"
 #include "collectives/types/reduce_op.h"
 
 namespace fsdp {
@@ -113,10 +115,16 @@ Task alltoall_window(Op& op, WindowSync& sync, std::byte* out, const PeerBlocks&
 // --- barrier: ceil(log2 n) rounds of empty messages ---
 Task barrier_dissemination(Op& op);
 
+// --- the fingerprint check (collectives/core/fingerprint.h) ---
+// All-gathers every rank's fingerprint (Bruck) and throws MismatchError on the first rank whose
+// fingerprint differs from rank 0's. Runs inside the collective's Op (phase 0; the caller starts a new
+// phase before the collective itself), so timeouts and peer loss behave as for any collective.
+Task exchange_fingerprints(Op& op, Fingerprint mine);
+
 // The registry the communicator selects from and FSDP_ALGO forces: per collective, the
 // latency-optimised algorithm first, then the bandwidth-optimal one.
 struct AlgorithmInfo {
-  std::string_view collective;
+  CollectiveKind collective;
   std::string_view name;
   std::string_view cost;
   bool small_messages;  // the default below CommOptions::small_message_bytes

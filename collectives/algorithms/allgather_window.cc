@@ -10,7 +10,7 @@
 // out of place, 64 MiB, the chunked order was 1.3-1.9x faster (docs/benchmarks.md "In step").
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/window_sync.h"
-#include "collectives/types/stream_copy.h"
+#include "collectives/kernels/stream_copy.h"
 
 namespace fsdp {
 

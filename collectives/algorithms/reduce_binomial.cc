@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "collectives/algorithms/algorithms.h"
-#include "collectives/types/reduce_kernels.h"
+#include "collectives/kernels/reduce_kernels.h"
 
 namespace fsdp {
 

@@ -10,7 +10,7 @@
 
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/host_layout.h"
-#include "collectives/types/reduce_kernels.h"
+#include "collectives/kernels/reduce_kernels.h"
 
 namespace fsdp {
 namespace {

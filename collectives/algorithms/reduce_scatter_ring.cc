@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "collectives/algorithms/algorithms.h"
-#include "collectives/types/reduce_kernels.h"
+#include "collectives/kernels/reduce_kernels.h"
 
 namespace fsdp {
 

@@ -6,7 +6,7 @@
 #include <cstddef>
 
 #include "collectives/algorithms/algorithms.h"
-#include "collectives/types/reduce_kernels.h"
+#include "collectives/kernels/reduce_kernels.h"
 
 namespace fsdp {
 

@@ -8,6 +8,8 @@
 #include <map>
 #include <string>
 
+#include "collectives/types/collective_kind.h"
+
 namespace fsdp {
 
 class AlgorithmChoice {
@@ -18,15 +20,15 @@ class AlgorithmChoice {
 
   // True when the hierarchical algorithm should run: forced, or by default for large messages when the
   // ranks span hosts (and no other algorithm was forced).
-  bool hierarchical(const std::string& collective, size_t bytes, size_t threshold, bool multi_host) const;
+  bool hierarchical(CollectiveKind collective, size_t bytes, size_t threshold, bool multi_host) const;
   // True when the latency-optimised algorithm should run.
-  bool small(const std::string& collective, size_t bytes, size_t threshold) const;
+  bool small(CollectiveKind collective, size_t bytes, size_t threshold) const;
   // The registry name of what runs when the hierarchical one does not ("ring", "bruck", ...). Throws
-  // InvalidArgument for an unknown collective.
-  std::string flat_name(const std::string& collective, size_t bytes, size_t threshold) const;
+  // InvalidArgument for a collective the registry has no algorithm for (send, recv).
+  std::string flat_name(CollectiveKind collective, size_t bytes, size_t threshold) const;
 
  private:
-  std::map<std::string, std::string> forced_;
+  std::map<CollectiveKind, std::string> forced_;
 };
 
 }  // namespace fsdp

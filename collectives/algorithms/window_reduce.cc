@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "collectives/types/stream_copy.h"
+#include "collectives/kernels/stream_copy.h"
 
 namespace fsdp {
 

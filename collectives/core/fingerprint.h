@@ -6,14 +6,14 @@
 // on another wait until the timeout; 1000 floats against 500 doubles (the same bytes) or sum against
 // max "succeed" with wrong data. With it, every rank all-gathers the 32-byte fingerprints first
 // (Bruck, ceil(log2 n) rounds) and, on any difference, every rank fails the operation at once with
-// the same MismatchError naming rank 0's fingerprint and the first rank that differs from it.
+// the same MismatchError naming rank 0's fingerprint and the first rank that differs from it
+// (exchange_fingerprints, collectives/algorithms/algorithms.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "collectives/core/op.h"
-#include "collectives/core/task.h"
+#include "collectives/types/collective_kind.h"
 #include "collectives/types/reduce_op.h"
 #include "common/dtype.h"
 
@@ -23,12 +23,12 @@ namespace fsdp {
 struct Fingerprint {
   uint64_t seq = 0;     // the communicator's operation sequence number
   uint64_t count = 0;   // elements per rank as the call takes them (0 for a barrier)
-  int32_t op = -1;      // index into the collective names, see fingerprint.cc
+  int32_t op = -1;      // CollectiveKind
   int32_t dtype = -1;   // DataType
   int32_t root = -1;    // broadcast, reduce
   int32_t reduce = -1;  // ReduceKind of reductions
 
-  static Fingerprint of(const char* collective, uint64_t seq, uint64_t count = 0, int dtype = -1, int root = -1,
+  static Fingerprint of(CollectiveKind collective, uint64_t seq, uint64_t count = 0, int dtype = -1, int root = -1,
                         int reduce = -1);
   bool operator==(const Fingerprint&) const = default;
 };
@@ -36,10 +36,5 @@ static_assert(sizeof(Fingerprint) == 32, "fingerprints travel as 32 raw bytes");
 
 // "all_reduce(count 1048576, float32, sum) seq 17".
 std::string describe(const Fingerprint& f);
-
-// All-gathers every rank's fingerprint and throws MismatchError on the first rank whose fingerprint
-// differs from rank 0's. Runs inside the collective's Op (phase 0; the caller starts a new phase
-// before the collective itself), so timeouts and peer loss behave as for any collective.
-Task exchange_fingerprints(Op& op, Fingerprint mine);
 
 }  // namespace fsdp

@@ -154,7 +154,7 @@ std::vector<FlightFinding> analyze_findings(const std::vector<FlightDump>& dumps
     for (const auto& [seq, entries] : at_seq) {
       const FlightEntry* a = entries.front();
       auto differs = [a](const FlightEntry* b) {
-        const bool sized = std::string(a->op) != "all_to_all_v";  // per-rank sizes differ by design
+        const bool sized = parse_collective(a->op) != CollectiveKind::kAllToAllV;  // per-rank sizes differ by design
         return std::string(a->op) != b->op || (sized && a->bytes != b->bytes);
       };
       auto b = std::find_if(entries.begin(), entries.end(), differs);

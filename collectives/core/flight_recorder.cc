@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -61,27 +62,27 @@ FlightRecorder& FlightRecorder::instance() {
 
 FlightRecorder::FlightRecorder(size_t capacity) : ring_(capacity) {}
 
-uint64_t FlightRecorder::queued(const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size, bool p2p,
-                                int peer) {
+uint64_t FlightRecorder::queued(CollectiveKind kind, const ErrorContext& ctx, uint64_t comm, int comm_rank,
+                                int comm_size, bool p2p, int peer) {
   if (ring_.empty()) return 0;
   std::lock_guard<std::mutex> lock(mu_);
-  return queued_locked(ctx, comm, comm_rank, comm_size, p2p, peer, now());
+  return queued_locked(kind, ctx, comm, comm_rank, comm_size, p2p, peer, now());
 }
 
-uint64_t FlightRecorder::started_now(const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size,
-                                     std::chrono::steady_clock::time_point at) {
+uint64_t FlightRecorder::started_now(CollectiveKind kind, const ErrorContext& ctx, uint64_t comm, int comm_rank,
+                                     int comm_size, std::chrono::steady_clock::time_point at) {
   if (ring_.empty()) return 0;
   const double t = seconds_of(at);
   std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t id = queued_locked(ctx, comm, comm_rank, comm_size, false, -1, t);
+  const uint64_t id = queued_locked(kind, ctx, comm, comm_rank, comm_size, false, -1, t);
   FlightEntry& e = ring_[(id - 1) % ring_.size()];
   e.state = FlightEntry::State::kStarted;
   e.started = t;
   return id;
 }
 
-uint64_t FlightRecorder::queued_locked(const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size, bool p2p,
-                                       int peer, double at) {
+uint64_t FlightRecorder::queued_locked(CollectiveKind kind, const ErrorContext& ctx, uint64_t comm, int comm_rank,
+                                       int comm_size, bool p2p, int peer, double at) {
   const uint64_t id = next_id_++;
   FlightEntry& e = ring_[(id - 1) % ring_.size()];
   e = FlightEntry{};
@@ -89,7 +90,8 @@ uint64_t FlightRecorder::queued_locked(const ErrorContext& ctx, uint64_t comm, i
   e.comm = comm;
   e.comm_rank = comm_rank;
   e.comm_size = comm_size;
-  std::strncpy(e.op, ctx.op.c_str(), sizeof(e.op) - 1);
+  const std::string_view op = name(kind);
+  std::memcpy(e.op, op.data(), std::min(op.size(), sizeof(e.op) - 1));
   e.p2p = p2p;
   e.seq = ctx.seq;
   e.bytes = ctx.bytes;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "collectives/core/errors.h"
+#include "collectives/types/collective_kind.h"
 
 namespace fsdp {
 
@@ -36,7 +37,7 @@ struct FlightEntry {
   uint64_t comm = 0;  // the communicator's tag context: equal on all its members
   int comm_rank = -1;
   int comm_size = 0;
-  char op[24] = {};
+  char op[24] = {};  // name(CollectiveKind); text, as dumps (read back by fsdp-flight) hold it
   bool p2p = false;  // send/recv: seq counts per peer, not per communicator
   uint64_t seq = 0;
   size_t bytes = 0;
@@ -56,13 +57,15 @@ class FlightRecorder {
   static FlightRecorder& instance();
   explicit FlightRecorder(size_t capacity);
 
-  // Returns the entry's id for the updates below (0 when recording is off).
-  uint64_t queued(const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size, bool p2p, int peer);
+  // Records operation `kind` (rank, seq and bytes from `ctx`). Returns the entry's id for the updates
+  // below (0 when recording is off).
+  uint64_t queued(CollectiveKind kind, const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size, bool p2p,
+                  int peer);
   void started(uint64_t id);
   void finished(uint64_t id, const Failure* failure);  // failure: null when it succeeded
   // One lock and no clock read each, for operations that start at their call and know their times
   // (the flag path): queued and started at `at`, finished at `at`; steady_clock is CLOCK_MONOTONIC.
-  uint64_t started_now(const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size,
+  uint64_t started_now(CollectiveKind kind, const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size,
                        std::chrono::steady_clock::time_point at);
   void finished(uint64_t id, const Failure* failure, std::chrono::steady_clock::time_point at);
 
@@ -80,8 +83,8 @@ class FlightRecorder {
 
  private:
   FlightEntry* slot(uint64_t id);  // null once the ring moved past it
-  uint64_t queued_locked(const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size, bool p2p, int peer,
-                         double at);
+  uint64_t queued_locked(CollectiveKind kind, const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size,
+                         bool p2p, int peer, double at);
 
   mutable std::mutex mu_;
   std::vector<FlightEntry> ring_;

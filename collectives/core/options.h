@@ -20,7 +20,7 @@ struct CommOptions {
   // Collectives whose per-rank contribution is at most this many bytes (all-reduce, reduce: the
   // buffer; all-gather: the block; reduce-scatter: the whole input; broadcast; barrier), among ranks
   // that share memory, run through flags and slots in a shared segment instead of the progress engine
-  // (collectives/core/flag_path.h). 0 turns it off; at most 4096. FSDP_FLAG_PATH_BYTES.
+  // (collectives/flag_path.h). 0 turns it off; at most 4096. FSDP_FLAG_PATH_BYTES.
   size_t flag_path_bytes = static_cast<size_t>(knobs::kFlagPathBytes.fallback);
   // Pipelining unit of the ring algorithms: a chunk is forwarded as soon as it arrived, and reduced
   // while it is still in cache. FSDP_CHUNK_BYTES.

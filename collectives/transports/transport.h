@@ -109,7 +109,7 @@ class Transport {
   virtual bool shares_host_memory() const { return false; }
   // True when every endpoint is a process of its own, so a call that waits on its peers cannot stall
   // them (one thread driving several endpoints, as ncclCommInitAll's ranks, would): the flag path's
-  // condition (collectives/core/flag_path.h).
+  // condition (collectives/flag_path.h).
   virtual bool separate_processes() const { return false; }
 
   // Empty when `peer` looks alive; otherwise why it is not (the process exited, the socket closed).

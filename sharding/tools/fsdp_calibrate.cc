@@ -5,7 +5,7 @@
 //     micro-batch x seq-len rows, and attention's per-head T x T products; printed by shape, written as
 //     fp32_tflops (their FLOP-weighted rate) with matmul_efficiency = 1;
 //   - memory bandwidth: a triad (a = b + s c) over arrays far larger than the caches, as hbm_tb_per_s;
-//   - the MXFP8 codec of MXFP8 communication (collectives/types/mxfp8.h, the kernels the runtime calls, at
+//   - the MXFP8 codec of MXFP8 communication (collectives/kernels/mxfp8.h, the kernels the runtime calls, at
 //     the widest instruction set this CPU has): quantising f32 and decoding through bf16 into f32 (FSDP's
 //     fused copy-out), as mxfp8_quantize_ns_per_element / mxfp8_decode_ns_per_element. The tool links the
 //     collectives library for them; the planner library itself stays free of it.
@@ -21,7 +21,7 @@
 #include <tuple>
 #include <vector>
 
-#include "collectives/types/mxfp8.h"
+#include "collectives/kernels/mxfp8.h"
 #include "model/blas_core.h"
 #include "model/ops.h"
 #include "sharding/chip_profile.h"

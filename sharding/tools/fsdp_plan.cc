@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "common/trace.h"
 #include "sharding/auto_planner.h"
 #include "sharding/plan_io.h"
 #include "sharding/schedule_sim.h"
 #include "spec/job_spec.h"
 #include "spec/spec_error.h"
-#include "train/trace.h"
 
 namespace fs = fsdp::sharding;
 namespace sp = fsdp::spec;
@@ -112,9 +112,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // "all_gather <unit>", ...; the previous step's optimizer is left out, the gathers it started are cut
 // at the step's start. The bytes live are a counter track, "memory (predicted)".
 void write_predicted_trace(const fs::Plan& plan, const std::string& path) {
-  using fsdp::train::Track;
+  using fsdp::Track;
   const fs::StepSimulation sim = fs::simulate_step(plan.schedule, {plan.chip.comm_compute_contention, true});
-  fsdp::train::Trace trace(0);
+  fsdp::Trace trace(0);
   for (const auto& span : sim.spans) {
     const double end = span.start + span.duration;
     if (end <= 0) continue;

@@ -118,7 +118,7 @@ class AllToAllMatrix : public ::testing::TestWithParam<Param> {};
 TEST_P(AllToAllMatrix, EqualBlocksMatchReference) {
   const auto& [n, t] = GetParam();
   for (const auto& info : algorithm_registry()) {
-    if (info.collective != "all_to_all") continue;
+    if (info.collective != CollectiveKind::kAllToAll) continue;
     InProcJob job(n, options_for("all_to_all=" + std::string(info.name)));
     for (size_t count : {0, 1, 7, 1000}) {
       // Bruck forwards log2(n)/2 buffers: at 144 ranks only small counts are its job.

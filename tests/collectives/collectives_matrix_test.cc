@@ -17,7 +17,7 @@ const size_t kCounts[] = {0, 1, 7, 1000};
 std::vector<std::string> algorithms_of(const std::string& collective) {
   std::vector<std::string> names;
   for (const auto& info : algorithm_registry()) {
-    if (info.collective == collective) names.emplace_back(info.name);
+    if (name(info.collective) == collective) names.emplace_back(info.name);
   }
   return names;
 }
@@ -25,7 +25,7 @@ std::vector<std::string> algorithms_of(const std::string& collective) {
 // Tiny chunks make count 1000 span several of them; at 144 ranks they would only multiply messages.
 bool is_latency_algorithm(const std::string& collective, const std::string& algo) {
   for (const auto& info : algorithm_registry()) {
-    if (info.collective == collective && info.name == algo) return info.small_messages;
+    if (name(info.collective) == collective && info.name == algo) return info.small_messages;
   }
   return false;
 }

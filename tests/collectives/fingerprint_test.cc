@@ -168,14 +168,14 @@ TEST(Fingerprint, ExchangeAtManyRanks) {
 }
 
 TEST(Fingerprint, DescribeNamesEveryField) {
-  EXPECT_EQ(describe(Fingerprint::of("reduce", 17, 1024, static_cast<int>(DataType::kBfloat16), 3,
+  EXPECT_EQ(describe(Fingerprint::of(CollectiveKind::kReduce, 17, 1024, static_cast<int>(DataType::kBfloat16), 3,
                                      static_cast<int>(ReduceKind::kMax))),
             "reduce(count 1024, bfloat16, max, root 3) seq 17");
   Fingerprint garbage;
   garbage.op = 99;
   garbage.dtype = 77;
   EXPECT_EQ(describe(garbage), "unknown collective 99(count 0, dtype 77) seq 0");
-  EXPECT_THROW(Fingerprint::of("gossip", 0), std::logic_error);
+  EXPECT_THROW(Fingerprint::of(collective_kind("gossip"), 0), std::logic_error);
 }
 
 TEST(Fingerprint, OffByDefaultAndSwitchedByTheKnob) {

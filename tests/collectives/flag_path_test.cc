@@ -1,4 +1,4 @@
-// The flag path (collectives/core/flag_path.h): small collectives among processes over shm through
+// The flag path (collectives/flag_path.h): small collectives among processes over shm through
 // flags and slots in a shared segment. Every collective it runs against the reference at 1-4
 // processes, in place and out of place, every type and reduction; the path taken (and not taken:
 // above FSDP_FLAG_PATH_BYTES, with it 0, over threads); a mismatch failing both ranks; a SIGKILLed
@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "collectives/core/flag_path.h"
+#include "collectives/flag_path.h"
 #include "collectives/core/flight_recorder.h"
 #include "collectives/transports/shm.h"
 #include "tests/collectives/test_support.h"

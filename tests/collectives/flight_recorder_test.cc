@@ -50,7 +50,8 @@ TEST(FlightRecorder, RingKeepsTheNewestEntriesInOrder) {
   FlightRecorder r(4);
   std::vector<uint64_t> ids;
   for (int i = 0; i < 6; ++i)
-    ids.push_back(r.queued(ErrorContext{0, -1, "all_gather", uint64_t(i), 64}, 7, 0, 2, false, -1));
+    ids.push_back(
+        r.queued(CollectiveKind::kAllGather, ErrorContext{0, -1, "all_gather", uint64_t(i), 64}, 7, 0, 2, false, -1));
   r.started(ids[5]);
   r.finished(ids[4], nullptr);
   r.started(ids[0]);  // evicted: ignored, must not touch the entry that reused its slot
@@ -61,7 +62,7 @@ TEST(FlightRecorder, RingKeepsTheNewestEntriesInOrder) {
   EXPECT_EQ(entries[3].state, FlightEntry::State::kStarted);
   EXPECT_EQ(entries[0].state, FlightEntry::State::kQueued);
   FlightRecorder off(0);
-  EXPECT_EQ(off.queued(ErrorContext{0, -1, "barrier", 0, 0}, 7, 0, 2, false, -1), 0u);
+  EXPECT_EQ(off.queued(CollectiveKind::kBarrier, ErrorContext{0, -1, "barrier", 0, 0}, 7, 0, 2, false, -1), 0u);
   EXPECT_TRUE(off.snapshot().empty());
 }
 
@@ -70,9 +71,10 @@ TEST(FlightRecorder, DumpRoundTripsThroughTheReader) {
   FlightRecorder r(8);
   EXPECT_EQ(r.dump("nothing set"), "");  // no directory: nothing written
   r.set_dump_dir(dir);
-  const uint64_t a = r.queued(ErrorContext{3, -1, "reduce_scatter", 11, 4096}, 0xabcdef, 1, 4, false, -1);
+  const uint64_t a = r.queued(CollectiveKind::kReduceScatter, ErrorContext{3, -1, "reduce_scatter", 11, 4096}, 0xabcdef,
+                              1, 4, false, -1);
   r.started(a);
-  const uint64_t b = r.queued(ErrorContext{3, -1, "send", 2, 16}, 0xabcdef, 1, 4, true, 2);
+  const uint64_t b = r.queued(CollectiveKind::kSend, ErrorContext{3, -1, "send", 2, 16}, 0xabcdef, 1, 4, true, 2);
   Failure f{Failure::Kind::kTimeout, ErrorContext{3, 2, "send", 2, 16}, "waited 2 s"};
   r.finished(b, &f);  // the first failure dumps by itself
   const std::string path = dir + "/flight_recorder_rank3.json";

@@ -55,7 +55,7 @@ TEST_P(Hierarchical, MatchesTheReferenceByDefault) {
         const int r = c.rank();
         const bool multi_host = c.host_count() > 1;
         if (multi_host && block * n >= c.options().small_message_bytes) {
-          EXPECT_EQ(c.algorithm_for("all_gather", block * n), "hierarchical");
+          EXPECT_EQ(c.algorithm_for(CollectiveKind::kAllGather, block * n), "hierarchical");
         }
         std::vector<std::byte> out(block * n);
         c.all_gather(ag_in[r].data(), out.data(), count, t).wait();
@@ -83,8 +83,8 @@ TEST(HierarchicalChoice, FlatUntilALayoutSpansHostsAndForcedRingStaysFlat) {
   InProcJob job(4, options());
   job.run([](Communicator& c) {
     EXPECT_EQ(c.host_count(), 1);
-    EXPECT_EQ(c.algorithm_for("all_gather", 1 << 20), "ring");
-    EXPECT_EQ(c.algorithm_for("all_gather", 64), "bruck");
+    EXPECT_EQ(c.algorithm_for(CollectiveKind::kAllGather, 1 << 20), "ring");
+    EXPECT_EQ(c.algorithm_for(CollectiveKind::kAllGather, 64), "bruck");
   });
   for (int r = 0; r < 4; ++r) job.comm(r).set_host_layout({7, 7, 9, 9});
   job.run([](Communicator& c) {
@@ -92,13 +92,14 @@ TEST(HierarchicalChoice, FlatUntilALayoutSpansHostsAndForcedRingStaysFlat) {
     EXPECT_EQ(c.local_size(), 2);
     EXPECT_EQ(c.local_rank(), c.rank() % 2);
     EXPECT_EQ(c.host_of(3), 1);
-    EXPECT_EQ(c.algorithm_for("reduce_scatter", 1 << 20), "hierarchical");
-    EXPECT_EQ(c.algorithm_for("all_reduce", 64), "recursive_doubling");  // small messages stay latency-bound
-    EXPECT_EQ(c.algorithm_for("broadcast", 1 << 20), "scatter_allgather");
+    EXPECT_EQ(c.algorithm_for(CollectiveKind::kReduceScatter, 1 << 20), "hierarchical");
+    // Small messages stay latency-bound.
+    EXPECT_EQ(c.algorithm_for(CollectiveKind::kAllReduce, 64), "recursive_doubling");
+    EXPECT_EQ(c.algorithm_for(CollectiveKind::kBroadcast, 1 << 20), "scatter_allgather");
   });
   InProcJob forced(4, options("all_gather=ring"));
   for (int r = 0; r < 4; ++r) forced.comm(r).set_host_layout({0, 0, 1, 1});
-  forced.run([](Communicator& c) { EXPECT_EQ(c.algorithm_for("all_gather", 1 << 20), "ring"); });
+  forced.run([](Communicator& c) { EXPECT_EQ(c.algorithm_for(CollectiveKind::kAllGather, 1 << 20), "ring"); });
   EXPECT_THROW(job.comm(0).set_host_layout({0, 1}), InvalidArgument);
 }
 

@@ -1,7 +1,7 @@
 // MXFP8 format: every representable element value round-trips, the kernels match a plain scalar
 // reference bit for bit (f32 and bf16 input, E4M3 and E5M2, ceil and floor scales, tails), the OCP
 // spec's edge cases, NaN/Inf, and the worst relative error of in-range elements.
-#include "collectives/types/mxfp8.h"
+#include "collectives/kernels/mxfp8.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// The all-to-all, and the MXFP8 all-gather and reduce-scatter (collectives/quantized.h), at world sizes
-// 1-8, 16 and 144 over the in-process transport. The all-gather must equal decode(quantise(shard)) of
+// The all-to-all, and the MXFP8 all-gather and reduce-scatter (Wire::mxfp8, collectives/quantized.h), at
+// world sizes 1-8, 16 and 144 over the in-process transport. The all-gather must equal decode(quantise(shard)) of
 // every rank bit for bit; the reduce-scatter must equal the rank-order f32 sum of every decoded
 // contribution bit for bit, and stay within the format's stated bound of the exact (double) sum.
 #include "collectives/quantized.h"
@@ -8,9 +8,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <random>
 
+#include "collectives/communicator.h"
 #include "common/float_formats.h"
 #include "tests/collectives/test_support.h"
 
@@ -96,8 +98,9 @@ TEST_P(QuantizedCollectives, AllGatherEqualsDecodedShardsBitwise) {
         }
         job.run([&](Communicator& c) {
           std::vector<std::byte> got(want.size(), std::byte{0xCD});
-          std::vector<uint8_t> wire;
-          mx::all_gather(c, shards[c.rank()].data(), got.data(), count, t, f, wire);
+          std::vector<uint8_t> wire(mx::slot_bytes(count) * n);
+          c.all_gather(shards[c.rank()].data(), wire.data(), count, t, Wire::mxfp8(f)).wait();
+          mx::finish_all_gather(wire.data(), count, n, f.element, got.data(), t);
           if (wire.size() != mx::wire_bytes(count) * n) throw std::runtime_error("wire is not 8.25 bits per element");
           if (got != want) {
             throw std::runtime_error("mxfp8 all_gather differs on rank " + std::to_string(c.rank()) + ", " +
@@ -148,8 +151,10 @@ TEST_P(QuantizedCollectives, ReduceScatterSumsDecodedContributionsInF32) {
     job.run([&](Communicator& c) {
       const int r = c.rank();
       std::vector<float> got(count, -1.0f);
-      std::vector<uint8_t> wire;
-      mx::reduce_scatter(c, inputs[r].data(), got.data(), count, DataType::kFloat32, f, /*average=*/true, wire);
+      std::vector<uint8_t> wire(2 * mx::slot_bytes(count) * n);
+      c.reduce_scatter(inputs[r].data(), got.data(), count, DataType::kFloat32, ReduceOp{ReduceKind::kAvg, 1.0},
+                       Wire::mxfp8(f, wire.data()))
+          .wait();
       for (size_t i = 0; i < count; ++i) {
         const size_t k = r * count + i;
         if (std::memcmp(&got[i], &want[k], sizeof(float)) != 0) {
@@ -171,6 +176,39 @@ TEST_P(QuantizedCollectives, ReduceScatterSumsDecodedContributionsInF32) {
     std::cout << "mxfp8 reduce_scatter " << name(f.element) << " N=" << n << " relative rms error vs exact "
               << std::sqrt(e / x) << "\n";
   }
+}
+
+// MXFP8 on the wire takes float data, sums or averages, and a scratch for the reduce-scatter's slots:
+// anything else fails at the call, naming the collective and what is wrong.
+TEST(QuantizedWire, ArgumentsAreChecked) {
+  InProcJob job(2, small_chunks(2));
+  job.run([](Communicator& c) {
+    std::vector<float> in(8, 1.0f), out(4);
+    std::vector<uint8_t> wire(2 * mx::slot_bytes(4) * 2);
+    const Wire mx8 = Wire::mxfp8(mx::Format{}, wire.data());
+    auto message = [](const std::function<void()>& call) {
+      try {
+        call();
+      } catch (const InvalidArgument& e) {
+        return std::string(e.what());
+      }
+      return std::string("no error");
+    };
+    const std::string ints = message([&] { c.all_gather(in.data(), wire.data(), 4, DataType::kInt32, mx8); });
+    const std::string max = message(
+        [&] { c.reduce_scatter(in.data(), out.data(), 4, DataType::kFloat32, ReduceOp{ReduceKind::kMax}, mx8); });
+    const std::string scratch = message([&] {
+      c.reduce_scatter(in.data(), out.data(), 4, DataType::kFloat32, ReduceOp::sum(), Wire::mxfp8(mx::Format{}));
+    });
+    const std::string rank = " on rank " + std::to_string(c.rank()) + ": ";
+    const std::pair<std::string, std::string> cases[] = {
+        {ints, "all_gather" + rank + "mxfp8 on the wire takes float32 or bfloat16 data, not int32"},
+        {max, "reduce_scatter" + rank + "mxfp8 on the wire sums or averages, not max"},
+        {scratch, "reduce_scatter" + rank + "null wire scratch buffer with 20 bytes"}};
+    for (const auto& [got, want] : cases) {
+      if (got != want) throw std::runtime_error("got '" + got + "', want '" + want + "'");
+    }
+  });
 }
 
 // Why an all-to-all and not a ring: a ring reduce-scatter sends partial sums, which MXFP8 would

@@ -16,7 +16,7 @@
 
 #include "collectives/transports/inproc.h"
 #include "collectives/core/progress_engine.h"
-#include "collectives/types/reduce_kernels.h"
+#include "collectives/kernels/reduce_kernels.h"
 #include "launch/fork_ranks.h"
 
 namespace fsdp::testing {

@@ -14,9 +14,9 @@
 
 #include "common/dtype.h"
 #include "common/float_formats.h"
-#include "collectives/types/reduce_kernels.h"
+#include "collectives/kernels/reduce_kernels.h"
 #include "collectives/types/reduce_op.h"
-#include "collectives/types/stream_copy.h"
+#include "collectives/kernels/stream_copy.h"
 
 namespace fsdp {
 namespace {

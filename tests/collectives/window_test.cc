@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "collectives/transports/shm.h"
-#include "collectives/types/stream_copy.h"
+#include "collectives/kernels/stream_copy.h"
 #include "tests/collectives/test_support.h"
 
 namespace fsdp::testing {

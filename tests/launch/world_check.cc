@@ -113,7 +113,8 @@ int main(int argc, char** argv) {
     std::printf("fsdp-world-check OK: rank %d/%d (from %s) host %d/%d local %d/%d transport %s job %s "
                 "large all_gather %s\n",
                 comm.rank(), n, env.source.c_str(), t.host_index, t.host_count, t.local_rank, t.local_size,
-                world.transport_name.c_str(), world.job_id.c_str(), comm.algorithm_for("all_gather", 1 << 24).c_str());
+                world.transport_name.c_str(), world.job_id.c_str(),
+                comm.algorithm_for(fsdp::CollectiveKind::kAllGather, 1 << 24).c_str());
     std::fflush(stdout);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fsdp-world-check: rank %d FAILED: %s: %s\n", rank, kind_of(e), e.what());

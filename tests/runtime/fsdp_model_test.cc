@@ -41,7 +41,7 @@ RunResult train(Communicator& world, const RunConfig& cfg) {
   FsdpModel fsdp(toy.spec(), cfg.fsdp, world, tracker);
   RunResult result;
   std::mutex mu;
-  fsdp.set_comm_observer([&](std::string_view what, int, auto start, auto end, int64_t) {
+  fsdp.set_comm_observer([&](CollectiveKind, std::string_view what, int, auto start, auto end, int64_t) {
     EXPECT_LE(start, end);
     std::lock_guard lock(mu);
     if (what.starts_with("all_gather")) ++result.events_gather;

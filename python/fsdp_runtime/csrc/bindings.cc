@@ -18,8 +18,8 @@
 #include "python/fsdp_runtime/csrc/train_bindings.h"
 #include "runtime/fsdp_unit.h"
 #include "runtime/process_groups.h"
+#include "runtime/overlap.h"
 #include "spec/job_spec.h"
-#include "train/overlap.h"
 
 namespace py = pybind11;
 using fsdp::torch_backend::ProcessGroupFsdp;
@@ -39,10 +39,10 @@ struct ShardingGroups {
   // the thread is not waiting is hidden (the meter's "compute" intervals are the waits here).
   using Clock = std::chrono::steady_clock;
   void waited(Clock::time_point start, Clock::time_point end) { waits.compute(start, end); }
-  fsdp::train::OverlapMeter waits;
-  fsdp::runtime::CommObserver observer = [this](std::string_view what, int, Clock::time_point start,
-                                                Clock::time_point end, int64_t) {
-    waits.communication(what, start, end);
+  fsdp::runtime::OverlapMeter waits;
+  fsdp::runtime::CommObserver observer = [this](fsdp::CollectiveKind kind, std::string_view, int,
+                                                Clock::time_point start, Clock::time_point end, int64_t) {
+    waits.communication(kind, start, end);
   };
 };
 

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "collectives/types/mxfp8.h"
+#include "collectives/kernels/mxfp8.h"
 
 namespace fsdp::mx::detail {
 

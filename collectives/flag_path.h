@@ -35,6 +35,7 @@
 #include "collectives/core/errors.h"
 #include "collectives/core/fingerprint.h"
 #include "collectives/core/window_table.h"
+#include "collectives/types/collective_kind.h"
 
 namespace fsdp {
 
@@ -99,15 +100,13 @@ class FlagSegment {
   std::function<void(const std::string&)> on_break_;
 };
 
-enum class FlagCollective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kBarrier };
-
 // One flag operation: posted at the call, completed by whoever waits first. Reused by the
 // communicator once no Work holds it any more (its vectors keep their capacity).
 class FlagOp {
  public:
   struct Call {
-    FlagCollective kind = FlagCollective::kBarrier;
-    const char* name = "barrier";
+    // all_reduce, all_gather, reduce_scatter, broadcast, reduce or barrier
+    CollectiveKind kind = CollectiveKind::kBarrier;
     const void* send = nullptr;   // this rank's contribution (copied into the slot at post)
     size_t post_bytes = 0;        // bytes of it
     void* recv = nullptr;         // where the result goes (null where this rank gets none)

@@ -1,18 +1,17 @@
-#include "train/overlap.h"
+#include "runtime/overlap.h"
 
 #include <algorithm>
 
-namespace fsdp::train {
+namespace fsdp::runtime {
 
 void OverlapMeter::compute(TimePoint start, TimePoint end) {
   std::lock_guard lock(mu_);
   compute_.push_back({start, end});
 }
 
-void OverlapMeter::communication(std::string_view collective, TimePoint start, TimePoint end) {
-  const std::string_view kind = collective.starts_with("all_gather") ? "all_gather" : collective;
+void OverlapMeter::communication(CollectiveKind collective, TimePoint start, TimePoint end) {
   std::lock_guard lock(mu_);
-  comm_[std::string(kind)].push_back({start, end});
+  comm_[std::string(name(collective))].push_back({start, end});
 }
 
 std::map<std::string, OverlapMeter::Share> OverlapMeter::shares() const {
@@ -42,4 +41,4 @@ void OverlapMeter::clear() {
   comm_.clear();
 }
 
-}  // namespace fsdp::train
+}  // namespace fsdp::runtime

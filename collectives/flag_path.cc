@@ -1,4 +1,4 @@
-#include "collectives/core/flag_path.h"
+#include "collectives/flag_path.h"
 
 #include <algorithm>
 #include <cstring>
@@ -98,11 +98,11 @@ void FlagOp::post(std::shared_ptr<FlagSegment> segment, const Call& call, uint64
   state_.store(State::kPending, std::memory_order_relaxed);
   ctx_.rank = segment_->transport().rank();
   ctx_.peer = -1;
-  ctx_.op = call.name;
+  ctx_.op = name(call.kind);
   ctx_.seq = seq;
   ctx_.bytes = call.post_bytes;
   const int n = segment_->size();
-  flight_id_ = FlightRecorder::instance().started_now(ctx_, comm_context, segment_->rank(), n, started_at_);
+  flight_id_ = FlightRecorder::instance().started_now(call.kind, ctx_, comm_context, segment_->rank(), n, started_at_);
 
   if (segment_->broken()) {
     fail(std::make_exception_ptr(
@@ -114,13 +114,13 @@ void FlagOp::post(std::shared_ptr<FlagSegment> segment, const Call& call, uint64
         AbortedError(ctx_, "communicator is broken by an earlier error: " + prior_->failure().detail)));
     return;
   }
-  const bool reduces = call_.kind == FlagCollective::kAllReduce || call_.kind == FlagCollective::kReduceScatter ||
-                       call_.kind == FlagCollective::kReduce;
+  const bool reduces = call_.kind == CollectiveKind::kAllReduce || call_.kind == CollectiveKind::kReduceScatter ||
+                       call_.kind == CollectiveKind::kReduce;
   if (reduces) plan_ = ReductionPlan(call_.type, call_.reduce);
   // As the engine path fingerprints the same call (Communicator::Impl::submit_collective).
   FlagSlot& mine = segment_->slot(segment_->rank(), parity_);
-  mine.fingerprint = Fingerprint::of(call_.name, seq_, call_.count,
-                                     call_.kind == FlagCollective::kBarrier ? -1 : static_cast<int>(call_.type),
+  mine.fingerprint = Fingerprint::of(call_.kind, seq_, call_.count,
+                                     call_.kind == CollectiveKind::kBarrier ? -1 : static_cast<int>(call_.type),
                                      call_.root, reduces ? static_cast<int>(call_.reduce.kind) : -1);
   mine.bytes = call_.post_bytes;
   if (call_.post_bytes > 0) std::memcpy(mine.payload, call_.send, call_.post_bytes);
@@ -263,30 +263,32 @@ void FlagOp::compute() {
     reduce_from_windows(out, sources_, count, plan_, scratch_.data(), /*output_read_soon=*/true);
   };
   switch (call_.kind) {
-    case FlagCollective::kAllReduce:
+    case CollectiveKind::kAllReduce:
       reduce(0, call_.count);
       break;
-    case FlagCollective::kReduce:
+    case CollectiveKind::kReduce:
       if (me == call_.root) reduce(0, call_.count);
       break;
-    case FlagCollective::kReduceScatter:
+    case CollectiveKind::kReduceScatter:
       reduce(static_cast<size_t>(me) * call_.block_bytes, call_.count);
       break;
-    case FlagCollective::kAllGather:
+    case CollectiveKind::kAllGather:
       for (int p = 0; p < n; ++p) {
         std::byte* to = out + static_cast<size_t>(p) * call_.block_bytes;
         const std::byte* from = segment_->slot(p, parity_).payload;
         if (call_.block_bytes > 0 && (p != me || to != call_.send)) std::memcpy(to, from, call_.block_bytes);
       }
       break;
-    case FlagCollective::kBroadcast:
+    case CollectiveKind::kBroadcast:
       // The root too copies from its slot: its send buffer was free to change after the call.
       if (call_.block_bytes > 0 && (me != call_.root || out != call_.send)) {
         std::memcpy(out, segment_->slot(call_.root, parity_).payload, call_.block_bytes);
       }
       break;
-    case FlagCollective::kBarrier:
+    case CollectiveKind::kBarrier:
       break;
+    default:
+      break;  // the communicator posts no other kind here
   }
 }
 

@@ -1,4 +1,4 @@
-#include "train/trace.h"
+#include "common/trace.h"
 
 #include <chrono>
 #include <filesystem>
@@ -7,9 +7,9 @@
 #include <stdexcept>
 
 #include "common/json.h"
-#include "train/output_files.h"
+#include "common/output_files.h"
 
-namespace fsdp::train {
+namespace fsdp {
 namespace {
 
 std::string metadata(int64_t pid, int tid, std::string_view what, std::string_view value) {
@@ -177,4 +177,4 @@ void merge_trace_files(const std::vector<std::string>& inputs, const std::string
   write_text_file(output, merge_trace_json(traces), "merge_trace_files");
 }
 
-}  // namespace fsdp::train
+}  // namespace fsdp

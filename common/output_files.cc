@@ -1,10 +1,10 @@
-#include "train/output_files.h"
+#include "common/output_files.h"
 
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
-namespace fsdp::train {
+namespace fsdp {
 
 std::string rank_file_name(const std::string& path, int64_t rank) {
   std::filesystem::path p(path);
@@ -23,4 +23,4 @@ void write_text_file(const std::string& path, const std::string& text, std::stri
   if (!out) throw std::runtime_error(std::string(who) + ": cannot write '" + path + "'");
 }
 
-}  // namespace fsdp::train
+}  // namespace fsdp

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-namespace fsdp::train {
+namespace fsdp {
 
 enum class Track : int { kCompute = 0, kCommunication = 1 };  // the tid of the event
 std::string_view name(Track t);                                // "compute", "communication"
@@ -109,4 +109,4 @@ void merge_trace_files(const std::vector<std::string>& inputs, const std::string
 // The same over texts in memory: (source name for errors, trace JSON) pairs -> one trace JSON.
 std::string merge_trace_json(const std::vector<std::pair<std::string, std::string>>& traces);
 
-}  // namespace fsdp::train
+}  // namespace fsdp

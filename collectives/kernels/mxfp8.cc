@@ -1,4 +1,4 @@
-#include "collectives/types/mxfp8.h"
+#include "collectives/kernels/mxfp8.h"
 
 #include <atomic>
 #include <bit>
@@ -9,11 +9,11 @@
 #include <stdexcept>
 #include <string>
 
-#include "collectives/types/mxfp8_isa.h"
+#include "collectives/kernels/mxfp8_isa.h"
 #include "common/float_formats.h"
 
 // The baseline build of the kernels (no target pragma): SSE2 on x86-64.
-#include "collectives/types/mxfp8_kernels.inc"
+#include "collectives/kernels/mxfp8_kernels.inc"
 
 namespace fsdp::mx {
 

@@ -1,4 +1,4 @@
-#include "train/trace.h"
+#include "common/trace.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 
 #include "common/json.h"
 
-namespace fsdp::train {
+namespace fsdp {
 namespace {
 
 using json::Value;
@@ -182,4 +182,4 @@ TEST(Trace, MergesRankFilesIntoOneTimeline) {
 }
 
 }  // namespace
-}  // namespace fsdp::train
+}  // namespace fsdp

@@ -7,19 +7,20 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <string_view>
 #include <vector>
 
-namespace fsdp::train {
+#include "collectives/types/collective_kind.h"
+
+namespace fsdp::runtime {
 
 class OverlapMeter {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
 
   void compute(TimePoint start, TimePoint end);
-  // `collective` as the runtime names it (CommObserver): every all-gather ("all_gather", the backward
-  // and group ones) counts as kind "all_gather"; the others ("reduce_scatter", "all_reduce") as named.
-  void communication(std::string_view collective, TimePoint start, TimePoint end);
+  // One collective's flight (CommObserver's): every all-gather (forward, backward, group) counts as
+  // kind "all_gather"; the others ("reduce_scatter", "all_reduce") by their name.
+  void communication(CollectiveKind collective, TimePoint start, TimePoint end);
 
   struct Share {
     double seconds = 0;         // total time the collectives of this kind were in flight
@@ -39,4 +40,4 @@ class OverlapMeter {
   std::map<std::string, std::vector<Interval>> comm_;
 };
 
-}  // namespace fsdp::train
+}  // namespace fsdp::runtime

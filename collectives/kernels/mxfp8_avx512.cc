@@ -3,14 +3,14 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "collectives/types/mxfp8_isa.h"
+#include "collectives/kernels/mxfp8_isa.h"
 #include "common/float_formats.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,prefer-vector-width=512")
-#include "collectives/types/mxfp8_kernels.inc"
+#include "collectives/kernels/mxfp8_kernels.inc"
 #pragma GCC pop_options
 
 namespace fsdp::mx::detail {

@@ -1,4 +1,4 @@
-#include "collectives/types/stream_copy.h"
+#include "collectives/kernels/stream_copy.h"
 
 #include <cstdint>
 #include <cstring>

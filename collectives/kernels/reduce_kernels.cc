@@ -1,4 +1,4 @@
-#include "collectives/types/reduce_kernels.h"
+#include "collectives/kernels/reduce_kernels.h"
 
 #include <cmath>
 #include <cstdint>
