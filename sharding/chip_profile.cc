@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/toml_util.h"
+#include "spec/mxfp8_wire.h"
 #include "spec/spec_error.h"
 
 namespace fsdp::sharding {
@@ -149,11 +150,13 @@ double ChipProfile::peak_flops(DataType compute) const {
 }
 
 double ChipProfile::mxfp8_quantize_seconds_per_element() const {
-  return mxfp8_quantize_s_per_element > 0 ? mxfp8_quantize_s_per_element : (4 + 33.0 / 32) / hbm_bytes_per_s;
+  return mxfp8_quantize_s_per_element > 0 ? mxfp8_quantize_s_per_element
+                                          : (4 + spec::kMxfp8BytesPerElement) / hbm_bytes_per_s;
 }
 
 double ChipProfile::mxfp8_decode_seconds_per_element() const {
-  return mxfp8_decode_s_per_element > 0 ? mxfp8_decode_s_per_element : (33.0 / 32 + 2) / hbm_bytes_per_s;
+  return mxfp8_decode_s_per_element > 0 ? mxfp8_decode_s_per_element
+                                        : (spec::kMxfp8BytesPerElement + 2) / hbm_bytes_per_s;
 }
 
 void validate(const ChipProfile& c) {

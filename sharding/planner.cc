@@ -9,6 +9,7 @@
 #include "sharding/cost_model.h"
 #include "sharding/schedule_sim.h"
 #include "spec/expert_parallel.h"
+#include "spec/mxfp8_wire.h"
 #include "spec/spec_error.h"
 
 namespace fsdp::sharding {
@@ -69,7 +70,7 @@ PlanEstimate estimate_plan(const spec::ModelSpec& model, const std::vector<spec:
   auto& mem = est.memory;
   mem.param_shards = param_shard_bytes(model, units);
   if (policy.param_comm == spec::CommPrecision::kMxfp8) {  // each unit's quantised shard, kept between gathers
-    for (const auto& u : units) mem.param_shards += spec::mxfp8_slot_bytes(u.chunk_numel());
+    for (const auto& u : units) mem.param_shards += spec::mxfp8_wire_bytes(u.chunk_numel());
   }
   mem.grad_shards = grad_shard_bytes(model, units);
   mem.optimizer_state = optimizer_state_bytes(shard_numel, policy.optimizer);

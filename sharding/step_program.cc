@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "spec/mxfp8_wire.h"
+
 namespace fsdp::sharding {
 
 std::string_view name(SpanKind k) {
@@ -120,7 +122,7 @@ class Builder {
   // MXFP8 wire slots of unit u, one per rank of its group (collectives/quantized.h).
   int64_t wire_bytes(int u) const {
     const int64_t chunk = std::max<int64_t>(mem(u).chunk_numel, 1);
-    return spec::mxfp8_slot_bytes(chunk) * (mem(u).flat_numel / chunk);
+    return spec::mxfp8_wire_bytes(chunk) * (mem(u).flat_numel / chunk);
   }
   // What an all-gather holds in flight: the param-dtype flat buffer; with MXFP8 (but not when gathering a
   // kept slice) only the wire slots, which the copy-out decodes straight into the parameters.

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "spec/job_spec.h"
+#include "spec/mxfp8_wire.h"
 #include "spec/spec_error.h"
 
 namespace fsdp::spec {
@@ -139,10 +140,8 @@ LossImpl parse_loss(std::string_view s) {
 }
 
 double wire_element_bytes(CommPrecision p, DataType type) {
-  return p == CommPrecision::kMxfp8 ? 33.0 / 32.0 : static_cast<double>(element_size(type));
+  return p == CommPrecision::kMxfp8 ? kMxfp8BytesPerElement : static_cast<double>(element_size(type));
 }
-
-int64_t mxfp8_slot_bytes(int64_t numel) { return numel + (numel + 31) / 32; }
 
 void validate(const Policy& p, int64_t shard_degree) {
   if (!is_valid(p.param_dtype) || !is_floating(p.param_dtype)) throw SpecError("policy: param dtype must be floating");

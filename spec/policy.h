@@ -60,9 +60,6 @@ CommPrecision parse_comm_precision(std::string_view s);  // throws SpecError nam
 // Bytes per element on the wire for `type` data sent at precision p: element_size(type), or 33/32 for MXFP8
 // (one byte per element and one scale byte per block of 32).
 double wire_element_bytes(CommPrecision p, DataType type);
-// Bytes of one MXFP8 wire slot of numel elements: the codes, then one scale per block of 32 (exactly
-// collectives/kernels/mxfp8.h's wire_bytes; the planner links no collectives).
-int64_t mxfp8_slot_bytes(int64_t numel);
 
 // How the loss over the vocabulary is computed, for the output head's memory: kFused, the runtime's head
 // (logits and their fp32 softmax, one buffer when the logits are fp32); kEager, PyTorch eager's

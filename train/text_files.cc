@@ -162,12 +162,6 @@ bool is_text_dataset(std::string_view dataset) {
   return std::any_of(std::begin(kDatasets), std::end(kDatasets), [&](const auto& d) { return dataset == d.name; });
 }
 
-std::vector<std::string> text_dataset_names() {
-  std::vector<std::string> names;
-  for (const auto& d : kDatasets) names.emplace_back(d.name);
-  return names;
-}
-
 std::vector<std::string> text_dataset_files(std::string_view dataset, const std::string& dataset_path) {
   const auto* entry = std::find_if(std::begin(kDatasets), std::end(kDatasets), [&](const auto& d) { return dataset == d.name; });
   if (entry == std::end(kDatasets)) throw DataFileError("'" + std::string(dataset) + "' is not a text data set");

@@ -31,7 +31,6 @@ std::vector<std::string> parse_text_documents(std::string_view text, const std::
 // the Hub's allenai/c4 (here: a local copy, its en/ folder's c4-train.*.json.gz / c4-validation.* files);
 // training.dataset_path replaces the path. Relative paths are from the working directory.
 bool is_text_dataset(std::string_view dataset);
-std::vector<std::string> text_dataset_names();
 // The files the data set reads, in order. Throws DataFileError naming the path looked at when it is
 // missing or holds no data file.
 std::vector<std::string> text_dataset_files(std::string_view dataset, const std::string& dataset_path);

@@ -19,10 +19,11 @@
 #include <string_view>
 
 #include "common/dtype.h"
+#include "spec/mxfp8_wire.h"
 
 namespace fsdp::mx {
 
-inline constexpr size_t kBlockSize = 32;
+inline constexpr size_t kBlockSize = spec::kMxfp8BlockSize;
 inline constexpr uint8_t kScaleNaN = 0xFF;
 inline constexpr int kScaleBias = 127;
 
@@ -44,8 +45,8 @@ struct Format {
 // "mxfp8" / "mxfp8_e4m3" -> E4M3, "mxfp8_e5m2" -> E5M2 (ceil rounding); nullopt otherwise.
 std::optional<Format> parse_format(std::string_view s);
 
-inline constexpr size_t block_count(size_t n) { return (n + kBlockSize - 1) / kBlockSize; }
-inline constexpr size_t wire_bytes(size_t n) { return n + block_count(n); }
+inline constexpr size_t block_count(size_t n) { return spec::mxfp8_block_count(n); }
+inline constexpr size_t wire_bytes(size_t n) { return spec::mxfp8_wire_bytes(n); }
 
 // 2^(code - 127) as f32 (2^-127 is an f32 subnormal, still exact); NaN for kScaleNaN.
 float scale_to_float(uint8_t code);

@@ -7,6 +7,7 @@
 #include "sharding/auto_planner.h"
 #include "sharding/cost_model.h"
 #include "sharding/plan_io.h"
+#include "spec/mxfp8_wire.h"
 #include "spec/spec_error.h"
 
 namespace fsdp::sharding {
@@ -124,11 +125,11 @@ TEST(PlannerTest, Mxfp8WireBuffersAreInTheMemoryTimeline) {
       largest_flat = u.flat_numel();
       largest_chunk = u.chunk_numel();
     }
-    slots += spec::mxfp8_slot_bytes(u.chunk_numel());
+    slots += spec::mxfp8_wire_bytes<int64_t>(u.chunk_numel());
   }
-  const int64_t wire = spec::mxfp8_slot_bytes(largest_chunk) * 8;
-  EXPECT_EQ(spec::mxfp8_slot_bytes(64), 66);
-  EXPECT_EQ(spec::mxfp8_slot_bytes(65), 68);
+  const int64_t wire = spec::mxfp8_wire_bytes<int64_t>(largest_chunk) * 8;
+  EXPECT_EQ(spec::mxfp8_wire_bytes<int64_t>(64), 66);
+  EXPECT_EQ(spec::mxfp8_wire_bytes<int64_t>(65), 68);
   EXPECT_EQ(a.estimate.memory.all_gather_buffers, largest_flat * 2);
   EXPECT_EQ(b.estimate.memory.all_gather_buffers, wire);
   EXPECT_EQ(b.estimate.memory.param_shards, a.estimate.memory.param_shards + slots);
