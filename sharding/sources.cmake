@@ -7,6 +7,7 @@ set(FSDP_SHARDING_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/step_program.cc
   ${CMAKE_CURRENT_LIST_DIR}/schedule_sim.cc
   ${CMAKE_CURRENT_LIST_DIR}/planner.cc
+  ${CMAKE_CURRENT_LIST_DIR}/plan_estimate.cc
   ${CMAKE_CURRENT_LIST_DIR}/auto_planner.cc
   ${CMAKE_CURRENT_LIST_DIR}/plan_io.cc
 )
