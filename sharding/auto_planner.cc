@@ -115,36 +115,21 @@ std::string AutoCandidate::describe() const {
   return s.str();
 }
 
-AutoPlanResult auto_plan(const spec::ModelSpec& model, const ChipProfile& chip, const AutoPlanOptions& o) {
-  validate(model);
-  validate(chip);
-  if (!(o.headroom >= 0 && o.headroom < 1)) throw spec::SpecError("headroom must be in [0, 1)");
-  const spec::Mesh full = spec::Mesh::create(spec::MeshSpec{o.nodes, o.chips_per_node, 1, spec::kRestOfWorld});
-  const int64_t world = full.world_size();
-  const int64_t global_batch = o.global_batch == 0 ? world : o.global_batch;
-  if (global_batch < world || global_batch % world != 0) {
-    throw spec::SpecError("global batch " + std::to_string(global_batch) +
-                          " must be a positive multiple of the world size " + std::to_string(world) +
-                          " (every rank trains on the same number of sequences)");
-  }
-  const int64_t per_rank = global_batch / world;
-  std::vector<int64_t> micro_batches;
-  for (int64_t mb : divisors(per_rank)) {
-    if (mb <= o.max_micro_batch) micro_batches.push_back(mb);
-  }
+namespace {
 
+// Every configuration of the search space, estimated: shard degree x expert parallelism x reshard x
+// prefetch x activation checkpointing x micro-batch x communication precision.
+std::vector<AutoCandidate> evaluate_candidates(const spec::ModelSpec& model, const ChipProfile& chip,
+                                               const AutoPlanOptions& o, int64_t world, int64_t per_rank,
+                                               const std::vector<int64_t>& micro_batches,
+                                               const std::vector<int64_t>& ep_choices, AutoPlanResult& result) {
   const int64_t experts = model.dims.moe.num_experts;
-  std::vector<int64_t> ep_choices = o.expert_parallel_choices;
-  if (ep_choices.empty()) ep_choices = experts > 0 ? divisors(experts) : std::vector<int64_t>{1};
-
   using CommChoice = std::pair<spec::CommPrecision, spec::CommPrecision>;  // all-gathers, reduce-scatters
   std::vector<CommChoice> comm_choices = {{o.base.param_comm, o.base.grad_comm}};
   if (o.allow_mxfp8) {
     constexpr auto kDef = spec::CommPrecision::kDefault, kMx = spec::CommPrecision::kMxfp8;
     comm_choices = {{kDef, kDef}, {kMx, kDef}, {kDef, kMx}, {kMx, kMx}};
   }
-
-  AutoPlanResult result;
   std::vector<AutoCandidate> all;
   for (int64_t shard : divisors(world)) {
     for (int64_t ep : ep_choices) {
@@ -179,17 +164,13 @@ AutoPlanResult auto_plan(const spec::ModelSpec& model, const ChipProfile& chip, 
       }
     }
   }
-  if (all.empty()) {
-    std::string tried;
-    for (int64_t ep : ep_choices) tried += (tried.empty() ? "" : ", ") + std::to_string(ep);
-    throw spec::SpecError("parallelism.expert_parallel_degree: none of " + tried +
-                          " divides both a shard degree of the " + std::to_string(world) + " ranks and the " +
-                          std::to_string(experts) + " experts of '" + model.name + "'");
-  }
-  std::sort(all.begin(), all.end(), better);
-  // Step times closer than the model can tell apart: among fitting plans within kTieFraction of the
-  // fastest, take the one with the fewest MXFP8 collectives (MXFP8 only where it pays), then the smallest
-  // peak memory (more slack for what the model misses).
+  return all;
+}
+
+// Step times closer than the model can tell apart: among fitting plans within kTieFraction of the
+// fastest, take the one with the fewest MXFP8 collectives (MXFP8 only where it pays), then the smallest
+// peak memory (more slack for what the model misses). True when that moved a plan to the front.
+bool break_ties(std::vector<AutoCandidate>& all) {
   bool tie_broken = false;
   if (all.front().estimate.fits) {
     const double limit = all.front().estimate.time.step * (1 + kTieFraction);
@@ -204,72 +185,125 @@ AutoPlanResult auto_plan(const spec::ModelSpec& model, const ChipProfile& chip, 
       tie_broken = true;
     }
   }
+  return tie_broken;
+}
+
+// The winner, why it won (against the runner-up), and what memory cost (the fastest plan that did not fit).
+void explain_winner(const std::vector<AutoCandidate>& all, const AutoPlanOptions& o, const AutoPlanResult& result,
+                    bool tie_broken, std::ostringstream& x) {
+  const AutoCandidate& w = all.front();
+  const double available = static_cast<double>(w.estimate.available_bytes);
+  x << "winner: " << w.describe() << "\n  step " << seconds(w.estimate.time.step) << ", MFU "
+    << std::round(w.estimate.time.mfu * 1000) / 10 << "%, peak " << gib(static_cast<double>(w.estimate.memory.peak()))
+    << " of " << gib(available) << " available\n";
+  x << "  " << result.fitting << " of " << result.evaluated << " configurations fit in memory (headroom "
+    << o.headroom * 100 << "%); "
+    << (!tie_broken     ? "it is the fastest of them"
+        : o.allow_mxfp8 ? "it is within 0.1% of the fastest and, of those, carries the fewest collectives in MXFP8, "
+                          "then needs the least memory"
+                        : "it is within 0.1% of the fastest and needs the least memory of those");
+  if (all.size() > 1 && all[1].estimate.fits) {
+    const auto& r = all[1];
+    const double gain = r.estimate.time.step - w.estimate.time.step;
+    x << ".\n  vs runner-up (" << differences(w, r) << "): " << seconds(std::abs(gain))
+      << (gain >= 0 ? " faster" : " slower") << " per step, peak " << gib(static_cast<double>(w.estimate.memory.peak()))
+      << " vs " << gib(static_cast<double>(r.estimate.memory.peak())) << "; exposed communication "
+      << seconds(w.estimate.time.exposed_communication) << " vs " << seconds(r.estimate.time.exposed_communication)
+      << ", compute " << seconds(w.estimate.time.compute) << " vs " << seconds(r.estimate.time.compute);
+  }
+  // The fastest configuration regardless of memory, when it is not the winner: what memory cost us.
+  const AutoCandidate* fastest = nullptr;
+  for (const auto& c : all) {
+    if (!c.estimate.fits && (fastest == nullptr || c.estimate.time.step < fastest->estimate.time.step)) fastest = &c;
+  }
+  if (fastest != nullptr && fastest->estimate.time.step < w.estimate.time.step) {
+    x << ".\n  faster but too big: " << fastest->describe() << " would take " << seconds(fastest->estimate.time.step)
+      << " but needs " << gib(static_cast<double>(fastest->estimate.memory.peak()));
+  }
+  x << ".";
+}
+
+// Nothing fits: by how much the smallest configuration misses, and how many chips (or how much memory per
+// chip) would make it fit.
+void explain_nothing_fits(const spec::ModelSpec& model, const ChipProfile& chip, const AutoPlanOptions& o,
+                          const AutoCandidate& first, int64_t world, std::ostringstream& x) {
+  const double states_total = static_cast<double>(model.num_params()) *
+                              static_cast<double>(4 + 4 + spec::optimizer_state_bytes_per_element(o.base.optimizer));
+  const double available = static_cast<double>(first.estimate.available_bytes);
+  const auto& m = first.estimate.memory;
+  const double peak = static_cast<double>(m.peak());
+  x << "nothing fits: the smallest configuration (" << first.describe() << ") needs " << gib(peak) << " per chip, "
+    << gib(available) << " available (" << gib(chip.memory_bytes) << " less " << o.headroom * 100
+    << "% headroom): short by " << gib(peak - available) << ".\n";
+  x << "  model states alone need " << gib(states_total / static_cast<double>(world)) << " per chip ("
+    << 4 + 4 + spec::optimizer_state_bytes_per_element(o.base.optimizer) << " bytes x " << model.num_params()
+    << " params / " << world << " chips).\n";
+  // Transients and activations do not shrink with more chips; model states do.
+  const double fixed = peak - static_cast<double>(m.model_states());
+  if (fixed < available) {
+    const double chips = std::ceil(states_total / (available - fixed));
+    const double servers = std::ceil(chips / static_cast<double>(o.chips_per_node));
+    x << "  would fit: about " << static_cast<int64_t>(chips) << " chips of " << chip.name << " ("
+      << static_cast<int64_t>(servers) << " servers of " << o.chips_per_node << "), or a chip with at least "
+      << gib(peak / (1.0 - o.headroom)) << " of memory.";
+  } else {
+    x << "  even with unlimited chips, one unit's buffers and the activations need " << gib(fixed)
+      << " per chip: shorten the sequence or checkpoint more; at " << world << " chips this configuration needs a chip"
+      << " with at least " << gib(peak / (1.0 - o.headroom)) << ".";
+  }
+}
+
+}  // namespace
+
+AutoPlanResult auto_plan(const spec::ModelSpec& model, const ChipProfile& chip, const AutoPlanOptions& o) {
+  validate(model);
+  validate(chip);
+  if (!(o.headroom >= 0 && o.headroom < 1)) throw spec::SpecError("headroom must be in [0, 1)");
+  const spec::Mesh full = spec::Mesh::create(spec::MeshSpec{o.nodes, o.chips_per_node, 1, spec::kRestOfWorld});
+  const int64_t world = full.world_size();
+  const int64_t global_batch = o.global_batch == 0 ? world : o.global_batch;
+  if (global_batch < world || global_batch % world != 0) {
+    throw spec::SpecError("global batch " + std::to_string(global_batch) +
+                          " must be a positive multiple of the world size " + std::to_string(world) +
+                          " (every rank trains on the same number of sequences)");
+  }
+  const int64_t per_rank = global_batch / world;
+  std::vector<int64_t> micro_batches;
+  for (int64_t mb : divisors(per_rank)) {
+    if (mb <= o.max_micro_batch) micro_batches.push_back(mb);
+  }
+
+  const int64_t experts = model.dims.moe.num_experts;
+  std::vector<int64_t> ep_choices = o.expert_parallel_choices;
+  if (ep_choices.empty()) ep_choices = experts > 0 ? divisors(experts) : std::vector<int64_t>{1};
+
+  AutoPlanResult result;
+  std::vector<AutoCandidate> all =
+      evaluate_candidates(model, chip, o, world, per_rank, micro_batches, ep_choices, result);
+  if (all.empty()) {
+    std::string tried;
+    for (int64_t ep : ep_choices) tried += (tried.empty() ? "" : ", ") + std::to_string(ep);
+    throw spec::SpecError("parallelism.expert_parallel_degree: none of " + tried +
+                          " divides both a shard degree of the " + std::to_string(world) + " ranks and the " +
+                          std::to_string(experts) + " experts of '" + model.name + "'");
+  }
+  std::sort(all.begin(), all.end(), better);
+  const bool tie_broken = break_ties(all);
   for (size_t i = 0; i < all.size() && i < o.top; ++i) {
     if (all[i].estimate.fits != all[0].estimate.fits) break;
     result.top.push_back(all[i]);
   }
 
   std::ostringstream x;
-  const double states_total = static_cast<double>(model.num_params()) *
-                              static_cast<double>(4 + 4 + spec::optimizer_state_bytes_per_element(o.base.optimizer));
   const AutoCandidate& first = all.front();
-  const double available = static_cast<double>(first.estimate.available_bytes);
   if (first.estimate.fits) {
+    explain_winner(all, o, result, tie_broken, x);
     const auto& w = first;
-    x << "winner: " << w.describe() << "\n  step " << seconds(w.estimate.time.step) << ", MFU "
-      << std::round(w.estimate.time.mfu * 1000) / 10 << "%, peak " << gib(static_cast<double>(w.estimate.memory.peak()))
-      << " of " << gib(available) << " available\n";
-    x << "  " << result.fitting << " of " << result.evaluated << " configurations fit in memory (headroom "
-      << o.headroom * 100 << "%); "
-      << (!tie_broken     ? "it is the fastest of them"
-          : o.allow_mxfp8 ? "it is within 0.1% of the fastest and, of those, carries the fewest collectives in MXFP8, "
-                            "then needs the least memory"
-                          : "it is within 0.1% of the fastest and needs the least memory of those");
-    if (all.size() > 1 && all[1].estimate.fits) {
-      const auto& r = all[1];
-      const double gain = r.estimate.time.step - w.estimate.time.step;
-      x << ".\n  vs runner-up (" << differences(w, r) << "): " << seconds(std::abs(gain))
-        << (gain >= 0 ? " faster" : " slower") << " per step, peak "
-        << gib(static_cast<double>(w.estimate.memory.peak())) << " vs "
-        << gib(static_cast<double>(r.estimate.memory.peak())) << "; exposed communication "
-        << seconds(w.estimate.time.exposed_communication) << " vs " << seconds(r.estimate.time.exposed_communication)
-        << ", compute " << seconds(w.estimate.time.compute) << " vs " << seconds(r.estimate.time.compute);
-    }
-    // The fastest configuration regardless of memory, when it is not the winner: what memory cost us.
-    const AutoCandidate* fastest = nullptr;
-    for (const auto& c : all) {
-      if (!c.estimate.fits && (fastest == nullptr || c.estimate.time.step < fastest->estimate.time.step)) fastest = &c;
-    }
-    if (fastest != nullptr && fastest->estimate.time.step < w.estimate.time.step) {
-      x << ".\n  faster but too big: " << fastest->describe() << " would take " << seconds(fastest->estimate.time.step)
-        << " but needs " << gib(static_cast<double>(fastest->estimate.memory.peak()));
-    }
-    x << ".";
     result.best = make_plan(model, chip, w.mesh, w.policy, o.headroom);
     result.best->notes.push_back("auto-plan: " + std::to_string(result.fitting) + " of " +
                                  std::to_string(result.evaluated) + " configurations fit; this is the fastest");
   } else {
-    const auto& m = first.estimate.memory;
-    const double peak = static_cast<double>(m.peak());
-    x << "nothing fits: the smallest configuration (" << first.describe() << ") needs " << gib(peak) << " per chip, "
-      << gib(available) << " available (" << gib(chip.memory_bytes) << " less " << o.headroom * 100
-      << "% headroom): short by " << gib(peak - available) << ".\n";
-    x << "  model states alone need " << gib(states_total / static_cast<double>(world)) << " per chip ("
-      << 4 + 4 + spec::optimizer_state_bytes_per_element(o.base.optimizer) << " bytes x " << model.num_params()
-      << " params / " << world << " chips).\n";
-    // Transients and activations do not shrink with more chips; model states do.
-    const double fixed = peak - static_cast<double>(m.model_states());
-    if (fixed < available) {
-      const double chips = std::ceil(states_total / (available - fixed));
-      const double servers = std::ceil(chips / static_cast<double>(o.chips_per_node));
-      x << "  would fit: about " << static_cast<int64_t>(chips) << " chips of " << chip.name << " ("
-        << static_cast<int64_t>(servers) << " servers of " << o.chips_per_node << "), or a chip with at least "
-        << gib(peak / (1.0 - o.headroom)) << " of memory.";
-    } else {
-      x << "  even with unlimited chips, one unit's buffers and the activations need " << gib(fixed)
-        << " per chip: shorten the sequence or checkpoint more; at " << world << " chips this configuration needs a chip"
-        << " with at least " << gib(peak / (1.0 - o.headroom)) << ".";
-    }
+    explain_nothing_fits(model, chip, o, first, world, x);
   }
   result.explanation = x.str();
   return result;
