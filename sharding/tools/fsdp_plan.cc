@@ -142,7 +142,13 @@ void write_predicted_trace(const fs::Plan& plan, const std::string& path) {
   }
 }
 
-int run(int argc, char** argv) {
+// The command line: flags with a value in `v`, switches in `b`.
+struct Args {
+  std::map<std::string, std::string> v;
+  std::map<std::string, bool> b;
+};
+
+Args parse_args(int argc, char** argv) {
   static const std::vector<std::string> kValueFlags = {
       "--model",     "--chip",         "--chip-file", "--nodes",       "--chips-per-node",
       "--shard",     "--replicate",    "--ep",        "--param-dtype", "--reduce-dtype",
@@ -152,8 +158,9 @@ int run(int argc, char** argv) {
   static const std::vector<std::string> kBoolFlags = {"--auto",        "--params",     "--json", "--text",
                                                       "--list-models", "--list-chips", "--help", "-h",
                                                       "--allow-mxfp8"};
-  std::map<std::string, std::string> v;
-  std::map<std::string, bool> b;
+  Args args;
+  auto& v = args.v;
+  auto& b = args.b;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string value;
@@ -176,26 +183,123 @@ int run(int argc, char** argv) {
       throw UsageError("unknown option '" + arg + "'");
     }
   }
+  return args;
+}
+
+// --list-models / --list-chips: the presets, a line each.
+void list_presets(bool models, bool chips) {
+  if (models) {
+    for (const auto& n : sp::model_preset_names()) {
+      const auto m = sp::model_preset(n);
+      std::printf("%-14s %16lld params  %zu units\n", n.c_str(), static_cast<long long>(m.num_params()),
+                  m.units.size());
+    }
+  }
+  if (chips) {
+    for (const auto& n : fs::chip_preset_names()) {
+      const auto c = fs::chip_preset(n);
+      std::printf("%-6s %7.1f GiB  %5.2f TB/s HBM  bf16 %7.1f TFLOP/s  fp8 %7.1f TFLOP/s  %3lld chips/server\n",
+                  n.c_str(), c.memory_bytes / (1024.0 * 1024 * 1024), c.hbm_bytes_per_s / 1e12,
+                  c.peak_flops_bf16 / 1e12, c.peak_flops_fp8 / 1e12, static_cast<long long>(c.chips_per_node));
+    }
+  }
+}
+
+// The policy the flags give (the planner's defaults elsewhere).
+sp::Policy policy_from(Args& args) {
+  auto& v = args.v;
+  auto& b = args.b;
+  sp::Policy policy;
+  if (v.count("--param-dtype")) policy.param_dtype = parse_dtype("--param-dtype", v["--param-dtype"]);
+  if (v.count("--reduce-dtype")) policy.reduce_dtype = parse_dtype("--reduce-dtype", v["--reduce-dtype"]);
+  if (v.count("--param-comm")) policy.param_comm = sp::parse_comm_precision(v["--param-comm"]);
+  if (v.count("--grad-comm")) policy.grad_comm = sp::parse_comm_precision(v["--grad-comm"]);
+  if (v.count("--loss")) policy.loss = sp::parse_loss(v["--loss"]);
+  if (b["--allow-mxfp8"] && !b["--auto"]) throw UsageError("--allow-mxfp8 widens the --auto search; add --auto");
+  if (v.count("--optimizer")) policy.optimizer = sp::parse_optimizer(v["--optimizer"]);
+  if (v.count("--reshard")) policy.reshard = sp::Reshard::parse(v["--reshard"]);
+  if (v.count("--prefetch")) policy.prefetch = parse_int("--prefetch", v["--prefetch"]);
+  if (v.count("--ac")) sp::parse_ac(v["--ac"], policy);
+  if (v.count("--micro-batch")) policy.micro_batch = parse_int("--micro-batch", v["--micro-batch"]);
+  if (v.count("--seq-len")) policy.seq_len = parse_int("--seq-len", v["--seq-len"]);
+  return policy;
+}
+
+// A plan's message, its table and whether it fits: what every output form is made from.
+struct Output {
+  std::unique_ptr<google::protobuf::Message> message;
+  std::string table;
+  bool fits = false;
+};
+
+// --auto: the search's candidates and, when one fits, its plan.
+Output plan_auto(Args& args, const sp::ModelSpec& model, const fs::ChipProfile& chip, int64_t nodes, int64_t cpn,
+                 double headroom, const sp::Policy& policy, int64_t global_batch) {
+  auto& v = args.v;
+  auto& b = args.b;
+  Output o;
+  if (v.count("--trace")) throw UsageError("--trace writes a plain plan's step; drop --auto");
+  for (const char* f : {"--shard", "--replicate", "--reshard", "--prefetch", "--ac", "--micro-batch"}) {
+    if (v.count(f)) throw UsageError(std::string(f) + " is searched by --auto; drop one of them");
+  }
+  for (const char* f : {"--param-comm", "--grad-comm"}) {
+    if (b["--allow-mxfp8"] && v.count(f)) throw UsageError(std::string(f) + " is searched by --allow-mxfp8; drop one");
+  }
+  fs::AutoPlanOptions options;
+  options.nodes = nodes;
+  options.chips_per_node = cpn;
+  options.global_batch = global_batch;
+  options.headroom = headroom;
+  options.base = policy;
+  options.allow_mxfp8 = b["--allow-mxfp8"];
+  if (v.count("--ep")) options.expert_parallel_choices = {parse_int("--ep", v["--ep"])};
+  if (v.count("--top")) options.top = static_cast<size_t>(std::max<int64_t>(1, parse_int("--top", v["--top"])));
+  const fs::AutoPlanResult result = fs::auto_plan(model, chip, options);
+  auto report = std::make_unique<fsdp::proto::AutoPlanReport>(fs::to_proto(result));
+  o.table = fs::format_candidates(*report);
+  if (report->found()) o.table += "\n" + fs::format_plan(report->best(), b["--params"]);
+  o.fits = report->found();
+  o.message = std::move(report);
+  return o;
+}
+
+// A plain plan of the mesh the flags give.
+Output plan_one(Args& args, const sp::ModelSpec& model, const fs::ChipProfile& chip, int64_t nodes, int64_t cpn,
+                double headroom, sp::Policy policy, int64_t global_batch) {
+  auto& v = args.v;
+  auto& b = args.b;
+  Output o;
+  // Unset degrees: one replica (--shard alone: the replicas fill the rest), the shard group the rest.
+  sp::MeshSpec spec{
+      nodes, cpn,
+      v.count("--replicate") ? parse_int("--replicate", v["--replicate"]) : (v.count("--shard") ? sp::kRestOfWorld : 1),
+      v.count("--shard") ? parse_int("--shard", v["--shard"]) : sp::kRestOfWorld};
+  if (v.count("--ep")) spec.expert_parallel = parse_int("--ep", v["--ep"]);
+  if ((v.count("--replicate") && spec.replicate <= 0) || (v.count("--shard") && spec.shard <= 0)) {
+    throw sp::SpecError("mesh: replicate and shard degrees must be >= 1");
+  }
+  const sp::Mesh mesh = sp::Mesh::create(spec);
+  sp::validate(sp::JobSpec{model, policy, mesh});
+  if (global_batch > 0) policy.grad_accum = fs::grad_accum_for(global_batch, mesh.world_size(), policy.micro_batch);
+  const fs::Plan plan = fs::make_plan(model, chip, mesh, policy, headroom);
+  if (v.count("--trace")) write_predicted_trace(plan, v["--trace"]);
+  auto proto = std::make_unique<fsdp::proto::ShardingPlan>(fs::to_proto(plan));
+  o.table = fs::format_plan(*proto, b["--params"]);
+  o.fits = proto->memory().fits();
+  o.message = std::move(proto);
+  return o;
+}
+
+int run(int argc, char** argv) {
+  Args args = parse_args(argc, argv);
+  auto& v = args.v;
+  auto& b = args.b;
   if (b["--help"] || b["-h"]) {
     std::cout << kUsage;
     return 0;
   }
   if (b["--list-models"] || b["--list-chips"]) {
-    if (b["--list-models"]) {
-      for (const auto& n : sp::model_preset_names()) {
-        const auto m = sp::model_preset(n);
-        std::printf("%-14s %16lld params  %zu units\n", n.c_str(), static_cast<long long>(m.num_params()),
-                    m.units.size());
-      }
-    }
-    if (b["--list-chips"]) {
-      for (const auto& n : fs::chip_preset_names()) {
-        const auto c = fs::chip_preset(n);
-        std::printf("%-6s %7.1f GiB  %5.2f TB/s HBM  bf16 %7.1f TFLOP/s  fp8 %7.1f TFLOP/s  %3lld chips/server\n",
-                    n.c_str(), c.memory_bytes / (1024.0 * 1024 * 1024), c.hbm_bytes_per_s / 1e12,
-                    c.peak_flops_bf16 / 1e12, c.peak_flops_fp8 / 1e12, static_cast<long long>(c.chips_per_node));
-      }
-    }
+    list_presets(b["--list-models"], b["--list-chips"]);
     return 0;
   }
   if (!v.count("--model")) throw UsageError("--model is required");
@@ -211,78 +315,23 @@ int run(int argc, char** argv) {
       v.count("--chips-per-node") ? parse_int("--chips-per-node", v["--chips-per-node"]) : chip.chips_per_node;
   const double headroom = v.count("--headroom") ? parse_double("--headroom", v["--headroom"]) : fs::kDefaultHeadroom;
 
-  sp::Policy policy;
-  if (v.count("--param-dtype")) policy.param_dtype = parse_dtype("--param-dtype", v["--param-dtype"]);
-  if (v.count("--reduce-dtype")) policy.reduce_dtype = parse_dtype("--reduce-dtype", v["--reduce-dtype"]);
-  if (v.count("--param-comm")) policy.param_comm = sp::parse_comm_precision(v["--param-comm"]);
-  if (v.count("--grad-comm")) policy.grad_comm = sp::parse_comm_precision(v["--grad-comm"]);
-  if (v.count("--loss")) policy.loss = sp::parse_loss(v["--loss"]);
-  if (b["--allow-mxfp8"] && !b["--auto"]) throw UsageError("--allow-mxfp8 widens the --auto search; add --auto");
-  if (v.count("--optimizer")) policy.optimizer = sp::parse_optimizer(v["--optimizer"]);
-  if (v.count("--reshard")) policy.reshard = sp::Reshard::parse(v["--reshard"]);
-  if (v.count("--prefetch")) policy.prefetch = parse_int("--prefetch", v["--prefetch"]);
-  if (v.count("--ac")) sp::parse_ac(v["--ac"], policy);
-  if (v.count("--micro-batch")) policy.micro_batch = parse_int("--micro-batch", v["--micro-batch"]);
-  if (v.count("--seq-len")) policy.seq_len = parse_int("--seq-len", v["--seq-len"]);
+  const sp::Policy policy = policy_from(args);
   const int64_t global_batch = v.count("--global-batch") ? parse_int("--global-batch", v["--global-batch"]) : 0;
   if (v.count("--global-batch") && global_batch <= 0) {
     throw sp::SpecError("global batch must be >= 1 (got " + std::to_string(global_batch) + ")");
   }
   if (b["--auto"]) sp::validate(policy, 1);  // the search picks the mesh; a plain plan checks the whole job below
 
-  std::unique_ptr<google::protobuf::Message> message;
-  std::string table;
-  bool fits = false;
-  if (b["--auto"]) {
-    if (v.count("--trace")) throw UsageError("--trace writes a plain plan's step; drop --auto");
-    for (const char* f : {"--shard", "--replicate", "--reshard", "--prefetch", "--ac", "--micro-batch"}) {
-      if (v.count(f)) throw UsageError(std::string(f) + " is searched by --auto; drop one of them");
-    }
-    for (const char* f : {"--param-comm", "--grad-comm"}) {
-      if (b["--allow-mxfp8"] && v.count(f)) throw UsageError(std::string(f) + " is searched by --allow-mxfp8; drop one");
-    }
-    fs::AutoPlanOptions options;
-    options.nodes = nodes;
-    options.chips_per_node = cpn;
-    options.global_batch = global_batch;
-    options.headroom = headroom;
-    options.base = policy;
-    options.allow_mxfp8 = b["--allow-mxfp8"];
-    if (v.count("--ep")) options.expert_parallel_choices = {parse_int("--ep", v["--ep"])};
-    if (v.count("--top")) options.top = static_cast<size_t>(std::max<int64_t>(1, parse_int("--top", v["--top"])));
-    const fs::AutoPlanResult result = fs::auto_plan(model, chip, options);
-    auto report = std::make_unique<fsdp::proto::AutoPlanReport>(fs::to_proto(result));
-    table = fs::format_candidates(*report);
-    if (report->found()) table += "\n" + fs::format_plan(report->best(), b["--params"]);
-    fits = report->found();
-    message = std::move(report);
-  } else {
-    // Unset degrees: one replica (--shard alone: the replicas fill the rest), the shard group the rest.
-    sp::MeshSpec spec{nodes, cpn,
-                      v.count("--replicate") ? parse_int("--replicate", v["--replicate"])
-                                             : (v.count("--shard") ? sp::kRestOfWorld : 1),
-                      v.count("--shard") ? parse_int("--shard", v["--shard"]) : sp::kRestOfWorld};
-    if (v.count("--ep")) spec.expert_parallel = parse_int("--ep", v["--ep"]);
-    if ((v.count("--replicate") && spec.replicate <= 0) || (v.count("--shard") && spec.shard <= 0)) {
-      throw sp::SpecError("mesh: replicate and shard degrees must be >= 1");
-    }
-    const sp::Mesh mesh = sp::Mesh::create(spec);
-    sp::validate(sp::JobSpec{model, policy, mesh});
-    if (global_batch > 0) policy.grad_accum = fs::grad_accum_for(global_batch, mesh.world_size(), policy.micro_batch);
-    const fs::Plan plan = fs::make_plan(model, chip, mesh, policy, headroom);
-    if (v.count("--trace")) write_predicted_trace(plan, v["--trace"]);
-    auto proto = std::make_unique<fsdp::proto::ShardingPlan>(fs::to_proto(plan));
-    table = fs::format_plan(*proto, b["--params"]);
-    fits = proto->memory().fits();
-    message = std::move(proto);
-  }
+  const Output o = b["--auto"] ? plan_auto(args, model, chip, nodes, cpn, headroom, policy, global_batch)
+                               : plan_one(args, model, chip, nodes, cpn, headroom, policy, global_batch);
+  const auto& message = o.message;
 
   if (b["--json"]) {
     std::cout << fs::to_json(*message);
   } else if (b["--text"]) {
     std::cout << fs::to_text(*message);
   } else {
-    std::cout << table;
+    std::cout << o.table;
   }
   if (v.count("--out")) {
     const std::string& path = v["--out"];
@@ -292,7 +341,7 @@ int run(int argc, char** argv) {
     out << (text ? fs::to_text(*message) : fs::to_binary(*message));
     if (!out) throw sp::SpecError("writing '" + path + "' failed");
   }
-  return fits ? 0 : kExitDoesNotFit;
+  return o.fits ? 0 : kExitDoesNotFit;
 }
 
 }  // namespace
