@@ -12,8 +12,9 @@ import torch
 import torch.distributed as dist
 
 from ._C import ProcessGroupFsdp, prepare_blas_core_restart, set_blas_threads
-from .fully_shard import (FSDPModule, MixedPrecisionPolicy, clear_overlap, clip_grad_norm_, full_parameters, full_state_dict,
-                          fully_shard, load_full_state_dict, memory, overlap, reset_memory_peaks)
+from .fully_shard import FSDPModule, MixedPrecisionPolicy, clip_grad_norm_, fully_shard
+from .sharded_state import (clear_overlap, full_parameters, full_state_dict, load_full_state_dict, memory, overlap,
+                            reset_memory_peaks)
 
 __all__ = ["ProcessGroupFsdp", "FSDPModule", "MixedPrecisionPolicy", "clear_overlap", "clip_grad_norm_", "fully_shard",
            "full_parameters", "full_state_dict", "load_full_state_dict", "memory", "overlap", "reset_memory_peaks",

@@ -28,8 +28,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from . import _C, set_cpu_threads, use_best_blas_core
-from .fully_shard import MixedPrecisionPolicy, clip_grad_norm_, fully_shard, full_state_dict, load_full_state_dict
-from .fully_shard import clear_overlap, memory, overlap, reset_memory_peaks
+from .fully_shard import MixedPrecisionPolicy, clip_grad_norm_, fully_shard
+from .sharded_state import clear_overlap, full_state_dict, load_full_state_dict, memory, overlap, reset_memory_peaks
 from .models.llama import Llama, LlamaArgs, RopeScaling
 from .safetensors import load_file, save_file
 
