@@ -175,41 +175,8 @@ int run_vs_torch(int64_t steps, int repeats) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  fsdp::model::use_best_blas_core(argv, /*announce=*/true);  // first: it may restart this program
-  std::string config_file = "configs/debug_model.toml", markdown, only;
-  int64_t steps = 20;
-  int repeats = 3;
-  bool vs_torch = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage("fsdp-train-bench: " + a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--config") {
-      config_file = value();
-    } else if (a == "--steps") {
-      steps = std::atoll(value().c_str());
-    } else if (a == "--repeats") {
-      repeats = std::atoi(value().c_str());
-    } else if (a == "--only") {
-      only = value();
-    } else if (a == "--markdown") {
-      markdown = value();
-    } else if (a == "--vs-torch") {
-      vs_torch = true;
-    } else if (a == "-h" || a == "--help") {
-      usage("");
-    } else {
-      usage("fsdp-train-bench: unknown option '" + a + "'");
-    }
-  }
-  if (steps < 3 || repeats < 1) usage("fsdp-train-bench: --steps must be >= 3 and --repeats >= 1");
-
-  // The same global batch (8 sequences) everywhere, so per-token times compare like for like.
+// Every scenario: the same global batch (8 sequences) everywhere, so per-token times compare like for like.
+std::vector<Scenario> all_scenarios() {
   std::vector<Scenario> scenarios = {
       {"1 rank", 1, {{"training.local_batch_size", "8"}}},
       {"FSDP 2 ranks, prefetch 1", 2, {{"training.local_batch_size", "4"}}},
@@ -248,33 +215,33 @@ int main(int argc, char** argv) {
     sc.overrides.insert(sc.overrides.end(), keys.begin(), keys.end());
     scenarios.push_back(std::move(sc));
   }
-  std::erase_if(scenarios, [&](const Scenario& sc) { return sc.name.find(only) == std::string::npos; });
-  if (scenarios.empty()) usage("fsdp-train-bench: no scenario's name contains '" + only + "'");
-  const fs::path scratch = fs::temp_directory_path() / ("fsdp_train_bench_" + std::to_string(::getpid()));
-  std::map<std::string, Measured> results;
-  try {
-    std::map<std::string, std::vector<Measured>> runs;
-    for (int k = 0; k < repeats; ++k) {
-      for (const auto& sc : scenarios) runs[sc.name].push_back(run_scenario(sc, config_file, steps, scratch));
-      std::cerr << "fsdp-train-bench: repeat " << k + 1 << " of " << repeats << " done\n";
-    }
-    for (const auto& [name, ms] : runs) {
-      auto med = [&](double Measured::*field) {
-        std::vector<double> v;
-        for (const Measured& m : ms) v.push_back(m.*field);
-        return median(v);
-      };
-      results[name] = Measured{med(&Measured::step_seconds), med(&Measured::mean_step_seconds),
-                               med(&Measured::ag_hidden),    med(&Measured::rs_hidden),
-                               ms.back().tokens_per_step,    med(&Measured::all_to_all_seconds)};
-    }
-  } catch (const std::exception& e) {
-    fs::remove_all(scratch);
-    std::fprintf(stderr, "fsdp-train-bench: %s\n", e.what());
-    return 1;
-  }
-  fs::remove_all(scratch);
+  return scenarios;
+}
 
+// Each scenario `repeats` times, interleaved; the medians per scenario. Throws what a run threw.
+std::map<std::string, Measured> run_repeats(const std::vector<Scenario>& scenarios, const std::string& config_file,
+                                            int64_t steps, int repeats, const fs::path& scratch) {
+  std::map<std::string, Measured> results;
+  std::map<std::string, std::vector<Measured>> runs;
+  for (int k = 0; k < repeats; ++k) {
+    for (const auto& sc : scenarios) runs[sc.name].push_back(run_scenario(sc, config_file, steps, scratch));
+    std::cerr << "fsdp-train-bench: repeat " << k + 1 << " of " << repeats << " done\n";
+  }
+  for (const auto& [name, ms] : runs) {
+    auto med = [&](double Measured::*field) {
+      std::vector<double> v;
+      for (const Measured& m : ms) v.push_back(m.*field);
+      return median(v);
+    };
+    results[name] =
+        Measured{med(&Measured::step_seconds), med(&Measured::mean_step_seconds), med(&Measured::ag_hidden),
+                 med(&Measured::rs_hidden),    ms.back().tokens_per_step,         med(&Measured::all_to_all_seconds)};
+  }
+  return results;
+}
+
+// The markdown tables: FSDP scenarios against one rank, MoE's all-to-alls, and MXFP8 over TCP.
+std::string results_tables(const std::vector<Scenario>& scenarios, const std::map<std::string, Measured>& results) {
   // Ratios against a scenario that --only left out read "-".
   auto ratio = [&](const Measured& m, const char* base, double (*of)(const Measured&)) -> std::string {
     return results.count(base) ? fixed(of(m) / of(results.at(base)), 2) + "x" : "-";
@@ -330,10 +297,62 @@ int main(int argc, char** argv) {
        << ratio(m, "TCP 2 ranks, bf16 all-gathers, f32 reduce-scatters", [](const Measured& x) { return x.step_seconds; })
        << " | " << fixed(100 * m.ag_hidden, 0) << "% | " << fixed(100 * m.rs_hidden, 0) << "% |\n";
   }
-  std::cout << md.str();
+  return md.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fsdp::model::use_best_blas_core(argv, /*announce=*/true);  // first: it may restart this program
+  std::string config_file = "configs/debug_model.toml", markdown, only;
+  int64_t steps = 20;
+  int repeats = 3;
+  bool vs_torch = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage("fsdp-train-bench: " + a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--config") {
+      config_file = value();
+    } else if (a == "--steps") {
+      steps = std::atoll(value().c_str());
+    } else if (a == "--repeats") {
+      repeats = std::atoi(value().c_str());
+    } else if (a == "--only") {
+      only = value();
+    } else if (a == "--markdown") {
+      markdown = value();
+    } else if (a == "--vs-torch") {
+      vs_torch = true;
+    } else if (a == "-h" || a == "--help") {
+      usage("");
+    } else {
+      usage("fsdp-train-bench: unknown option '" + a + "'");
+    }
+  }
+  if (steps < 3 || repeats < 1) usage("fsdp-train-bench: --steps must be >= 3 and --repeats >= 1");
+
+  std::vector<Scenario> scenarios = all_scenarios();
+  std::erase_if(scenarios, [&](const Scenario& sc) { return sc.name.find(only) == std::string::npos; });
+  if (scenarios.empty()) usage("fsdp-train-bench: no scenario's name contains '" + only + "'");
+  const fs::path scratch = fs::temp_directory_path() / ("fsdp_train_bench_" + std::to_string(::getpid()));
+  std::map<std::string, Measured> results;
+  try {
+    results = run_repeats(scenarios, config_file, steps, repeats, scratch);
+  } catch (const std::exception& e) {
+    fs::remove_all(scratch);
+    std::fprintf(stderr, "fsdp-train-bench: %s\n", e.what());
+    return 1;
+  }
+  fs::remove_all(scratch);
+
+  const std::string md = results_tables(scenarios, results);
+  std::cout << md;
   if (!markdown.empty()) {
     std::ofstream out(markdown);
-    out << md.str();
+    out << md;
     if (!out) {
       std::fprintf(stderr, "fsdp-train-bench: cannot write '%s'\n", markdown.c_str());
       return 1;
