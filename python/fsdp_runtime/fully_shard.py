@@ -30,7 +30,7 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
-from ._C import FsdpUnit, ProcessGroupFsdp, ShardingGroups, check_reshard_group
+from ._C import FsdpUnit, ProcessGroupFsdp, ShardingGroups, check_mesh_fills_world, check_reshard_group
 from .sharded_state import _units, full_state_dict, load_full_state_dict
 
 _groups = {}             # (process group, replicate degree, reshard group) -> ShardingGroups, split once
@@ -318,10 +318,10 @@ def _mesh_degrees(mesh, world):
     """(replicate, shard) of fully_shard's mesh argument over a group of `world` ranks."""
     if mesh is None:
         return 1, world
-    if (not isinstance(mesh, (tuple, list)) or len(mesh) != 2 or not all(isinstance(d, int) and d > 0 for d in mesh)
-            or mesh[0] * mesh[1] != world):
+    if not isinstance(mesh, (tuple, list)) or len(mesh) != 2 or not all(isinstance(d, int) and d > 0 for d in mesh):
         raise ValueError(f"fully_shard: mesh={mesh!r} must be (replicate, shard) positive integers whose product is "
                          f"the group's {world} ranks")
+    check_mesh_fills_world(mesh[0], mesh[1], world)  # the job's rule (spec/job_spec.h): ValueError naming the keys
     return tuple(mesh)
 
 

@@ -110,7 +110,7 @@ def reshard_choices(rank, n):
               flush=True)
 
 
-def bad_reshard_value(rank, n):
+def bad_reshard_value(rank, n):  # and a bad mesh
     import fsdp_runtime
 
     for bad in (0, n + 1, 1.5):
@@ -122,6 +122,13 @@ def bad_reshard_value(rank, n):
             assert "reshard_after_forward" in str(e) and "divid" in str(e), e
         else:
             raise AssertionError(f"reshard_after_forward={bad} was accepted at {n} ranks")
+    # A mesh that does not fill the group is refused by the job's rule (spec/job_spec.h), naming both degrees.
+    try:
+        fsdp_runtime.fully_shard(torch.nn.Linear(2, 2), mesh=(2, n))
+    except ValueError as e:
+        assert f"data_parallel_replicate_degree (2)" in str(e) and f"world size is {n}" in str(e), e
+    else:
+        raise AssertionError(f"mesh=(2, {n}) was accepted at {n} ranks")
     dist.barrier()
 
 

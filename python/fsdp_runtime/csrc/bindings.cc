@@ -205,6 +205,8 @@ PYBIND11_MODULE(_C, m) {
         fsdp::spec::check_reshard_group({fsdp::spec::Reshard::Mode::kGroup, group}, shard_degree);
       },
       py::arg("group"), py::arg("shard_degree"));
+  m.def("check_mesh_fills_world", &fsdp::spec::check_mesh_fills_world, py::arg("replicate"), py::arg("shard"),
+        py::arg("world_size"));
 
   py::class_<ShardingGroups, std::shared_ptr<ShardingGroups>>(m, "ShardingGroups")
       .def(py::init([](ProcessGroupFsdp& pg, int64_t replicate, int64_t reshard_group) {
