@@ -1,8 +1,8 @@
 # Installation (docs/packaging.md): `cmake --install <build> [--prefix P]` puts
 #   lib/        libfsdp_nccl.so (+ libnccl.so -> it), the static C++ libraries (collectives, launch and
 #               what they link), pkgconfig/fsdp-nccl.pc, cmake/FsdpRuntime/ (find_package(FsdpRuntime))
-#   include/    nccl.h; fsdp/common/..., fsdp/collectives/..., fsdp/launch/... (included as
-#               "collectives/communicator.h")
+#   include/    nccl.h; fsdp/common/..., fsdp/spec/mxfp8_wire.h (the MXFP8 wire size the codec's header
+#               uses), fsdp/collectives/..., fsdp/launch/... (included as "collectives/communicator.h")
 #   bin/        the programs that exist in this build: fsdp-train, fsdp-run, fsdp-store, fsdp-plan,
 #               fsdp-ckpt, fsdp-bench, fsdp-flight
 # Everything here reads targets defined elsewhere and only adds install-time properties
@@ -128,6 +128,9 @@ if(_fsdp_cpp_targets)
     install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/fsdp/${dir}
       COMPONENT devel FILES_MATCHING PATTERN "*.h")
   endforeach()
+  # The one spec/ header the collectives' headers include (header-only: no spec library to link).
+  install(FILES ${PROJECT_SOURCE_DIR}/spec/mxfp8_wire.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/fsdp/spec
+    COMPONENT devel)
 endif()
 
 # --- Programs -------------------------------------------------------------------------------------
