@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <functional>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "spec/job_spec.h"
@@ -173,9 +172,10 @@ void resolve_mesh(TrainConfig& c, int64_t world_size) {
   if (world_size < 1) throw ConfigError("world size must be >= 1, got " + std::to_string(world_size));
   auto& p = c.parallelism;
   try {
-    std::tie(p.data_parallel_replicate_degree, p.data_parallel_shard_degree) =
-        spec::resolve_degrees(p.data_parallel_replicate_degree, p.data_parallel_shard_degree, world_size);
+    // The mesh resolves the -1 degree (spec::resolve_degrees); the keys take the resolved values.
     c.resolved_mesh = spec::Mesh::for_world(world_size, p.data_parallel_replicate_degree, p.data_parallel_shard_degree);
+    p.data_parallel_replicate_degree = c.resolved_mesh->replicate_degree();
+    p.data_parallel_shard_degree = c.resolved_mesh->shard_degree();
     spec::check_reshard_group(p.fsdp_reshard_after_forward, p.data_parallel_shard_degree);
   } catch (const spec::SpecError& e) {
     throw ConfigError(e.what());
