@@ -34,6 +34,13 @@ from .models.llama import Llama, LlamaArgs, RopeScaling
 from .safetensors import load_file, save_file
 
 _DTYPES = {"float32": None, "bfloat16": torch.bfloat16}
+# optimizer.name as the configuration spells it (spec::Optimizer's names) -> torch's optimizer over the parameters.
+_OPTIMIZERS = {
+    "SGD": lambda params, o: torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"],
+                                             weight_decay=o["weight_decay"]),
+    "AdamW": lambda params, o: torch.optim.AdamW(params, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
+                                                 weight_decay=o["weight_decay"]),
+}
 
 
 def _launcher_env():
@@ -117,11 +124,7 @@ def build_model(cfg, c, mesh):
 
 
 def make_optimizer(model, c):
-    o = c["optimizer"]
-    if o["name"] == "SGD":
-        return torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=o["momentum"], weight_decay=o["weight_decay"])
-    return torch.optim.AdamW(model.parameters(), lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
-                             weight_decay=o["weight_decay"])
+    return _OPTIMIZERS[c["optimizer"]["name"]](model.parameters(), c["optimizer"])
 
 
 def _tokens(data, b, t):
