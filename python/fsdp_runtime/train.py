@@ -109,10 +109,18 @@ def _reshard(value):
     return {"default": True, "always": True, "never": False}.get(value, value)
 
 
+@torch.no_grad()
+def init_like_fsdp_train(model, seed, scheme):
+    """fsdp-train's initial weights (model/init.h: each value a function of seed, parameter name and element
+    index, drawn in C++), so one TOML gives both front ends the same weights and the same loss curve."""
+    for name, p in model.named_parameters():
+        _C.init_parameter(p.detach().numpy(), name, seed, scheme)
+
+
 def build_model(cfg, c, mesh):
     """The Llama of the configuration, initialised from training.seed, fully_shard'ed per block then root."""
-    torch.manual_seed(c["training"]["seed"])
     model = Llama(_model_args(cfg, c))
+    init_like_fsdp_train(model, c["training"]["seed"], c["model"]["init_scheme"])
     t, p = c["training"], c["parallelism"]
     mp = MixedPrecisionPolicy(param_dtype=_DTYPES[t["mixed_precision_param"]],
                               reduce_dtype=_DTYPES.get(t["mixed_precision_reduce"], torch.float32) or torch.float32)
@@ -140,7 +148,8 @@ def train_step(model, opt, loader, cfg, c, step):
         assert (s, mu) == (step, micro), (s, mu, step, micro)
         model.set_requires_gradient_sync(micro == accum - 1)  # reduce-scatter once, after the last micro-batch
         logits = model(_tokens(inputs, b, t))
-        loss = F.cross_entropy(logits.reshape(b * t, -1), _tokens(targets, b, t).reshape(-1)) / accum
+        # Over float32 logits, as TorchTitan and fsdp-train: bf16 logits would quantise the loss itself.
+        loss = F.cross_entropy(logits.reshape(b * t, -1).float(), _tokens(targets, b, t).reshape(-1)) / accum
         loss.backward()
         local += loss.detach().double()
     dist.all_reduce(local, op=dist.ReduceOp.AVG)  # every data-parallel rank's rows weigh the same

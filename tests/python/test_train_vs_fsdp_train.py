@@ -1,9 +1,11 @@
 """The two front ends drive one runtime: python3 -m fsdp_runtime.train (the PyTorch Llama, fully_shard)
-and fsdp-train (the C++ reference model) on the same configuration, data and initial weights (a
-safetensors file of the torch model's init, read by both through checkpoint.initial_load_path) give
-the same losses within 1e-5 relative over 20 steps in float32, at 2 ranks each.
+and fsdp-train (the C++ reference model) on the same configuration and data give the same losses within
+1e-5 relative over 20 steps in float32.
 
-    test_train_vs_fsdp_train.py FSDP_RUN FSDP_TRAIN
+    test_train_vs_fsdp_train.py FSDP_RUN FSDP_TRAIN RANKS seed|load
+
+seed: each front end initialises its own weights from training.seed (both draw model/init.h's values);
+load: both read one safetensors file of the torch model's own init through checkpoint.initial_load_path.
 """
 import os
 import sys
@@ -14,36 +16,36 @@ import torch
 sys.path.insert(0, os.environ["FSDP_PYTHON_PATH"])
 from train_runs import assert_losses_match, job_flags, run_fsdp_train, run_python  # noqa: E402
 
-RANKS = 2
 
-
-def write_initial_weights(path, folder):
-    """The torch model's own init (training.seed) for the configuration, as F32 safetensors."""
+def write_initial_weights(path, folder, ranks):
+    """The torch model's own init (torch's generator, seeded with training.seed), as F32 safetensors."""
     import fsdp_runtime._C as C
     import tomllib
     from fsdp_runtime.safetensors import save_file
     from fsdp_runtime.train import _model_args
     from fsdp_runtime.models.llama import Llama
 
-    cfg = C.TrainConfig(job_flags(folder, RANKS), RANKS)
+    cfg = C.TrainConfig(job_flags(folder, ranks), ranks)
     c = tomllib.loads(cfg.to_toml())
     torch.manual_seed(c["training"]["seed"])
     save_file(Llama(_model_args(cfg, c)).state_dict(), path)
 
 
 def main():
-    fsdp_run, fsdp_train = sys.argv[1], sys.argv[2]
+    fsdp_run, fsdp_train, ranks, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     with tempfile.TemporaryDirectory(prefix="fsdp-train-vs-") as folder:
-        init = os.path.join(folder, "init.safetensors")
-        write_initial_weights(init, folder)
-        load = ["--checkpoint.enable", "true", "--checkpoint.initial_load_path", init]
-        py, _ = run_python(fsdp_run, os.path.join(folder, "python"), RANKS, extra=load)
-        cc = run_fsdp_train(fsdp_run, fsdp_train, os.path.join(folder, "cpp"), RANKS,
-                            extra=load + ["--checkpoint.interval", "1000"])
+        extra = []
+        if mode == "load":
+            init = os.path.join(folder, "init.safetensors")
+            write_initial_weights(init, folder, ranks)
+            extra = ["--checkpoint.enable", "true", "--checkpoint.initial_load_path", init]
+        py, _ = run_python(fsdp_run, os.path.join(folder, "python"), ranks, extra=extra)
+        cc = run_fsdp_train(fsdp_run, fsdp_train, os.path.join(folder, "cpp"), ranks,
+                            extra=extra + ["--checkpoint.interval", "1000"] if extra else [])
     worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(py, cc))
-    assert_losses_match(py, cc, "fsdp_runtime.train against fsdp-train")
-    print(f"fsdp_runtime.train and fsdp-train from the same weights: {len(py)} losses equal within "
-          f"{worst:.1e} relative ({cc[0]['loss']:.5f} -> {cc[-1]['loss']:.5f})", flush=True)
+    assert_losses_match(py, cc, f"fsdp_runtime.train against fsdp-train ({mode}, {ranks} ranks)")
+    print(f"fsdp_runtime.train and fsdp-train at {ranks} rank(s), weights by {mode}: {len(py)} losses equal "
+          f"within {worst:.1e} relative ({cc[0]['loss']:.5f} -> {cc[-1]['loss']:.5f})", flush=True)
 
 
 if __name__ == "__main__":

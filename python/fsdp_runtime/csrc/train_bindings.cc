@@ -11,6 +11,7 @@
 
 #include "launch/bootstrap.h"
 #include "model/blas_core.h"
+#include "model/init.h"
 #include "model/ops.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "sharding/cost_model.h"
@@ -139,6 +140,27 @@ void write_safetensors(const std::string& path, const std::vector<std::tuple<std
   runtime::checkpoint::write_safetensors(path, tensors, metadata, {});
 }
 
+// fsdp-train's initialisation of one parameter (model/init.h: a pure function of seed, name and element
+// index) written into `out`, a writable C-contiguous float32 buffer of the parameter's shape (a CPU
+// tensor's .numpy()), so both front ends start from the same weights.
+void init_parameter(const py::buffer& out, const std::string& name, uint64_t seed, const std::string& scheme) {
+  const py::buffer_info b = out.request(/*writable=*/true);
+  if (b.format != py::format_descriptor<float>::format()) {
+    throw py::value_error("init_parameter: '" + name + "' is not a float32 buffer (format " + b.format + ")");
+  }
+  spec::ParamSpec p{name, std::vector<int64_t>(b.shape.begin(), b.shape.end())};
+  py::ssize_t stride = sizeof(float);
+  for (size_t d = b.shape.size(); d-- > 0;) {
+    if (b.shape[d] > 1 && b.strides[d] != stride) {
+      throw py::value_error("init_parameter: '" + name + "' is not C-contiguous");
+    }
+    stride *= b.shape[d];
+  }
+  const auto init = model::parse_init_scheme(scheme);
+  py::gil_scoped_release release;
+  model::init_parameter_range(p, seed, 0, p.numel(), static_cast<float*>(b.ptr), init);
+}
+
 }  // namespace
 
 void bind_train(py::module_& m) {
@@ -178,6 +200,7 @@ void bind_train(py::module_& m) {
     model::ops::set_blas_threads(threads);
     return model::ops::blas_threads();
   });
+  m.def("init_parameter", &init_parameter, py::arg("out"), py::arg("name"), py::arg("seed"), py::arg("scheme"));
   m.def("read_safetensors", &read_safetensors, py::arg("path"));
   m.def("write_safetensors", &write_safetensors, py::arg("path"), py::arg("tensors"),
         py::arg("metadata") = std::map<std::string, std::string>{});
