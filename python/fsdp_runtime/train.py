@@ -204,7 +204,10 @@ def main(argv=None):
         set_cpu_threads(torch.get_num_threads() if "OMP_NUM_THREADS" in os.environ else share)
 
     timeout = datetime.timedelta(seconds=_C.timeout_sec())  # FSDP_TIMEOUT_SEC, common/knobs.h
-    if init_method is None and "MASTER_ADDR" not in os.environ and world_size == 1:  # no launcher: one rank
+    store = _C.RunStore.from_env(timeout)  # fsdp-run (without --no-store) or fsdp-store serves the rendezvous
+    if store is not None:
+        dist.init_process_group("fsdp", store=store, rank=rank, world_size=world_size, timeout=timeout)
+    elif init_method is None and "MASTER_ADDR" not in os.environ and world_size == 1:  # no launcher: one rank
         dist.init_process_group("fsdp", store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
     else:
         dist.init_process_group("fsdp", init_method=init_method, rank=rank, world_size=world_size, timeout=timeout)

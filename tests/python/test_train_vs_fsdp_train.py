@@ -4,8 +4,10 @@ and fsdp-train (the C++ reference model) on the same configuration and data give
 
     test_train_vs_fsdp_train.py FSDP_RUN FSDP_TRAIN RANKS seed|load
 
-seed: each front end initialises its own weights from training.seed (both draw model/init.h's values);
-load: both read one safetensors file of the torch model's own init through checkpoint.initial_load_path.
+seed: each front end initialises its own weights from training.seed (both draw model/init.h's values),
+      the Python job under plain fsdp-run (it joins the launcher's store);
+load: both read one safetensors file of the torch model's own init through checkpoint.initial_load_path,
+      the Python job under fsdp-run --no-store (torch's env:// store).
 """
 import os
 import sys
@@ -39,7 +41,7 @@ def main():
             init = os.path.join(folder, "init.safetensors")
             write_initial_weights(init, folder, ranks)
             extra = ["--checkpoint.enable", "true", "--checkpoint.initial_load_path", init]
-        py, _ = run_python(fsdp_run, os.path.join(folder, "python"), ranks, extra=extra)
+        py, _ = run_python(fsdp_run, os.path.join(folder, "python"), ranks, extra=extra, launcher_store=mode == "seed")
         cc = run_fsdp_train(fsdp_run, fsdp_train, os.path.join(folder, "cpp"), ranks,
                             extra=extra + ["--checkpoint.interval", "1000"] if extra else [])
     worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(py, cc))

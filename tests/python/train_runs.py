@@ -43,13 +43,16 @@ def records(folder):
         return [json.loads(line) for line in f]
 
 
-def run_python(fsdp_run, folder, ranks, replicate=1, extra=()):
-    """The Python front end at `ranks` ranks (HSDP: replicate x ranks/replicate); (records, final weights)."""
+def run_python(fsdp_run, folder, ranks, replicate=1, extra=(), launcher_store=False):
+    """The Python front end at `ranks` ranks (HSDP: replicate x ranks/replicate); (records, final weights).
+    launcher_store: fsdp-run serves the rendezvous (the job joins it through _C.RunStore); otherwise
+    --no-store, and torch's env:// store on rank 0."""
     from fsdp_runtime.safetensors import load_file
 
     flags = job_flags(folder, ranks, replicate) + ["--checkpoint.enable", "true", "--checkpoint.interval",
                                                    str(STEPS)] + list(extra)
-    run([fsdp_run, "--no-store", "--nproc", str(ranks), "--", sys.executable, "-m", "fsdp_runtime.train"] + flags,
+    store = [] if launcher_store else ["--no-store"]
+    run([fsdp_run] + store + ["--nproc", str(ranks), "--", sys.executable, "-m", "fsdp_runtime.train"] + flags,
         f"fsdp_runtime.train at {ranks} ranks")
     return records(folder), load_file(os.path.join(folder, "checkpoint", f"step-{STEPS}", "model.safetensors"))
 

@@ -15,14 +15,16 @@
 #include "common/knobs.h"
 #include "common/memory_tracker.h"
 #include "python/fsdp_runtime/csrc/process_group_fsdp.h"
+#include "python/fsdp_runtime/csrc/store_adapters.h"
 #include "python/fsdp_runtime/csrc/train_bindings.h"
 #include "runtime/fsdp_unit.h"
-#include "runtime/process_groups.h"
 #include "runtime/overlap.h"
+#include "runtime/process_groups.h"
 #include "spec/job_spec.h"
 
 namespace py = pybind11;
 using fsdp::torch_backend::ProcessGroupFsdp;
+using fsdp::torch_backend::RunStore;
 
 namespace {
 
@@ -195,6 +197,14 @@ PYBIND11_MODULE(_C, m) {
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("transport", &ProcessGroupFsdp::transport);
+  // The store fsdp-run / fsdp-store serves (store_adapters.h); from_env() is None without one.
+  py::class_<RunStore, c10d::Store, c10::intrusive_ptr<RunStore>>(m, "RunStore")
+      .def(py::init([](const std::string& host, uint16_t port, std::chrono::milliseconds timeout) {
+             return c10::make_intrusive<RunStore>(host, port, timeout);
+           }),
+           py::arg("host"), py::arg("port"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
+      .def_static("from_env", &RunStore::from_env, py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
+      .def("__repr__", [](const RunStore& s) { return "<fsdp_runtime RunStore: " + s.describe() + ">"; });
   // FSDP_TIMEOUT_SEC as its one declaration (common/knobs.h) resolves it, default included: the
   // Python trainer's process-group timeout, with no second copy of the default in Python.
   m.def("timeout_sec", [] { return fsdp::knobs::kTimeoutSec.get(); });

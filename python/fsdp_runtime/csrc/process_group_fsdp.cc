@@ -12,47 +12,12 @@
 
 #include "collectives/core/errors.h"
 #include "launch/bootstrap.h"
+#include "python/fsdp_runtime/csrc/store_adapters.h"
 
 namespace fsdp::torch_backend {
 namespace {
 
 using std::chrono::milliseconds;
-
-// torch's store as the launch layer's KeyValueStore: connect_world publishes host identities, the
-// job id, the transport and addresses under "fsdp/" in it (torch's PrefixStore already names the group).
-// c10d reports a missing key as a generic error; it becomes TimeoutError so connect_world's messages
-// say who waited for whom.
-class C10dStore : public launch::KeyValueStore {
- public:
-  explicit C10dStore(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
-
-  void set(const std::string& key, const std::string& value) override {
-    store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
-  }
-  std::string get(const std::string& key) override { return get(key, store_->getTimeout()); }
-  std::string get(const std::string& key, milliseconds timeout) override {
-    wait({key}, timeout);
-    const std::vector<uint8_t> v = store_->get(key);
-    return std::string(v.begin(), v.end());
-  }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, store_->getTimeout()); }
-  void wait(const std::vector<std::string>& keys, milliseconds timeout) override {
-    try {
-      store_->wait(keys, timeout);
-    } catch (const std::exception& e) {
-      std::string names;
-      for (const std::string& k : keys) names += (names.empty() ? "'" : ", '") + k + "'";
-      throw TimeoutError(ErrorContext{-1, -1, "store", 0, 0},
-                         "keys " + names + " missing at " + describe() + ": " + e.what());
-    }
-  }
-  int64_t add(const std::string& key, int64_t delta) override { return store_->add(key, delta); }
-  bool erase(const std::string& key) override { return store_->deleteKey(key); }
-  std::string describe() const override { return "torch's c10d store"; }
-
- private:
-  c10::intrusive_ptr<c10d::Store> store_;
-};
 
 // The handle torch gets back: the runtime's Work(s) of one op, the tensors they read and write (kept
 // alive until completion) and what to do once they finished (copy-out of list ops).
@@ -240,7 +205,7 @@ ProcessGroupFsdp::ProcessGroupFsdp(const c10::intrusive_ptr<c10d::Store>& store,
   o.local_world_size = size;
   const launch::ProcessEnv env = launch::detect_process_env(o);
   launch::WorldOptions options;
-  options.store = std::make_shared<C10dStore>(store);
+  options.store = as_key_value_store(store);
   options.key_prefix = "fsdp/";
   options.rendezvous_timeout = timeout;
   options.comm.timeout = timeout;
