@@ -6,7 +6,7 @@
 //   mpirun -np 144 fsdp-train --config llama.toml
 //
 // Exit status: 0 done, 1 a runtime failure (communication, non-finite loss, checkpoint), 2 bad
-// configuration or usage. Every failure line names this rank.
+// configuration or usage. Every failure line names this rank once the environment has named it.
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -29,9 +29,14 @@
 
 namespace {
 
+// `rank` < 0: the failure came before the environment named this process's rank, so no rank is named.
 int fail(int rank, const char* kind, const std::exception& e, int code) {
   std::fflush(stdout);
-  std::fprintf(stderr, "fsdp-train: rank %d: %s: %s\n", rank, kind, e.what());
+  if (rank >= 0) {
+    std::fprintf(stderr, "fsdp-train: rank %d: %s: %s\n", rank, kind, e.what());
+  } else {
+    std::fprintf(stderr, "fsdp-train: %s: %s\n", kind, e.what());
+  }
   // A runtime failure: this rank's last collectives, for fsdp-flight (a rank that failed outside
   // communication has no failed operation of its own to trigger the dump).
   if (code == 1) fsdp::FlightRecorder::instance().dump(std::string("fsdp-train failed: ") + kind + ": " + e.what());
