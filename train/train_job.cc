@@ -8,6 +8,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "common/host_memory.h"
 #include "common/output_files.h"
 #include "common/process_memory.h"
 #include "common/trace.h"
@@ -156,6 +157,11 @@ DataLoaderOptions data_loader_options(const TrainConfig& c, int rank) {
   return o;
 }
 
+MemoryLimit job_memory_capacity(const sharding::ChipProfile& chip) {
+  if (chip.name != "cpu") return {static_cast<int64_t>(chip.memory_bytes), "chip profile '" + chip.name + "'"};
+  return host_memory_limit();
+}
+
 MetricsOptions job_metrics_options(const TrainConfig& c, int rank, std::ostream* log) {
   const sharding::ChipProfile chip = sharding::chip_preset("cpu");
   MetricsOptions o;
@@ -163,7 +169,7 @@ MetricsOptions job_metrics_options(const TrainConfig& c, int rank, std::ostream*
   o.log_freq = c.metrics.log_freq;
   o.flops_per_token = sharding::model_flops_per_token(c.model_spec(), c.training.seq_len);
   o.peak_flops = chip.peak_flops(DataType::kFloat32);
-  o.memory_capacity_bytes = chip.memory_bytes;
+  o.memory_capacity_bytes = static_cast<double>(job_memory_capacity(chip).bytes);
   if (!c.metrics.file.empty() && (rank == 0 || c.metrics.save_for_all_ranks)) {
     o.file = c.metrics.save_for_all_ranks ? metrics_file_for_rank(c.metrics_path(), rank) : c.metrics_path();
   }
@@ -501,6 +507,9 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
 
   const MetricsOptions metrics_options = job_metrics_options(config, rank, job.log);
   MetricsLogger metrics(metrics_options);
+  if (metrics_options.print) {
+    *job.log << "memory: percentages are of " << job_memory_capacity(sharding::chip_preset("cpu")).describe() << "\n";
+  }
 
   std::vector<double> step_seconds;
   BlockCacheStats cache_after_warmup;

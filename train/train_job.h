@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "collectives/communicator.h"
+#include "common/host_memory.h"
+#include "sharding/chip_profile.h"
 #include "train/config.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
@@ -23,6 +25,10 @@ TrainerOptions trainer_options(const TrainConfig& config);
 // What rank `rank` of this (validated) configuration's job reads: its data-parallel rows, the batch
 // shape, the seed. The Python front end (python/fsdp_runtime/train.py) reads through the same loader.
 DataLoaderOptions data_loader_options(const TrainConfig& config, int rank);
+
+// What the metric line's memory percentage is of: this host's memory (or its cgroup's limit, the smaller)
+// on the CPU, the chip profile's on a planned accelerator; `source` says which.
+MemoryLimit job_memory_capacity(const sharding::ChipProfile& chip);
 
 // The metrics logger of rank `rank`: the console line (printed on rank 0, or every rank with
 // metrics.save_for_all_ranks, when `log` is set), the per-step file, the FLOP and memory figures.
