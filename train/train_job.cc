@@ -20,6 +20,7 @@
 #include "sharding/chip_profile.h"
 #include "sharding/cost_model.h"
 #include "sharding/planner.h"
+#include "train/config_paths.h"
 #include "train/data_setup.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
@@ -202,36 +203,6 @@ std::string model_config_hash(const TrainConfig& config) {
 
 namespace {
 
-// The safetensors files checkpoint.initial_load_path names (a file, or with initial_load_in_hf every
-// .safetensors of a folder: Hugging Face shards its checkpoints), or none when it names a checkpoint
-// (a step directory or a checkpoint folder).
-std::vector<std::string> initial_safetensors_files(const CheckpointConfig& ck) {
-  namespace fs = std::filesystem;
-  const std::string& path = ck.initial_load_path;
-  std::error_code ec;
-  std::vector<std::string> files;
-  if (fs::is_regular_file(path, ec)) {
-    files.push_back(path);
-  } else if (ck.initial_load_in_hf) {
-    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->path().extension() == ".safetensors") files.push_back(it->path().string());
-    }
-    if (files.empty()) {
-      throw ConfigError("checkpoint.initial_load_in_hf: checkpoint.initial_load_path = '" + path +
-                        "' holds no .safetensors file");
-    }
-    std::sort(files.begin(), files.end());
-  } else {
-    return {};
-  }
-  if (!ck.initial_load_model_only) {
-    throw ConfigError("checkpoint.initial_load_path = '" + path +
-                      "' is safetensors, which holds weights only: it cannot resume a training state "
-                      "(checkpoint.initial_load_model_only = false)");
-  }
-  return files;
-}
-
 // How weights lie in a safetensors file this job reads or writes.
 runtime::checkpoint::SafetensorsFormat weights_format(const TrainerOptions& opts, bool hf, DataType dtype) {
   runtime::checkpoint::SafetensorsFormat f;
@@ -264,38 +235,6 @@ void save_last_weights(const TrainConfig& config, const TrainerOptions& opts, ru
   runtime::checkpoint::export_safetensors(model, ckpt.comm(), file, {{"format", "pt"}, {"step", std::to_string(step)}},
                                           weights_format(opts, ck.last_save_in_hf, ck.export_dtype));
 }
-
-}  // namespace
-
-void check_checkpoint_paths(const TrainConfig& config) {
-  if (!config.checkpoint.enable_checkpoint) return;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const std::string folder = config.checkpoint_dir();
-  if (fs::exists(folder, ec) && !fs::is_directory(folder, ec)) {
-    throw ConfigError("checkpoint.folder = '" + config.checkpoint.folder + "' resolves to '" + folder +
-                      "', which exists and is not a directory");
-  }
-  const auto& ck = config.checkpoint;
-  if (ck.last_save_in_hf && !ck.last_save_model_only) {
-    throw ConfigError("checkpoint.last_save_in_hf = true needs checkpoint.last_save_model_only = true: safetensors "
-                      "hold weights only");
-  }
-  const std::string& initial = ck.initial_load_path;
-  if (initial.empty()) {
-    if (ck.initial_load_in_hf) {
-      throw ConfigError("checkpoint.initial_load_in_hf = true needs checkpoint.initial_load_path (a .safetensors "
-                        "file, or a folder holding one)");
-    }
-    return;
-  }
-  if (!fs::exists(initial, ec)) {
-    throw ConfigError("checkpoint.initial_load_path = '" + initial + "' does not exist");
-  }
-  initial_safetensors_files(ck);  // refuses what cannot be read, naming the key
-}
-
-namespace {
 
 // Checkpoints: resume from our own folder's latest (or load_step), else load another run's weights
 // (initial_load_path), else start fresh; refuses a folder this run would overwrite. Sets the trainer's
@@ -436,7 +375,7 @@ void summarize_steps(Trainer& trainer, const TrainerOptions& opts, const runtime
 }  // namespace
 
 JobResult run_training_job(const TrainConfig& config, Communicator& world, const JobOptions& job) {
-  check_checkpoint_paths(config);
+  check_paths(config);
   TrainerOptions opts = trainer_options(config);
   if (!config.parallelism.plan_file.empty()) {
     opts.fsdp.plan = std::make_shared<const proto::ShardingPlan>(runtime::read_plan_file(config.parallelism.plan_file));

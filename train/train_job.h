@@ -37,12 +37,6 @@ MetricsOptions job_metrics_options(const TrainConfig& config, int rank, std::ost
 // A fingerprint of what makes checkpoints compatible: the model's dimensions and parameter shapes.
 std::string model_config_hash(const TrainConfig& config);
 
-// Refuses, naming the key, at start-up rather than at the first save or load: a checkpoint.folder
-// that exists but is not a directory, an initial_load_path that is missing, a safetensors one with
-// initial_load_model_only = false, initial_load_in_hf without a single .safetensors to read, and
-// last_save_in_hf without last_save_model_only. No-op when checkpointing is off. Throws ConfigError.
-void check_checkpoint_paths(const TrainConfig& config);
-
 struct JobResult {
   std::vector<StepStats> steps;  // the steps this run took (after any resume)
   int64_t start_step = 0;        // the step a checkpoint resumed from (0: fresh)

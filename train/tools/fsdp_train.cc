@@ -65,14 +65,14 @@ int main(int argc, char** argv) {
     const launch::ProcessEnv env = launch::detect_process_env(flags.overrides);
     rank = env.rank;
     train::TrainConfig config = train::load_train_config(command_line);
-    config.validate(env.world_size);
-    if (command_line.print_config) {
+    if (command_line.print_config) {  // whether or not the data, tokenizer or memory are there
+      config.resolve_keys(env.world_size);
       std::cout << "# fsdp-train configuration, resolved for " << env.world_size << " rank(s)\n"
                 << config.to_toml() << "\n# environment knobs (docs/config.md)\n"
                 << knobs::describe_knobs("# ");
       return 0;
     }
-    config.check_fits_machine_memory();  // before the world connects and anything is allocated
+    config.validate(env.world_size);  // keys, every path and the memory fit: all mistakes, before anything starts
     // Flight recorder dumps go to the job's dump folder unless FSDP_FLIGHT_RECORDER_DIR chose.
     if (!knobs::kFlightRecorderDir.is_set()) FlightRecorder::instance().set_dump_dir(config.job.dump_folder);
     if (rank == 0) {
