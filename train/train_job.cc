@@ -1,7 +1,6 @@
 #include "train/train_job.h"
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -15,6 +14,7 @@
 #include "proto/plan.pb.h"
 #include "runtime/checkpoint/checkpointer.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/training_state.h"
 #include "runtime/overlap.h"
 #include "runtime/plan_check.h"
 #include "sharding/chip_profile.h"
@@ -41,25 +41,19 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
+// The loader's position as the checkpoint's data-loader entry; its decoding and checks are the
+// checkpoint layer's (training_state.h), so the loader and `fsdp-ckpt verify` refuse the same entries.
 std::string encode_state(const DataLoaderState& s) {
-  std::string bytes(sizeof s, '\0');
-  std::memcpy(bytes.data(), &s, sizeof s);
-  return bytes;
+  return runtime::checkpoint::encode_loader_position(
+      {s.step, s.micro_step, s.stream.token, s.stream.document, s.stream.offset});
 }
 
-DataLoaderState decode_state(const std::string& bytes) {
-  DataLoaderState s;
-  // Checkpoints before the stream position held only (step, micro_step).
-  constexpr size_t kStepsOnly = 2 * sizeof(int64_t);
-  if (bytes.size() != sizeof s && bytes.size() != kStepsOnly) {
-    throw std::runtime_error("checkpoint: data_loader state has the wrong size (" + std::to_string(bytes.size()) +
-                             " bytes, expected " + std::to_string(sizeof s) + ")");
-  }
-  std::memcpy(&s, bytes.data(), bytes.size());
-  return s;
+DataLoaderState decode_state(const std::string& bytes, const std::string& dir) {
+  const auto p = runtime::checkpoint::decode_loader_position(bytes, dir + ": ");
+  return DataLoaderState{p.step, p.micro_step, StreamPosition{p.token, p.document, p.offset}};
 }
 
-constexpr const char* kDataLoaderKey = "data_loader";
+using runtime::checkpoint::kDataLoaderKey;
 constexpr const char* kLrSchedulerKey = "lr_scheduler";
 
 // The LR schedule as text: a resumed run must continue the same curve (it is a function of the step).
@@ -276,7 +270,7 @@ std::unique_ptr<runtime::checkpoint::Checkpointer> open_checkpoints(
     if (it == loaded->training_state.end()) {
       throw runtime::checkpoint::CheckpointError("checkpoint " + loaded->dir + " has no " + kDataLoaderKey + " state");
     }
-    loader.restore(decode_state(it->second));
+    loader.restore(decode_state(it->second, loaded->dir));
     const std::string warning = lr_schedule_warning(loaded->training_state, opts.lr, loaded->dir);
     if (job.log && !warning.empty()) *job.log << warning << "\n";
     // Another data set or tokenizer is allowed, but the saved position then means other tokens: say so.
