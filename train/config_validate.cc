@@ -302,7 +302,12 @@ void TrainConfig::resolve_keys(int64_t world_size) {
 void TrainConfig::validate(int64_t world_size) {
   auto problems = key_problems(*this, world_size);
   for (auto& problem : path_problems(*this)) problems.push_back(std::move(problem));
-  if (resolved_mesh) collect(problems, [&] { check_fits_machine_memory(); });
+  std::vector<std::string> fit;
+  if (resolved_mesh) collect(fit, [&] { check_fits_machine_memory(); });
+  // A model key that breaks the dimensions breaks the fit the same way: said once.
+  if (!fit.empty() && std::find(problems.begin(), problems.end(), fit.front()) == problems.end()) {
+    problems.push_back(fit.front());
+  }
   if (!problems.empty()) config_table::throw_config_errors(problems);
 }
 

@@ -245,6 +245,16 @@ TEST(TrainConfig, EveryPathAndTheMemoryFitInOneError) {
   } catch (const ConfigError& e) {
     EXPECT_TRUE(std::string(e.what()).starts_with("training.seq_len = ")) << e.what();
   }
+  // A model key that breaks the dimensions breaks the fit too: said once.
+  TrainConfig reshaped;
+  apply_override(reshaped, "model.flavor", "8B");
+  apply_override(reshaped, "model.dim", "1024");
+  try {
+    reshaped.validate(1);
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(std::string(e.what()).starts_with("model.dim = 1024 overrides flavor '8B'")) << e.what();
+  }
 }
 
 TEST(TrainConfig, OverridesInBothFormsAfterTheFile) {
