@@ -1,6 +1,6 @@
-// What a configuration means once read: the model it builds, its learning-rate schedule and paths,
-// and validate(world_size), which resolves the -1 degrees and the global batch into one mesh and
-// checks the rules that span keys.
+// What a configuration means once read: the model it builds, its learning-rate schedule and paths;
+// resolve_keys(world_size), which resolves the -1 degrees and the global batch into one mesh and checks
+// the rules that span keys; and validate(), which adds every path (config_paths.h) and the memory fit.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
