@@ -166,6 +166,11 @@ struct TrainConfig {
   std::map<std::string, std::string> torchtitan_only;
   // Keys given (file or flags) that have no effect in this runtime, in the order read.
   std::vector<std::string> no_effect_keys;
+  // Where each key given was set, "section.key" -> "job.toml:12" (a file's line) or "" (a flag), so that
+  // a problem found after reading (a missing path, the memory fit) still names the line.
+  std::map<std::string, std::string> key_lines;
+  // "job.toml:12: " when `key` was set by a file, else "" (a flag or the default): a problem's prefix.
+  std::string where_set(std::string_view key) const;
 
   // One start-up line naming no_effect_keys grouped by why they have no effect; "" when none.
   std::string no_effect_line() const;
@@ -174,13 +179,21 @@ struct TrainConfig {
   // checks the rules that span keys: replicate * shard == world_size, the global batch divisible by
   // local_batch_size * dp degree, a reshard group size dividing the shard degree, heads dividing dim,
   // the byte corpus fitting the vocabulary, checkpoint settings. Throws ConfigError naming the keys.
+  // Reads no file but the tokenizer, and only when it is there (its vocabulary is a floor under the
+  // model's): what --print-config needs.
+  void resolve_keys(int64_t world_size);
+  // resolve_keys(), then everything the keys point at (train/config_paths.h: the data set, tokenizer and
+  // assets, the checkpoint folders, metrics.file and metrics.trace_file, the plan file) and the memory
+  // fit (check_fits_machine_memory), in one pass: every mistake in one ConfigError, each naming its key
+  // and, when a file set it, the file's line. Before anything starts.
   void validate(int64_t world_size);
   // The data-parallel mesh validate() resolved (replicate x shard over its world size): the one the
   // process groups, the data loader and the plan check use. Throws ConfigError before validate().
   const spec::Mesh& mesh() const;
-  // After validate(): refuses sizes whose memory would exceed this machine (a lower bound per rank
-  // against sysconf's physical memory), naming the keys of the largest term and the bytes, before
-  // anything is allocated. Apart from validate() so --print-config still shows any flavor.
+  // After resolve_keys(): refuses sizes whose memory would exceed this machine (a lower bound per rank
+  // against this host's memory or its cgroup's limit, common/host_memory.h), naming the keys of the
+  // largest term and the bytes, before anything is allocated. Part of validate(), not of
+  // resolve_keys(), so --print-config still shows any flavor.
   void check_fits_machine_memory() const;
 
   // The flavor's Llama 3 dimensions with the explicit [model] keys applied (norm, RoPE and its scaling

@@ -183,6 +183,8 @@ void assign(TrainConfig& c, const Field& f, const Value& v, const std::string& w
   }
   f.set(c, v);
   const std::string name = f.full_name();
+  // "job.toml:12: " -> "job.toml:12"; a flag ("--") has no line.
+  c.key_lines[name] = where.ends_with(": ") ? where.substr(0, where.size() - 2) : "";
   if (!f.no_effect.empty() &&
       std::find(c.no_effect_keys.begin(), c.no_effect_keys.end(), name) == c.no_effect_keys.end()) {
     c.no_effect_keys.push_back(name);

@@ -28,6 +28,8 @@ constexpr const char* kFp32Master =
     "in host memory";
 constexpr const char* kDataParallelOnly = "only data parallelism (FSDP/HSDP) is implemented";
 constexpr const char* kCheckpointExtras = "this checkpoint option is not implemented";
+constexpr const char* kNoQuantizedWeights =
+    "quantized Hugging Face weights are not read (safetensors in F32, BF16 or F16)";
 constexpr const char* kNoActivationCheckpoint =
     "activation checkpointing reruns the model's own deterministic forward (no torch.utils.checkpoint, no RNG "
     "state, a fixed op policy: docs/config.md)";
@@ -140,6 +142,7 @@ void add_torchtitan_only_fields(std::vector<Field>& f) {
   f.push_back(accepted("checkpoint", "enable_first_step_checkpoint", K::kBool, "false", kCheckpointExtras));
   f.push_back(accepted("checkpoint", "create_seed_checkpoint", K::kBool, "false", kCheckpointExtras));
   f.push_back(accepted("checkpoint", "load_only", K::kBool, "false", kCheckpointExtras));
+  f.push_back(accepted("checkpoint", "initial_load_in_hf_quantized", K::kBool, "false", kNoQuantizedWeights));
   // [activation_checkpoint]
   f.push_back(accepted("activation_checkpoint", "per_op_sac_force_recompute_mm_shapes_by_fqns", K::kList,
                        "[ 'moe.router.gate' ]", kNoActivationCheckpoint));
@@ -214,6 +217,11 @@ std::string TrainConfig::no_effect_line() const {
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == f->no_effect; });
     if (it == groups.end()) it = groups.insert(groups.end(), {f->no_effect, {}});
     it->second.push_back(name);
+  }
+  // A real key that only checkpointing reads: named while checkpointing is off, as it would load nothing.
+  if (!checkpoint.enable_checkpoint && !checkpoint.initial_load_path.empty()) {
+    groups.emplace_back("checkpointing is off (checkpoint.enable = false), as TorchTitan ignores it then",
+                        std::vector<std::string>{"checkpoint.initial_load_path"});
   }
   if (groups.empty()) return "";
   std::string line = "keys with no effect here:";

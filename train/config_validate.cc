@@ -1,8 +1,6 @@
-// What a configuration means once read: the model it builds, its learning-rate schedule and paths,
-// and validate(world_size), which resolves the -1 degrees and the global batch into one mesh and
-// checks the rules that span keys.
-#include <unistd.h>
-
+// What a configuration means once read: the model it builds, its learning-rate schedule and paths;
+// resolve_keys(world_size), which resolves the -1 degrees and the global batch into one mesh and checks
+// the rules that span keys; and validate(), which adds every path (config_paths.h) and the memory fit.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,10 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "common/host_memory.h"
 #include "spec/job_spec.h"
 #include "spec/spec_error.h"
 #include "train/config.h"
 #include "train/config_fields.h"
+#include "train/config_paths.h"
 #include "train/data_setup.h"
 
 namespace fsdp::train {
@@ -31,47 +31,55 @@ std::string preset_name(std::string_view flavor) {
   return std::string(flavor);
 }
 
-// This machine's physical memory (sysconf); 0 when unknown.
-double machine_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
-}
-
 // A lower bound of one rank's memory, in doubles so absurd sizes cannot overflow, refused when it
-// exceeds the machine before anything is allocated. Terms (fp32, bytes): transformer blocks'
-// model states ~ layers x 4 dim^2 (attention only) x 16 (param, grad, Adam m and v) / shard degree;
-// embedding and output ~ vocab x (2 dim x 16 / shard degree + batch x seq_len x 4 of logits);
-// activations ~ batch x seq_len x layers x dim x 4 (one residual stream per layer). The largest term names the keys.
-void check_memory_fits(const spec::ModelDims& m, const TrainingConfig& t, int64_t shard_degree) {
-  const double capacity = machine_memory_bytes();
-  if (capacity <= 0) return;
+// exceeds this host's memory (or its cgroup's limit) before anything is allocated. Terms (fp32, bytes):
+// transformer blocks' model states ~ layers x 4 dim^2 (attention only) x 16 (param, grad, Adam m and v)
+// / shard degree; embedding and output ~ vocab x (2 dim x 16 / shard degree + batch x seq_len x 4 of
+// logits); activations ~ batch x seq_len x layers x dim x 4 (one residual stream per layer). The largest
+// term names the keys, after the file line of the first of them given.
+void check_memory_fits(const TrainConfig& c, const spec::ModelDims& m, int64_t shard_degree) {
+  const MemoryLimit capacity = host_memory_limit();
+  if (capacity.bytes <= 0) return;
+  const TrainingConfig& t = c.training;
   const double dim = static_cast<double>(m.dim), layers = static_cast<double>(m.layers);
   const double vocab = static_cast<double>(m.vocab), shard = static_cast<double>(std::max<int64_t>(shard_degree, 1));
   const double tokens = static_cast<double>(t.local_batch_size) * static_cast<double>(t.seq_len);
   struct Term {
     double bytes;
     std::string keys;
+    std::vector<const char*> set_by;  // the keys whose line names the term, in order
   };
-  const Term terms[] = {
-      {layers * 4 * dim * dim * 16 / shard,
-       "model.dim = " + std::to_string(m.dim) + " with model.n_layers = " + std::to_string(m.layers)},
-      {vocab * (2 * dim * 16 / shard + tokens * 4),
-       "model.vocab_size = " + std::to_string(m.vocab) + " with model.dim = " + std::to_string(m.dim)},
-      {tokens * layers * dim * 4, "training.seq_len = " + std::to_string(t.seq_len) +
-                                                " with training.local_batch_size = " +
-                                                std::to_string(t.local_batch_size)}};
+  const Term terms[] = {{layers * 4 * dim * dim * 16 / shard,
+                         "model.dim = " + std::to_string(m.dim) + " with model.n_layers = " + std::to_string(m.layers),
+                         {"model.dim", "model.n_layers", "model.flavor"}},
+                        {vocab * (2 * dim * 16 / shard + tokens * 4),
+                         "model.vocab_size = " + std::to_string(m.vocab) + " with model.dim = " + std::to_string(m.dim),
+                         {"model.vocab_size", "model.dim", "model.flavor"}},
+                        {tokens * layers * dim * 4,
+                         "training.seq_len = " + std::to_string(t.seq_len) +
+                             " with training.local_batch_size = " + std::to_string(t.local_batch_size),
+                         {"training.seq_len", "training.local_batch_size"}}};
   double total = 0;
   const Term* largest = &terms[0];
   for (const Term& term : terms) {
     total += term.bytes;
     if (term.bytes > largest->bytes) largest = &term;
   }
-  if (total <= capacity) return;
-  char text[160];
-  std::snprintf(text, sizeof(text), " needs at least %.3g bytes per rank (%.3g of them from these keys), more than "
-                "this machine's %.3g bytes of memory", total, largest->bytes, capacity);
-  throw ConfigError(largest->keys + text);
+  if (total <= static_cast<double>(capacity.bytes)) return;
+  std::string where;  // the first of the keys given decides: a file's line, or none for a flag
+  for (const char* key : largest->set_by) {
+    if (c.key_lines.count(key) != 0) {
+      where = c.where_set(key);
+      break;
+    }
+  }
+  const bool from_flavor = !c.model.dim && largest != &terms[2];
+  char text[200];
+  std::snprintf(text, sizeof(text),
+                " needs at least %.3g bytes per rank (%.3g of them from these keys), more than "
+                "this host's %.3g bytes of memory (%s)",
+                total, largest->bytes, static_cast<double>(capacity.bytes), capacity.source.c_str());
+  throw ConfigError(where + largest->keys + (from_flavor ? " (model.flavor = '" + c.model.flavor + "')" : "") + text);
 }
 
 }  // namespace
@@ -259,30 +267,51 @@ std::vector<std::string> model_problems(const TrainConfig& c) {
 
 }  // namespace
 
-void TrainConfig::validate(int64_t world_size) {
-  // Every independent mistake at once: the mesh, then the batch over it (skipped when the mesh is
-  // wrong), then each model check.
+namespace {
+
+// Runs `step`, adding its ConfigError to `problems`; true when it passed.
+bool collect(std::vector<std::string>& problems, const std::function<void()>& step) {
+  try {
+    step();
+    return true;
+  } catch (const ConfigError& e) {
+    problems.push_back(e.what());
+    return false;
+  }
+}
+
+// Every independent mistake of the keys at once: the mesh, then the batch over it (skipped when the mesh
+// is wrong), then each model check.
+std::vector<std::string> key_problems(TrainConfig& c, int64_t world_size) {
   std::vector<std::string> problems;
-  const auto collect = [&](const std::function<void()>& step) {
-    try {
-      step();
-      return true;
-    } catch (const ConfigError& e) {
-      problems.push_back(e.what());
-      return false;
-    }
-  };
-  if (collect([&] { resolve_mesh(*this, world_size); })) collect([&] { resolve_batch(*this); });
-  collect([&] { resolve_data_config(*this); });  // the tokenizer sets a floor under the vocabulary
-  collect([&] {
-    for (auto& problem : model_problems(*this)) problems.push_back(std::move(problem));
+  if (collect(problems, [&] { resolve_mesh(c, world_size); })) collect(problems, [&] { resolve_batch(c); });
+  collect(problems, [&] { resolve_data_config(c); });  // the tokenizer sets a floor under the vocabulary
+  collect(problems, [&] {
+    for (auto& problem : model_problems(c)) problems.push_back(std::move(problem));
   });
+  return problems;
+}
+
+}  // namespace
+
+void TrainConfig::resolve_keys(int64_t world_size) {
+  const auto problems = key_problems(*this, world_size);
   if (!problems.empty()) config_table::throw_config_errors(problems);
 }
 
-void TrainConfig::check_fits_machine_memory() const {
-  check_memory_fits(model_dims(), training, mesh().shard_degree());
+void TrainConfig::validate(int64_t world_size) {
+  auto problems = key_problems(*this, world_size);
+  for (auto& problem : path_problems(*this)) problems.push_back(std::move(problem));
+  std::vector<std::string> fit;
+  if (resolved_mesh) collect(fit, [&] { check_fits_machine_memory(); });
+  // A model key that breaks the dimensions breaks the fit the same way: said once.
+  if (!fit.empty() && std::find(problems.begin(), problems.end(), fit.front()) == problems.end()) {
+    problems.push_back(fit.front());
+  }
+  if (!problems.empty()) config_table::throw_config_errors(problems);
 }
+
+void TrainConfig::check_fits_machine_memory() const { check_memory_fits(*this, model_dims(), mesh().shard_degree()); }
 
 const spec::Mesh& TrainConfig::mesh() const {
   if (!resolved_mesh) throw ConfigError("the configuration has no mesh before validate(world_size)");

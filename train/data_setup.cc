@@ -44,14 +44,13 @@ void resolve_data_config(TrainConfig& config) {
     throw ConfigError("training.dataset_path = '" + t.dataset_path + "' is for the text data sets (c4_test, c4, "
                       "c4_validation); training.dataset = '" + t.dataset + "' is built in");
   }
-  if (is_text_dataset(t.dataset)) {
-    try {
-      text_dataset_files(t.dataset, t.dataset_path);  // refuses a missing path now, not at the first step
-    } catch (const DataFileError& e) {
-      throw ConfigError(e.what());
-    }
+  // The files themselves are path_problems()' (train/config_paths.h), reported with every other path's.
+  std::shared_ptr<const BpeTokenizer> tokenizer;
+  try {
+    tokenizer = job_tokenizer(config);
+  } catch (const ConfigError&) {
+    return;  // a tokenizer that cannot be read is a path problem; the flavor's vocabulary stands meanwhile
   }
-  const auto tokenizer = job_tokenizer(config);
   if (!tokenizer) return;
   const int64_t needed = tokenizer->vocab_size();
   if (config.model.vocab_size) {

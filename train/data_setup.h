@@ -20,7 +20,8 @@ std::string tokenizer_path_of(const TrainConfig& config);
 // key and the path looked at.
 std::shared_ptr<const BpeTokenizer> job_tokenizer(const TrainConfig& config);
 
-// Part of validate(): checks the data keys and makes the model's vocabulary follow the tokenizer. With
+// Part of resolve_keys(): checks the data keys and makes the model's vocabulary follow the tokenizer when
+// it can be read (a missing data set or tokenizer is a path problem, train/config_paths.h). With
 // model.vocab_size unset, a flavor vocabulary smaller than the tokenizer's becomes the tokenizer's (a
 // larger one stays, as TorchTitan pads: debugmodel's 2048 over its test tokenizer's 2004 ids); a
 // model.vocab_size set below the tokenizer's is refused naming both. Throws ConfigError.

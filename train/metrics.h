@@ -31,7 +31,7 @@ struct MetricsOptions {
   int64_t log_freq = 1;                 // console line every log_freq steps, plus the first logged step
   double flops_per_token = 0;           // training FLOPs per token (sharding::model_flops_per_token)
   double peak_flops = 0;                // chip peak FLOP/s in the compute dtype; 0: mfu prints 0
-  double memory_capacity_bytes = 0;     // chip memory; 0: the memory percentage prints 0
+  double memory_capacity_bytes = 0;     // job_memory_capacity(); 0: the memory percentage prints 0
   std::string file;                     // per-step records; empty: none
   std::ostream* out = nullptr;          // console; nullptr: std::cout
   bool print = true;                    // false: file only (ranks other than 0)

@@ -1,24 +1,26 @@
 #include "train/train_job.h"
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <sstream>
 
+#include "common/host_memory.h"
 #include "common/output_files.h"
 #include "common/process_memory.h"
 #include "common/trace.h"
 #include "proto/plan.pb.h"
 #include "runtime/checkpoint/checkpointer.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/training_state.h"
 #include "runtime/overlap.h"
 #include "runtime/plan_check.h"
 #include "sharding/chip_profile.h"
 #include "sharding/cost_model.h"
 #include "sharding/planner.h"
+#include "train/config_paths.h"
 #include "train/data_setup.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
@@ -39,25 +41,19 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
+// The loader's position as the checkpoint's data-loader entry; its decoding and checks are the
+// checkpoint layer's (training_state.h), so the loader and `fsdp-ckpt verify` refuse the same entries.
 std::string encode_state(const DataLoaderState& s) {
-  std::string bytes(sizeof s, '\0');
-  std::memcpy(bytes.data(), &s, sizeof s);
-  return bytes;
+  return runtime::checkpoint::encode_loader_position(
+      {s.step, s.micro_step, s.stream.token, s.stream.document, s.stream.offset});
 }
 
-DataLoaderState decode_state(const std::string& bytes) {
-  DataLoaderState s;
-  // Checkpoints before the stream position held only (step, micro_step).
-  constexpr size_t kStepsOnly = 2 * sizeof(int64_t);
-  if (bytes.size() != sizeof s && bytes.size() != kStepsOnly) {
-    throw std::runtime_error("checkpoint: data_loader state has the wrong size (" + std::to_string(bytes.size()) +
-                             " bytes, expected " + std::to_string(sizeof s) + ")");
-  }
-  std::memcpy(&s, bytes.data(), bytes.size());
-  return s;
+DataLoaderState decode_state(const std::string& bytes, const std::string& dir) {
+  const auto p = runtime::checkpoint::decode_loader_position(bytes, dir + ": ");
+  return DataLoaderState{p.step, p.micro_step, StreamPosition{p.token, p.document, p.offset}};
 }
 
-constexpr const char* kDataLoaderKey = "data_loader";
+using runtime::checkpoint::kDataLoaderKey;
 constexpr const char* kLrSchedulerKey = "lr_scheduler";
 
 // The LR schedule as text: a resumed run must continue the same curve (it is a function of the step).
@@ -156,6 +152,11 @@ DataLoaderOptions data_loader_options(const TrainConfig& c, int rank) {
   return o;
 }
 
+MemoryLimit job_memory_capacity(const sharding::ChipProfile& chip) {
+  if (chip.name != "cpu") return {static_cast<int64_t>(chip.memory_bytes), "chip profile '" + chip.name + "'"};
+  return host_memory_limit();
+}
+
 MetricsOptions job_metrics_options(const TrainConfig& c, int rank, std::ostream* log) {
   const sharding::ChipProfile chip = sharding::chip_preset("cpu");
   MetricsOptions o;
@@ -163,7 +164,7 @@ MetricsOptions job_metrics_options(const TrainConfig& c, int rank, std::ostream*
   o.log_freq = c.metrics.log_freq;
   o.flops_per_token = sharding::model_flops_per_token(c.model_spec(), c.training.seq_len);
   o.peak_flops = chip.peak_flops(DataType::kFloat32);
-  o.memory_capacity_bytes = chip.memory_bytes;
+  o.memory_capacity_bytes = static_cast<double>(job_memory_capacity(chip).bytes);
   if (!c.metrics.file.empty() && (rank == 0 || c.metrics.save_for_all_ranks)) {
     o.file = c.metrics.save_for_all_ranks ? metrics_file_for_rank(c.metrics_path(), rank) : c.metrics_path();
   }
@@ -195,36 +196,6 @@ std::string model_config_hash(const TrainConfig& config) {
 }
 
 namespace {
-
-// The safetensors files checkpoint.initial_load_path names (a file, or with initial_load_in_hf every
-// .safetensors of a folder: Hugging Face shards its checkpoints), or none when it names a checkpoint
-// (a step directory or a checkpoint folder).
-std::vector<std::string> initial_safetensors_files(const CheckpointConfig& ck) {
-  namespace fs = std::filesystem;
-  const std::string& path = ck.initial_load_path;
-  std::error_code ec;
-  std::vector<std::string> files;
-  if (fs::is_regular_file(path, ec)) {
-    files.push_back(path);
-  } else if (ck.initial_load_in_hf) {
-    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->path().extension() == ".safetensors") files.push_back(it->path().string());
-    }
-    if (files.empty()) {
-      throw ConfigError("checkpoint.initial_load_in_hf: checkpoint.initial_load_path = '" + path +
-                        "' holds no .safetensors file");
-    }
-    std::sort(files.begin(), files.end());
-  } else {
-    return {};
-  }
-  if (!ck.initial_load_model_only) {
-    throw ConfigError("checkpoint.initial_load_path = '" + path +
-                      "' is safetensors, which holds weights only: it cannot resume a training state "
-                      "(checkpoint.initial_load_model_only = false)");
-  }
-  return files;
-}
 
 // How weights lie in a safetensors file this job reads or writes.
 runtime::checkpoint::SafetensorsFormat weights_format(const TrainerOptions& opts, bool hf, DataType dtype) {
@@ -258,38 +229,6 @@ void save_last_weights(const TrainConfig& config, const TrainerOptions& opts, ru
   runtime::checkpoint::export_safetensors(model, ckpt.comm(), file, {{"format", "pt"}, {"step", std::to_string(step)}},
                                           weights_format(opts, ck.last_save_in_hf, ck.export_dtype));
 }
-
-}  // namespace
-
-void check_checkpoint_paths(const TrainConfig& config) {
-  if (!config.checkpoint.enable_checkpoint) return;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const std::string folder = config.checkpoint_dir();
-  if (fs::exists(folder, ec) && !fs::is_directory(folder, ec)) {
-    throw ConfigError("checkpoint.folder = '" + config.checkpoint.folder + "' resolves to '" + folder +
-                      "', which exists and is not a directory");
-  }
-  const auto& ck = config.checkpoint;
-  if (ck.last_save_in_hf && !ck.last_save_model_only) {
-    throw ConfigError("checkpoint.last_save_in_hf = true needs checkpoint.last_save_model_only = true: safetensors "
-                      "hold weights only");
-  }
-  const std::string& initial = ck.initial_load_path;
-  if (initial.empty()) {
-    if (ck.initial_load_in_hf) {
-      throw ConfigError("checkpoint.initial_load_in_hf = true needs checkpoint.initial_load_path (a .safetensors "
-                        "file, or a folder holding one)");
-    }
-    return;
-  }
-  if (!fs::exists(initial, ec)) {
-    throw ConfigError("checkpoint.initial_load_path = '" + initial + "' does not exist");
-  }
-  initial_safetensors_files(ck);  // refuses what cannot be read, naming the key
-}
-
-namespace {
 
 // Checkpoints: resume from our own folder's latest (or load_step), else load another run's weights
 // (initial_load_path), else start fresh; refuses a folder this run would overwrite. Sets the trainer's
@@ -331,7 +270,7 @@ std::unique_ptr<runtime::checkpoint::Checkpointer> open_checkpoints(
     if (it == loaded->training_state.end()) {
       throw runtime::checkpoint::CheckpointError("checkpoint " + loaded->dir + " has no " + kDataLoaderKey + " state");
     }
-    loader.restore(decode_state(it->second));
+    loader.restore(decode_state(it->second, loaded->dir));
     const std::string warning = lr_schedule_warning(loaded->training_state, opts.lr, loaded->dir);
     if (job.log && !warning.empty()) *job.log << warning << "\n";
     // Another data set or tokenizer is allowed, but the saved position then means other tokens: say so.
@@ -430,7 +369,7 @@ void summarize_steps(Trainer& trainer, const TrainerOptions& opts, const runtime
 }  // namespace
 
 JobResult run_training_job(const TrainConfig& config, Communicator& world, const JobOptions& job) {
-  check_checkpoint_paths(config);
+  check_paths(config);
   TrainerOptions opts = trainer_options(config);
   if (!config.parallelism.plan_file.empty()) {
     opts.fsdp.plan = std::make_shared<const proto::ShardingPlan>(runtime::read_plan_file(config.parallelism.plan_file));
@@ -501,6 +440,9 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
 
   const MetricsOptions metrics_options = job_metrics_options(config, rank, job.log);
   MetricsLogger metrics(metrics_options);
+  if (metrics_options.print) {
+    *job.log << "memory: percentages are of " << job_memory_capacity(sharding::chip_preset("cpu")).describe() << "\n";
+  }
 
   std::vector<double> step_seconds;
   BlockCacheStats cache_after_warmup;

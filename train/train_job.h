@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "collectives/communicator.h"
+#include "common/host_memory.h"
+#include "sharding/chip_profile.h"
 #include "train/config.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
@@ -24,18 +26,16 @@ TrainerOptions trainer_options(const TrainConfig& config);
 // shape, the seed. The Python front end (python/fsdp_runtime/train.py) reads through the same loader.
 DataLoaderOptions data_loader_options(const TrainConfig& config, int rank);
 
+// What the metric line's memory percentage is of: this host's memory (or its cgroup's limit, the smaller)
+// on the CPU, the chip profile's on a planned accelerator; `source` says which.
+MemoryLimit job_memory_capacity(const sharding::ChipProfile& chip);
+
 // The metrics logger of rank `rank`: the console line (printed on rank 0, or every rank with
 // metrics.save_for_all_ranks, when `log` is set), the per-step file, the FLOP and memory figures.
 MetricsOptions job_metrics_options(const TrainConfig& config, int rank, std::ostream* log);
 
 // A fingerprint of what makes checkpoints compatible: the model's dimensions and parameter shapes.
 std::string model_config_hash(const TrainConfig& config);
-
-// Refuses, naming the key, at start-up rather than at the first save or load: a checkpoint.folder
-// that exists but is not a directory, an initial_load_path that is missing, a safetensors one with
-// initial_load_model_only = false, initial_load_in_hf without a single .safetensors to read, and
-// last_save_in_hf without last_save_model_only. No-op when checkpointing is off. Throws ConfigError.
-void check_checkpoint_paths(const TrainConfig& config);
 
 struct JobResult {
   std::vector<StepStats> steps;  // the steps this run took (after any resume)

@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <iomanip>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "runtime/checkpoint/checkpointer.h"
-#include "common/crc32c.h"
 #include "runtime/checkpoint/errors.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/reader.h"
@@ -66,56 +66,26 @@ VerifyReport verify_checkpoint(const std::string& step_dir) {
     report.errors.push_back(e.what());
     return report;
   }
-  const int64_t block = meta.checksum_block_bytes();
-  std::map<std::string, int64_t> sizes;
-  std::map<std::string, File> files;
-  for (const auto& f : meta.files()) {
-    const std::string path = (fs::path(step_dir) / f.name()).string();
-    ++report.files;
-    try {
-      File file = File::open_read(path);
-      if (file.size() != f.bytes()) {
-        report.errors.push_back(path + ": " + std::to_string(file.size()) + " bytes, metadata records " +
-                                std::to_string(f.bytes()) + (file.size() < f.bytes() ? " (truncated)" : ""));
-        continue;  // its chunks are reported below, not read: offsets are checked against the recorded size
-      }
-      files.emplace(f.name(), std::move(file));
-    } catch (const std::exception& e) {
-      report.errors.push_back(e.what());
-    }
-  }
-  std::vector<char> buf;
+  report.files = meta.files_size();
+  // The loader's reader over every chunk's rows: the same file-size, block and checksum checks.
+  detail::ShardReader reader(step_dir, meta);
+  std::set<std::string> failed;  // a file's first problem is reported, its other chunks skipped
+  std::vector<float> rows;
   for (const auto& t : meta.tensors()) {
+    int64_t row_numel = 1;
+    for (int d = 1; d < t.shape_size(); ++d) row_numel *= t.shape(d);
     for (const auto& c : t.chunks()) {
       ++report.chunks;
-      const std::string path = (fs::path(step_dir) / c.file()).string();
-      const std::string what = path + ": parameter '" + t.name() + "' (" + t.role() + ")";
-      auto it = files.find(c.file());
-      if (it == files.end()) {
-        if (!sizes.count(c.file())) report.errors.push_back(what + ": file missing, unreadable or of the wrong size");
-        sizes[c.file()] = 0;
-        continue;
-      }
-      buf.resize(static_cast<size_t>(c.length()));
-      const size_t got = it->second.pread_some(buf.data(), buf.size(), c.offset());
-      report.bytes += static_cast<int64_t>(got);
-      if (got != buf.size()) {
-        report.errors.push_back(what + ": truncated, bytes [" + std::to_string(c.offset()) + ", " +
-                                std::to_string(c.offset() + c.length()) + ") not all present");
-        continue;
-      }
-      if (crc32c(buf.data(), buf.size()) != c.crc32c()) {
-        report.errors.push_back(what + ": checksum mismatch in bytes [" + std::to_string(c.offset()) + ", " +
-                                std::to_string(c.offset() + c.length()) + ")");
-        continue;
-      }
-      for (int b = 0; b < c.block_crc32c_size(); ++b) {
-        const int64_t lo = b * block;
-        const int64_t len = std::min(block, c.length() - lo);
-        if (len <= 0 || crc32c(buf.data() + lo, static_cast<size_t>(len)) != c.block_crc32c(b)) {
-          report.errors.push_back(what + ": block checksum " + std::to_string(b) + " does not match");
-          break;
-        }
+      if (failed.count(c.file()) != 0) continue;
+      const std::string what = "parameter '" + t.name() + "' (" + t.role() + ")";
+      try {
+        reader.open(c.file(), what);  // its size checked before a buffer of the chunk's size is made
+        rows.resize(static_cast<size_t>(c.length() / detail::kF32Bytes));
+        reader.read_rows(t, {c.row_begin(), c.row_end()}, row_numel, rows, what);
+        report.bytes += c.length();
+      } catch (const std::exception& e) {
+        failed.insert(c.file());
+        report.errors.push_back((fs::path(step_dir) / c.file()).string() + ": " + what + ": " + e.what());
       }
     }
   }

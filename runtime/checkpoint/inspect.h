@@ -27,7 +27,9 @@ struct VerifyReport {
   std::vector<std::string> errors;  // each names the file (and parameter)
   bool ok() const { return errors.empty(); }
 };
-// Re-reads every chunk of every shard file and checks its CRC32C, its blocks' and the file sizes.
+// Runs the loader's checks without a model: check_metadata (training state included), then the
+// loader's ShardReader over every chunk's rows (file sizes, every checksum block); one error per bad
+// file, naming it and the parameter.
 VerifyReport verify_checkpoint(const std::string& step_dir);
 
 }  // namespace fsdp::runtime::checkpoint

@@ -8,6 +8,7 @@
 
 #include "runtime/checkpoint/errors.h"
 #include "runtime/checkpoint/state_tensors.h"  // kFormatVersion, kMetadataFile, kF32Bytes
+#include "runtime/checkpoint/training_state.h"
 
 namespace fsdp::runtime::checkpoint::detail {
 
@@ -24,8 +25,12 @@ void check_metadata(const CheckpointMetadata& meta, const std::string& step_dir)
            std::to_string(kFormatVersion) +
            (meta.format_version() == 0 ? " (empty or not a checkpoint's metadata)" : ""));
   }
+  // The writer's rule (CheckpointOptions): a positive multiple of 4. Any such size reads without
+  // overflow (the reader's block arithmetic is checked), so none larger needs refusing.
   const int64_t block = meta.checksum_block_bytes();
-  if (block <= 0) refuse("checksum_block_bytes " + std::to_string(block) + " must be > 0");
+  if (block <= 0 || block % 4 != 0) {
+    refuse("checksum_block_bytes " + std::to_string(block) + " must be a positive multiple of 4");
+  }
   if (meta.shard_degree() < 1) refuse("shard_degree " + std::to_string(meta.shard_degree()) + " must be >= 1");
   if (meta.replicate_degree() < 1) {
     refuse("replicate_degree " + std::to_string(meta.replicate_degree()) + " must be >= 1");
@@ -83,6 +88,7 @@ void check_metadata(const CheckpointMetadata& meta, const std::string& step_dir)
     }
     if (next != rows) refuse(name + ": chunks cover rows [0, " + std::to_string(next) + ") of " + std::to_string(rows));
   }
+  check_training_state(meta, where);
 }
 
 }  // namespace fsdp::runtime::checkpoint::detail

@@ -10,7 +10,8 @@
 namespace fsdp::runtime::checkpoint::detail {
 
 // Everything a reader of the data relies on in the metadata, the one check that both the loader and
-// `fsdp-ckpt verify` run: this build's format version, a positive checksum block size, shard and
+// `fsdp-ckpt verify` run: this build's format version, a checksum block size that is a positive
+// multiple of 4 (the writer's rule), the training state's data-loader entry (training_state.h), shard and
 // replicate degrees >= 1, non-negative shapes and file sizes, and per chunk: 0 <= row_begin <= row_end
 // <= shape[0], length = rows x row elements x 4 bytes, inside its listed file, one CRC per block;
 // the chunks of a tensor cover its rows exactly once. Throws CheckpointError naming the field.

@@ -21,6 +21,18 @@ using proto::checkpoint::Tensor;
 
 std::string join(const std::string& dir, const std::string& name) { return dir + "/" + name; }
 
+// Checksum blocks of a `length`-byte chunk, without the overflow of (length + block - 1) / block when
+// length or block is near 2^63.
+int64_t blocks_of(int64_t length, int64_t block) { return length / block + (length % block != 0 ? 1 : 0); }
+
+// The end of the block holding byte `end - 1`, capped at `cap` (the chunk's length >= end): the
+// rounding up never passes the cap, so it cannot overflow.
+int64_t end_of_block(int64_t end, int64_t block, int64_t cap) {
+  const int64_t partial = end % block;
+  if (partial == 0) return end;
+  return block - partial >= cap - end ? cap : end + (block - partial);
+}
+
 std::string hex(uint64_t v, int width) {
   std::ostringstream s;
   s << std::hex << std::setw(width) << std::setfill('0') << v;
@@ -107,17 +119,17 @@ void ShardReader::read_rows(const Tensor& t, spec::RowRange want, int64_t row_nu
     const int64_t lo = std::max(want.begin, c.row_begin());
     const int64_t hi = std::min(want.end, c.row_end());
     if (lo >= hi) continue;
+    if (c.length() != (c.row_end() - c.row_begin()) * row_bytes ||
+        c.block_crc32c_size() != blocks_of(c.length(), block)) {
+      throw CheckpointError(dir_ + ": metadata of " + what + " in " + c.file() + " is inconsistent");
+    }
     // The bytes we need inside the chunk, widened to whole checksum blocks so each can be verified.
     const int64_t need_lo = (lo - c.row_begin()) * row_bytes;
     const int64_t need_hi = (hi - c.row_begin()) * row_bytes;
     const int64_t read_lo = need_lo / block * block;
-    const int64_t read_hi = std::min(c.length(), (need_hi + block - 1) / block * block);
+    const int64_t read_hi = end_of_block(need_hi, block, c.length());
     const int64_t first_block = read_lo / block;
     const int64_t last_block = (read_hi - 1) / block;
-    if (c.length() != (c.row_end() - c.row_begin()) * row_bytes ||
-        c.block_crc32c_size() != (c.length() + block - 1) / block) {
-      throw CheckpointError(dir_ + ": metadata of " + what + " in " + c.file() + " is inconsistent");
-    }
     File& f = file_for(c.file(), what);
     buf_.resize(static_cast<size_t>(read_hi - read_lo));
     const size_t got = f.pread_some(buf_.data(), buf_.size(), c.offset() + read_lo);

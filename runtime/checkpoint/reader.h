@@ -43,6 +43,8 @@ class ShardReader {
   // tensor in errors. Throws unless the chunks cover every row.
   void read_rows(const proto::checkpoint::Tensor& t, spec::RowRange rows, int64_t row_numel, std::span<float> dst,
                  const std::string& what);
+  // Opens shard file `name` (once) and checks its size against the metadata; read_rows does it too.
+  void open(const std::string& name, const std::string& what) { file_for(name, what); }
 
  private:
   File& file_for(const std::string& name, const std::string& what);

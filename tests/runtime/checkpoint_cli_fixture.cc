@@ -6,6 +6,7 @@
 
 #include "checkpoint_support.h"
 #include "runtime/checkpoint/checkpointer.h"
+#include "runtime/checkpoint/training_state.h"
 #include "tests/collectives/test_support.h"
 
 namespace fs = std::filesystem;
@@ -25,7 +26,7 @@ int main(int argc, char** argv) {
     fsdp::testing::ToyJob t(c);
     ck::Checkpointer ckpt(*t.fsdp, t.opt.get(), c, o, t.tracker);
     for (int s = 0; s < 5; ++s) t.step(s);
-    ckpt.save(5, "toy-config", {{"data_loader", "position=120"}, {"lr_scheduler", "5"}});
+    ckpt.save(5, "toy-config", {{ck::kDataLoaderKey, ck::encode_loader_position({.step = 6})}, {"lr_scheduler", "5"}});
   });
   fs::copy(root / "good", root / "bad", fs::copy_options::recursive);
   std::fstream f(root / "bad/step-5/shard-00001-of-00002.bin", std::ios::in | std::ios::out | std::ios::binary);

@@ -19,6 +19,7 @@
 #include "runtime/checkpoint/metadata_check.h"
 #include "runtime/checkpoint/metadata_file.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/training_state.h"
 #include "tests/collectives/test_support.h"
 
 namespace fsdp::runtime::checkpoint {
@@ -48,7 +49,9 @@ FullState train_and_save(int n, int64_t replicate, int steps, const CheckpointOp
     for (int s = 0; s < steps; ++s) t.step(s);
     Checkpointer ckpt(*t.fsdp, t.opt.get(), c, o, t.tracker);
     auto full = t.full_state();
-    ckpt.save(steps, kHash, {{"data_loader", "position=" + std::to_string(steps)}, {"rng", std::string("\0\1\2", 3)}});
+    ckpt.save(steps, kHash,
+              {{kDataLoaderKey, encode_loader_position({.step = steps + 1, .token = 120 * steps})},
+               {"rng", std::string("\0\1\2", 3)}});
     if (c.rank() == 0) state = std::move(full);
   });
   return state;
@@ -134,7 +137,7 @@ TEST_P(CheckpointReshard, LoadedStateEqualsSavedBitwise) {
     const LoadResult res = ckpt.load(kHash);
     EXPECT_EQ(res.step, 3);
     EXPECT_EQ(res.saved_shard_degree, r.n / r.replicate_n);
-    EXPECT_EQ(res.training_state.at("data_loader"), "position=3");
+    EXPECT_EQ(res.training_state.at(kDataLoaderKey), encode_loader_position({.step = 4, .token = 360}));
     EXPECT_EQ(res.training_state.at("rng"), std::string("\0\1\2", 3));
     EXPECT_EQ(t.opt->steps_taken(), 3);
     // Padding of every shard is zero after the load.
@@ -263,7 +266,7 @@ TEST(Checkpoint, ModelOnlySaveAndLoad) {
       ToyJob t(c);
       for (int s = 0; s < 2; ++s) t.step(s);
       Checkpointer ckpt(*t.fsdp, t.opt.get(), c, o, t.tracker);
-      ckpt.save(2, kHash, {{"data_loader", "x"}}, /*model_only=*/true);
+      ckpt.save(2, kHash, {{kDataLoaderKey, encode_loader_position({.step = 3})}}, /*model_only=*/true);
       ckpt.save(3, kHash);  // a full save
       ckpt.wait();
       auto full = t.full_state();
@@ -358,8 +361,9 @@ TEST(CheckpointFaults, TruncatedFileNamed) {
 }
 
 // Verify means load: each corruption of the metadata (or a missing shard file) is refused by
-// `fsdp-ckpt verify` and by the loader, both naming the field, through the one check_metadata();
-// a chunk length of 2^62 is refused before any allocation (it used to end in std::bad_alloc).
+// `fsdp-ckpt verify` and by the loader, both naming the field, through the one check_metadata() and the
+// one ShardReader; a chunk length of 2^62 is refused before any allocation (it used to end in
+// std::bad_alloc), a checksum block near 2^63 without overflow, a damaged data-loader entry by both.
 TEST(CheckpointFaults, VerifyRefusesWhatTheLoaderRefusesNamingTheField) {
   ScratchDir dir;
   const CheckpointOptions o = options_for(dir.path());
@@ -388,6 +392,20 @@ TEST(CheckpointFaults, VerifyRefusesWhatTheLoaderRefusesNamingTheField) {
       {"absurd file size", [](auto& m) { m.mutable_files(0)->set_bytes(int64_t{1} << 62); }, "metadata records"},
       {"shard_degree 0", [](auto& m) { m.set_shard_degree(0); }, "shard_degree 0 must be >= 1"},
       {"a dropped chunk", [](auto& m) { m.mutable_tensors(0)->mutable_chunks()->RemoveLast(); }, "chunks cover rows"},
+      // Near 2^63: the reader's block rounding overflowed int64 and the loader said only "inconsistent".
+      {"checksum block 2^63 - 1", [](auto& m) { m.set_checksum_block_bytes(std::numeric_limits<int64_t>::max()); },
+       "checksum_block_bytes 9223372036854775807 must be a positive multiple of 4"},
+      {"checksum block 2^63 - 4", [](auto& m) { m.set_checksum_block_bytes(std::numeric_limits<int64_t>::max() - 3); },
+       "block_crc32c for length"},
+      // The training state's data-loader entry: verify used to pass what the trainer's resume refused.
+      {"data_loader of 3 bytes", [](auto& m) { (*m.mutable_training_state())[kDataLoaderKey] = "abc"; },
+       "training_state['data_loader']: 3 bytes, expected 40"},
+      {"data_loader step 0",
+       [](auto& m) { (*m.mutable_training_state())[kDataLoaderKey] = encode_loader_position({.step = 0}); },
+       "training_state['data_loader']: step 0 must be >= 1"},
+      {"data_loader negative offset",
+       [](auto& m) { (*m.mutable_training_state())[kDataLoaderKey] = encode_loader_position({.offset = -5}); },
+       "training_state['data_loader']: offset -5 must be >= 0"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -191,6 +192,69 @@ TEST(TrainConfig, AbsurdSizesAreRefusedNamingTheKeyAndBytes) {
   TrainConfig fits;
   fits.validate(1);
   EXPECT_NO_THROW(fits.check_fits_machine_memory());  // the default debug model fits
+}
+
+// Everything a file points at and the memory fit, in one pass before anything starts: one error lists
+// every bad path and the too-big model, each with its key and the file's line (they used to come one
+// per run: the data set, then the tokenizer, then the memory). resolve_keys(), what --print-config
+// runs, looks at none of them.
+TEST(TrainConfig, EveryPathAndTheMemoryFitInOneError) {
+  const std::string file = ::testing::TempDir() + "/config_test_a_file";
+  std::ofstream(file) << "x";
+  const std::string toml =
+      "[model]\n"                                 // 1
+      "flavor = '405B'\n"                         // 2
+      "hf_assets_path = '/nonexistent/assets'\n"  // 3
+      "[training]\n"                              // 4
+      "dataset = 'c4_test'\n"                     // 5
+      "dataset_path = '/nonexistent/c4_test'\n"   // 6
+      "[checkpoint]\n"                            // 7
+      "enable = true\n"                           // 8
+      "folder = '" +
+      file +
+      "/checkpoint'\n"                                // 9
+      "initial_load_path = '/nonexistent/step-10'\n"  // 10
+      "[metrics]\n"                                   // 11
+      "trace_file = '" +
+      file +
+      "/trace.json'\n"  // 12
+      "file = '" +
+      file +
+      "'\n"                                    // 13: a file, so writable
+      "[parallelism]\n"                        // 14
+      "plan_file = '/nonexistent/plan.pb'\n";  // 15
+  TrainConfig c = parse_train_config(toml, "job.toml");
+  TrainConfig printed = c;
+  EXPECT_NO_THROW(printed.resolve_keys(1));
+  expect_config_error(
+      [&] { c.validate(1); },
+      {"7 errors:", "job.toml:6: training.dataset = 'c4_test' reads '/nonexistent/c4_test'",
+       "job.toml:3: model.hf_assets_path = '/nonexistent/assets'",
+       "job.toml:9: checkpoint.folder = '" + file + "/checkpoint'", "'" + file + "' is not a directory",
+       "job.toml:10: checkpoint.initial_load_path = '/nonexistent/step-10' does not exist",
+       "job.toml:12: metrics.trace_file = '" + file + "/trace.json' cannot be created",
+       "job.toml:15: parallelism.plan_file = '/nonexistent/plan.pb' does not exist",
+       "job.toml:2: model.dim = 16384 with model.n_layers = 126 (model.flavor = '405B') needs at least"});
+  // A flag's key has no line; the fit names the key given first.
+  TrainConfig flagged = parse_train_config("[training]\nlocal_batch_size = 4\n", "job.toml");
+  apply_override(flagged, "training.seq_len", "1000000000");
+  apply_override(flagged, "model.flavor", "debugmodel_byte");
+  expect_config_error([&] { flagged.validate(1); }, {"training.seq_len = 1000000000 with"});
+  try {
+    flagged.validate(1);
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(std::string(e.what()).starts_with("training.seq_len = ")) << e.what();
+  }
+  // A model key that breaks the dimensions breaks the fit too: said once.
+  TrainConfig reshaped;
+  apply_override(reshaped, "model.flavor", "8B");
+  apply_override(reshaped, "model.dim", "1024");
+  try {
+    reshaped.validate(1);
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(std::string(e.what()).starts_with("model.dim = 1024 overrides flavor '8B'")) << e.what();
+  }
 }
 
 TEST(TrainConfig, OverridesInBothFormsAfterTheFile) {

@@ -450,6 +450,20 @@ TEST(TorchTitanConfig, KeysWithoutEffectAreNamedOnOneLine) {
   EXPECT_EQ(parse_train_config("[training]\nsteps = 3\n", "x.toml").no_effect_line(), "");
 }
 
+// checkpoint.initial_load_in_hf_quantized (v0.2.2) is accepted with no effect; initial_load_path is
+// named on the same line while checkpointing is off (TorchTitan ignores it then too), not otherwise.
+TEST(TorchTitanConfig, CheckpointKeysIgnoredWhileOffAreNamed) {
+  const char* text = "[checkpoint]\ninitial_load_in_hf_quantized = false\ninitial_load_path = './weights'\n";
+  const std::string off = parse_train_config(text, "off.toml").no_effect_line();
+  EXPECT_NE(off.find("checkpoint.initial_load_in_hf_quantized (quantized Hugging Face weights are not read"),
+            std::string::npos)
+      << off;
+  EXPECT_NE(off.find("checkpoint.initial_load_path (checkpointing is off"), std::string::npos) << off;
+  const std::string on = parse_train_config(std::string(text) + "enable = true\n", "on.toml").no_effect_line();
+  EXPECT_EQ(on.find("initial_load_path"), std::string::npos) << on;
+  EXPECT_NE(on.find("initial_load_in_hf_quantized"), std::string::npos) << on;
+}
+
 TEST(TorchTitanConfig, RealDebugModelAndLlama8bFilesLoad) {
   for (const auto& [text, name] : {std::pair{kDebugModelToml, "debug_model.toml"}, {kLlama8bToml, "llama3_8b.toml"}}) {
     parse_allowing_elsewhere(text, name);

@@ -13,12 +13,14 @@
 #include <set>
 #include <sstream>
 
+#include "common/host_memory.h"
+#include "common/json.h"
 #include "runtime/checkpoint/errors.h"
 #include "runtime/checkpoint/inspect.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "sharding/chip_profile.h"
 #include "tests/collectives/test_support.h"
 #include "tests/train/tokenizer_fixture.h"
-#include "common/json.h"
 #include "train/dataset.h"
 
 namespace fsdp::train {
@@ -475,6 +477,25 @@ TEST_F(TrainJobTest, NonFiniteLossStopsOrIsSkipped) {
   for (const auto& s : skipped.steps) n_skipped += s.skipped ? 1 : 0;
   EXPECT_GE(n_skipped, 18);  // the first step may still be finite; every one after the blow-up is skipped
   EXPECT_FALSE(skipped.steps.back().skipped && std::isfinite(skipped.steps.back().loss));
+}
+
+// The metric line's memory percentage is of this host's memory (or its cgroup's limit) on the CPU, of the
+// chip profile's on a planned accelerator, and the start-up lines say which.
+TEST_F(TrainJobTest, MemoryPercentageIsOfThisHostsMemory) {
+  const MemoryLimit host = host_memory_limit();
+  EXPECT_EQ(job_memory_capacity(sharding::chip_preset("cpu")).bytes, host.bytes);
+  const MemoryLimit h100 = job_memory_capacity(sharding::chip_preset("h100"));
+  EXPECT_EQ(h100.bytes, static_cast<int64_t>(sharding::chip_preset("h100").memory_bytes));
+  EXPECT_EQ(h100.source, "chip profile 'h100'");
+  TrainConfig c = job_config(dir_ / "memory", 1);
+  apply_override(c, "training.steps", "1");
+  apply_override(c, "checkpoint.enable_checkpoint", "false");
+  EXPECT_EQ(job_metrics_options(c, 0, nullptr).memory_capacity_bytes, static_cast<double>(host.bytes));
+  std::ostringstream log;
+  JobOptions logged;
+  logged.log = &log;
+  run_job(1, c, logged);
+  EXPECT_NE(log.str().find("memory: percentages are of " + host.describe()), std::string::npos) << log.str();
 }
 
 // One merged trace: every rank a process with a compute and a communication track, compute spans

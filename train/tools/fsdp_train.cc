@@ -6,7 +6,7 @@
 //   mpirun -np 144 fsdp-train --config llama.toml
 //
 // Exit status: 0 done, 1 a runtime failure (communication, non-finite loss, checkpoint), 2 bad
-// configuration or usage. Every failure line names this rank.
+// configuration or usage. Every failure line names this rank once the environment has named it.
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -29,9 +29,14 @@
 
 namespace {
 
+// `rank` < 0: the failure came before the environment named this process's rank, so no rank is named.
 int fail(int rank, const char* kind, const std::exception& e, int code) {
   std::fflush(stdout);
-  std::fprintf(stderr, "fsdp-train: rank %d: %s: %s\n", rank, kind, e.what());
+  if (rank >= 0) {
+    std::fprintf(stderr, "fsdp-train: rank %d: %s: %s\n", rank, kind, e.what());
+  } else {
+    std::fprintf(stderr, "fsdp-train: %s: %s\n", kind, e.what());
+  }
   // A runtime failure: this rank's last collectives, for fsdp-flight (a rank that failed outside
   // communication has no failed operation of its own to trigger the dump).
   if (code == 1) fsdp::FlightRecorder::instance().dump(std::string("fsdp-train failed: ") + kind + ": " + e.what());
@@ -60,14 +65,14 @@ int main(int argc, char** argv) {
     const launch::ProcessEnv env = launch::detect_process_env(flags.overrides);
     rank = env.rank;
     train::TrainConfig config = train::load_train_config(command_line);
-    config.validate(env.world_size);
-    if (command_line.print_config) {
+    if (command_line.print_config) {  // whether or not the data, tokenizer or memory are there
+      config.resolve_keys(env.world_size);
       std::cout << "# fsdp-train configuration, resolved for " << env.world_size << " rank(s)\n"
                 << config.to_toml() << "\n# environment knobs (docs/config.md)\n"
                 << knobs::describe_knobs("# ");
       return 0;
     }
-    config.check_fits_machine_memory();  // before the world connects and anything is allocated
+    config.validate(env.world_size);  // keys, every path and the memory fit: all mistakes, before anything starts
     // Flight recorder dumps go to the job's dump folder unless FSDP_FLIGHT_RECORDER_DIR chose.
     if (!knobs::kFlightRecorderDir.is_set()) FlightRecorder::instance().set_dump_dir(config.job.dump_folder);
     if (rank == 0) {

@@ -38,7 +38,11 @@ struct JobConfig {
     help = command_line.help;
     print_config = command_line.print_config;
     config = train::load_train_config(command_line);
-    if (!help) config.validate(world_size);
+    if (print_config) {
+      config.resolve_keys(world_size);  // printed whether or not the data and tokenizer are there
+    } else if (!help) {
+      config.validate(world_size);
+    }
   }
   TrainConfig config;
   bool help = false;

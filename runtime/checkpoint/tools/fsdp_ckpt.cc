@@ -2,8 +2,8 @@
 // (docs/checkpoints.md).
 //
 //   fsdp-ckpt inspect DIR   metadata: step, degrees, parameters and shapes, files, training-state keys
-//   fsdp-ckpt verify DIR    re-reads every chunk and checks its CRC32C; exit 1 naming each bad file
-//   fsdp-ckpt export DIR --out FILE.safetensors [--dtype fp32|bf16|fp16] [--hf --n-heads N]
+//   fsdp-ckpt verify DIR    the loader's checks without a model (metadata, training state, sizes, CRC32Cs); exit 1
+//   naming each bad file fsdp-ckpt export DIR --out FILE.safetensors [--dtype fp32|bf16|fp16] [--hf --n-heads N]
 //   fsdp-ckpt import FILE.safetensors... --out STEP_DIR [--hf --n-heads N] [--step S]
 //
 // DIR is a step directory or a checkpoint folder (then its latest committed step). export writes the
