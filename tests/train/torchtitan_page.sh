@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs every ```sh block of docs/torchtitan.md, in order, in one shell, as a user would on a TorchTitan
-# checkout, so the page cannot rot. The checkout is a stand-in: TorchTitan v0.2.2's debug_model.toml
-# (the keys and values of its file), a byte-level tokenizer.json and a small c4_test, all written here.
+# checkout, so the page cannot rot. The checkout is a stand-in: TorchTitan v0.2.2's debug_model.toml,
+# a byte-level tokenizer.json and a small c4_test, all written here.
 # $FSDP/train/fsdp-train is a wrapper adding --training.seq_len 64 --training.local_batch_size 2 (a few
 # seconds a run); torchrun gets a port the kernel picked for the page's fixed 29500. A block after
 # "<!-- page-test: needs X -->" runs only where X is (mpirun; torchrun where PYTHON has torch).
@@ -14,85 +14,11 @@ tt=$work/torchtitan fsdp=$work/fsdp bin=$work/bin
 mkdir -p "$tt/torchtitan/models/llama3/train_configs" "$tt/tests/assets/tokenizer" "$tt/tests/assets/c4_test" \
   "$fsdp/train" "$fsdp/launch" "$fsdp/runtime/checkpoint" "$bin"
 
-cat >"$tt/torchtitan/models/llama3/train_configs/debug_model.toml" <<'EOF'
-[job]
-dump_folder = "./outputs"
-description = "Llama 3 debug training"
-print_config = false
-
-[profiling]
-enable_profiling = false
-save_traces_folder = "profile_trace"
-profile_freq = 10
-enable_memory_snapshot = false
-save_memory_snapshot_folder = "memory_snapshot"
-
-[metrics]
-log_freq = 1
-disable_color_printing = false
-enable_tensorboard = false
-save_tb_folder = "tb"
-enable_wandb = false
-
-[model]
-name = "llama3"
-flavor = "debugmodel"
-hf_assets_path = "./tests/assets/tokenizer"
-
-[optimizer]
-name = "AdamW"
-lr = 8e-4
-eps = 1e-8
-
-[lr_scheduler]
-warmup_steps = 2
-decay_ratio = 0.8
-decay_type = "linear"
-min_lr_factor = 0.0
-
-[training]
-local_batch_size = 8
-seq_len = 2048
-max_norm = 1.0
-steps = 10
-dataset = "c4_test"
-
-[parallelism]
-data_parallel_replicate_degree = 1
-data_parallel_shard_degree = -1
-fsdp_reshard_after_forward = "default"
-tensor_parallel_degree = 1
-enable_async_tensor_parallel = false
-pipeline_parallel_degree = 1
-pipeline_parallel_schedule = "Interleaved1F1B"
-context_parallel_degree = 1
-
-[checkpoint]
-enable = false
-folder = "checkpoint"
-interval = 10
-last_save_model_only = false
-export_dtype = "float32"
-async_mode = "disabled"
-
-[activation_checkpoint]
-mode = "selective"
-selective_ac_option = '2'
-
-[compile]
-enable=false
-components = ["model", "loss"]
-
-[quantize.linear.float8]
-enable_fsdp_float8_all_gather = false
-precompute_float8_dynamic_scale_for_fsdp = false
-filter_fqns = ["output"]
-
-[validation]
-enable = false
-dataset = "c4_validation"
-freq = 5
-steps = 10
+# TorchTitan v0.2.2's file, kept once in the project: config_torchtitan_test.cc's kDebugModelToml.
+python3 - "$(dirname "$0")/config_torchtitan_test.cc" \
+  >"$tt/torchtitan/models/llama3/train_configs/debug_model.toml" <<'EOF'
+import re, sys
+print(re.search(r'kDebugModelToml = R"\((.*?)\)";', open(sys.argv[1]).read(), re.S).group(1), end="")
 EOF
 
 # The tokenizer (GPT-2's 256 byte characters, BOS and EOS) and 300 documents of c4_test.
