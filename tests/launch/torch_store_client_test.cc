@@ -11,10 +11,12 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 
 #include "collectives/core/errors.h"
+#include "launch/torchrun_store.h"
 
 namespace fsdp::launch {
 namespace {
@@ -103,6 +105,10 @@ class FakeValidatedServer {
     thread_.join();
   }
   uint16_t port() const { return port_; }
+  bool has(const std::string& wire_key) {
+    std::lock_guard lock(mu_);
+    return kv_.count(wire_key) > 0;
+  }
   int refused = 0;  // connections closed for a first command other than VALIDATE
 
  private:
@@ -136,7 +142,9 @@ class FakeValidatedServer {
       while (read_all(c, &cmd, 1)) {
         if (cmd == 1) {  // SET
           const std::string k = read_string(c);
-          kv_[k] = read_string(c);
+          const std::string v = read_string(c);
+          std::lock_guard lock(mu_);
+          kv_[k] = v;
         } else if (cmd == 6) {  // WAIT (one key, present in this test)
           uint64_t n = 0;
           read_all(c, &n, 8);
@@ -144,7 +152,10 @@ class FakeValidatedServer {
           const uint8_t stop = 0;
           ::send(c, &stop, 1, MSG_NOSIGNAL);
         } else if (cmd == 3) {  // GET
-          const std::string v = kv_[read_string(c)];
+          const std::string k = read_string(c);
+          std::unique_lock lock(mu_);
+          const std::string v = kv_[k];
+          lock.unlock();
           const uint64_t n = v.size();
           ::send(c, &n, 8, MSG_NOSIGNAL);
           ::send(c, v.data(), n, MSG_NOSIGNAL);
@@ -160,6 +171,7 @@ class FakeValidatedServer {
   }
   int listener_ = -1;
   uint16_t port_ = 0;
+  std::mutex mu_;
   std::map<std::string, std::string> kv_;
   std::thread thread_;
 };
@@ -193,6 +205,37 @@ TEST(TorchStoreClient, NothingListeningTimesOut) {
     EXPECT_NE(std::string(e.what()).find("torchrun's agent"), std::string::npos) << e.what();
   }
   ::close(fd);
+}
+
+// The decision connect_world takes at step 1: torchrun's agent store only when torchrun says it serves
+// one and nothing names a store of ours; keys then under the run id and the attempt.
+TEST(TorchrunStore, JoinsTheAgentStoreOnlyWhenTorchrunSaysSo) {
+  FakeValidatedServer server;
+  ProcessEnv env;
+  env.rank = 1;
+  env.world_size = 2;
+  env.master_addr = "127.0.0.1";
+  env.master_port = server.port();
+  std::map<std::string, std::string> vars = {
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RUN_ID", "run7"}, {"TORCHELASTIC_RESTART_COUNT", "2"}};
+  const EnvReader reader = [&](const std::string& name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  auto store = join_torchrun_store(env, false, milliseconds(5000), reader);
+  ASSERT_NE(store, nullptr);
+  store->set("fsdp/default/host/1", "h");
+  EXPECT_EQ(store->get("fsdp/default/host/1"), "h");
+  EXPECT_TRUE(server.has("/fsdp.torchrun/run7/2/fsdp/default/host/1"));
+
+  EXPECT_EQ(join_torchrun_store(env, /*external_store=*/true, milliseconds(5000), reader), nullptr);
+  vars["FSDP_MASTER_PORT"] = "29511";
+  EXPECT_EQ(join_torchrun_store(env, false, milliseconds(5000), reader), nullptr);
+  vars.erase("FSDP_MASTER_PORT");
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "False";  // torch 1.13's --standalone: rank 0 serves ours
+  EXPECT_EQ(join_torchrun_store(env, false, milliseconds(5000), reader), nullptr);
+  vars.erase("TORCHELASTIC_USE_AGENT_STORE");  // fsdp-run, or RANK/WORLD_SIZE set by hand
+  EXPECT_EQ(join_torchrun_store(env, false, milliseconds(5000), reader), nullptr);
 }
 
 }  // namespace
