@@ -1,5 +1,6 @@
 #include "launch/torch_store_client.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -32,16 +33,27 @@ enum class Read { kOk, kClosed, kTimeout };
 
 const ErrorContext kCtx{-1, -1, "torch store", 0, 0};
 
-int connect_once(const std::string& host, uint16_t port) {
+// One TCP connection, or -1; never blocks past `deadline` (a host that drops SYNs would hold a plain
+// connect() for minutes).
+int connect_once(const std::string& host, uint16_t port, Clock::time_point deadline) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found) return -1;
   int fd = -1;
   for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) continue;
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+    bool ok = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    if (!ok && errno == EINPROGRESS) {
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+      pollfd pfd{fd, POLLOUT, 0};
+      int error = 0;
+      socklen_t len = sizeof(error);
+      ok = ::poll(&pfd, 1, static_cast<int>(std::clamp<long long>(left, 1, 60000))) == 1 &&
+           ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0;
+    }
+    if (!ok) {
       ::close(fd);
       fd = -1;
     }
@@ -50,6 +62,7 @@ int connect_once(const std::string& host, uint16_t port) {
   if (fd >= 0) {
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // blocking sends; reads poll first
   }
   return fd;
 }
@@ -106,7 +119,7 @@ TorchStoreClient::TorchStoreClient(std::string host, uint16_t port, milliseconds
     : host_(std::move(host)), port_(port), timeout_(timeout), namespace_(std::move(key_namespace)) {
   const auto deadline = Clock::now() + timeout_;
   int fd = -1;
-  for (milliseconds backoff{10}; (fd = connect_once(host_, port_)) < 0;
+  for (milliseconds backoff{10}; (fd = connect_once(host_, port_, deadline)) < 0;
        backoff = std::min(backoff * 2, milliseconds(1000))) {
     if (Clock::now() > deadline) {
       throw TimeoutError(kCtx, "cannot connect to torch's store at " + host_ + ":" + std::to_string(port_) +
@@ -144,7 +157,7 @@ void TorchStoreClient::drop_connection() {
 
 void TorchStoreClient::connect_or_throw() {
   if (fd_ >= 0) return;
-  fd_ = connect_once(host_, port_);
+  fd_ = connect_once(host_, port_, Clock::now() + timeout_);
   if (fd_ < 0) throw CommError(kCtx, "cannot reconnect to " + describe() + ": " + std::strerror(errno));
   if (dialect_ == Dialect::kValidated) {
     std::string hello(1, static_cast<char>(kValidate));

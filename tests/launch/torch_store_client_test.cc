@@ -1,5 +1,6 @@
 // TorchStoreClient against the real thing: a torch.distributed.TCPStore served by the Python that has
-// torch (FSDP_TORCH_PYTHON), whose own client trades keys with ours. Skipped where torch is missing.
+// torch (FSDP_TORCH_PYTHON), whose own client trades keys with ours (most of its few seconds are the
+// import of torch). Skipped where torch is missing.
 // A fake validated-dialect server (torch >= 2.1's handshake) checks the dialect probe without torch.
 #include "launch/torch_store_client.h"
 
