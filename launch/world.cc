@@ -398,8 +398,7 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
   // 6. Liveness, out of band: a frozen rank fails the job in heartbeat_timeout, not FSDP_TIMEOUT_SEC.
   // Over its own connection to our store; a caller's store gets no second user, and torchrun's agent
   // store speaks torch's protocol (the agent's own watchdog ends the job when a worker dies).
-  if (w.store && !options.store && dynamic_cast<StoreClient*>(w.store.get()) && n > 1 &&
-      options.heartbeat_timeout.count() > 0) {
+  if (!options.store && dynamic_cast<StoreClient*>(w.store.get()) && n > 1 && options.heartbeat_timeout.count() > 0) {
     w.heartbeat = std::make_unique<Heartbeat>(store_host, store_port, w.key_prefix, rank, n, w.transport,
                                               options.heartbeat_timeout, options.external_store ? -1 : 0,
                                               w.secret.key);
