@@ -396,8 +396,9 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
   w.comm->set_host_layout(w.topology.host_of_rank);
 
   // 6. Liveness, out of band: a frozen rank fails the job in heartbeat_timeout, not FSDP_TIMEOUT_SEC.
-  // Over its own connection to our store; a caller's store (torch's) gets no second user.
-  if (w.store && !options.store && n > 1 && options.heartbeat_timeout.count() > 0) {
+  // Over its own connection to our store; a caller's store gets no second user, and torchrun's agent
+  // store speaks torch's protocol (the agent's own watchdog ends the job when a worker dies).
+  if (!options.store && dynamic_cast<StoreClient*>(w.store.get()) && n > 1 && options.heartbeat_timeout.count() > 0) {
     w.heartbeat = std::make_unique<Heartbeat>(store_host, store_port, w.key_prefix, rank, n, w.transport,
                                               options.heartbeat_timeout, options.external_store ? -1 : 0,
                                               w.secret.key);

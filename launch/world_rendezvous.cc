@@ -14,6 +14,7 @@
 #include "common/atomic_file.h"
 #include "common/knobs.h"
 #include "launch/host_address.h"
+#include "launch/torchrun_store.h"
 
 namespace fsdp::launch {
 namespace {
@@ -143,6 +144,11 @@ void find_or_serve_store(World& w, const ProcessEnv& env, const WorldOptions& op
                          uint16_t& store_port) {
   const int rank = env.rank, n = env.world_size;
   const ErrorContext ctx{rank, -1, "rendezvous", 0, 0};
+  // torchrun's agent already serves a store on MASTER_ADDR:MASTER_PORT: join it (torchrun_store.h).
+  if (auto torch = join_torchrun_store(env, options.external_store, options.rendezvous_timeout)) {
+    w.store = std::move(torch);
+    return;
+  }
   if (!store_host.empty() && store_port == 0) {
     throw InvalidArgument("rank " + std::to_string(rank) + ": MASTER_ADDR='" + store_host +
                           "' is set but MASTER_PORT is not (or FSDP_MASTER_PORT)");

@@ -12,7 +12,8 @@
 
 namespace fsdp::launch {
 
-// Step 1 without a caller's store: under mpirun/srun on one host with no MASTER_* the rendezvous file
+// Step 1 without a caller's store: under torchrun's agent store, a client of it (torchrun_store.h);
+// under mpirun/srun on one host with no MASTER_* the rendezvous file
 // (rank 0 serves on the loopback, makes a job secret when none is set and names both in a 0600 file
 // the others read); else rank 0 serves on MASTER_ADDR:MASTER_PORT unless the store is external; then
 // this rank's client in w.store. store_host/store_port end as the address the client used. Throws
