@@ -22,6 +22,7 @@
 #include "train/data_setup.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
+#include "train/run_report.h"
 
 namespace fsdp::train {
 namespace {
@@ -169,6 +170,7 @@ MetricsOptions job_metrics_options(const TrainConfig& c, int rank, std::ostream*
   }
   o.out = log;
   o.print = log != nullptr && (rank == 0 || c.metrics.save_for_all_ranks);
+  o.planned_memory_bytes = planned_peak(trainer_options(c));  // the report draws it beside the measured peak
   return o;
 }
 
@@ -467,15 +469,17 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   // Trace and overlap: compute spans from this thread, collectives from the progress engine.
   const bool tracing = !config.metrics.trace_file.empty();
   Trace trace(rank, tracing);
-  runtime::OverlapMeter overlap;
+  runtime::OverlapMeter overlap, step_overlap;  // over the run after warm-up; over the step in hand
   trainer.set_compute_observer([&](std::string_view what, Clock::time_point start, Clock::time_point end) {
     overlap.compute(start, end);
+    step_overlap.compute(start, end);
     if (tracing) trace.complete(Track::kCompute, what, to_us(start), to_us(end) - to_us(start));
   });
   trainer.fsdp().set_comm_observer(
       [&](CollectiveKind kind, std::string_view what, int unit, Clock::time_point start, Clock::time_point end,
           int64_t bytes) {
         overlap.communication(kind, start, end);
+        step_overlap.communication(kind, start, end);
         if (tracing) {
           trace.complete(Track::kCommunication, std::string(what) + " " + trainer.fsdp().unit(unit).name(),
                          to_us(start), to_us(end) - to_us(start), bytes);
@@ -513,19 +517,26 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       faults_after_warmup = minor_page_faults();
     }
     const double all_to_all_before = all_to_all_seconds;
+    step_overlap.clear();
     const StepStats st = trainer.step();
     result.steps.push_back(st);
     if (result.steps.size() > 1) {
       step_seconds.push_back(st.seconds);
       all_to_all_per_step.push_back(all_to_all_seconds - all_to_all_before);
     }
-    metrics.log(StepRecord{st.step, st.loss, st.grad_norm, st.lr, st.tokens, st.seconds,
-                           trainer.tracker().peak_total(), st.skipped});
+    const runtime::OverlapMeter::Share comm = step_overlap.total();
+    metrics.log(StepRecord{st.step, st.loss, st.grad_norm, st.lr, st.tokens, st.seconds, trainer.tracker().peak_total(),
+                           st.skipped, comm.seconds > 0 ? comm.hidden_fraction() : RunStep::kNone});
     const bool last = s == config.training.steps;
-    if (ckpt && last && config.checkpoint.last_save_model_only) {
+    const bool save = ckpt && (last || s % config.checkpoint.interval == 0);
+    if (save && last && config.checkpoint.last_save_model_only) {
       save_last_weights(config, opts, *ckpt, trainer.fsdp(), s, hash);
-    } else if (ckpt && (s % config.checkpoint.interval == 0 || last)) {
+    } else if (save) {
       ckpt->save(s, hash, training_state(loader.state(), opts, s, data_source));
+    }
+    if (save) {  // the report of a run that dies later shows what it saved
+      metrics.log_event({"checkpoint", s, runtime::checkpoint::step_dir_name(s)});
+      refresh_run_report(metrics, rank, job.log);
     }
     if (job.stop_after_step > 0 && s >= job.stop_after_step) break;
   }
@@ -539,9 +550,11 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     }
   }
   if (tracing) write_merged_trace(config, world, trace, job);
+  const std::string report = refresh_run_report(metrics, rank, job.log);
   if (metrics_options.print) {
     metrics.print_summary();
     print_job_summary(*job.log, result, !step_seconds.empty(), trainer.fsdp().expert_parallel());
+    if (!report.empty()) *job.log << "report: " << report << "\n";
   }
   return result;
 }
