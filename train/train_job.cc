@@ -293,6 +293,24 @@ void check_checkpoint_paths(const TrainConfig& config) {
 
 namespace {
 
+// The save after step `step` (every interval, and the last): the weights only as TorchTitan's
+// last_save_model_only asks, else the whole state.
+void save_checkpoint(const TrainConfig& config, const TrainerOptions& opts, runtime::checkpoint::Checkpointer& ckpt,
+                     runtime::FsdpModel& model, const runtime::checkpoint::TrainingState& state, int64_t step,
+                     const std::string& hash) {
+  if (step == config.training.steps && config.checkpoint.last_save_model_only) {
+    save_last_weights(config, opts, ckpt, model, step, hash);
+  } else {
+    ckpt.save(step, hash, state);
+  }
+}
+
+// The step's hidden share of communication (metrics.jsonl's comm_hidden); NaN when no collective flew.
+double hidden_share(const runtime::OverlapMeter& step) {
+  const runtime::OverlapMeter::Share all = step.total();
+  return all.seconds > 0 ? all.hidden_fraction() : RunStep::kNone;
+}
+
 // Checkpoints: resume from our own folder's latest (or load_step), else load another run's weights
 // (initial_load_path), else start fresh; refuses a folder this run would overwrite. Sets the trainer's
 // step and the loader's position, and result.start_step.
@@ -382,8 +400,9 @@ void write_merged_trace(const TrainConfig& config, Communicator& world, const Tr
 }
 
 // Rank 0's closing lines: memory against the planner, the block cache after warm-up, expert
-// parallelism's all-to-all share, and how much communication compute hid.
-void print_job_summary(std::ostream& log, const JobResult& result, bool has_steady_steps, int64_t expert_parallel) {
+// parallelism's all-to-all share, how much communication compute hid, and where the run report is.
+void print_job_summary(std::ostream& log, const JobResult& result, bool has_steady_steps, int64_t expert_parallel,
+                       const std::string& report) {
   log << "memory: peak " << result.peak_bytes << " B tracked, planner predicted " << result.planned_peak_bytes << " B ("
       << (result.planned_peak_bytes > 0 ? 100.0 * static_cast<double>(result.peak_bytes - result.planned_peak_bytes) /
                                               static_cast<double>(result.planned_peak_bytes)
@@ -402,6 +421,7 @@ void print_job_summary(std::ostream& log, const JobResult& result, bool has_stea
   for (const auto& [kind, f] : result.hidden_fraction) {
     log << "overlap: " << kind << " " << static_cast<int>(f * 100 + 0.5) << "% hidden behind compute\n";
   }
+  if (!report.empty()) log << "report: " << report << "\n";
 }
 
 // What the steps measured, on this rank: peaks against the planner, the block cache and page faults after
@@ -524,19 +544,13 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       step_seconds.push_back(st.seconds);
       all_to_all_per_step.push_back(all_to_all_seconds - all_to_all_before);
     }
-    const runtime::OverlapMeter::Share comm = step_overlap.total();
     metrics.log(StepRecord{st.step, st.loss, st.grad_norm, st.lr, st.tokens, st.seconds, trainer.tracker().peak_total(),
-                           st.skipped, comm.seconds > 0 ? comm.hidden_fraction() : RunStep::kNone});
-    const bool last = s == config.training.steps;
-    const bool save = ckpt && (last || s % config.checkpoint.interval == 0);
-    if (save && last && config.checkpoint.last_save_model_only) {
-      save_last_weights(config, opts, *ckpt, trainer.fsdp(), s, hash);
-    } else if (save) {
-      ckpt->save(s, hash, training_state(loader.state(), opts, s, data_source));
-    }
-    if (save) {  // the report of a run that dies later shows what it saved
+                           st.skipped, hidden_share(step_overlap)});
+    if (ckpt && (s == config.training.steps || s % config.checkpoint.interval == 0)) {
+      save_checkpoint(config, opts, *ckpt, trainer.fsdp(), training_state(loader.state(), opts, s, data_source), s,
+                      hash);
       metrics.log_event({"checkpoint", s, runtime::checkpoint::step_dir_name(s)});
-      refresh_run_report(metrics, rank, job.log);
+      refresh_run_report(metrics, rank, job.log);  // a run that dies later keeps the page of this save
     }
     if (job.stop_after_step > 0 && s >= job.stop_after_step) break;
   }
@@ -553,8 +567,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   const std::string report = refresh_run_report(metrics, rank, job.log);
   if (metrics_options.print) {
     metrics.print_summary();
-    print_job_summary(*job.log, result, !step_seconds.empty(), trainer.fsdp().expert_parallel());
-    if (!report.empty()) *job.log << "report: " << report << "\n";
+    print_job_summary(*job.log, result, !step_seconds.empty(), trainer.fsdp().expert_parallel(), report);
   }
   return result;
 }

@@ -1,11 +1,13 @@
 """The two front ends drive one runtime: python3 -m fsdp_runtime.train (the PyTorch Llama, fully_shard)
 and fsdp-train (the C++ reference model) on the same configuration, data and initial weights (a
 safetensors file of the torch model's init, read by both through checkpoint.initial_load_path) give
-the same losses within 1e-5 relative over 20 steps in float32, at 2 ranks each.
+the same losses within 1e-5 relative over 20 steps in float32, at 2 ranks each; and each writes the
+same run report beside its metrics.jsonl (train/run_report.h: every series, the last save marked).
 
     test_train_vs_fsdp_train.py FSDP_RUN FSDP_TRAIN
 """
 import os
+import re
 import sys
 import tempfile
 
@@ -31,6 +33,13 @@ def write_initial_weights(path, folder):
     save_file(Llama(_model_args(cfg, c)).state_dict(), path)
 
 
+def report_marks(folder):
+    """(series drawn, checkpoint marks) of the run report beside the folder's metrics.jsonl."""
+    with open(os.path.join(folder, "report.html")) as f:
+        page = f.read()
+    return sorted(re.findall(r'data-series="(\w+)"', page)), len(re.findall(r'data-event="checkpoint"', page))
+
+
 def main():
     fsdp_run, fsdp_train = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory(prefix="fsdp-train-vs-") as folder:
@@ -40,6 +49,9 @@ def main():
         py, _ = run_python(fsdp_run, os.path.join(folder, "python"), RANKS, extra=load)
         cc = run_fsdp_train(fsdp_run, fsdp_train, os.path.join(folder, "cpp"), RANKS,
                             extra=load + ["--checkpoint.interval", "1000"])
+        reports = [report_marks(os.path.join(folder, front_end)) for front_end in ("python", "cpp")]
+    series = sorted(["loss", "grad_norm", "tps", "memory", "planned_memory", "comm_hidden"])
+    assert reports == [(series, 5)] * 2, reports  # the save after the last step, on each of the five charts
     worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(py, cc))
     assert_losses_match(py, cc, "fsdp_runtime.train against fsdp-train")
     print(f"fsdp_runtime.train and fsdp-train from the same weights: {len(py)} losses equal within "
