@@ -38,7 +38,8 @@ struct Scale {
   double tick_value(double t) const { return log2 ? std::pow(2.0, t) : t; }
 };
 
-Scale linear_scale(double lo, double hi, bool from_zero, bool integer, int ticks) {
+// `headroom`: a value axis, where a line at the maximum would run along the frame: one more step then.
+Scale linear_scale(double lo, double hi, bool from_zero, bool integer, bool headroom, int ticks) {
   if (!(lo <= hi)) lo = 0, hi = 1;
   if (from_zero) lo = std::min(lo, 0.0), hi = std::max(hi, 0.0);
   double span = hi - lo;
@@ -48,6 +49,7 @@ Scale linear_scale(double lo, double hi, bool from_zero, bool integer, int ticks
   if (integer) s.step = std::max(s.step, 1.0);
   s.lo = s.first = std::floor(lo / s.step) * s.step;
   s.hi = std::max(std::ceil(hi / s.step) * s.step, s.lo + s.step);
+  if (headroom && s.hi - hi < 0.01 * s.step) s.hi += s.step;
   return s;
 }
 
@@ -74,7 +76,7 @@ Scale scale_of(const Axis& axis, const std::vector<Series>& series, bool x, int 
       hi = std::max(hi, v);
     }
   }
-  return axis.log2 ? log2_scale(lo, hi) : linear_scale(lo, hi, axis.from_zero, axis.integer, ticks);
+  return axis.log2 ? log2_scale(lo, hi) : linear_scale(lo, hi, axis.from_zero, axis.integer, !x, ticks);
 }
 
 std::string tick_text(const Axis& axis, double v) { return axis.tick_label ? axis.tick_label(v) : fmt("%g", v); }
@@ -84,6 +86,8 @@ struct Frame {
   Scale x, y;
   double px(double v) const { return left + x.map(v) * width; }
   double py(double v) const { return top + height - y.map(v) * height; }
+  // A marker label near the right edge runs leftwards, clear of the legend.
+  bool leftwards(double x) const { return x > left + 0.75 * width; }
 };
 
 std::string grid_and_axes(const Chart& c, const Frame& f) {
@@ -111,9 +115,37 @@ std::string grid_and_axes(const Chart& c, const Frame& f) {
   return svg;
 }
 
+// The row (0 = top) each marker's label is drawn in, so that labels of nearby markers do not overlap;
+// -1: no room (the line's tooltip still names it). Labels take about 5.5 px per character at 10 px.
+std::vector<int> label_rows(const Chart& c, const Frame& f) {
+  constexpr int kRows = 4;
+  std::vector<size_t> order(c.markers.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return c.markers[a].x < c.markers[b].x; });
+  std::vector<int> rows(c.markers.size(), -1);
+  double right_end[kRows];
+  std::fill(right_end, right_end + kRows, -INFINITY);
+  for (size_t i : order) {
+    const Marker& m = c.markers[i];
+    if (!m.show_label || !std::isfinite(m.x)) continue;
+    const double x = f.px(m.x), width = 5.5 * static_cast<double>(m.label.size()) + 6;
+    const double start = f.leftwards(x) ? x - width : x;
+    for (int r = 0; r < kRows; ++r) {
+      if (start >= right_end[r]) {
+        rows[i] = r;
+        right_end[r] = start + width;
+        break;
+      }
+    }
+  }
+  return rows;
+}
+
 std::string markers(const Chart& c, const Frame& f) {
   std::string svg;
-  for (const Marker& m : c.markers) {
+  const std::vector<int> rows = label_rows(c, f);
+  for (size_t i = 0; i < c.markers.size(); ++i) {
+    const Marker& m = c.markers[i];
     if (!std::isfinite(m.x)) continue;
     const double x = f.px(m.x);
     if (x < f.left - 0.05 || x > f.left + f.width + 0.05) continue;
@@ -122,10 +154,9 @@ std::string markers(const Chart& c, const Frame& f) {
            escape_xml(tooltip) + "</title><line x1=\"" + px1(x) + "\" x2=\"" + px1(x) + "\" y1=\"" + px1(f.top) +
            "\" y2=\"" + px1(f.top + f.height) + "\" stroke=\"" + m.colour + "\" stroke-width=\"1.5\"" +
            (m.dashed ? " stroke-dasharray=\"4,3\"" : "") + "/>";
-    if (m.show_label) {
-      // Near the right edge the label runs leftwards, clear of the legend.
-      const bool leftwards = x > f.left + 0.75 * f.width;
-      svg += "<text x=\"" + px1(leftwards ? x - 3 : x + 3) + "\" y=\"" + px1(f.top + 12) +
+    if (rows[i] >= 0) {
+      const bool leftwards = f.leftwards(x);
+      svg += "<text x=\"" + px1(leftwards ? x - 3 : x + 3) + "\" y=\"" + px1(f.top + 12 + 12 * rows[i]) +
              "\" font-size=\"10\" fill=\"" + m.colour + "\"" + (leftwards ? " text-anchor=\"end\"" : "") + ">" +
              escape_xml(m.label) + "</text>";
     }

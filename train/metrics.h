@@ -26,7 +26,7 @@ struct StepRecord {
   int64_t memory_bytes = 0;   // this rank's peak tracked bytes during the step
   bool skipped = false;       // non-finite loss or grad norm: the optimizer step was skipped
   // Of the step's collectives' flight time, the share the training thread spent computing (0..1);
-  // NaN: none flew (one rank) or not measured.
+  // NaN: no collective was timed.
   double comm_hidden = std::numeric_limits<double>::quiet_NaN();
 };
 

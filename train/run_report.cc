@@ -108,7 +108,7 @@ std::string chart(const std::string& id, const std::string& title, const std::st
   std::erase_if(series, [](const svg::Series& s) { return s.points.empty(); });
   if (series.empty()) {
     return "<section id=\"" + id + "\"><h2>" + svg::escape_xml(title) + "</h2><p class=\"none\">no values in the file" +
-           (id == "comm_hidden" ? " (one rank: no communication)" : "") + "</p></section>\n";
+           (id == "comm_hidden" ? " (no collective was timed)" : "") + "</p></section>\n";
   }
   c.series = std::move(series);
   c.markers = markers;

@@ -49,6 +49,23 @@ TEST(SvgChart, MarkersInsideTheRangeAreDrawnWithTheirTooltip) {
   EXPECT_EQ(count(svg, ">hidden label</text>"), 0);
 }
 
+// Labels of nearby markers go to rows of their own (top row first), four rows at most; a fifth stays a
+// tooltip.
+TEST(SvgChart, LabelsOfNearbyMarkersTakeRowsOfTheirOwn) {
+  Chart c;
+  c.x = {.from_zero = false};
+  c.series.push_back({.label = "s", .points = {{0, 1}, {100, 2}}});
+  for (int i = 0; i < 5; ++i) c.markers.push_back({.x = 10.0 + i, .label = "marker " + std::to_string(i)});
+  c.markers.push_back({.x = 60, .label = "far"});
+  const std::string svg = line_chart(c);
+  for (const char* row : {"y=\"48.0\" font-size=\"10\"", "y=\"60.0\" font-size=\"10\"", "y=\"72.0\" font-size=\"10\"",
+                          "y=\"84.0\" font-size=\"10\""}) {
+    EXPECT_EQ(count(svg, row), row[3] == '4' ? 2 : 1) << row;  // "far" has the top row to itself again
+  }
+  EXPECT_EQ(count(svg, ">marker 4</text>"), 0);
+  EXPECT_EQ(count(svg, "<title>marker 4</title>"), 1);
+}
+
 TEST(SvgChart, OnePointAndNoPointsStillGiveAnAxis) {
   Chart one;
   one.x = {.from_zero = false, .integer = true};
