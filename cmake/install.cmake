@@ -4,7 +4,7 @@
 #   include/    nccl.h; fsdp/common/..., fsdp/spec/mxfp8_wire.h (the MXFP8 wire size the codec's header
 #               uses), fsdp/collectives/..., fsdp/launch/... (included as "collectives/communicator.h")
 #   bin/        the programs that exist in this build: fsdp-train, fsdp-run, fsdp-store, fsdp-plan,
-#               fsdp-ckpt, fsdp-bench, fsdp-flight
+#               fsdp-ckpt, fsdp-bench, fsdp-flight, fsdp-report
 # Everything here reads targets defined elsewhere and only adds install-time properties
 # ($<INSTALL_INTERFACE:...>, $<BUILD_INTERFACE:...> wrapping), so the build itself is unchanged.
 include(GNUInstallDirs)
@@ -134,7 +134,7 @@ if(_fsdp_cpp_targets)
 endif()
 
 # --- Programs -------------------------------------------------------------------------------------
-foreach(program fsdp-train fsdp-run fsdp-store fsdp-plan fsdp-ckpt fsdp-bench fsdp-flight)
+foreach(program fsdp-train fsdp-run fsdp-store fsdp-plan fsdp-ckpt fsdp-bench fsdp-flight fsdp-report)
   if(TARGET ${program})
     install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT programs)
   endif()

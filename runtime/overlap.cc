@@ -35,6 +35,15 @@ std::map<std::string, OverlapMeter::Share> OverlapMeter::shares() const {
   return out;
 }
 
+OverlapMeter::Share OverlapMeter::total() const {
+  Share all;
+  for (const auto& [kind, share] : shares()) {
+    all.seconds += share.seconds;
+    all.hidden_seconds += share.hidden_seconds;
+  }
+  return all;
+}
+
 void OverlapMeter::clear() {
   std::lock_guard lock(mu_);
   compute_.clear();

@@ -29,6 +29,8 @@ class OverlapMeter {
   };
   // Per kind; thread-safe against concurrent recording.
   std::map<std::string, Share> shares() const;
+  // Every kind together: the share of all flight time hidden (a step's figure in metrics.jsonl).
+  Share total() const;
   void clear();
 
  private:

@@ -10,7 +10,8 @@ import sys
 
 def losses(path):
     with open(path) as f:
-        return [json.loads(line)["loss"] for line in f if line.strip()]
+        records = [json.loads(line) for line in f if line.strip()]
+    return [r["loss"] for r in records if "event" not in r]  # step lines, not checkpoint or recovery events
 
 
 def svg(runs, path, width=720, height=360, pad=40):

@@ -16,6 +16,7 @@ packages=(
   python3-torch libtorch-dev pybind11-dev python3-dev  # the PyTorch backend fsdp_runtime (python/, docs/pytorch.md)
   iproute2                                      # network namespaces for the two-host tests
   clang libclang-rt-14-dev                      # libFuzzer and its sanitizer runtimes (make fuzz, docs/fuzzing.md)
+  chromium                                      # headless check of the run report (ctest train.cli.report_in_chromium)
 )
 
 missing=()

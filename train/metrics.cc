@@ -145,11 +145,25 @@ std::string MetricsLogger::json_record(const StepRecord& r) const {
   s += std::string(",\"skipped\":") + (r.skipped ? "true" : "false");
   s += ",\"rank\":" + std::to_string(options_.rank);
   s += ",\"elapsed_s\":" + json::number(elapsed);
+  s += ",\"planned_memory_bytes\":" + std::to_string(options_.planned_memory_bytes);
+  s += ",\"comm_hidden\":" + json::number(r.comm_hidden);
   return s + "}";
 }
 
+std::string MetricsLogger::json_event(const EventRecord& e) const {
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return "{\"event\":" + json::quote(e.kind) + ",\"step\":" + std::to_string(e.step) +
+         ",\"rank\":" + std::to_string(options_.rank) + ",\"elapsed_s\":" + json::number(elapsed) +
+         ",\"detail\":" + json::quote(e.detail) + "}";
+}
+
+void MetricsLogger::log_event(const EventRecord& e) {
+  if (file_.is_open() && !csv_) file_ << json_event(e) << '\n' << std::flush;
+}
+
 std::string MetricsLogger::csv_header() {
-  return "step,loss,grad_norm,lr,tokens,step_time_s,tps,tflops,mfu_pct,memory_bytes,memory_pct,skipped,rank,elapsed_s";
+  return "step,loss,grad_norm,lr,tokens,step_time_s,tps,tflops,mfu_pct,memory_bytes,memory_pct,skipped,rank,elapsed_s,"
+         "planned_memory_bytes,comm_hidden";
 }
 
 std::string MetricsLogger::csv_record(const StepRecord& r) const {
@@ -161,6 +175,7 @@ std::string MetricsLogger::csv_record(const StepRecord& r) const {
   for (double v : {r.step_seconds, d.tps, d.tflops, d.mfu_pct}) s += "," + csv_number(v);
   s += "," + std::to_string(r.memory_bytes) + "," + csv_number(d.memory_pct);
   s += std::string(",") + (r.skipped ? "1" : "0") + "," + std::to_string(options_.rank) + "," + csv_number(elapsed);
+  s += "," + std::to_string(options_.planned_memory_bytes) + "," + csv_number(r.comm_hidden);
   return s;
 }
 

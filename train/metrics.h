@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iosfwd>
+#include <limits>
 #include <string>
 
 namespace fsdp::train {
@@ -24,6 +25,20 @@ struct StepRecord {
   double step_seconds = 0;    // wall time of the whole step
   int64_t memory_bytes = 0;   // this rank's peak tracked bytes during the step
   bool skipped = false;       // non-finite loss or grad norm: the optimizer step was skipped
+  // Of the step's collectives' flight time, the share the training thread spent computing (0..1);
+  // NaN: no collective was timed.
+  double comm_hidden = std::numeric_limits<double>::quiet_NaN();
+};
+
+// Something that happened between steps, written to the JSONL file as its own line (never to CSV):
+//   {"event":"checkpoint","step":10,"rank":0,"elapsed_s":1.5,"detail":"step-10"}
+// Kinds: "checkpoint" (a save was started after `step`), "recovery" (the job lost or regained ranks and
+// went on from the end of `step`; detail says who and the new world size). Readers tell the two kinds of
+// line apart by the "event" key.
+struct EventRecord {
+  std::string kind;
+  int64_t step = 0;  // the last step completed when it happened
+  std::string detail;
 };
 
 struct MetricsOptions {
@@ -32,6 +47,7 @@ struct MetricsOptions {
   double flops_per_token = 0;           // training FLOPs per token (sharding::model_flops_per_token)
   double peak_flops = 0;                // chip peak FLOP/s in the compute dtype; 0: mfu prints 0
   double memory_capacity_bytes = 0;     // job_memory_capacity(); 0: the memory percentage prints 0
+  int64_t planned_memory_bytes = 0;     // the planner's predicted peak for this rank; 0: unknown
   std::string file;                     // per-step records; empty: none
   std::ostream* out = nullptr;          // console; nullptr: std::cout
   bool print = true;                    // false: file only (ranks other than 0)
@@ -76,6 +92,9 @@ class MetricsLogger {
   // Appends the record to the file (flushed, so a crash keeps what was logged) and prints the console
   // line on log steps and on skipped steps.
   void log(const StepRecord& r);
+  // Appends the event to a JSONL file (flushed); no-op for CSV or no file.
+  void log_event(const EventRecord& e);
+  const std::string& file() const { return options_.file; }
 
   DerivedMetrics derive(const StepRecord& r) const;
   DerivedMetrics derive(const LogInterval& interval) const;
@@ -83,6 +102,7 @@ class MetricsLogger {
   std::string format_line(const StepRecord& r, const LogInterval& interval) const;
   std::string format_line(const StepRecord& r) const { return format_line(r, LogInterval::of(r)); }
   std::string json_record(const StepRecord& r) const;  // one JSON object, no newline
+  std::string json_event(const EventRecord& e) const;  // one JSON object, no newline
   std::string csv_record(const StepRecord& r) const;   // one CSV row, no newline
   static std::string csv_header();
 

@@ -24,6 +24,7 @@
 #include "train/data_setup.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
+#include "train/run_report.h"
 
 namespace fsdp::train {
 namespace {
@@ -170,6 +171,7 @@ MetricsOptions job_metrics_options(const TrainConfig& c, int rank, std::ostream*
   }
   o.out = log;
   o.print = log != nullptr && (rank == 0 || c.metrics.save_for_all_ranks);
+  o.planned_memory_bytes = planned_peak(trainer_options(c));  // the report draws it beside the measured peak
   return o;
 }
 
@@ -228,6 +230,24 @@ void save_last_weights(const TrainConfig& config, const TrainerOptions& opts, ru
   ckpt.wait();
   runtime::checkpoint::export_safetensors(model, ckpt.comm(), file, {{"format", "pt"}, {"step", std::to_string(step)}},
                                           weights_format(opts, ck.last_save_in_hf, ck.export_dtype));
+}
+
+// The save after step `step` (every interval, and the last): the weights only as TorchTitan's
+// last_save_model_only asks, else the whole state.
+void save_checkpoint(const TrainConfig& config, const TrainerOptions& opts, runtime::checkpoint::Checkpointer& ckpt,
+                     runtime::FsdpModel& model, const runtime::checkpoint::TrainingState& state, int64_t step,
+                     const std::string& hash) {
+  if (step == config.training.steps && config.checkpoint.last_save_model_only) {
+    save_last_weights(config, opts, ckpt, model, step, hash);
+  } else {
+    ckpt.save(step, hash, state);
+  }
+}
+
+// The step's hidden share of communication (metrics.jsonl's comm_hidden); NaN when no collective flew.
+double hidden_share(const runtime::OverlapMeter& step) {
+  const runtime::OverlapMeter::Share all = step.total();
+  return all.seconds > 0 ? all.hidden_fraction() : RunStep::kNone;
 }
 
 // Checkpoints: resume from our own folder's latest (or load_step), else load another run's weights
@@ -319,8 +339,9 @@ void write_merged_trace(const TrainConfig& config, Communicator& world, const Tr
 }
 
 // Rank 0's closing lines: memory against the planner, the block cache after warm-up, expert
-// parallelism's all-to-all share, and how much communication compute hid.
-void print_job_summary(std::ostream& log, const JobResult& result, bool has_steady_steps, int64_t expert_parallel) {
+// parallelism's all-to-all share, how much communication compute hid, and where the run report is.
+void print_job_summary(std::ostream& log, const JobResult& result, bool has_steady_steps, int64_t expert_parallel,
+                       const std::string& report) {
   log << "memory: peak " << result.peak_bytes << " B tracked, planner predicted " << result.planned_peak_bytes << " B ("
       << (result.planned_peak_bytes > 0 ? 100.0 * static_cast<double>(result.peak_bytes - result.planned_peak_bytes) /
                                               static_cast<double>(result.planned_peak_bytes)
@@ -339,6 +360,7 @@ void print_job_summary(std::ostream& log, const JobResult& result, bool has_stea
   for (const auto& [kind, f] : result.hidden_fraction) {
     log << "overlap: " << kind << " " << static_cast<int>(f * 100 + 0.5) << "% hidden behind compute\n";
   }
+  if (!report.empty()) log << "report: " << report << "\n";
 }
 
 // What the steps measured, on this rank: peaks against the planner, the block cache and page faults after
@@ -406,15 +428,17 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   // Trace and overlap: compute spans from this thread, collectives from the progress engine.
   const bool tracing = !config.metrics.trace_file.empty();
   Trace trace(rank, tracing);
-  runtime::OverlapMeter overlap;
+  runtime::OverlapMeter overlap, step_overlap;  // over the run after warm-up; over the step in hand
   trainer.set_compute_observer([&](std::string_view what, Clock::time_point start, Clock::time_point end) {
     overlap.compute(start, end);
+    step_overlap.compute(start, end);
     if (tracing) trace.complete(Track::kCompute, what, to_us(start), to_us(end) - to_us(start));
   });
   trainer.fsdp().set_comm_observer(
       [&](CollectiveKind kind, std::string_view what, int unit, Clock::time_point start, Clock::time_point end,
           int64_t bytes) {
         overlap.communication(kind, start, end);
+        step_overlap.communication(kind, start, end);
         if (tracing) {
           trace.complete(Track::kCommunication, std::string(what) + " " + trainer.fsdp().unit(unit).name(),
                          to_us(start), to_us(end) - to_us(start), bytes);
@@ -455,19 +479,20 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       faults_after_warmup = minor_page_faults();
     }
     const double all_to_all_before = all_to_all_seconds;
+    step_overlap.clear();
     const StepStats st = trainer.step();
     result.steps.push_back(st);
     if (result.steps.size() > 1) {
       step_seconds.push_back(st.seconds);
       all_to_all_per_step.push_back(all_to_all_seconds - all_to_all_before);
     }
-    metrics.log(StepRecord{st.step, st.loss, st.grad_norm, st.lr, st.tokens, st.seconds,
-                           trainer.tracker().peak_total(), st.skipped});
-    const bool last = s == config.training.steps;
-    if (ckpt && last && config.checkpoint.last_save_model_only) {
-      save_last_weights(config, opts, *ckpt, trainer.fsdp(), s, hash);
-    } else if (ckpt && (s % config.checkpoint.interval == 0 || last)) {
-      ckpt->save(s, hash, training_state(loader.state(), opts, s, data_source));
+    metrics.log(StepRecord{st.step, st.loss, st.grad_norm, st.lr, st.tokens, st.seconds, trainer.tracker().peak_total(),
+                           st.skipped, hidden_share(step_overlap)});
+    if (ckpt && (s == config.training.steps || s % config.checkpoint.interval == 0)) {
+      save_checkpoint(config, opts, *ckpt, trainer.fsdp(), training_state(loader.state(), opts, s, data_source), s,
+                      hash);
+      metrics.log_event({"checkpoint", s, runtime::checkpoint::step_dir_name(s)});
+      refresh_run_report(metrics, rank, job.log);  // a run that dies later keeps the page of this save
     }
     if (job.stop_after_step > 0 && s >= job.stop_after_step) break;
   }
@@ -481,9 +506,10 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     }
   }
   if (tracing) write_merged_trace(config, world, trace, job);
+  const std::string report = refresh_run_report(metrics, rank, job.log);
   if (metrics_options.print) {
     metrics.print_summary();
-    print_job_summary(*job.log, result, !step_seconds.empty(), trainer.fsdp().expert_parallel());
+    print_job_summary(*job.log, result, !step_seconds.empty(), trainer.fsdp().expert_parallel(), report);
   }
   return result;
 }

@@ -1,21 +1,17 @@
 // --plot: bus bandwidth against message size as a standalone SVG (any browser shows it; no
-// plotting tools needed). Sizes on a log2 axis, GB/s on a linear one; one colour per backend,
-// solid out of place, dashed in place.
+// plotting tools needed), drawn by common/svg_chart.h. Sizes on a log2 axis, GB/s on a linear one;
+// one colour per backend, solid out of place, dashed in place.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "bench/fsdp_bench/report.h"
+#include "common/svg_chart.h"
 
 namespace fsdp::bench {
 
-struct Series {
-  std::string label;
-  bool dashed = false;
-  int colour = 0;  // index into the palette; series of one backend share it
-  std::vector<std::pair<double, double>> points;  // (bytes, busbw GB/s)
-};
+using Series = svg::Series;  // points: (bytes, busbw GB/s)
 
 // One series per backend (and type/op when the run has several), out of place and in place.
 std::vector<Series> series_of(const Report& r);

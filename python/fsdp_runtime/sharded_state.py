@@ -41,12 +41,23 @@ def overlap(module):
     since clear_overlap(): what fsdp-train reports as "overlap", measured here as the time each collective
     was in flight while the training thread was not waiting for it. Kinds: all_gather, reduce_scatter,
     all_reduce (HSDP)."""
+    return {kind: (h / f if f > 0 else 0.0) for kind, (f, h) in _overlap_seconds(module).items()}
+
+
+def overlap_seconds(module):
+    """(seconds in flight, seconds hidden) of all the collectives of the units in `module` since
+    clear_overlap(): the difference over a step gives the step's hidden share (metrics.jsonl's comm_hidden)."""
+    pairs = _overlap_seconds(module).values()
+    return sum(f for f, _ in pairs), sum(h for _, h in pairs)
+
+
+def _overlap_seconds(module):
     seconds = {}
     for groups in _trackers(module):
         for kind, (flight, hidden) in groups.overlap().items():
             f, h = seconds.get(kind, (0.0, 0.0))
             seconds[kind] = (f + flight, h + hidden)
-    return {kind: (h / f if f > 0 else 0.0) for kind, (f, h) in seconds.items()}
+    return seconds
 
 
 def clear_overlap(module):

@@ -29,7 +29,8 @@ import torch.nn.functional as F
 
 from . import _C, set_cpu_threads, use_best_blas_core
 from .fully_shard import MixedPrecisionPolicy, clip_grad_norm_, fully_shard
-from .sharded_state import clear_overlap, full_state_dict, load_full_state_dict, memory, overlap, reset_memory_peaks
+from .sharded_state import (clear_overlap, full_state_dict, load_full_state_dict, memory, overlap, overlap_seconds,
+                            reset_memory_peaks)
 from .models.llama import Llama, LlamaArgs, RopeScaling
 from .safetensors import load_file, save_file
 
@@ -222,6 +223,12 @@ def main(argv=None):
             dist.destroy_process_group()
 
 
+def _print(text):
+    """The console text fsdp-train's logger hands back ("" when it has nothing to say)."""
+    if text:
+        print(text, end="", flush=True)
+
+
 def _run(cfg, c, args, rank):
     replicate, shard = cfg.mesh()
     console = rank == 0 or c["metrics"]["save_for_all_ranks"]
@@ -247,24 +254,26 @@ def _run(cfg, c, args, rank):
         if step == 2:  # leave the first (warm-up) step out of the overlap figure, as fsdp-train does
             clear_overlap(model)
         reset_memory_peaks(model)
+        before = overlap_seconds(model)
         start = time.perf_counter()
         loss, norm, lr, skipped = train_step(model, opt, loader, cfg, c, step)
         seconds = time.perf_counter() - start
+        flight, hidden = (now - then for now, then in zip(overlap_seconds(model), before))  # this step's
         if skipped and not c["training"]["skip_nonfinite_steps"]:
             raise RuntimeError(f"step {step}: loss {loss} / grad norm {norm} is not finite "
                                "(training.skip_nonfinite_steps = true skips such steps)")
         peak = sum(p for _, p in memory(model).values())
-        text = metrics.log(step, loss, norm, lr, tokens, seconds, peak, skipped)
-        if text:
-            print(text, end="", flush=True)
+        _print(metrics.log(step, loss, norm, lr, tokens, seconds, peak, skipped,
+                           hidden / flight if flight > 0 else math.nan))
         if ck["enable"] and (step % ck["interval"] == 0 or step == steps):
             save_weights(model, cfg, c, step, rank)
-    text = metrics.summary()
-    if text:
-        print(text, end="", flush=True)
+            metrics.event("checkpoint", step, f"step-{step}")
+            _print(metrics.report())  # report.html beside metrics.jsonl (fsdp-train's page), kept current
+    _print(metrics.summary())
     if rank == 0 and steps > 1:
         for kind, share in sorted(overlap(model).items()):
             print(f"overlap: {kind} {int(share * 100 + 0.5)}% hidden behind compute", flush=True)
+    _print(metrics.report(last=True))  # "report: PATH", last as fsdp-train's
     return 0
 
 

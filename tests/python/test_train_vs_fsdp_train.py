@@ -1,6 +1,7 @@
 """The two front ends drive one runtime: python3 -m fsdp_runtime.train (the PyTorch Llama, fully_shard)
 and fsdp-train (the C++ reference model) on the same configuration and data give the same losses within
-1e-5 relative over 20 steps in float32.
+1e-5 relative over 20 steps in float32, and each writes the same run report beside its metrics.jsonl
+(train/run_report.h: every series, the last save marked).
 
     test_train_vs_fsdp_train.py FSDP_RUN FSDP_TRAIN RANKS seed|load
 
@@ -10,6 +11,7 @@ load: both read one safetensors file of the torch model's own init through check
       the Python job under fsdp-run --no-store (torch's env:// store).
 """
 import os
+import re
 import sys
 import tempfile
 
@@ -33,17 +35,27 @@ def write_initial_weights(path, folder, ranks):
     save_file(Llama(_model_args(cfg, c)).state_dict(), path)
 
 
+def report_marks(folder):
+    """(series drawn, checkpoint marks) of the run report beside the folder's metrics.jsonl."""
+    with open(os.path.join(folder, "report.html")) as f:
+        page = f.read()
+    return sorted(re.findall(r'data-series="(\w+)"', page)), len(re.findall(r'data-event="checkpoint"', page))
+
+
 def main():
     fsdp_run, fsdp_train, ranks, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     with tempfile.TemporaryDirectory(prefix="fsdp-train-vs-") as folder:
-        extra = []
+        load = []
         if mode == "load":
             init = os.path.join(folder, "init.safetensors")
             write_initial_weights(init, folder, ranks)
-            extra = ["--checkpoint.enable", "true", "--checkpoint.initial_load_path", init]
-        py, _ = run_python(fsdp_run, os.path.join(folder, "python"), ranks, extra=extra, launcher_store=mode == "seed")
+            load = ["--checkpoint.initial_load_path", init]
+        py, _ = run_python(fsdp_run, os.path.join(folder, "python"), ranks, extra=load, launcher_store=mode == "seed")
         cc = run_fsdp_train(fsdp_run, fsdp_train, os.path.join(folder, "cpp"), ranks,
-                            extra=extra + ["--checkpoint.interval", "1000"] if extra else [])
+                            extra=["--checkpoint.enable", "true", "--checkpoint.interval", "1000"] + load)
+        reports = [report_marks(os.path.join(folder, front_end)) for front_end in ("python", "cpp")]
+    series = sorted(["loss", "grad_norm", "tps", "memory", "planned_memory", "comm_hidden"])
+    assert reports == [(series, 5)] * 2, reports  # the save after the last step, on each of the five charts
     worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(py, cc))
     assert_losses_match(py, cc, f"fsdp_runtime.train against fsdp-train ({mode}, {ranks} ranks)")
     print(f"fsdp_runtime.train and fsdp-train at {ranks} rank(s), weights by {mode}: {len(py)} losses equal "

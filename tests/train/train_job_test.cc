@@ -525,6 +525,35 @@ TEST_F(TrainJobTest, WritesOneMergedTraceAndTheMetricsFile) {
   EXPECT_EQ(lines, 3);
 }
 
+// Each save is an event line after its step's record, and the run report beside metrics.jsonl marks it on
+// every chart; two ranks communicate, so every series is drawn (train/run_report.h).
+TEST_F(TrainJobTest, MarksEachSaveInTheMetricsAndTheReport) {
+  TrainConfig c = job_config(dir_ / "report", 2);
+  apply_override(c, "training.steps", "4");
+  apply_override(c, "checkpoint.interval", "2");
+  run_job(2, c);
+  std::ifstream metrics(dir_ / "report" / "metrics.jsonl");
+  std::vector<std::string> kinds;
+  for (std::string line; std::getline(metrics, line);) {
+    const json::Value v = json::parse(line);
+    kinds.push_back(v.find("event") ? v.at("event").string() + " " + std::to_string(v.at("step").integer())
+                                    : "step " + std::to_string(v.at("step").integer()));
+  }
+  EXPECT_EQ(kinds, (std::vector<std::string>{"step 1", "step 2", "checkpoint 2", "step 3", "step 4", "checkpoint 4"}));
+  std::ifstream report(dir_ / "report" / "report.html");
+  std::stringstream page;
+  page << report.rdbuf();
+  for (const char* series : {"loss", "grad_norm", "tps", "memory", "planned_memory", "comm_hidden"}) {
+    EXPECT_NE(page.str().find("data-series=\"" + std::string(series) + "\""), std::string::npos) << series;
+  }
+  int marks = 0;
+  for (size_t at = page.str().find("data-event=\"checkpoint\""); at != std::string::npos;
+       at = page.str().find("data-event=\"checkpoint\"", at + 1)) {
+    ++marks;
+  }
+  EXPECT_EQ(marks, 2 * 5);  // both saves on each of the five charts
+}
+
 // TorchTitan's model options reach the trainer: Llama 3.1 RoPE scaling (on by default) and the init scheme.
 TEST(TrainJob, RopeScalingAndInitSchemeReachTheTrainer) {
   TrainConfig c;

@@ -19,6 +19,7 @@
 #include "train/data_setup.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
+#include "train/run_report.h"
 #include "train/train_job.h"
 
 namespace py = pybind11;
@@ -71,14 +72,26 @@ class JobData {
   train::Batch batch_;
 };
 
-// fsdp-train's MetricsLogger: log() returns the console text to print ("" on steps it does not print).
+// fsdp-train's MetricsLogger and run report: log() returns the console text to print ("" on steps it
+// does not print); event() writes an event line; report() rewrites report.html beside the metrics file
+// (train/run_report.h) and returns its warning, and at the end the "report: PATH" line, to print.
 class JobMetrics {
  public:
   JobMetrics(const JobConfig& c, int rank, bool console)
-      : logger_(train::job_metrics_options(c.config, rank, console ? &text_ : nullptr)) {}
+      : rank_(rank),
+        console_(console),
+        logger_(train::job_metrics_options(c.config, rank, console ? &text_ : nullptr)) {}
   std::string log(int64_t step, double loss, double grad_norm, double lr, int64_t tokens, double seconds,
-                  int64_t memory_bytes, bool skipped) {
-    logger_.log(train::StepRecord{step, loss, grad_norm, lr, tokens, seconds, memory_bytes, skipped});
+                  int64_t memory_bytes, bool skipped, double comm_hidden) {
+    logger_.log(train::StepRecord{step, loss, grad_norm, lr, tokens, seconds, memory_bytes, skipped, comm_hidden});
+    return take();
+  }
+  void event(const std::string& kind, int64_t step, const std::string& detail) {
+    logger_.log_event({kind, step, detail});
+  }
+  std::string report(bool last) {
+    const std::string path = train::refresh_run_report(logger_, rank_, console_ ? &text_ : nullptr);
+    if (last && console_ && !path.empty()) text_ << "report: " << path << "\n";
     return take();
   }
   std::string summary() {
@@ -92,6 +105,8 @@ class JobMetrics {
     text_.str("");
     return s;
   }
+  int rank_;
+  bool console_;
   std::ostringstream text_;
   train::MetricsLogger logger_;
 };
@@ -191,7 +206,10 @@ void bind_train(py::module_& m) {
   py::class_<JobMetrics>(m, "MetricsLogger")
       .def(py::init<const JobConfig&, int, bool>(), py::arg("config"), py::arg("rank"), py::arg("console"))
       .def("log", &JobMetrics::log, py::arg("step"), py::arg("loss"), py::arg("grad_norm"), py::arg("lr"),
-           py::arg("tokens"), py::arg("seconds"), py::arg("memory_bytes"), py::arg("skipped") = false)
+           py::arg("tokens"), py::arg("seconds"), py::arg("memory_bytes"), py::arg("skipped") = false,
+           py::arg("comm_hidden") = train::RunStep::kNone)
+      .def("event", &JobMetrics::event, py::arg("kind"), py::arg("step"), py::arg("detail") = "")
+      .def("report", &JobMetrics::report, py::arg("last") = false)
       .def("summary", &JobMetrics::summary);
   // model/blas_core.h: sets OPENBLAS_CORETYPE where OpenBLAS loaded kernels older than this CPU allows
   // (rank 0 says so) and returns it, for fsdp_runtime.use_best_blas_core to restart with; "" if none.
