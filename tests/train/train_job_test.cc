@@ -490,6 +490,7 @@ TEST_F(TrainJobTest, MemoryPercentageIsOfThisHostsMemory) {
   TrainConfig c = job_config(dir_ / "memory", 1);
   apply_override(c, "training.steps", "1");
   apply_override(c, "checkpoint.enable_checkpoint", "false");
+  c.validate(1);  // the metrics options carry the plan's peak, which needs the mesh
   EXPECT_EQ(job_metrics_options(c, 0, nullptr).memory_capacity_bytes, static_cast<double>(host.bytes));
   std::ostringstream log;
   JobOptions logged;
