@@ -203,6 +203,42 @@ TEST(TcpBadHandshake, AnAuthenticatedPeerOfAnotherJobIsAnError) {
   EXPECT_EQ(codes[1], 0);
 }
 
+// A "rank 0" that proved the job secret sends a plausible eager frame (a real tag, its 16 bytes
+// attached) before its hello: rank 1 refuses it at once naming rank 0, not after the start-up timeout.
+TEST(TcpBadHandshake, AFrameBeforeTheHelloIsRefused) {
+  Job job = bind_job(2);
+  auto codes = run_processes(2, 30s, [&](int rank) {
+    if (rank == 0) {
+      const int fd = raw_connect(job.peers[1].port);
+      if (fd < 0) return 5;
+      TcpHello reply{};
+      if (const int rc = dial_handshake(fd, hello_of(0, 1, 2), "", &reply); rc != 0) return rc;
+      struct {
+        MessageHeader h = make_header(MessageKind::kEager, Tag{1, 0}, 16, 1);
+        float payload[4] = {1, 2, 3, 4};
+      } frame;
+      if (::write(fd, &frame, sizeof(frame)) != sizeof(frame)) return 6;
+      char bytes[256];
+      while (::recv(fd, bytes, sizeof(bytes), 0) > 0) {
+      }  // rank 1's own hello, then the connection closes
+      ::close(fd);
+      return 0;
+    }
+    try {
+      make_tcp_transport(1, 2, std::move(job.listeners[1]), job.peers, 20s);
+      return 2;
+    } catch (const TimeoutError& e) {
+      std::fprintf(stderr, "timed out instead: %s\n", e.what());
+      return 4;
+    } catch (const CommError& e) {
+      return expect_in(e.what(), "rank 0 failed during start-up") +
+             expect_in(e.what(), "a frame of kind 2 (16 bytes) before its hello");
+    }
+  });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+}
+
 // Strangers at rank 1's listener before the real rank 0: garbage (a port scanner), a hello whose proof
 // uses another secret (forged), a proof that was right for another connection's challenge (replayed),
 // and a hello that never proves anything. Each is refused and logged, and the job starts regardless
