@@ -155,7 +155,8 @@ Task run_after_peer_calls(Op& op, std::shared_ptr<const FlagSegment> flags, uint
     if (p == flags->rank()) continue;
     Fingerprint theirs;
     FlagSegment::PeerCall seen = FlagSegment::PeerCall::kNotYet;
-    co_await op.wait_until(flags->endpoint(p), sizeof(Fingerprint), [&] {
+    // Stands for the operation's own bytes in a timeout or peer-loss report: the peer has not called it.
+    co_await op.wait_until(flags->endpoint(p), op.context().bytes, [&] {
       seen = flags->peer_call(p, parity, mine.seq, theirs);
       return seen != FlagSegment::PeerCall::kNotYet;
     });
