@@ -47,10 +47,14 @@ Work Communicator::Impl::submit(OpPtr op, Task task, bool ordered) {
 Work Communicator::Impl::submit_collective(OpPtr op, Task task, const CommOptions& o, CollectiveKind kind, size_t count,
                                            int dtype, int root, int reduce) {
   const Fingerprint fingerprint = Fingerprint::of(kind, op->context().seq, count, dtype, root, reduce);
-  // A peer that took the flag path at this sequence number (a count on the other side of the limit)
-  // finds this rank's call in its slot and fails at once naming both, instead of waiting out the timeout.
-  if (flags) flags->mark_engine_call(flag_ops % 2, fingerprint);
   if (o.check_collectives) task = run_checked(*op, fingerprint, std::move(task));
+  if (flags) {
+    // A peer that took the flag path at this sequence number (a count on the other side of the limit)
+    // finds this rank's call in its slot and fails at once naming both; this rank finds the peer's
+    // post (or differing mark) in the peer's slot before the algorithm starts, and fails alike.
+    flags->mark_engine_call(flag_ops % 2, fingerprint);
+    task = run_after_peer_calls(*op, flags, flag_ops % 2, fingerprint, std::move(task));
+  }
   return submit(std::move(op), std::move(task), true);
 }
 
@@ -213,6 +217,10 @@ Work Communicator::all_to_all(const void* send, void* recv, size_t count, DataTy
   check.buffer(send, total, "send");
   check.buffer(recv, total, "recv");
   if (overlaps(send, total, recv, total)) check.fail("send and recv overlap");
+  if (auto failed = impl_->set_up_at_first_collective(
+          *this, Fingerprint::of(CollectiveKind::kAllToAll, 0, count, static_cast<int>(type)), total)) {
+    return *failed;
+  }
   auto op = impl_->new_op(options_, CollectiveKind::kAllToAll, total, false, impl_->next_seq++);
   const bool small = impl_->small(CollectiveKind::kAllToAll, total, options_);
   return impl_->submit_collective(
@@ -233,6 +241,10 @@ Work Communicator::all_to_all_v(const void* send, std::span<const size_t> send_c
   }
   size_t sent = 0;
   for (size_t b : send_blocks.bytes) sent += b;
+  if (auto failed = impl_->set_up_at_first_collective(
+          *this, Fingerprint::of(CollectiveKind::kAllToAllV, 0, 0, static_cast<int>(type)), sent)) {
+    return *failed;
+  }
   auto op = impl_->new_op(options_, CollectiveKind::kAllToAllV, sent, false, impl_->next_seq++);
   // Counts differ per rank by design: the fingerprint holds the type only (the transport checks sizes).
   WindowPlan windows = impl_->window_plan_all_to_all(send, Checker::extent(send_blocks));

@@ -41,7 +41,7 @@ struct Communicator::Impl {
   std::shared_ptr<WindowTable> windows;      // null until the first alloc_window
   OpPtr last_ordered;                        // the last collective given to the engine
 
-  // The flag path (collectives/flag_path.h), set up by the first collective small enough for it.
+  // The flag path (collectives/flag_path.h), set up by the communicator's first collective.
   enum class FlagSetup { kUntried, kSettingUp, kOn, kOff };
   FlagSetup flag_setup = FlagSetup::kUntried;
   std::shared_ptr<FlagSegment> flags;
@@ -76,11 +76,16 @@ struct Communicator::Impl {
   // communicator, so what follows fails at once).
   void settle_flag_op();
   // The collective `call` (of `bytes` per rank) posted on the flag path, or nullopt where it takes the
-  // engine. Every rank decides alike (sizes, options, layout and transport agree), so the first call
-  // that qualifies sets the segment up on every rank at once (a collective).
+  // engine (set_up_at_first_collective first). Ranks that pass the same call decide alike (sizes,
+  // options, layout and transport agree).
   std::optional<Work> flag_path(Communicator& comm, const CommOptions& o, size_t bytes, const FlagOp::Call& call);
-  // Rank 0 creates the segment; every rank maps it and reports; on if all did.
-  void set_up_flags(Communicator& comm);
+  // At the communicator's first collective, whatever its size (so ranks whose counts differ still
+  // set up together): set_up_flags, on every rank at once. The call's failed Work where that failed
+  // (a peer missing, or a mismatch), else nullopt.
+  std::optional<Work> set_up_at_first_collective(Communicator& comm, const Fingerprint& call, size_t bytes);
+  // Rank 0 creates the segment; every rank maps it and reports; on if all did. The ranks' calls
+  // (`call`) are compared on the way: MismatchError naming them where they differ.
+  void set_up_flags(Communicator& comm, Fingerprint call);
 
   // --- the engine path ---
   OpPtr new_op(const CommOptions& o, CollectiveKind kind, size_t bytes, bool p2p, uint64_t seq, int peer = -1);

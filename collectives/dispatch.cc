@@ -149,6 +149,26 @@ Task run_then_sum_mxfp8(Op&, Task exchange, Mxfp8Sums s) {
   mx::finish_reduce_scatter(s.recv_wire, s.own, s.type, s.recv_count, s.rank, s.ranks, s.element, s.out, s.average);
 }
 
+Task run_after_peer_calls(Op& op, std::shared_ptr<const FlagSegment> flags, uint64_t parity, Fingerprint mine,
+                          Task collective) {
+  for (int p = 0; p < flags->size(); ++p) {
+    if (p == flags->rank()) continue;
+    Fingerprint theirs;
+    FlagSegment::PeerCall seen = FlagSegment::PeerCall::kNotYet;
+    // Stands for the operation's own bytes in a timeout or peer-loss report: the peer has not called it.
+    co_await op.wait_until(flags->endpoint(p), op.context().bytes, [&] {
+      seen = flags->peer_call(p, parity, mine.seq, theirs);
+      return seen != FlagSegment::PeerCall::kNotYet;
+    });
+    if (seen != FlagSegment::PeerCall::kMade || theirs == mine) continue;  // passed: it moved on, no word here
+    ErrorContext ctx = op.context();
+    ctx.peer = flags->endpoint(p);
+    throw MismatchError(ctx, "collective mismatch: rank " + std::to_string(flags->rank()) + " called " +
+                                 describe(mine) + " but rank " + std::to_string(p) + " called " + describe(theirs));
+  }
+  co_await collective;
+}
+
 Task run_checked(Op& op, Fingerprint mine, Task collective) {
   co_await exchange_fingerprints(op, mine);
   op.next_phase();

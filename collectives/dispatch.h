@@ -11,6 +11,7 @@
 #include "collectives/algorithms/host_layout.h"
 #include "collectives/algorithms/reduction_plan.h"
 #include "collectives/algorithms/window_sync.h"
+#include "collectives/flag_path.h"
 
 namespace fsdp {
 
@@ -48,5 +49,10 @@ struct Mxfp8Sums {
 Task run_then_sum_mxfp8(Op& op, Task exchange, Mxfp8Sums sums);
 // The collective behind a fingerprint check: every rank agrees on what it is about to run first.
 Task run_checked(Op& op, Fingerprint mine, Task collective);
+// The collective after every peer made its call at this sequence number (its slot of `parity` in the
+// flag segment: mark or post): MismatchError naming both calls where one differs from `mine` (a
+// peer on the flag path, or another collective or count), at once instead of at the timeout.
+Task run_after_peer_calls(Op& op, std::shared_ptr<const FlagSegment> flags, uint64_t parity, Fingerprint mine,
+                          Task collective);
 
 }  // namespace fsdp

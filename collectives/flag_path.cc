@@ -45,11 +45,31 @@ FlagSegment::FlagSegment(Mapping mapping, std::shared_ptr<Transport> transport, 
       rank_(rank),
       oversubscribed_(endpoints_.size() > std::max(1u, std::thread::hardware_concurrency())) {}
 
-void FlagSegment::mark_engine_call(uint64_t parity, const Fingerprint& called) {
+void FlagSegment::publish(uint64_t parity, const Fingerprint& call, size_t bytes, const void* payload) {
   FlagSlot& mine = slot(rank_, parity);
-  mine.fingerprint = called;
-  mine.bytes = 0;
-  mine.seq.store(called.seq + 1, std::memory_order_release);
+  mine.seq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  mine.fingerprint = call;
+  mine.bytes = bytes;
+  if (bytes > 0) std::memcpy(mine.payload, payload, bytes);
+  mine.seq.store(call.seq + 1, std::memory_order_release);
+}
+
+FlagSegment::PeerCall FlagSegment::peer_call(int p, uint64_t parity, uint64_t seq, Fingerprint& call) const {
+  const FlagSlot& theirs = slot(p, parity);
+  const uint64_t seen = theirs.seq.load(std::memory_order_acquire);
+  if (seen == 0 || seen < seq + 1) return PeerCall::kNotYet;  // 0: being written
+  if (seen > seq + 1) return PeerCall::kPassed;
+  call = theirs.fingerprint;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return theirs.seq.load(std::memory_order_relaxed) == seen ? PeerCall::kMade : PeerCall::kPassed;
+}
+
+Fingerprint FlagOp::Call::fingerprint(uint64_t seq) const {
+  const bool reduces =
+      kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kReduce;
+  return Fingerprint::of(kind, seq, count, kind == CollectiveKind::kBarrier ? -1 : static_cast<int>(type), root,
+                         reduces ? static_cast<int>(reduce.kind) : -1);
 }
 
 void FlagSegment::break_with(const std::string& why, bool aborted) {
@@ -114,17 +134,9 @@ void FlagOp::post(std::shared_ptr<FlagSegment> segment, const Call& call, uint64
         AbortedError(ctx_, "communicator is broken by an earlier error: " + prior_->failure().detail)));
     return;
   }
-  const bool reduces = call_.kind == CollectiveKind::kAllReduce || call_.kind == CollectiveKind::kReduceScatter ||
-                       call_.kind == CollectiveKind::kReduce;
-  if (reduces) plan_ = ReductionPlan(call_.type, call_.reduce);
-  // As the engine path fingerprints the same call (Communicator::Impl::submit_collective).
-  FlagSlot& mine = segment_->slot(segment_->rank(), parity_);
-  mine.fingerprint = Fingerprint::of(call_.kind, seq_, call_.count,
-                                     call_.kind == CollectiveKind::kBarrier ? -1 : static_cast<int>(call_.type),
-                                     call_.root, reduces ? static_cast<int>(call_.reduce.kind) : -1);
-  mine.bytes = call_.post_bytes;
-  if (call_.post_bytes > 0) std::memcpy(mine.payload, call_.send, call_.post_bytes);
-  mine.seq.store(seq_ + 1, std::memory_order_release);
+  const Fingerprint mine = call_.fingerprint(seq_);
+  if (mine.reduce >= 0) plan_ = ReductionPlan(call_.type, call_.reduce);
+  segment_->publish(parity_, mine, call_.post_bytes, call_.send);
 }
 
 void FlagOp::fail_unposted(const std::exception_ptr& error, ErrorContext ctx, const std::string& why) {
@@ -206,7 +218,19 @@ bool FlagOp::advance(bool block, Clock::time_point give_up) {
 bool FlagOp::peer_posted(int p, bool block, Clock::time_point give_up) {
   const FlagSlot& slot = segment_->slot(p, parity_);
   const uint64_t want = seq_ + 1;
-  if (slot.seq.load(std::memory_order_acquire) == want) return true;
+  // A later number here: the peer gave this sequence number to the engine (another kind, or a count
+  // above the limit) and went on; its mark was overwritten before this rank looked.
+  auto posted = [&] {
+    const uint64_t seen = slot.seq.load(std::memory_order_acquire);
+    if (seen <= want) return seen == want;
+    ErrorContext ctx = ctx_;
+    ctx.peer = segment_->endpoint(p);
+    throw MismatchError(ctx, "collective mismatch: rank " + std::to_string(segment_->rank()) + " called " +
+                                 describe(segment_->slot(segment_->rank(), parity_).fingerprint) + " but rank " +
+                                 std::to_string(p) + " gave seq " + std::to_string(seq_) +
+                                 " to the engine (another collective, or a count above the flag path's limit)");
+  };
+  if (posted()) return true;
   if (!block) {
     if (segment_->broken()) throw AbortedError(ctx_, segment_->broken_reason());
     return false;
@@ -215,7 +239,7 @@ bool FlagOp::peer_posted(int p, bool block, Clock::time_point give_up) {
   auto nap = kMinNap;
   auto next_liveness = Clock::now() + kLivenessPeriod;
   for (int round = 1;; ++round) {
-    if (slot.seq.load(std::memory_order_acquire) == want) return true;
+    if (posted()) return true;
     if (round < spin) {
       cpu_relax();
     } else if (round < spin + kYieldRounds) {
@@ -234,7 +258,7 @@ bool FlagOp::peer_posted(int p, bool block, Clock::time_point give_up) {
     if (now >= next_liveness) {
       next_liveness = now + kLivenessPeriod;
       std::string why = segment_->transport().lost_reason(segment_->endpoint(p));
-      if (!why.empty() && slot.seq.load(std::memory_order_acquire) != want) {
+      if (!why.empty() && !posted()) {
         ErrorContext ctx = ctx_;
         ctx.peer = segment_->endpoint(p);
         throw PeerLostError(ctx, why + other_lost_peers(segment_->transport(), segment_->endpoint(p)));

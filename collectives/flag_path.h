@@ -76,7 +76,17 @@ class FlagSegment {
   // `called` through the engine: a peer waiting there on the flag path at the same sequence number
   // sees the fingerprints differ and fails with MismatchError. Safe for the same reason as a post:
   // the previous flag operation completed before any engine call is made.
-  void mark_engine_call(uint64_t parity, const Fingerprint& called);
+  void mark_engine_call(uint64_t parity, const Fingerprint& called) { publish(parity, called, 0, nullptr); }
+  // Writes a call (and its payload) into this rank's slot of `parity`, its sequence number last. A
+  // reader of an engine call's mark may race the next mark, so the number is cleared first and a
+  // reader checks it again after copying (a sequence lock): it never takes a torn call for a mismatch.
+  void publish(uint64_t parity, const Fingerprint& call, size_t bytes, const void* payload);
+
+  // What peer p's slot of `parity` says of its call at sequence number `seq`: not made yet, made (and
+  // copied into `call`), or passed (the slot holds a later call: p made this one through the engine
+  // and moved on, which a peer on the flag path at `seq` cannot have done).
+  enum class PeerCall { kNotYet, kMade, kPassed };
+  PeerCall peer_call(int p, uint64_t parity, uint64_t seq, Fingerprint& call) const;
 
   // Breaks the segment: every flag operation still waiting, and every later one, fails with `why`.
   // `on_break` (set by the communicator while it lives) also breaks its engine stream.
@@ -115,6 +125,9 @@ class FlagOp {
     ReduceOp reduce{};
     int root = -1;
     size_t block_bytes = 0;       // all-gather: each rank's block; reduce-scatter: each result block
+
+    // As the engine path fingerprints the same call (Communicator::Impl::submit_collective).
+    Fingerprint fingerprint(uint64_t seq) const;
   };
 
   // Posts `call` for sequence number `seq` into the slot of `parity`. `prior`: the engine operation

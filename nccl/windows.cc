@@ -72,7 +72,10 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
     *ptr = nullptr;
     Allocation a;
     std::string error;
-    // Page-aligned (NCCL_WIN_REQUIRED_ALIGNMENT), at least one page so the pointer is unique.
+    // Page-aligned (NCCL_WIN_REQUIRED_ALIGNMENT), at least one page so the pointer is unique. A size no
+    // file can hold is the caller's mistake; one this host cannot back, the system's refusal.
+    require(fsdp::memfd_length(size) != 0,
+            "size " + std::to_string(size) + " rounded up to whole pages is more than a file can hold");
     a.mapping = fsdp::create_memfd("fsdp-ncclMemAlloc", size, a.fd, error);
     if (!a.mapping.data()) throw ApiError(ncclSystemError, "cannot allocate " + std::to_string(size) + " bytes: " + error);
     a.bytes = size;

@@ -29,4 +29,14 @@ std::string describe(const Fingerprint& f) {
   return s + ") seq " + std::to_string(f.seq);
 }
 
+int first_mismatch(std::span<const Fingerprint> all, std::string& text) {
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    text = "collective mismatch: rank 0 called " + describe(all[0]) + " but rank " + std::to_string(r) + " called " +
+           describe(all[r]);
+    return static_cast<int>(r);
+  }
+  return -1;
+}
+
 }  // namespace fsdp

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "collectives/types/collective_kind.h"
@@ -36,5 +37,9 @@ static_assert(sizeof(Fingerprint) == 32, "fingerprints travel as 32 raw bytes");
 
 // "all_reduce(count 1048576, float32, sum) seq 17".
 std::string describe(const Fingerprint& f);
+
+// Among every rank's fingerprint (`all`, by rank), the first rank whose call differs from rank 0's,
+// or -1; with `text` "collective mismatch: rank 0 called X but rank R called Y".
+int first_mismatch(std::span<const Fingerprint> all, std::string& text);
 
 }  // namespace fsdp

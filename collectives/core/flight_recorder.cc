@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "common/atomic_file.h"
 #include "common/json.h"
@@ -139,7 +141,44 @@ void FlightRecorder::finished(uint64_t id, const Failure* failure, std::chrono::
       reason = "first failed operation: " + describe(failure->ctx, failure->detail);
     }
   }
-  if (first_failure) dump(reason);
+  if (first_failure) dump_quietly(reason);
+}
+
+std::string FlightRecorder::dump_quietly(const std::string& reason) {
+  std::string notice;
+  const std::string path = write_dump(reason, notice);
+  if (path.empty()) return "";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_notice_ = notice;
+  }
+  // The error that caused it reaches the user later (a Work's wait, then the caller's report), so
+  // the notice waits for the exit, unless an explicit dump() after the report prints it first.
+  if (this == &instance()) {
+    static std::once_flag registered;
+    std::call_once(registered, [] { std::atexit([] { instance().print_pending_notice(); }); });
+  }
+  return path;
+}
+
+void FlightRecorder::print_pending_notice() {
+  std::string notice;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    notice = std::exchange(pending_notice_, {});
+  }
+  if (!notice.empty()) std::fprintf(stderr, "%s\n", notice.c_str());
+}
+
+std::string FlightRecorder::dump(const std::string& reason) {
+  std::string notice;
+  const std::string path = write_dump(reason, notice);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!path.empty()) pending_notice_ = notice;  // replaces the failure dump's: one line per rank
+  }
+  print_pending_notice();
+  return path;
 }
 
 void FlightRecorder::set_dump_dir(const std::string& dir) {
@@ -166,7 +205,7 @@ std::vector<FlightEntry> FlightRecorder::snapshot() const {
   return out;
 }
 
-std::string FlightRecorder::dump(const std::string& reason) {
+std::string FlightRecorder::write_dump(const std::string& reason, std::string& notice) {
   const std::string dir = dump_dir();
   const int rank = process_rank();
   if (dir.empty() || rank < 0) return "";
@@ -206,8 +245,8 @@ std::string FlightRecorder::dump(const std::string& reason) {
     std::fprintf(stderr, "fsdp: rank %d could not write its flight recorder: %s\n", rank, error.c_str());
     return "";
   }
-  std::fprintf(stderr, "fsdp: rank %d wrote its last %zu collectives to %s (fsdp-flight %s)\n", rank, entries.size(),
-               path.c_str(), dir.c_str());
+  notice = "fsdp: rank " + std::to_string(rank) + " wrote its last " + std::to_string(entries.size()) +
+           " collectives to " + path + " (fsdp-flight " + dir + ")";
   return path;
 }
 

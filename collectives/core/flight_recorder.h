@@ -16,6 +16,10 @@
 // A dump is written at the first failed operation of the process (timeout, lost peer, mismatch,
 // abort: the moment that shows what every operation was waiting on) and whenever dump() is called
 // (fsdp-train does at a failed exit). No directory set: nothing is written, the ring still records.
+// The notice "fsdp: rank R wrote its last N collectives to PATH" is printed once per dump that the
+// user is told of, after the error it belongs to: dump() prints it (the caller reported the error
+// just before), the failure's own dump leaves it to the process's exit (its error reaches the caller
+// only later), and a dump() after that failure dump prints the one line for both.
 // Recording costs one uncontended mutex per state change; FSDP_FLIGHT_RECORDER_ENTRIES=0 turns it off.
 #pragma once
 
@@ -73,9 +77,12 @@ class FlightRecorder {
   // the dump at the next failure.
   void set_dump_dir(const std::string& dir);
   std::string dump_dir() const;
-  // Writes the ring (atomically: temporary file, then rename) and returns the path; "" when no
-  // directory is set or nothing was recorded. Never throws: a failed write is reported on stderr.
+  // Writes the ring (atomically: temporary file, then rename), prints the notice (and drops one a
+  // failure dump left for the exit) and returns the path; "" when no directory is set or nothing was
+  // recorded. Never throws: a failed write is reported on stderr.
   std::string dump(const std::string& reason);
+  // Prints the notice a failure dump left for the exit, if any (instance(): at exit by itself).
+  void print_pending_notice();
 
   std::vector<FlightEntry> snapshot() const;  // oldest first
   // The job-wide rank named in dump files: the first rank that recorded anything in this process.
@@ -83,6 +90,10 @@ class FlightRecorder {
 
  private:
   FlightEntry* slot(uint64_t id);  // null once the ring moved past it
+  // Writes the dump file; its path and, in `notice`, the line announcing it ("" and nothing when not written).
+  std::string write_dump(const std::string& reason, std::string& notice);
+  // The failure's dump: written now, its notice kept for print_pending_notice.
+  std::string dump_quietly(const std::string& reason);
   uint64_t queued_locked(CollectiveKind kind, const ErrorContext& ctx, uint64_t comm, int comm_rank, int comm_size,
                          bool p2p, int peer, double at);
 
@@ -91,6 +102,7 @@ class FlightRecorder {
   uint64_t next_id_ = 1;  // entry id i lives in ring_[(i - 1) % capacity]
   int process_rank_ = -1;
   bool failure_dumped_ = false;
+  std::string pending_notice_;  // a failure dump's notice not yet printed
   std::string dir_;
 };
 

@@ -37,8 +37,9 @@ std::exception_ptr timeout_error(const Op& op) {
   if (const Request* r = op.first_pending()) {
     ctx.peer = r->peer();
     ctx.bytes = r->bytes();
-    what << " waiting for peer " << r->peer() << " to " << (r->is_send() ? "receive" : "send") << " "
-         << r->bytes() << " bytes (the peer never reached this operation, or is stuck)";
+    what << " waiting for peer " << r->peer() << " to " << (r->is_send() ? "receive" : "send") << " " << r->bytes()
+         << " bytes (the peer never reached this operation, is stuck, or called another collective or count "
+            "here: FSDP_CHECK_COLLECTIVES=1 names both calls)";
   }
   what << "; raise FSDP_TIMEOUT_SEC or CommOptions::timeout if the peer is only slow";
   return std::make_exception_ptr(TimeoutError(ctx, what.str()));

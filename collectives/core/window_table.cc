@@ -2,19 +2,16 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 namespace fsdp {
 namespace {
-
-size_t page_rounded(size_t bytes) {
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  return std::max<size_t>(page, (bytes + page - 1) / page * page);
-}
 
 std::string errno_text(const std::string& call, int err) {
   return call + " failed: " + std::strerror(err) + " (errno " + std::to_string(err) + ")";
@@ -44,8 +41,38 @@ size_t control_block_bytes(int n) {
   return sizeof(RankSync) * ranks + sizeof(PeerBlockPost) * 2 * ranks * ranks;
 }
 
+size_t memfd_length(size_t bytes) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  constexpr auto kMaxFile = static_cast<size_t>(std::numeric_limits<off_t>::max());
+  if (bytes > kMaxFile / page * page) return 0;  // rounded up it would pass what ftruncate takes (or wrap)
+  return std::max<size_t>(page, (bytes + page - 1) / page * page);
+}
+
+size_t host_backing_bytes() {
+  struct sysinfo info {};
+  if (::sysinfo(&info) != 0) return std::numeric_limits<size_t>::max();  // unknown: the kernel decides
+  size_t units = 0, bytes = 0;
+  if (__builtin_add_overflow(info.totalram, info.totalswap, &units) ||
+      __builtin_mul_overflow(units, size_t{info.mem_unit}, &bytes)) {
+    return std::numeric_limits<size_t>::max();
+  }
+  return bytes;
+}
+
 Mapping create_memfd(const char* name, size_t bytes, int& fd, std::string& error) {
-  const size_t length = page_rounded(bytes);
+  fd = -1;
+  const size_t length = memfd_length(bytes);
+  if (length == 0) {
+    error = std::to_string(bytes) + " bytes rounded up to whole pages is more than a file can hold";
+    return {};
+  }
+  // Populated at once below: a length the host cannot back would stall in reclaim or wake the OOM
+  // killer (a 16 TiB request ran for minutes) instead of failing here.
+  if (const size_t backing = host_backing_bytes(); length > backing) {
+    error = std::to_string(length) + " bytes is more than this host's physical memory and swap (" +
+            std::to_string(backing) + " bytes)";
+    return {};
+  }
   fd = ::memfd_create(name, MFD_CLOEXEC);
   if (fd < 0) {
     error = errno_text("memfd_create", errno);
@@ -76,7 +103,11 @@ Mapping map_peer_memfd(int pid, int fd, size_t bytes, std::string& error) {
             " (ranks must run as one user with ptrace allowed between them: kernel.yama.ptrace_scope=0)";
     return {};
   }
-  const size_t length = page_rounded(bytes);
+  const size_t length = memfd_length(bytes);
+  if (length == 0) {
+    error = "a peer's memfd of " + std::to_string(bytes) + " bytes is more than a file can hold";
+    return {};
+  }
   // Populated: the page tables of the peer's window are filled now, not on a collective's first read.
   void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, mine, 0);
   const int err = errno;

@@ -36,8 +36,14 @@ class Mapping {
   size_t bytes_ = 0;
 };
 
-// A fresh memfd of `bytes` (rounded up to whole pages, at least one) mapped read-write; `fd` stays
-// open for peers to map it (the caller closes it). Empty, with `error` set, on failure.
+// The length of a memfd of `bytes`: rounded up to whole pages, at least one; 0 when that is more than
+// a file can hold (an off_t; SIZE_MAX would wrap to one page).
+size_t memfd_length(size_t bytes);
+// What this host can back at most: physical memory plus swap, in bytes (sysinfo).
+size_t host_backing_bytes();
+// A fresh memfd of `bytes` (memfd_length of it) mapped read-write and populated; `fd` stays open for
+// peers to map it (the caller closes it). Empty, with `error` set, on failure, and at once when the
+// length is 0 or more than host_backing_bytes().
 Mapping create_memfd(const char* name, size_t bytes, int& fd, std::string& error);
 // Maps `bytes` of the memfd `fd` of process `pid` (this process included); empty and `error` set on failure.
 Mapping map_peer_memfd(int pid, int fd, size_t bytes, std::string& error);

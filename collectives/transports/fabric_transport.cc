@@ -221,6 +221,13 @@ class FabricTransport final : public Transport {
       return protocol_error(peer, "a frame of kind " + std::to_string(h.kind) + " for " + std::to_string(h.bytes) +
                                       " bytes with " + std::to_string(attached) + " attached");
     }
+    // A real peer's hello is the first thing it sends (start()) and control messages keep their order,
+    // so anything else first comes from something that is not a rank of this job (even if it held the
+    // secret): refused at once, not kept until the start-up times out.
+    if (!p.hello && !h.is(MessageKind::kHello)) {
+      return protocol_error(peer, "a frame of kind " + std::to_string(h.kind) + " (" + std::to_string(h.bytes) +
+                                      " bytes) before its hello");
+    }
     switch (static_cast<MessageKind>(h.kind)) {
       case MessageKind::kHello:
         if (h.bytes != kProtocolVersion || h.id != static_cast<uint64_t>(peer) ||

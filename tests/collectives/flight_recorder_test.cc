@@ -2,9 +2,13 @@
 // that is behind, diverged or missing. The multi-process case (a frozen rank under fsdp-run, read
 // back by fsdp-flight) is launch.FrozenRank.flight_recorder_names_it.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -94,6 +98,56 @@ TEST(FlightRecorder, DumpRoundTripsThroughTheReader) {
   EXPECT_NE(d.entries[1].error.find("waited 2 s"), std::string::npos);
   std::filesystem::remove_all(dir);
   EXPECT_THROW(read_flight_dumps(dir), std::runtime_error);
+}
+
+// What a process that fails one collective writes on stderr: the recorder dumps at the failure, the
+// program reports the error, then (with `dump_after_report`, as fsdp-train does) dumps again, and
+// exits. Runs in a child whose stderr is a pipe; returns what it wrote.
+std::string stderr_of_failing_process(const std::string& dir, bool dump_after_report) {
+  int out[2];
+  if (::pipe(out) != 0) return "pipe failed";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out[1], 2);
+    ::close(out[0]);
+    ::close(out[1]);
+    FlightRecorder& r = FlightRecorder::instance();
+    r.set_dump_dir(dir);
+    const uint64_t id =
+        r.queued(CollectiveKind::kAllReduce, ErrorContext{5, -1, "all_reduce", 3, 8}, 0x42, 0, 2, false, -1);
+    Failure f{Failure::Kind::kTimeout, ErrorContext{5, 1, "all_reduce", 3, 8}, "timed out"};
+    r.finished(id, &f);
+    std::fprintf(stderr, "program: the error\n");
+    if (dump_after_report) r.dump("program failed: the error");
+    std::exit(0);  // the exit handlers run, as at the end of main
+  }
+  ::close(out[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t got; (got = ::read(out[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(got));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return text;
+}
+
+// One notice line per rank, after the error it belongs to, whether or not the program dumps again
+// after reporting it (it used to come before the error, and twice with the second dump).
+TEST(FlightRecorder, NoticeIsOneLineAfterTheError) {
+  const std::string dir = std::filesystem::temp_directory_path() / unique_job_name("flight-notice");
+  for (bool dump_after_report : {false, true}) {
+    const std::string text = stderr_of_failing_process(dir, dump_after_report);
+    const std::string notice = "wrote its last 1 collectives to " + dir + "/flight_recorder_rank";
+    const size_t error = text.find("program: the error\n");
+    const size_t first = text.find(notice);
+    ASSERT_NE(error, std::string::npos) << text;
+    ASSERT_NE(first, std::string::npos) << text;
+    EXPECT_LT(error, first) << text;
+    EXPECT_EQ(text.find(notice, first + 1), std::string::npos) << text;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
+    EXPECT_TRUE(std::filesystem::exists(dir)) << text;
+    std::filesystem::remove_all(dir);
+  }
 }
 
 TEST(FlightAnalysis, NamesTheRankBehindTheMissingOneAndWhatWasInFlight) {

@@ -175,32 +175,61 @@ TEST(TcpFaults, RankThatNeverConnectsTimesOut) {
   EXPECT_EQ(codes[1], 0);
 }
 
-// A "rank 0" that proved the job secret (the empty one here) but belongs to a job of another size:
-// rank 1 fails at once with an error naming both sizes.
-TEST(TcpBadHandshake, AnAuthenticatedPeerOfAnotherJobIsAnError) {
+// A fake rank 0 proves the job secret (the empty one here) with `hello`, then does `then` on its
+// connection and reads until rank 1 goes. Rank 1's start-up must fail at once (a CommError, not its
+// timeout) with every text of `want`. Returns both exit codes.
+std::vector<int> fake_rank_0_fails_start(const TcpHello& hello, const std::function<int(int)>& then,
+                                         const std::vector<std::string>& want) {
   Job job = bind_job(2);
-  auto codes = run_processes(2, 30s, [&](int rank) {
+  return run_processes(2, 30s, [&](int rank) {
     if (rank == 0) {
       const int fd = raw_connect(job.peers[1].port);
       if (fd < 0) return 5;
       TcpHello reply{};
-      const int rc = dial_handshake(fd, hello_of(0, 1, 3), "", &reply);
-      std::this_thread::sleep_for(1s);
+      int rc = dial_handshake(fd, hello, "", &reply);
+      if (rc == 0) rc = then(fd);
+      char bytes[256];
+      while (::recv(fd, bytes, sizeof(bytes), 0) > 0) {
+      }  // rank 1's own hello perhaps, then the connection closes
       ::close(fd);
       return rc;
     }
     try {
-      make_tcp_transport(1, 2, std::move(job.listeners[1]), job.peers, 5s);
+      make_tcp_transport(1, 2, std::move(job.listeners[1]), job.peers, 20s);
       return 2;
     } catch (const TimeoutError& e) {
       std::fprintf(stderr, "timed out instead: %s\n", e.what());
       return 4;
     } catch (const CommError& e) {
-      return expect_in(e.what(), "bad handshake") + expect_in(e.what(), "job of 3 ranks, not 2");
+      int rc = 0;
+      for (const std::string& w : want) rc += expect_in(e.what(), w);
+      return rc;
     }
   });
-  EXPECT_EQ(codes[0], 0);
-  EXPECT_EQ(codes[1], 0);
+}
+
+// A "rank 0" that proved the job secret but belongs to a job of another size: rank 1 fails at once
+// with an error naming both sizes.
+TEST(TcpBadHandshake, AnAuthenticatedPeerOfAnotherJobIsAnError) {
+  auto codes =
+      fake_rank_0_fails_start(hello_of(0, 1, 3), [](int) { return 0; }, {"bad handshake", "job of 3 ranks, not 2"});
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
+// A "rank 0" that proved the job secret sends a plausible eager frame (a real tag, its 16 bytes
+// attached) before its hello: rank 1 refuses it at once naming rank 0, not after the start-up timeout.
+TEST(TcpBadHandshake, AFrameBeforeTheHelloIsRefused) {
+  auto send_eager = [](int fd) {
+    struct {
+      MessageHeader h = make_header(MessageKind::kEager, Tag{1, 0}, 16, 1);
+      float payload[4] = {1, 2, 3, 4};
+    } frame;
+    return ::write(fd, &frame, sizeof(frame)) == sizeof(frame) ? 0 : 6;
+  };
+  auto codes =
+      fake_rank_0_fails_start(hello_of(0, 1, 2), send_eager,
+                              {"rank 0 failed during start-up", "a frame of kind 2 (16 bytes) before its hello"});
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
 // Strangers at rank 1's listener before the real rank 0: garbage (a port scanner), a hello whose proof
