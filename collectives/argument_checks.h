@@ -7,8 +7,8 @@
 #include <string>
 
 #include "collectives/algorithms/blocks.h"
-#include "collectives/core/errors.h"
 #include "collectives/types/collective_kind.h"
+#include "collectives/types/errors.h"
 #include "collectives/types/reduce_op.h"
 #include "common/dtype.h"
 

@@ -19,14 +19,14 @@
 #include <string>
 #include <vector>
 
-#include "collectives/core/errors.h"
 #include "collectives/core/options.h"
-#include "common/dtype.h"
-#include "collectives/types/collective_kind.h"
 #include "collectives/kernels/mxfp8.h"
+#include "collectives/types/collective_kind.h"
+#include "collectives/types/errors.h"
 #include "collectives/types/reduce_op.h"
 #include "collectives/window.h"
 #include "collectives/work.h"
+#include "common/dtype.h"
 #include "common/memory_tracker.h"
 
 namespace fsdp {

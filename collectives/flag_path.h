@@ -32,10 +32,10 @@
 #include <vector>
 
 #include "collectives/algorithms/reduction_plan.h"
-#include "collectives/core/errors.h"
 #include "collectives/core/fingerprint.h"
 #include "collectives/core/window_table.h"
 #include "collectives/types/collective_kind.h"
+#include "collectives/types/errors.h"
 
 namespace fsdp {
 

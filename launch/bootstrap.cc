@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 #include "common/knobs.h"
 
 namespace fsdp::launch {

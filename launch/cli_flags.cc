@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 
 namespace fsdp::launch {
 namespace {

@@ -3,8 +3,8 @@
 #include <charconv>
 #include <cstdio>
 
-#include "collectives/core/errors.h"
 #include "collectives/transports/transport.h"
+#include "collectives/types/errors.h"
 #include "launch/store.h"
 
 namespace fsdp::launch {

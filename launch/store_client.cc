@@ -15,7 +15,7 @@
 #include <thread>
 #include <utility>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 #include "common/job_secret.h"
 #include "launch/store_frame.h"
 #include "proto/store.pb.h"

@@ -17,7 +17,7 @@
 #include <unordered_set>
 #include <utility>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 #include "common/job_secret.h"
 #include "common/knobs.h"
 #include "common/rate_limited_log.h"

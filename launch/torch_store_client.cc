@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 
 namespace fsdp::launch {
 namespace {

@@ -9,10 +9,10 @@
 #include <map>
 #include <sstream>
 
-#include "collectives/core/errors.h"
 #include "collectives/transports/hybrid.h"
 #include "collectives/transports/shm.h"
 #include "collectives/transports/tcp.h"
+#include "collectives/types/errors.h"
 #include "common/knobs.h"
 #include "launch/host_address.h"
 #include "launch/job_id.h"

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <thread>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 #include "common/atomic_file.h"
 #include "common/knobs.h"
 #include "launch/host_address.h"

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <system_error>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 #include "common/knobs.h"
 #include "nccl/comm.h"
 

@@ -8,8 +8,8 @@
 #include <memory>
 #include <mutex>
 
-#include "collectives/core/errors.h"
 #include "collectives/transports/tcp.h"
+#include "collectives/types/errors.h"
 #include "common/crc32c.h"
 #include "common/job_secret.h"
 #include "common/knobs.h"

@@ -14,8 +14,8 @@
 #include <mutex>
 #include <string>
 
-#include "collectives/core/errors.h"
 #include "collectives/core/window_table.h"
+#include "collectives/types/errors.h"
 #include "nccl/comm.h"
 #include "nccl/group.h"
 

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "bench/fsdp_bench/backends.h"
-#include "collectives/core/errors.h"
 #include "collectives/quantized.h"
 #include "collectives/transports/mpi_launcher.h"
+#include "collectives/types/errors.h"
 #include "common/knobs.h"
 
 namespace fsdp::bench {

@@ -19,7 +19,7 @@
 #include "bench/fsdp_bench/plot.h"
 #include "bench/fsdp_bench/report.h"
 #include "bench/fsdp_bench/runner.h"
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 #include "launch/bootstrap.h"
 
 namespace fb = fsdp::bench;

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 
 namespace fsdp::bench {
 namespace {

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "collectives/algorithms/algorithms.h"
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 
 namespace fsdp {
 

@@ -1,6 +1,6 @@
 #include "collectives/algorithms/window_sync.h"
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 
 namespace fsdp {
 

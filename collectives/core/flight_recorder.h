@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/core/errors.h"
 #include "collectives/types/collective_kind.h"
+#include "collectives/types/errors.h"
 
 namespace fsdp {
 

@@ -20,10 +20,10 @@
 #include <mutex>
 #include <vector>
 
-#include "collectives/core/errors.h"
 #include "collectives/core/op_arena.h"
 #include "collectives/core/task.h"
 #include "collectives/transports/transport.h"
+#include "collectives/types/errors.h"
 
 namespace fsdp {
 

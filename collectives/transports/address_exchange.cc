@@ -5,7 +5,7 @@
 #include <iterator>
 #include <thread>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 #include "common/atomic_file.h"
 
 namespace fsdp {

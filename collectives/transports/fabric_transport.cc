@@ -8,8 +8,8 @@
 #include <unordered_set>
 #include <utility>
 
-#include "collectives/core/errors.h"
 #include "collectives/transports/matching.h"
+#include "collectives/types/errors.h"
 
 namespace fsdp {
 namespace {

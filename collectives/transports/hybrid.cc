@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 
 namespace fsdp {
 namespace {

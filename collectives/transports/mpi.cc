@@ -1,5 +1,4 @@
 #include "collectives/transports/mpi.h"
-#include "collectives/transports/mpi_launcher.h"
 
 #include <mpi.h>
 
@@ -10,10 +9,11 @@
 #include <mutex>
 #include <thread>
 
-#include "collectives/core/errors.h"
 #include "collectives/transports/fabric.h"
 #include "collectives/transports/fabric_transport.h"
+#include "collectives/transports/mpi_launcher.h"
 #include "collectives/transports/process_identity.h"
+#include "collectives/types/errors.h"
 
 namespace fsdp {
 namespace {

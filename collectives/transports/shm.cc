@@ -9,19 +9,19 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <deque>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <list>
 #include <sstream>
 #include <thread>
 #include <vector>
 
-#include "collectives/core/errors.h"
 #include "collectives/transports/matching.h"
 #include "collectives/transports/process_identity.h"
+#include "collectives/types/errors.h"
 #include "common/knobs.h"
 
 namespace fsdp {

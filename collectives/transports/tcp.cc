@@ -16,11 +16,11 @@
 #include <unordered_map>
 #include <utility>
 
-#include "collectives/core/errors.h"
 #include "collectives/transports/fabric.h"
 #include "collectives/transports/fabric_transport.h"
 #include "collectives/transports/tcp_connect.h"
 #include "collectives/transports/tcp_handshake.h"
+#include "collectives/types/errors.h"
 #include "common/knobs.h"
 
 // TCP is a Fabric (fabric.h): what is here is only what is TCP. Framing of a byte stream, striping of

@@ -12,8 +12,8 @@
 #include <list>
 #include <utility>
 
-#include "collectives/core/errors.h"
 #include "collectives/transports/tcp_handshake.h"
+#include "collectives/types/errors.h"
 #include "common/job_secret.h"
 #include "common/rate_limited_log.h"
 

@@ -9,11 +9,11 @@
 #include <thread>
 #include <unordered_map>
 
-#include "collectives/core/errors.h"
 #include "collectives/transports/fabric.h"
 #include "collectives/transports/fabric_transport.h"
 #include "collectives/transports/process_identity.h"
 #include "collectives/transports/ucx_handshake.h"
+#include "collectives/types/errors.h"
 
 // Why the tag API (and not stream, RMA or active messages): our transport contract is "a message
 // between two ranks, matched by tag, in send order", which is what ucp tag matching does, and a

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 
 namespace fsdp {
 namespace {

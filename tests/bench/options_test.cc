@@ -1,9 +1,10 @@
 // fsdp-bench's command line: nccl-tests' flags in all their spellings, the sweep they describe, and
 // errors that name the flag, the bad value and what would be accepted.
+#include "bench/fsdp_bench/options.h"
+
 #include <gtest/gtest.h>
 
-#include "bench/fsdp_bench/options.h"
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 
 namespace fsdp::bench {
 namespace {

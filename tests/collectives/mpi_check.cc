@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/core/errors.h"
 #include "collectives/transports/mpi.h"
+#include "collectives/types/errors.h"
 #include "tests/collectives/test_support.h"
 
 int main(int argc, char** argv) {

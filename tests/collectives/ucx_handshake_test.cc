@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 
 namespace fsdp::testing {
 namespace {

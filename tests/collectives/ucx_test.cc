@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/core/errors.h"
 #include "collectives/transports/message_header.h"
 #include "collectives/transports/ucx_handshake.h"
+#include "collectives/types/errors.h"
 #include "tests/collectives/test_support.h"
 
 namespace fsdp::testing {

@@ -1,10 +1,11 @@
 // Start-up from the environment: every launcher's variables, their precedence, and bad values.
+#include "launch/bootstrap.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "collectives/core/errors.h"
-#include "launch/bootstrap.h"
+#include "collectives/types/errors.h"
 
 namespace fsdp::launch {
 namespace {

@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 #include "launch/fork_ranks.h"
 #include "proto/store.pb.h"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 #include "launch/torchrun_store.h"
 
 namespace fsdp::launch {

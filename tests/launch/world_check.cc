@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 #include "launch/world.h"
 #include "tests/collectives/test_support.h"
 

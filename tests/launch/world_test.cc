@@ -3,7 +3,6 @@
 #include "launch/world.h"
 
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 #include "common/atomic_file.h"
 #include "tests/collectives/test_support.h"
 #include "tests/common/scoped_env.h"

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/core/errors.h"
 #include "collectives/core/flight_recorder.h"
+#include "collectives/types/errors.h"
 #include "common/knobs.h"
 #include "launch/bootstrap.h"
 #include "launch/cli_flags.h"

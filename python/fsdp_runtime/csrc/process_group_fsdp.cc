@@ -10,7 +10,7 @@
 #include <numeric>
 #include <optional>
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 #include "launch/bootstrap.h"
 #include "python/fsdp_runtime/csrc/store_adapters.h"
 

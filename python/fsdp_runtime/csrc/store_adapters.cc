@@ -1,6 +1,6 @@
 #include "python/fsdp_runtime/csrc/store_adapters.h"
 
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 #include "launch/bootstrap.h"
 #include "launch/world.h"
 

@@ -1,4 +1,4 @@
-#include "collectives/core/errors.h"
+#include "collectives/types/errors.h"
 
 #include <sstream>
 
@@ -35,13 +35,18 @@ Failure to_failure(const std::exception_ptr& error) {
 
 void throw_failure(const Failure& f) {
   switch (f.kind) {
-    case Failure::Kind::kTimeout: throw TimeoutError(f.ctx, f.detail);
-    case Failure::Kind::kPeerLost: throw PeerLostError(f.ctx, f.detail);
-    case Failure::Kind::kAborted: throw AbortedError(f.ctx, f.detail);
+    case Failure::Kind::kTimeout:
+      throw TimeoutError(f.ctx, f.detail);
+    case Failure::Kind::kPeerLost:
+      throw PeerLostError(f.ctx, f.detail);
+    case Failure::Kind::kAborted:
+      throw AbortedError(f.ctx, f.detail);
     case Failure::Kind::kMismatch:
       throw MismatchError(f.ctx, f.detail);
-    case Failure::Kind::kComm: throw CommError(f.ctx, f.detail);
-    case Failure::Kind::kOther: break;
+    case Failure::Kind::kComm:
+      throw CommError(f.ctx, f.detail);
+    case Failure::Kind::kOther:
+      break;
   }
   throw std::runtime_error(f.detail);
 }
