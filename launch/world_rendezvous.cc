@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -18,7 +19,6 @@
 namespace fsdp::launch {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 std::string env_or(const char* name, const std::string& fallback) {
@@ -68,8 +68,7 @@ bool owned_and_private(const std::string& path) {
 }
 
 // Other ranks: the store's port and the job secret, once rank 0 (a live process) has written them.
-uint16_t read_rendezvous_file(const std::string& path, int rank, milliseconds timeout, JobSecret* secret) {
-  const auto deadline = Clock::now() + timeout;
+uint16_t read_rendezvous_file(const std::string& path, int rank, const StartupDeadline& deadline, JobSecret* secret) {
   for (;;) {
     std::ifstream in(path);
     long port = 0, pid = 0;
@@ -80,9 +79,9 @@ uint16_t read_rendezvous_file(const std::string& path, int rank, milliseconds ti
       if (secret->empty() && from_hex(hex, &key)) *secret = JobSecret{key, "the rendezvous file " + path};
       return static_cast<uint16_t>(port);
     }
-    if (Clock::now() > deadline) {
+    if (deadline.remaining().count() == 0) {
       throw TimeoutError(ErrorContext{rank, 0, "rendezvous", 0, 0},
-                         "rank 0 never published the store's port in " + path + " within " + ms_text(timeout) +
+                         "rank 0 never published the store's port in " + path + " within " + ms_text(deadline.total()) +
                              " (FSDP_RENDEZVOUS_TIMEOUT_SEC; or set MASTER_ADDR and MASTER_PORT)");
     }
     std::this_thread::sleep_for(milliseconds(10));
@@ -101,46 +100,92 @@ std::string rank_key(const std::string& prefix, const char* what, int r) {
   return prefix + what + "/" + std::to_string(r);
 }
 
-std::vector<std::string> gather_all(KeyValueStore& store, const std::string& prefix, const char* what, const World& w) {
-  const int n = w.env.world_size;
+namespace {
+
+constexpr const char* kVerdictMark = "error:";
+
+std::string plural(const std::string& list, const char* one, const char* many) {
+  return list.find(',') != std::string::npos ? many : one;
+}
+
+}  // namespace
+
+std::vector<std::string> gather_all(KeyValueStore& store, const std::string& prefix, const char* what, int rank,
+                                    int world_size, const StartupDeadline& deadline) {
   std::vector<std::string> keys;
-  for (int r = 0; r < n; ++r) keys.push_back(rank_key(prefix, what, r));
+  for (int r = 0; r < world_size; ++r) keys.push_back(rank_key(prefix, what, r));
   try {
-    store.wait(keys, w.rendezvous_timeout);
+    store.wait(keys, deadline.remaining());
   } catch (const TimeoutError&) {
-    std::string missing_ranks, missing_keys;
-    for (int r = 0; r < n; ++r) {
+    // Who is missing: one look per key, none of them waiting. A store that stops answering (rank 0,
+    // its server, gone) is said as such, not blamed on the ranks after it.
+    std::string missing_ranks, missing_keys, store_lost;
+    for (int r = 0; r < world_size && store_lost.empty(); ++r) {
       try {
-        store.get(keys[r], milliseconds(1));
-      } catch (const CommError&) {
+        store.get(keys[r], milliseconds(0));
+      } catch (const TimeoutError&) {
         missing_ranks += (missing_ranks.empty() ? "" : ", ") + std::to_string(r);
         missing_keys += (missing_keys.empty() ? "'" : ", '") + keys[r] + "'";
+      } catch (const CommError& e) {
+        store_lost = e.detail();
       }
     }
-    throw TimeoutError(ErrorContext{w.env.rank, -1, "rendezvous", 0, 0},
-                       "timed out after " + ms_text(w.rendezvous_timeout) + " waiting for key" +
-                           (missing_keys.find(',') != std::string::npos ? "s " : " ") + missing_keys + " at " +
-                           store.describe() + ": rank" + (missing_ranks.find(',') != std::string::npos ? "s " : " ") +
-                           missing_ranks +
-                           " never arrived (check they started; FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)");
+    const std::string head = "timed out after " + ms_text(deadline.total()) + " (the whole start-up's bound) ";
+    const std::string bound = " (FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)";
+    if (!store_lost.empty() || missing_ranks.empty()) {
+      throw TimeoutError(ErrorContext{rank, -1, "rendezvous", 0, 0},
+                         head + "waiting for every rank's '" + prefix + what + "/<rank>' key at " + store.describe() +
+                             ", which then stopped answering" + (store_lost.empty() ? "" : ": " + store_lost) + bound);
+    }
+    throw TimeoutError(ErrorContext{rank, -1, "rendezvous", 0, 0},
+                       head + "waiting for " + plural(missing_keys, "key ", "keys ") + missing_keys + " at " +
+                           store.describe() + ": " + plural(missing_ranks, "rank ", "ranks ") + missing_ranks +
+                           " never arrived (check they started;" + bound.substr(1));
   }
   std::vector<std::string> values;
-  for (const std::string& k : keys) values.push_back(store.get(k, w.rendezvous_timeout));
+  for (const std::string& k : keys) values.push_back(store.get(k, deadline.remaining()));
   return values;
 }
 
-std::string get_from_rank0(KeyValueStore& store, const std::string& key, const World& w) {
+std::string get_from_rank0(KeyValueStore& store, const std::string& key, int rank, const StartupDeadline& deadline) {
+  std::string value;
   try {
-    return store.get(key, w.rendezvous_timeout);
+    value = store.get(key, deadline.remaining());
   } catch (const TimeoutError&) {
-    throw TimeoutError(ErrorContext{w.env.rank, 0, "rendezvous", 0, 0},
-                       "timed out after " + ms_text(w.rendezvous_timeout) + " waiting for key '" + key +
-                           "' from rank 0 at " + store.describe() + " (FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)");
+    throw TimeoutError(ErrorContext{rank, 0, "rendezvous", 0, 0},
+                       "timed out after " + ms_text(deadline.total()) +
+                           " (the whole start-up's bound) waiting for key '" + key + "' from rank 0 at " +
+                           store.describe() + " (FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)");
+  }
+  if (value.rfind(kVerdictMark, 0) != 0) return value;
+  // Rank 0 refused the job and keeps the store up until everyone has read why: say so, then fail.
+  try {
+    store.set(rank_key(key + "/", "read", rank), "1");
+  } catch (const std::exception&) {
+    // rank 0 stopped waiting (its deadline passed): nothing more to tell it
+  }
+  throw InvalidArgument("rank " + std::to_string(rank) +
+                        ": rank 0 refused the job: " + value.substr(std::strlen(kVerdictMark)));
+}
+
+std::vector<std::string> verdict_keys(const std::string& key, int world_size) {
+  std::vector<std::string> keys;
+  for (int r = 1; r < world_size; ++r) keys.push_back(rank_key(key + "/", "read", r));
+  return keys;
+}
+
+void publish_verdict(KeyValueStore& store, const std::string& key, const std::string& why, int world_size,
+                     const StartupDeadline& deadline) {
+  try {
+    store.set(key, kVerdictMark + why);
+    store.wait(verdict_keys(key, world_size), deadline.remaining());
+  } catch (const std::exception&) {
+    // a rank that never read it fails on its own deadline; rank 0's own error is the one to throw
   }
 }
 
-void find_or_serve_store(World& w, const ProcessEnv& env, const WorldOptions& options, std::string& store_host,
-                         uint16_t& store_port) {
+void find_or_serve_store(World& w, const ProcessEnv& env, const WorldOptions& options, const StartupDeadline& deadline,
+                         std::string& store_host, uint16_t& store_port) {
   const int rank = env.rank, n = env.world_size;
   const ErrorContext ctx{rank, -1, "rendezvous", 0, 0};
   if (!store_host.empty() && store_port == 0) {
@@ -164,7 +209,7 @@ void find_or_serve_store(World& w, const ProcessEnv& env, const WorldOptions& op
       publish_rendezvous_file(path, store_port, w.secret);
       w.rendezvous_file = path;  // rank 0's to remove, even when this rank fails
     } else {
-      store_port = read_rendezvous_file(path, rank, options.rendezvous_timeout, &w.secret);
+      store_port = read_rendezvous_file(path, rank, deadline, &w.secret);
     }
   } else if (!store_host.empty() && rank == 0 && !options.external_store) {
     // Loopback stays loopback (nothing outside the host may talk to a single-host job's store);
@@ -174,11 +219,14 @@ void find_or_serve_store(World& w, const ProcessEnv& env, const WorldOptions& op
   }
   if (!store_host.empty()) {
     StoreClientOptions so;
-    so.connect_timeout = options.rendezvous_timeout;
-    so.timeout = options.rendezvous_timeout;
+    so.connect_timeout = deadline.remaining();
+    so.timeout = options.rendezvous_timeout;  // each later call's bound (shutdown's), not the start-up's
     so.secret = w.secret.key;
+    so.rank = rank;
     try {
-      w.store = std::make_unique<StoreClient>(store_host, store_port, so);
+      auto client = std::make_shared<StoreClient>(store_host, store_port, so);
+      client->set_reconnect_deadline(deadline.at());
+      w.store = std::move(client);
     } catch (const TimeoutError& e) {
       throw TimeoutError(ctx, std::string(e.detail()) + (env.rank == 0 && options.external_store
                                                              ? " (FSDP_STORE_EXTERNAL is set: start fsdp-store first)"

@@ -4,10 +4,12 @@
 # reference) over FSDP_TRANSPORT=TRANSPORT. Ranks of one namespace share /dev/shm, so they count as
 # one host only by their identity (hostname, boot id and source address differ per namespace).
 #
-#   two_hosts.sh WORLD_CHECK_BIN TRANSPORT LAYOUT [EXPECTED_TRANSPORT]
+#   two_hosts.sh WORLD_CHECK_BIN TRANSPORT LAYOUT [EXPECTED_TRANSPORT | refused]
 #
-# Exit 0 when every rank printed OK with the expected transport and two hosts; 77 (skipped) when
-# this machine cannot create network namespaces; 1 otherwise.
+# Exit 0 when every rank printed OK with the expected transport and two hosts, or, with `refused`
+# (FSDP_TRANSPORT=shm forced across the hosts), when every rank failed with rank 0's refusal naming
+# both hosts, none with another error; 77 (skipped) when this machine cannot create network
+# namespaces; 1 otherwise.
 set -u
 bin=$1 transport=$2 layout=$3 expect=${4:-$2}
 id=$$
@@ -50,12 +52,19 @@ while [ $r -lt $n ]; do
   r=$((r + 1))
 done
 status=0
-for p in $pids; do wait "$p" || status=1; done
+for p in $pids; do
+  if [ "$expect" = refused ]; then wait "$p" && status=1; else wait "$p" || status=1; fi
+done
+refusal="transport shm was asked for but the ranks span 2 hosts (.*${net}1.*: ranks .*; .*${net}2.*: ranks "
 r=0
 while [ $r -lt $n ]; do
   sed "s/^/[rank $r] /" "$logs/rank$r.log"
-  grep -q "OK: .* host [01]/2 .* transport $expect " "$logs/rank$r.log" || status=1
+  if [ "$expect" = refused ]; then
+    grep -q "FAILED: InvalidArgument: .*$refusal" "$logs/rank$r.log" || status=1
+  else
+    grep -q "OK: .* host [01]/2 .* transport $expect " "$logs/rank$r.log" || status=1
+  fi
   r=$((r + 1))
 done
-[ $status -eq 0 ] && echo "two hosts ($layout) over $expect: every rank OK"
+[ $status -eq 0 ] && echo "two hosts ($layout), transport $transport: every rank $expect"
 exit $status
