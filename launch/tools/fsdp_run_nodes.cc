@@ -41,11 +41,10 @@ NodeLink::NodeLink(const Args& a, const std::string& store_host, uint16_t store_
         std::string value;
         try {
           value = client.get(prefix_ + "failed/" + std::to_string(i), kWatchSlice);
-        } catch (const TimeoutError& e) {
-          if (e.context().op == "store_connect") throw;  // could not reconnect: the store is gone
-          continue;                                      // no report yet
-        } catch (const CommError&) {
-          continue;  // the connection broke: the next look reconnects, or finds the store gone
+        } catch (const CommError& e) {
+          // No (re)connection within kReconnect, or the secret refused: the store is gone for us.
+          if (e.context().op == "store_connect") throw;
+          continue;  // no report yet (TimeoutError), or the connection broke: the next look reconnects
         }
         ++i;
         NodeFailure f;
@@ -62,9 +61,11 @@ NodeLink::NodeLink(const Args& a, const std::string& store_host, uint16_t store_
       // The store (node 0's fsdp-run) is gone or unreachable while our ranks still run.
       if (stop_) return;
       store_lost_ = true;
+      const auto* comm = dynamic_cast<const CommError*>(&e);
       std::lock_guard<std::mutex> lock(mu_);
-      pending_.push_back(
-          NodeFailure{0, 1, false, "the store at " + where_ + " (node 0's fsdp-run) went away: " + e.what()});
+      pending_.push_back(NodeFailure{0, 1, false,
+                                     "node 0's fsdp-run is gone: its store at " + where_ + " no longer answers (" +
+                                         (comm ? comm->detail() : std::string(e.what())) + ")"});
     }
   });
 }

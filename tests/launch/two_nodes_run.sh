@@ -6,7 +6,10 @@
 #     the job's lines matching PATTERN (sed -n, e.g. the losses) from rank 0 equal those of the same
 #     program under one fsdp-run --nproc 4 in A, and both launchers exit 0;
 #   two_nodes_run.sh FSDP_RUN fails WHO -- PROGRAM ARGS...
-#     both launchers exit non-zero and both end with "fsdp-run: failed: WHO" (e.g. rank 3 ... SIGKILL).
+#     both launchers exit non-zero and both end with "fsdp-run: failed: WHO" (e.g. rank 3 ... SIGKILL);
+#   two_nodes_run.sh FSDP_RUN node0-killed SECONDS -- PROGRAM ARGS...
+#     node 0's fsdp-run is SIGKILLed after SECONDS (its ranks die with it); node 1's must find its store
+#     gone, stop its ranks and exit non-zero saying so.
 #
 # Exit 0 when that holds; 77 (skipped) where namespaces cannot be created; 1 otherwise.
 set -u
@@ -15,9 +18,10 @@ shift 4
 . "$(dirname "$0")/netns_pair.sh"
 export FSDP_JOB_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n') FSDP_RENDEZVOUS_TIMEOUT_SEC=30
 node() {  # node NAMESPACE NODE_RANK LOG PROGRAM ARGS...
-  ns=$1 node_rank=$2 log=$3
+  ns=$1 node_rank=$2 log=$3 limit="90"
   shift 3
-  ip netns exec "$ns" timeout 90 "$run" --nnodes 2 --node-rank "$node_rank" --nproc 2 --master-addr "${net}1" \
+  [ "$mode" = node0-killed ] && [ "$node_rank" = 0 ] && limit="-s KILL $what"
+  ip netns exec "$ns" timeout $limit "$run" --nnodes 2 --node-rank "$node_rank" --nproc 2 --master-addr "${net}1" \
     --master-port "$port" -- "$@" >"$log" 2>&1
 }
 ( node "$nsb" 1 "$logs/node1.log" "$@" ) &
@@ -39,6 +43,12 @@ if [ "$mode" = same ]; then
   exit 0
 fi
 [ $status_a -ne 0 ] && [ $status_b -ne 0 ] || { echo "a launcher exited 0"; exit 1; }
+if [ "$mode" = node0-killed ]; then
+  [ $status_b -ne 124 ] && tail -1 "$logs/node1.log" | grep -q "^fsdp-run: failed: node 0's fsdp-run is gone" ||
+    { echo "node 1 did not find node 0's fsdp-run gone"; exit 1; }
+  echo "node 1 found node 0's fsdp-run gone"
+  exit 0
+fi
 for k in 0 1; do
   tail -1 "$logs/node$k.log" | grep -q "^fsdp-run: failed: $what" || { echo "node $k does not blame $what"; exit 1; }
 done
