@@ -345,7 +345,9 @@ void World::shutdown() noexcept {
     try {
       for (const char* k : {"job_id", "transport", "done", "done/all", "left", "left/all", "frozen"})
         store->erase(key_prefix + k);
-      for (const std::string& k : verdict_keys(key_prefix + "transport", n)) store->erase(k);
+      for (const char* k : {"transport", "host", "tcp", "ucx"}) {  // the acknowledgements of rank 0's verdicts
+        for (const std::string& ack : verdict_keys(key_prefix + k, n)) store->erase(ack);
+      }
       for (int r = 0; r < n; ++r) {
         store->erase(rank_key(key_prefix, "heartbeat", r));
         store->erase(rank_key(key_prefix, "host", r));

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -103,47 +104,106 @@ std::string rank_key(const std::string& prefix, const char* what, int r) {
 namespace {
 
 constexpr const char* kVerdictMark = "error:";
+// How long (at most; never more than the rendezvous timeout) rank 0, having given up on a gather,
+// keeps the store up for the ranks that did arrive to read why: they are parked in the same gather,
+// so they read it in one round trip, and those that gave up by themselves say so at once.
+constexpr milliseconds kVerdictLinger{5000};
+
+bool is_verdict(const std::string& value) { return value.rfind(kVerdictMark, 0) == 0; }
 
 std::string plural(const std::string& list, const char* one, const char* many) {
   return list.find(',') != std::string::npos ? many : one;
+}
+
+// This rank read rank 0's verdict under `key`, or failed the same way by itself: say so (rank 0 waits
+// for that before it goes).
+void acknowledge_verdict(KeyValueStore& store, const std::string& key, int rank) {
+  try {
+    store.set(rank_key(key + "/", "read", rank), "1");
+  } catch (const std::exception&) {
+    // rank 0 stopped waiting (its deadline passed): nothing more to tell it
+  }
+}
+
+// The keys of a gather still missing after its wait: one look per key, none waiting. A store that
+// stops answering (rank 0, its server, gone) ends the look: said as such, not blamed on the ranks.
+struct Missing {
+  std::vector<int> ranks;
+  std::string rank_list, key_list, store_lost;
+};
+
+Missing look_for_missing(KeyValueStore& store, const std::vector<std::string>& keys) {
+  Missing m;
+  for (size_t r = 0; r < keys.size() && m.store_lost.empty(); ++r) {
+    try {
+      store.get(keys[r], milliseconds(0));
+    } catch (const TimeoutError&) {
+      m.ranks.push_back(static_cast<int>(r));
+      m.rank_list += (m.rank_list.empty() ? "" : ", ") + std::to_string(r);
+      m.key_list += (m.key_list.empty() ? "'" : ", '") + keys[r] + "'";
+    } catch (const CommError& e) {
+      m.store_lost = e.detail();
+    }
+  }
+  return m;
+}
+
+// Rank 0 gave up on a gather: its words go into the missing keys, which wakes every rank parked in
+// the same gather, and it keeps the store up until each rank that arrived has read them.
+void publish_gather_verdict(KeyValueStore& store, const std::string& key, const std::vector<std::string>& keys,
+                            const Missing& m, const std::string& why, milliseconds linger) {
+  std::vector<std::string> acks;
+  try {
+    for (int r : m.ranks) store.set(keys[static_cast<size_t>(r)], kVerdictMark + why);
+    for (int r = 1; r < static_cast<int>(keys.size()); ++r) {
+      if (std::find(m.ranks.begin(), m.ranks.end(), r) == m.ranks.end()) acks.push_back(rank_key(key + "/", "read", r));
+    }
+    store.wait(acks, linger);
+  } catch (const std::exception&) {
+    // an arrived rank that did not read it fails on its own deadline
+  }
 }
 
 }  // namespace
 
 std::vector<std::string> gather_all(KeyValueStore& store, const std::string& prefix, const char* what, int rank,
                                     int world_size, const StartupDeadline& deadline) {
+  const std::string key = prefix + what;
   std::vector<std::string> keys;
   for (int r = 0; r < world_size; ++r) keys.push_back(rank_key(prefix, what, r));
   try {
     store.wait(keys, deadline.remaining());
   } catch (const TimeoutError&) {
-    // Who is missing: one look per key, none of them waiting. A store that stops answering (rank 0,
-    // its server, gone) is said as such, not blamed on the ranks after it.
-    std::string missing_ranks, missing_keys, store_lost;
-    for (int r = 0; r < world_size && store_lost.empty(); ++r) {
-      try {
-        store.get(keys[r], milliseconds(0));
-      } catch (const TimeoutError&) {
-        missing_ranks += (missing_ranks.empty() ? "" : ", ") + std::to_string(r);
-        missing_keys += (missing_keys.empty() ? "'" : ", '") + keys[r] + "'";
-      } catch (const CommError& e) {
-        store_lost = e.detail();
-      }
-    }
+    const Missing m = look_for_missing(store, keys);
     const std::string head = "timed out after " + ms_text(deadline.total()) + " (the whole start-up's bound) ";
-    const std::string bound = " (FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)";
-    if (!store_lost.empty() || missing_ranks.empty()) {
+    const std::string bound = "FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)";
+    if (!m.store_lost.empty()) {
       throw TimeoutError(ErrorContext{rank, -1, "rendezvous", 0, 0},
-                         head + "waiting for every rank's '" + prefix + what + "/<rank>' key at " + store.describe() +
-                             ", which then stopped answering" + (store_lost.empty() ? "" : ": " + store_lost) + bound);
+                         head + "waiting for every rank's '" + key + "/<rank>' key at " + store.describe() +
+                             ", which then stopped answering: " + m.store_lost + " (" + bound);
     }
-    throw TimeoutError(ErrorContext{rank, -1, "rendezvous", 0, 0},
-                       head + "waiting for " + plural(missing_keys, "key ", "keys ") + missing_keys + " at " +
-                           store.describe() + ": " + plural(missing_ranks, "rank ", "ranks ") + missing_ranks +
-                           " never arrived (check they started;" + bound.substr(1));
+    if (!m.ranks.empty()) {
+      const std::string why = head + "waiting for " + plural(m.key_list, "key ", "keys ") + m.key_list + " at " +
+                              store.describe() + ": " + plural(m.rank_list, "rank ", "ranks ") + m.rank_list +
+                              " never arrived (check they started; " + bound;
+      // Rank 0 tells the others; another rank that gave up by itself tells rank 0 not to wait for it.
+      if (rank == 0) {
+        publish_gather_verdict(store, key, keys, m, why, std::min(deadline.total(), kVerdictLinger));
+      } else {
+        acknowledge_verdict(store, key, rank);
+      }
+      throw TimeoutError(ErrorContext{rank, -1, "rendezvous", 0, 0}, why);
+    }
+    // Every key arrived just after the wait gave up (rank 0's verdict among them, perhaps): read them.
   }
   std::vector<std::string> values;
   for (const std::string& k : keys) values.push_back(store.get(k, deadline.remaining()));
+  for (const std::string& v : values) {
+    if (!is_verdict(v)) continue;
+    acknowledge_verdict(store, key, rank);
+    throw TimeoutError(ErrorContext{rank, 0, "rendezvous", 0, 0},
+                       "rank 0 gave up: " + v.substr(std::strlen(kVerdictMark)));
+  }
   return values;
 }
 
@@ -157,13 +217,9 @@ std::string get_from_rank0(KeyValueStore& store, const std::string& key, int ran
                            " (the whole start-up's bound) waiting for key '" + key + "' from rank 0 at " +
                            store.describe() + " (FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)");
   }
-  if (value.rfind(kVerdictMark, 0) != 0) return value;
+  if (!is_verdict(value)) return value;
   // Rank 0 refused the job and keeps the store up until everyone has read why: say so, then fail.
-  try {
-    store.set(rank_key(key + "/", "read", rank), "1");
-  } catch (const std::exception&) {
-    // rank 0 stopped waiting (its deadline passed): nothing more to tell it
-  }
+  acknowledge_verdict(store, key, rank);
   throw InvalidArgument("rank " + std::to_string(rank) +
                         ": rank 0 refused the job: " + value.substr(std::strlen(kVerdictMark)));
 }

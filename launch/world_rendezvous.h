@@ -26,7 +26,10 @@ std::string rank_key(const std::string& prefix, const char* what, int r);
 
 // What every rank published under rank_key(prefix, what, r), in rank order, waiting at most what is
 // left of `deadline` in all. After it, TimeoutError from `rank` naming the ranks whose keys are still
-// missing (one look each, no waiting), or the store itself when it no longer answers.
+// missing (one look each, no waiting), or the store itself when it no longer answers. Rank 0's error
+// is a verdict: it fills the missing keys with it, which ends the others' wait in the same gather
+// (they fail with "rank 0 gave up: <its words>" and acknowledge under prefix + what + "/read/<r>"),
+// and keeps the store up until each that arrived has (at most 5 s, or the timeout if shorter).
 std::vector<std::string> gather_all(KeyValueStore& store, const std::string& prefix, const char* what, int rank,
                                     int world_size, const StartupDeadline& deadline);
 

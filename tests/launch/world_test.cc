@@ -417,6 +417,36 @@ TEST(Verdict, EveryRankReadsRankZerosWordsBeforeRankZeroGoes) {
   }
 }
 
+// Rank 2 never comes. Rank 0's deadline passes first; rank 1's is far off, yet it fails with rank 0's
+// words ("rank 0 gave up": only rank 0's verdict can make it say that), so every rank that arrived
+// ends with the same error, not later and not because the store vanished with rank 0.
+TEST(Verdict, RankZeroGivingUpOnAGatherEndsTheOthersWithItsWords) {
+  StoreServer server("127.0.0.1", 0);
+  std::string rank1_error;
+  std::thread rank1([&] {
+    StoreClient client("127.0.0.1", server.port());
+    client.set(rank_key("p/", "host", 1), "h1");
+    try {
+      gather_all(client, "p/", "host", 1, 3, StartupDeadline(60s));
+    } catch (const TimeoutError& e) {
+      rank1_error = e.what();
+    }
+  });
+  StoreClient rank0("127.0.0.1", server.port());
+  rank0.wait({rank_key("p/", "host", 1)}, 20s);  // rank 1 is in the gather (or about to be)
+  rank0.set(rank_key("p/", "host", 0), "h0");
+  std::string rank0_error;
+  try {
+    gather_all(rank0, "p/", "host", 0, 3, StartupDeadline(200ms));
+  } catch (const TimeoutError& e) {
+    rank0_error = e.what();
+  }
+  rank1.join();
+  EXPECT_NE(rank0_error.find("rank 2 never arrived"), std::string::npos) << rank0_error;
+  const std::string words = rank0_error.substr(rank0_error.find("timed out"));
+  EXPECT_EQ(rank1_error, "rank 1, peer 0, op rendezvous, seq 0, 0 bytes: rank 0 gave up: " + words);
+}
+
 // Store errors name the rank whose client failed, not "rank -1".
 TEST(StoreClientRank, ErrorsNameTheCallersRank) {
   StoreServer server("127.0.0.1", 0);
