@@ -1,5 +1,5 @@
 // connect_world's rendezvous (world.h, step 1) and the store calls of its later steps, with errors
-// that say who waited for whom. Only world.cc includes this.
+// that say who waited for whom. Only world.cc (and world_test.cc) include this.
 //
 // Keys: every rank's under prefix + what + "/<rank>" (rank_key), rank 0's alone under prefix + name.
 #pragma once
