@@ -68,7 +68,10 @@ std::string launch_flags_usage() {
   return "launch flags (override RANK/WORLD_SIZE/..., OMPI_COMM_WORLD_*, SLURM_* and MASTER_*):\n"
          "  --rank R --world-size N [--local-rank L --local-world-size M]\n"
          "  --master-addr HOST --master-port PORT   where the rendezvous store is (rank 0 serves it)\n"
-         "  --transport auto|shm|tcp|ucx|mpi       default: FSDP_TRANSPORT, else auto (shm on one host, tcp across)\n";
+         "  --transport auto|shm|tcp|ucx|mpi|shm+tcp|shm+ucx\n"
+         "                                         default: FSDP_TRANSPORT, else auto (shm on one host, shm+tcp "
+         "across:\n"
+         "                                         shared memory within each host, TCP between hosts)\n";
 }
 
 }  // namespace fsdp::launch

@@ -59,6 +59,7 @@ void Heartbeat::run() {
   options.connect_timeout = period_;
   options.timeout = period_;
   options.secret = secret_;
+  options.rank = rank_;
   std::unique_ptr<StoreClient> store;
   std::unique_lock lock(mu_);
   while (!stop_) {

@@ -18,7 +18,10 @@ class KeyValueStore {
   // The key's value, waiting while it is missing: the store's own bound, or `timeout`. TimeoutError after it.
   virtual std::string get(const std::string& key) = 0;
   virtual std::string get(const std::string& key, std::chrono::milliseconds timeout) = 0;
-  // Returns once every key exists; TimeoutError naming the missing ones after the bound.
+  // Returns once every key exists; TimeoutError naming the missing ones after the bound. A timeout of 0
+  // (get's too) only looks: connect_world passes what is left of its start-up deadline, 0 once it
+  // passed, and looks at missing keys so; an adapter of a store that reads 0 as "no timeout" (c10d)
+  // must turn it into the smallest wait it has.
   virtual void wait(const std::vector<std::string>& keys) = 0;
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
   // Adds delta to the decimal counter at key (missing: 0); returns the new value.

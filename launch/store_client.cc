@@ -57,6 +57,10 @@ class StoreClient::Impl {
   }
 
   const StoreClientOptions& options() const { return options_; }
+  void set_reconnect_deadline(Clock::time_point deadline) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reconnect_deadline_ = deadline;
+  }
 
   // Sends one request, returns its OK response; throws for everything else. `subject` names what the
   // request was about ("key 'rank3'") for the error message. `budget` bounds the round trip.
@@ -71,7 +75,7 @@ class StoreClient::Impl {
     }
     if (!connected_) connect();
     const std::string frame = store_frame_of(request);
-    const ErrorContext ctx{-1, -1, store_op_name(request.op()), 0, frame.size()};
+    const ErrorContext ctx{options_.rank, -1, store_op_name(request.op()), 0, frame.size()};
     const std::string what = "store at " + where_ + ", " + subject + ": ";
     const auto deadline = Clock::now() + budget;
     const auto budget_ms = std::chrono::duration_cast<std::chrono::milliseconds>(budget).count();
@@ -151,7 +155,7 @@ class StoreClient::Impl {
                        [done](const boost::system::error_code& e, size_t) { done(e); });
     });
     if (ec) return ec;
-    const ErrorContext ctx{-1, -1, "store_connect", 0, 0};
+    const ErrorContext ctx{options_.rank, -1, "store_connect", 0, 0};
     if (challenge.compare(0, kStoreAuthMagic.size(), kStoreAuthMagic) != 0) {
       throw CommError(ctx, "the server at " + where_ + " is not an fsdp store of this version (it opened with " + "0x" +
                                to_hex(challenge.substr(0, kStoreAuthMagic.size())) + ")");
@@ -187,7 +191,8 @@ class StoreClient::Impl {
 
   // Retries with exponential backoff, since ranks may start before the server does.
   void connect() {
-    const auto deadline = Clock::now() + options_.connect_timeout;
+    const auto start = Clock::now();
+    const auto deadline = std::min(start + options_.connect_timeout, reconnect_deadline_);
     auto backoff = kFirstBackoff;
     std::string last_error = "none";
     for (int attempt = 1;; ++attempt) {
@@ -213,11 +218,12 @@ class StoreClient::Impl {
       last_error = ec.message();
       const auto now = Clock::now();
       if (now >= deadline) {
-        throw TimeoutError(ErrorContext{-1, -1, "store_connect", 0, 0},
-                           "could not connect to the store at " + where_ + " within " +
-                               std::to_string(options_.connect_timeout.count()) + " ms (" + std::to_string(attempt) +
-                               " attempts, last error: " + last_error +
-                               "); is the server up and reachable? StoreClientOptions::connect_timeout sets the bound");
+        throw TimeoutError(
+            ErrorContext{options_.rank, -1, "store_connect", 0, 0},
+            "could not connect to the store at " + where_ + " within " +
+                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - start).count()) +
+                " ms (" + std::to_string(attempt) + " attempts, last error: " + last_error +
+                "); is the server up and reachable? StoreClientOptions::connect_timeout sets the bound");
       }
       std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
       backoff = std::min(backoff * 2, kMaxBackoff);
@@ -232,6 +238,7 @@ class StoreClient::Impl {
   asio::io_context io_;
   tcp::socket socket_{io_};
   bool connected_ = false;
+  Clock::time_point reconnect_deadline_ = Clock::time_point::max();
 };
 
 namespace {
@@ -251,6 +258,10 @@ StoreClient::StoreClient(std::string host, uint16_t port, StoreClientOptions opt
     : host_(std::move(host)), port_(port), impl_(std::make_unique<Impl>(host_, port_, options)) {}
 
 StoreClient::~StoreClient() = default;
+
+void StoreClient::set_reconnect_deadline(std::chrono::steady_clock::time_point deadline) {
+  impl_->set_reconnect_deadline(deadline);
+}
 
 void StoreClient::set(const std::string& key, const std::string& value) {
   StoreRequest request = keyed_request(StoreRequest::OP_SET, key);

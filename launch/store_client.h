@@ -23,6 +23,8 @@ struct StoreClientOptions {
   // The job secret this client proves and expects the server to prove (raw bytes; empty: the empty
   // key). FSDP_JOB_SECRET / FSDP_JOB_SECRET_FILE.
   std::string secret = job_secret_from_env().key;
+  // The job rank this client serves, named in its errors ("rank 3, op get, ..."); -1 for a launcher.
+  int rank = -1;
 };
 
 // A blocking client. Each call sends one request and waits for its answer; calls from several threads
@@ -53,6 +55,10 @@ class StoreClient : public KeyValueStore {
   // Removes key; true if it existed. ("delete" is a keyword.)
   bool erase(const std::string& key) override;
   int64_t num_keys();
+
+  // Until cleared (time_point::max()), no reconnect retries past `deadline`: a start-up bounded by one
+  // rendezvous timeout must not spend another on a store that went away (connect_world sets it).
+  void set_reconnect_deadline(std::chrono::steady_clock::time_point deadline);
 
   const std::string& host() const { return host_; }
   uint16_t port() const { return port_; }

@@ -23,8 +23,9 @@ using std::chrono::milliseconds;
 
 constexpr uint32_t kValidationMagic = 0x3C85F7CE;  // torch's validationMagicNumber
 constexpr int kValidate = 0;                       // the validated dialect's first command
-constexpr int kSet = 0, kGet = 2, kAdd = 3, kWait = 5, kNumKeys = 6, kDelete = 8;  // legacy codes
+constexpr int kSet = 0, kGet = 2, kAdd = 3, kCheck = 4, kWait = 5, kNumKeys = 6, kDelete = 8;  // legacy codes
 constexpr uint8_t kStopWaiting = 0;
+constexpr uint8_t kReady = 0, kNotReady = 1;  // CHECK's answers (torch's CheckResponseType)
 // How long a legacy server may take to answer the probe. It answers from memory at once; a validated
 // libuv server says nothing at all, so this is what joining a torch >= 2.4 agent's store costs.
 constexpr milliseconds kProbeWindow{1500};
@@ -190,14 +191,23 @@ void TorchStoreClient::wait_locked(const std::vector<std::string>& keys, millise
   std::string body;
   append_value<uint64_t>(body, keys.size());
   for (const std::string& k : keys) append_string(body, wire_key(k));
-  send_command(kWait, body);
+  std::string names;
+  for (const std::string& k : keys) names += (names.empty() ? "'" : ", '") + k + "'";
   uint8_t answer = 0xff;
+  if (timeout <= milliseconds(0)) {  // KeyValueStore's look: CHECK answers at once, present or not
+    send_command(kCheck, body);
+    if (recv_exact(fd_, &answer, 1, Clock::now() + timeout_) == Read::kOk) {
+      if (answer == kReady) return;
+      if (answer == kNotReady) throw TimeoutError(kCtx, names + " not yet at " + describe());
+    }
+    drop_connection();
+    throw CommError(kCtx, "no answer to a check of " + names + " from " + describe());
+  }
+  send_command(kWait, body);
   const Read r = recv_exact(fd_, &answer, 1, Clock::now() + timeout);
   if (r == Read::kOk && answer == kStopWaiting) return;
   // The server still holds the wait: closing the connection is what cancels it in every version.
   drop_connection();
-  std::string names;
-  for (const std::string& k : keys) names += (names.empty() ? "'" : ", '") + k + "'";
   if (r == Read::kTimeout) {
     throw TimeoutError(
         kCtx, "timed out after " + std::to_string(timeout.count()) + " ms waiting for " + names + " at " + describe());

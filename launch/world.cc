@@ -84,10 +84,8 @@ void note_if_unauthenticated(const World& w, const std::string& store_host) {
                network ? "its ports" : "the store");
 }
 
-constexpr const char* kErrorMark = "error:";
-
 // Step 2: rank 0 draws the job id; every rank publishes its host and learns everyone's, in rank order.
-std::vector<HostInfo> meet_hosts(World& w, const HostInfo& me) {
+std::vector<HostInfo> meet_hosts(World& w, const HostInfo& me, const StartupDeadline& deadline) {
   std::vector<HostInfo> hosts;
   if (!w.store) {
     w.job_id = random_job_id();
@@ -100,14 +98,17 @@ std::vector<HostInfo> meet_hosts(World& w, const HostInfo& me) {
     w.store->set(w.key_prefix + "job_id", w.job_id);
   }
   w.store->set(rank_key(w.key_prefix, "host", rank), me.encode());
-  for (const std::string& text : gather_all(*w.store, w.key_prefix, "host", w)) hosts.push_back(HostInfo::decode(text));
-  if (rank != 0) w.job_id = get_from_rank0(*w.store, w.key_prefix + "job_id", w);
+  for (const std::string& text : gather_all(*w.store, w.key_prefix, "host", rank, w.env.world_size, deadline)) {
+    hosts.push_back(HostInfo::decode(text));
+  }
+  if (rank != 0) w.job_id = get_from_rank0(*w.store, w.key_prefix + "job_id", rank, deadline);
   return hosts;
 }
 
 // Step 3: the transport, decided by rank 0 so that every rank agrees even if their environments
-// differ; a refusal reaches the other ranks in rank 0's words.
-void agree_transport(World& w, const std::string& requested, const std::vector<HostInfo>& hosts) {
+// differ; a refusal reaches the other ranks in rank 0's words, rank 0 staying until all have read it.
+void agree_transport(World& w, const std::string& requested, const std::vector<HostInfo>& hosts,
+                     const StartupDeadline& deadline) {
   if (!w.store) {
     w.transport_name = choose_transport(requested, w.topology, {hosts[0].describe()});
     return;
@@ -120,17 +121,13 @@ void agree_transport(World& w, const std::string& requested, const std::vector<H
     try {
       w.transport_name = choose_transport(requested, w.topology, names);
     } catch (const InvalidArgument& e) {
-      w.store->set(key, kErrorMark + std::string(e.what()));  // the others fail with the same words
+      publish_verdict(*w.store, key, e.what(), n, deadline);  // the others fail with the same words
       throw;
     }
     w.store->set(key, w.transport_name);
     return;
   }
-  const std::string chosen = get_from_rank0(*w.store, key, w);
-  if (chosen.rfind(kErrorMark, 0) == 0) {
-    throw InvalidArgument("rank " + std::to_string(rank) +
-                          ": rank 0 refused the job: " + chosen.substr(std::strlen(kErrorMark)));
-  }
+  const std::string chosen = get_from_rank0(*w.store, key, rank, deadline);
   if (requested != "auto" && requested != chosen) {
     throw InvalidArgument("rank " + std::to_string(rank) + " asked for transport " + requested + " but rank 0 chose " +
                           chosen + ": set the same FSDP_TRANSPORT on every rank");
@@ -140,7 +137,7 @@ void agree_transport(World& w, const std::string& requested, const std::vector<H
 
 // Step 4's network half: ucx, mpi or tcp over every rank, addresses traded through the store.
 // `me.address` is where this rank reaches the store from: the one its peers can reach it at.
-std::shared_ptr<Transport> network_transport(World& w, const std::string& name, const WorldOptions& options,
+std::shared_ptr<Transport> network_transport(World& w, const std::string& name, const StartupDeadline& deadline,
                                              const HostInfo& me) {
   const int rank = w.env.rank, n = w.env.world_size;
 #ifdef FSDP_HAVE_UCX
@@ -149,44 +146,53 @@ std::shared_ptr<Transport> network_transport(World& w, const std::string& name, 
     auto exchange = [&](const std::string& mine) {
       if (!w.store) return std::vector<std::string>{mine};
       w.store->set(rank_key(w.key_prefix, "ucx", rank), mine);
-      return gather_all(*w.store, w.key_prefix, "ucx", w);
+      return gather_all(*w.store, w.key_prefix, "ucx", rank, n, deadline);
     };
     UcxOptions ucx;
     ucx.secret = w.secret.key;
-    return make_ucx_transport(rank, n, exchange, options.rendezvous_timeout, ucx);
+    return make_ucx_transport(rank, n, exchange, deadline.remaining(), ucx);
   }
 #endif
 #ifdef FSDP_HAVE_MPI
-  if (name == "mpi") return make_mpi_transport(rank, n, options.rendezvous_timeout);  // MPI knows where everyone is
+  if (name == "mpi") return make_mpi_transport(rank, n, deadline.remaining());  // MPI knows where everyone is
 #endif
   (void)name;
   TcpListener listener = TcpListener::bind(me.address);
   std::vector<TcpEndpoint> peers(n);
   if (w.store) {
     w.store->set(rank_key(w.key_prefix, "tcp", rank), listener.address());
-    const auto addresses = gather_all(*w.store, w.key_prefix, "tcp", w);
+    const auto addresses = gather_all(*w.store, w.key_prefix, "tcp", rank, n, deadline);
     for (int r = 0; r < n; ++r) peers[r] = TcpEndpoint::parse(addresses[r]);
   } else {
     peers[0] = listener.endpoint();
   }
   TcpOptions tcp = TcpOptions::from_env();
   tcp.secret = w.secret.key;
-  return make_tcp_transport(rank, n, std::move(listener), peers, options.rendezvous_timeout, tcp);
+  return make_tcp_transport(rank, n, std::move(listener), peers, deadline.remaining(), tcp);
+}
+
+// The job ranks on this host, in order: the shared-memory segment's ranks, for its error messages.
+std::vector<int> host_ranks(const Topology& t) {
+  std::vector<int> ranks;
+  for (size_t r = 0; r < t.host_of_rank.size(); ++r) {
+    if (t.host_of_rank[r] == t.host_index) ranks.push_back(static_cast<int>(r));
+  }
+  return ranks;
 }
 
 // Step 4: one transport, or shared memory within each host plus the network between them.
-std::shared_ptr<Transport> build_transport(World& w, const WorldOptions& options, const HostInfo& me) {
+std::shared_ptr<Transport> build_transport(World& w, const StartupDeadline& deadline, const HostInfo& me) {
   const int rank = w.env.rank, n = w.env.world_size;
-  if (w.transport_name == "shm") return make_shm_transport(w.job_id, rank, n, options.rendezvous_timeout);
+  if (w.transport_name == "shm") return make_shm_transport(w.job_id, rank, n, deadline.remaining());
   if (w.transport_name.rfind("shm+", 0) == 0) {
     // One segment per host, named after the job and the host, over the host's ranks alone.
     const Topology& t = w.topology;
     auto local = make_shm_transport(w.job_id + "-h" + std::to_string(t.host_index), t.local_rank, t.local_size,
-                                    options.rendezvous_timeout);
+                                    deadline.remaining(), host_ranks(t));
     return make_hybrid_transport(rank, t.host_of_rank, std::move(local),
-                                 network_transport(w, w.transport_name.substr(4), options, me));
+                                 network_transport(w, w.transport_name.substr(4), deadline, me));
   }
-  return network_transport(w, w.transport_name, options, me);
+  return network_transport(w, w.transport_name, deadline, me);
 }
 
 }  // namespace
@@ -339,6 +345,9 @@ void World::shutdown() noexcept {
     try {
       for (const char* k : {"job_id", "transport", "done", "done/all", "left", "left/all", "frozen"})
         store->erase(key_prefix + k);
+      for (const char* k : {"transport", "host", "tcp", "ucx"}) {  // the acknowledgements of rank 0's verdicts
+        for (const std::string& ack : verdict_keys(key_prefix + k, n)) store->erase(ack);
+      }
       for (int r = 0; r < n; ++r) {
         store->erase(rank_key(key_prefix, "heartbeat", r));
         store->erase(rank_key(key_prefix, "host", r));
@@ -364,6 +373,7 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
   w.key_prefix = options.key_prefix.empty() ? job_key_prefix() : options.key_prefix;
   const int rank = env.rank, n = env.world_size;
   const std::string requested = resolve_transport_request(options.transport);
+  const StartupDeadline deadline(options.rendezvous_timeout);  // every wait below shares it
 
   // 1. The store: the caller's, or found (or served) as the launcher said.
   std::string store_host = env.master_addr;
@@ -371,12 +381,12 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
   if (options.store) {
     w.store = options.store;
   } else {
-    find_or_serve_store(w, env, options, store_host, store_port);
+    find_or_serve_store(w, env, options, deadline, store_host, store_port);
   }
 
   // 2. Job id and host identities, hence the topology.
   const HostInfo me = local_host_info(store_host, store_port);
-  const std::vector<HostInfo> hosts = meet_hosts(w, me);
+  const std::vector<HostInfo> hosts = meet_hosts(w, me, deadline);
   // Everyone has reached the store: the file that pointed at it has done its job.
   if (!w.rendezvous_file.empty()) {
     ::unlink(w.rendezvous_file.c_str());
@@ -387,9 +397,13 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
   w.topology = make_topology(ids, rank);
 
   // 3. The transport's name, agreed on; 4. the transport, connected.
-  agree_transport(w, requested, hosts);
+  agree_transport(w, requested, hosts, deadline);
   note_if_unauthenticated(w, store_host);
-  w.transport = build_transport(w, options, me);
+  w.transport = build_transport(w, deadline, me);
+  // Started: later reconnects (after the store's idle timeout) get their own full bound again.
+  if (auto* client = dynamic_cast<StoreClient*>(w.store.get())) {
+    client->set_reconnect_deadline(std::chrono::steady_clock::time_point::max());
+  }
 
   // 5. The communicator, told the host layout so large collectives go hierarchical across hosts.
   w.comm = Communicator::create(w.transport, options.comm);

@@ -9,11 +9,13 @@
 //      (FSDP_STORE_EXTERNAL=1, e.g. fsdp-run's or fsdp-store's); under mpirun on one host with no
 //      MASTER_* it is found through a file named after the MPI job; a 1-rank job with no master needs none;
 //   2. every rank publishes its host identity; rank 0 publishes a random job id;
-//   3. rank 0 picks the transport (auto: shm when every rank is on one host, else tcp; or what
-//      FSDP_TRANSPORT / WorldOptions::transport names: shm, tcp, ucx, mpi) and publishes it;
+//   3. rank 0 picks the transport (auto: shm when every rank is on one host, else shm+tcp; or what
+//      FSDP_TRANSPORT / WorldOptions::transport names: shm, tcp, ucx, mpi, shm+tcp, shm+ucx) and
+//      publishes it, or its refusal, which it keeps serving until every rank has read;
 //   4. the transport connects (tcp: listeners bound first, addresses exchanged, then connect; ucx:
 //      worker addresses exchanged through the store; mpi: MPI itself, the job must run under mpirun);
 //   5. the communicator is created over every rank.
+// Every wait of steps 1-4 shares one deadline, WorldOptions::rendezvous_timeout from the start.
 // Shutdown (~World) never hangs: a final barrier, then a store-based count so no rank tears its
 // transport down before all passed the barrier and rank 0's store outlives everyone's last use of it.
 // After any collective error (on the world's communicator or one split from it) it aborts at once
@@ -53,8 +55,9 @@ std::chrono::milliseconds heartbeat_timeout_from_env();
 std::string job_key_prefix(const std::string& sub_job = "");
 
 struct WorldOptions {
-  std::string transport = "auto";  // auto|shm|tcp|ucx|mpi; FSDP_TRANSPORT env wins over the default but not over
-                                   // an explicit non-auto value
+  // auto|shm|tcp|ucx|mpi|shm+tcp|shm+ucx; FSDP_TRANSPORT env wins over the default but not over an
+  // explicit non-auto value
+  std::string transport = "auto";
   CommOptions comm = CommOptions::from_env();
   std::chrono::milliseconds rendezvous_timeout = rendezvous_timeout_from_env();  // FSDP_RENDEZVOUS_TIMEOUT_SEC
   // The store runs elsewhere (fsdp-store, fsdp-run): rank 0 does not serve it. FSDP_STORE_EXTERNAL.
@@ -114,13 +117,13 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options = {});
 // Groups ranks by identical host identity; hosts are numbered by their lowest rank.
 Topology make_topology(const std::vector<std::string>& host_ids, int rank);
 
-// "auto", "shm", "tcp", "ucx" or "mpi" after FSDP_TRANSPORT: the explicit option wins when it is not
-// "auto", then the variable, then auto. Throws InvalidArgument for anything else, and for ucx or mpi
-// in a build without them (FSDP_WITH_UCX / FSDP_WITH_MPI off).
+// "auto", "shm", "tcp", "ucx", "mpi", "shm+tcp" or "shm+ucx" after FSDP_TRANSPORT: the explicit option wins when it is
+// not "auto", then the variable, then auto. Throws InvalidArgument for anything else, and for ucx or mpi in a build
+// without them (FSDP_WITH_UCX / FSDP_WITH_MPI off).
 std::string resolve_transport_request(const std::string& option);
 
 // The transport for a job laid out as `topology` when `requested` (a resolved request) was asked for:
-// auto -> shm on one host, tcp across hosts; tcp, ucx and mpi work for any layout. Throws
+// auto -> shm on one host, shm+tcp across hosts; tcp, ucx and mpi work for any layout. Throws
 // InvalidArgument for shm across hosts, naming each host (`host_names[h]` describes host h) and its ranks.
 std::string choose_transport(const std::string& requested, const Topology& topology,
                              const std::vector<std::string>& host_names);

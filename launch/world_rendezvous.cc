@@ -4,9 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -19,7 +21,6 @@
 namespace fsdp::launch {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 std::string env_or(const char* name, const std::string& fallback) {
@@ -69,8 +70,7 @@ bool owned_and_private(const std::string& path) {
 }
 
 // Other ranks: the store's port and the job secret, once rank 0 (a live process) has written them.
-uint16_t read_rendezvous_file(const std::string& path, int rank, milliseconds timeout, JobSecret* secret) {
-  const auto deadline = Clock::now() + timeout;
+uint16_t read_rendezvous_file(const std::string& path, int rank, const StartupDeadline& deadline, JobSecret* secret) {
   for (;;) {
     std::ifstream in(path);
     long port = 0, pid = 0;
@@ -81,9 +81,9 @@ uint16_t read_rendezvous_file(const std::string& path, int rank, milliseconds ti
       if (secret->empty() && from_hex(hex, &key)) *secret = JobSecret{key, "the rendezvous file " + path};
       return static_cast<uint16_t>(port);
     }
-    if (Clock::now() > deadline) {
+    if (deadline.remaining().count() == 0) {
       throw TimeoutError(ErrorContext{rank, 0, "rendezvous", 0, 0},
-                         "rank 0 never published the store's port in " + path + " within " + ms_text(timeout) +
+                         "rank 0 never published the store's port in " + path + " within " + ms_text(deadline.total()) +
                              " (FSDP_RENDEZVOUS_TIMEOUT_SEC; or set MASTER_ADDR and MASTER_PORT)");
     }
     std::this_thread::sleep_for(milliseconds(10));
@@ -102,46 +102,147 @@ std::string rank_key(const std::string& prefix, const char* what, int r) {
   return prefix + what + "/" + std::to_string(r);
 }
 
-std::vector<std::string> gather_all(KeyValueStore& store, const std::string& prefix, const char* what, const World& w) {
-  const int n = w.env.world_size;
-  std::vector<std::string> keys;
-  for (int r = 0; r < n; ++r) keys.push_back(rank_key(prefix, what, r));
+namespace {
+
+constexpr const char* kVerdictMark = "error:";
+// How long (at most; never more than the rendezvous timeout) rank 0, having given up on a gather,
+// keeps the store up for the ranks that did arrive to read why: they are parked in the same gather,
+// so they read it in one round trip, and those that gave up by themselves say so at once.
+constexpr milliseconds kVerdictLinger{5000};
+
+bool is_verdict(const std::string& value) { return value.rfind(kVerdictMark, 0) == 0; }
+
+std::string plural(const std::string& list, const char* one, const char* many) {
+  return list.find(',') != std::string::npos ? many : one;
+}
+
+// This rank read rank 0's verdict under `key`, or failed the same way by itself: say so (rank 0 waits
+// for that before it goes).
+void acknowledge_verdict(KeyValueStore& store, const std::string& key, int rank) {
   try {
-    store.wait(keys, w.rendezvous_timeout);
-  } catch (const TimeoutError&) {
-    std::string missing_ranks, missing_keys;
-    for (int r = 0; r < n; ++r) {
-      try {
-        store.get(keys[r], milliseconds(1));
-      } catch (const CommError&) {
-        missing_ranks += (missing_ranks.empty() ? "" : ", ") + std::to_string(r);
-        missing_keys += (missing_keys.empty() ? "'" : ", '") + keys[r] + "'";
-      }
+    store.set(rank_key(key + "/", "read", rank), "1");
+  } catch (const std::exception&) {
+    // rank 0 stopped waiting (its deadline passed): nothing more to tell it
+  }
+}
+
+// The keys of a gather still missing after its wait: one look per key, none waiting. A store that
+// stops answering (rank 0, its server, gone) ends the look: said as such, not blamed on the ranks.
+struct Missing {
+  std::vector<int> ranks;
+  std::string rank_list, key_list, store_lost;
+};
+
+Missing look_for_missing(KeyValueStore& store, const std::vector<std::string>& keys) {
+  Missing m;
+  for (size_t r = 0; r < keys.size() && m.store_lost.empty(); ++r) {
+    try {
+      store.get(keys[r], milliseconds(0));
+    } catch (const TimeoutError&) {
+      m.ranks.push_back(static_cast<int>(r));
+      m.rank_list += (m.rank_list.empty() ? "" : ", ") + std::to_string(r);
+      m.key_list += (m.key_list.empty() ? "'" : ", '") + keys[r] + "'";
+    } catch (const CommError& e) {
+      m.store_lost = e.detail();
     }
-    throw TimeoutError(ErrorContext{w.env.rank, -1, "rendezvous", 0, 0},
-                       "timed out after " + ms_text(w.rendezvous_timeout) + " waiting for key" +
-                           (missing_keys.find(',') != std::string::npos ? "s " : " ") + missing_keys + " at " +
-                           store.describe() + ": rank" + (missing_ranks.find(',') != std::string::npos ? "s " : " ") +
-                           missing_ranks +
-                           " never arrived (check they started; FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)");
+  }
+  return m;
+}
+
+// Rank 0 gave up on a gather: its words go into the missing keys, which wakes every rank parked in
+// the same gather, and it keeps the store up until each rank that arrived has read them.
+void publish_gather_verdict(KeyValueStore& store, const std::string& key, const std::vector<std::string>& keys,
+                            const Missing& m, const std::string& why, milliseconds linger) {
+  std::vector<std::string> acks;
+  try {
+    for (int r : m.ranks) store.set(keys[static_cast<size_t>(r)], kVerdictMark + why);
+    for (int r = 1; r < static_cast<int>(keys.size()); ++r) {
+      if (std::find(m.ranks.begin(), m.ranks.end(), r) == m.ranks.end()) acks.push_back(rank_key(key + "/", "read", r));
+    }
+    store.wait(acks, linger);
+  } catch (const std::exception&) {
+    // an arrived rank that did not read it fails on its own deadline
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> gather_all(KeyValueStore& store, const std::string& prefix, const char* what, int rank,
+                                    int world_size, const StartupDeadline& deadline) {
+  const std::string key = prefix + what;
+  std::vector<std::string> keys;
+  for (int r = 0; r < world_size; ++r) keys.push_back(rank_key(prefix, what, r));
+  try {
+    store.wait(keys, deadline.remaining());
+  } catch (const TimeoutError&) {
+    const Missing m = look_for_missing(store, keys);
+    const std::string head = "timed out after " + ms_text(deadline.total()) + " (the whole start-up's bound) ";
+    const std::string bound = "FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)";
+    if (!m.store_lost.empty()) {
+      throw TimeoutError(ErrorContext{rank, -1, "rendezvous", 0, 0},
+                         head + "waiting for every rank's '" + key + "/<rank>' key at " + store.describe() +
+                             ", which then stopped answering: " + m.store_lost + " (" + bound);
+    }
+    if (!m.ranks.empty()) {
+      const std::string why = head + "waiting for " + plural(m.key_list, "key ", "keys ") + m.key_list + " at " +
+                              store.describe() + ": " + plural(m.rank_list, "rank ", "ranks ") + m.rank_list +
+                              " never arrived (check they started; " + bound;
+      // Rank 0 tells the others; another rank that gave up by itself tells rank 0 not to wait for it.
+      if (rank == 0) {
+        publish_gather_verdict(store, key, keys, m, why, std::min(deadline.total(), kVerdictLinger));
+      } else {
+        acknowledge_verdict(store, key, rank);
+      }
+      throw TimeoutError(ErrorContext{rank, -1, "rendezvous", 0, 0}, why);
+    }
+    // Every key arrived just after the wait gave up (rank 0's verdict among them, perhaps): read them.
   }
   std::vector<std::string> values;
-  for (const std::string& k : keys) values.push_back(store.get(k, w.rendezvous_timeout));
+  for (const std::string& k : keys) values.push_back(store.get(k, deadline.remaining()));
+  for (const std::string& v : values) {
+    if (!is_verdict(v)) continue;
+    acknowledge_verdict(store, key, rank);
+    throw TimeoutError(ErrorContext{rank, 0, "rendezvous", 0, 0},
+                       "rank 0 gave up: " + v.substr(std::strlen(kVerdictMark)));
+  }
   return values;
 }
 
-std::string get_from_rank0(KeyValueStore& store, const std::string& key, const World& w) {
+std::string get_from_rank0(KeyValueStore& store, const std::string& key, int rank, const StartupDeadline& deadline) {
+  std::string value;
   try {
-    return store.get(key, w.rendezvous_timeout);
+    value = store.get(key, deadline.remaining());
   } catch (const TimeoutError&) {
-    throw TimeoutError(ErrorContext{w.env.rank, 0, "rendezvous", 0, 0},
-                       "timed out after " + ms_text(w.rendezvous_timeout) + " waiting for key '" + key +
-                           "' from rank 0 at " + store.describe() + " (FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)");
+    throw TimeoutError(ErrorContext{rank, 0, "rendezvous", 0, 0},
+                       "timed out after " + ms_text(deadline.total()) +
+                           " (the whole start-up's bound) waiting for key '" + key + "' from rank 0 at " +
+                           store.describe() + " (FSDP_RENDEZVOUS_TIMEOUT_SEC sets the bound)");
+  }
+  if (!is_verdict(value)) return value;
+  // Rank 0 refused the job and keeps the store up until everyone has read why: say so, then fail.
+  acknowledge_verdict(store, key, rank);
+  throw InvalidArgument("rank " + std::to_string(rank) +
+                        ": rank 0 refused the job: " + value.substr(std::strlen(kVerdictMark)));
+}
+
+std::vector<std::string> verdict_keys(const std::string& key, int world_size) {
+  std::vector<std::string> keys;
+  for (int r = 1; r < world_size; ++r) keys.push_back(rank_key(key + "/", "read", r));
+  return keys;
+}
+
+void publish_verdict(KeyValueStore& store, const std::string& key, const std::string& why, int world_size,
+                     const StartupDeadline& deadline) {
+  try {
+    store.set(key, kVerdictMark + why);
+    store.wait(verdict_keys(key, world_size), deadline.remaining());
+  } catch (const std::exception&) {
+    // a rank that never read it fails on its own deadline; rank 0's own error is the one to throw
   }
 }
 
-void find_or_serve_store(World& w, const ProcessEnv& env, const WorldOptions& options, std::string& store_host,
-                         uint16_t& store_port) {
+void find_or_serve_store(World& w, const ProcessEnv& env, const WorldOptions& options, const StartupDeadline& deadline,
+                         std::string& store_host, uint16_t& store_port) {
   const int rank = env.rank, n = env.world_size;
   const ErrorContext ctx{rank, -1, "rendezvous", 0, 0};
   // torchrun's agent already serves a store on MASTER_ADDR:MASTER_PORT: join it (torchrun_store.h).
@@ -170,7 +271,7 @@ void find_or_serve_store(World& w, const ProcessEnv& env, const WorldOptions& op
       publish_rendezvous_file(path, store_port, w.secret);
       w.rendezvous_file = path;  // rank 0's to remove, even when this rank fails
     } else {
-      store_port = read_rendezvous_file(path, rank, options.rendezvous_timeout, &w.secret);
+      store_port = read_rendezvous_file(path, rank, deadline, &w.secret);
     }
   } else if (!store_host.empty() && rank == 0 && !options.external_store) {
     // Loopback stays loopback (nothing outside the host may talk to a single-host job's store);
@@ -180,11 +281,14 @@ void find_or_serve_store(World& w, const ProcessEnv& env, const WorldOptions& op
   }
   if (!store_host.empty()) {
     StoreClientOptions so;
-    so.connect_timeout = options.rendezvous_timeout;
-    so.timeout = options.rendezvous_timeout;
+    so.connect_timeout = deadline.remaining();
+    so.timeout = options.rendezvous_timeout;  // each later call's bound (shutdown's), not the start-up's
     so.secret = w.secret.key;
+    so.rank = rank;
     try {
-      w.store = std::make_unique<StoreClient>(store_host, store_port, so);
+      auto client = std::make_shared<StoreClient>(store_host, store_port, so);
+      client->set_reconnect_deadline(deadline.at());
+      w.store = std::move(client);
     } catch (const TimeoutError& e) {
       throw TimeoutError(ctx, std::string(e.detail()) + (env.rank == 0 && options.external_store
                                                              ? " (FSDP_STORE_EXTERNAL is set: start fsdp-store first)"

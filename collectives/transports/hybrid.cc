@@ -100,12 +100,9 @@ class HybridTransport final : public Transport {
     return outer;
   }
 
-  // The inner transport numbers local peers by their index on the host: say which job rank that is.
-  std::string via(int peer) const {
-    if (!is_local(peer)) return std::string(remote_->name()) + ": ";
-    return std::string(local_->name()) + " (rank " + std::to_string(peer) + " is local peer " +
-           std::to_string(local_index_[static_cast<size_t>(peer)]) + "): ";
-  }
+  // Which of the two carried it; the inner transports name job ranks themselves (world.cc gives the
+  // shared-memory segment its host's job ranks).
+  std::string via(int peer) const { return std::string((is_local(peer) ? local_ : remote_)->name()) + ": "; }
 
   int rank_, size_;
   RequestPool requests_;

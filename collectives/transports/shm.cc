@@ -133,8 +133,9 @@ std::string errno_text(int err) { return std::string(std::strerror(err)) + " (er
 
 class ShmTransport final : public Transport {
  public:
-  ShmTransport(const std::string& job, int rank, int size, std::chrono::milliseconds timeout)
-      : rank_(rank), size_(size), layout_(size), peers_(size), self_(rank) {
+  ShmTransport(const std::string& job, int rank, int size, std::chrono::milliseconds timeout,
+               std::vector<int> job_ranks)
+      : rank_(rank), size_(size), layout_(size), peers_(size), self_(rank), job_ranks_(std::move(job_ranks)) {
     attach(job, timeout);
   }
   ~ShmTransport() override {
@@ -228,7 +229,7 @@ class ShmTransport final : public Transport {
 
   std::string check_peer(int peer) override {
     const pid_t pid = info(peer).pid.load();
-    if (process_exited(pid)) return "process " + std::to_string(pid) + " of rank " + std::to_string(peer) + " exited";
+    if (process_exited(pid)) return "process " + std::to_string(pid) + " of " + who(peer) + " exited";
     return {};
   }
 
@@ -353,8 +354,9 @@ class ShmTransport final : public Transport {
       for (auto it = p.sends_in_flight.begin(); it != p.sends_in_flight.end(); ++it) {
         if (it->id != h.id) continue;
         if (h.status != 0) {
-          it->request->fail(h.bytes != it->bytes ? size_mismatch_message(rank_, it->bytes, peer, h.bytes)
-                                                 : "rank " + std::to_string(peer) + " could not copy the message",
+          it->request->fail(h.bytes != it->bytes
+                                ? size_mismatch_message(job_rank(rank_), it->bytes, job_rank(peer), h.bytes)
+                                : who(peer) + " could not copy the message",
                             false);
         } else if (h.is(MessageKind::kPulled)) {
           it->request->complete();
@@ -377,7 +379,7 @@ class ShmTransport final : public Transport {
     bool lost = false;
     const bool rendezvous = h.is(MessageKind::kRequestToSend);
     if (h.bytes != recv.bytes) {
-      error = size_mismatch_message(peer, h.bytes, rank_, recv.bytes);
+      error = size_mismatch_message(job_rank(peer), h.bytes, job_rank(rank_), recv.bytes);
     } else if (!rendezvous) {
       if (h.bytes) std::memcpy(recv.data, eager, h.bytes);
     }
@@ -432,8 +434,7 @@ class ShmTransport final : public Transport {
       if (n < 0 && errno == EINTR) continue;
       const int err = n < 0 ? errno : EIO;
       lost = err == ESRCH;
-      return "process_vm_readv from rank " + std::to_string(peer) + " (pid " + std::to_string(pid) +
-             ") failed: " + errno_text(err);
+      return "process_vm_readv from " + who(peer) + " (pid " + std::to_string(pid) + ") failed: " + errno_text(err);
     }
     return {};
   }
@@ -441,7 +442,7 @@ class ShmTransport final : public Transport {
   void attach(const std::string& job, std::chrono::milliseconds timeout) {
     const std::string name = "/fsdp-" + job;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    ErrorContext ctx{rank_, -1, "shm_connect", 0, layout_.total};
+    ErrorContext ctx{job_rank(rank_), -1, "shm_connect", 0, layout_.total};
     int fd = -1;
     // Rank 0 owns the name: it goes once every rank has attached, and also when the start fails (a
     // rank that never came), so no segment outlives the job in /dev/shm.
@@ -465,7 +466,7 @@ class ShmTransport final : public Transport {
     } else {
       while ((fd = ::shm_open(name.c_str(), O_RDWR, 0600)) < 0) {
         if (std::chrono::steady_clock::now() > deadline) {
-          throw TimeoutError(ctx, "rank 0 never created shared-memory segment " + name);
+          throw TimeoutError(ctx, who(0) + " never created shared-memory segment " + name);
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
@@ -507,7 +508,7 @@ class ShmTransport final : public Transport {
       if (std::chrono::steady_clock::now() > deadline) {
         std::string missing;
         for (int r = 0; r < size_; ++r) {
-          if (info(r).pid.load() == 0) missing += " " + std::to_string(r);
+          if (info(r).pid.load() == 0) missing += " " + std::to_string(job_rank(r));
         }
         throw TimeoutError(ctx, "ranks" + missing + " never attached to " + name);
       }
@@ -527,12 +528,16 @@ class ShmTransport final : public Transport {
     std::string error = pull(peer, &word, info(peer).probe_addr.load(), sizeof(word), lost);
     if (error.empty() && word != g_probe_word) error = "read back the wrong value";
     if (!error.empty()) {
-      throw CommError(ErrorContext{rank_, peer, "shm_connect", 0, sizeof(word)},
+      throw CommError(ErrorContext{job_rank(rank_), job_rank(peer), "shm_connect", 0, sizeof(word)},
                       "cross-memory attach is not permitted: " + error +
                           ". Run all ranks as one user, allow ptrace between them (kernel.yama.ptrace_scope=0, or "
                           "CAP_SYS_PTRACE in containers), or choose another transport");
     }
   }
+
+  // Errors name job ranks: a segment over one host's ranks numbers them 0..size-1 (job_ranks_ maps back).
+  int job_rank(int r) const { return job_ranks_.empty() ? r : job_ranks_[static_cast<size_t>(r)]; }
+  std::string who(int r) const { return "rank " + std::to_string(job_rank(r)); }
 
   int rank_;
   int size_;
@@ -544,19 +549,24 @@ class ShmTransport final : public Transport {
   size_t cma_min_bytes_ = static_cast<size_t>(knobs::kShmCmaMinBytes.fallback);
   std::vector<Peer> peers_;
   LoopbackMatcher self_;
+  std::vector<int> job_ranks_;  // job rank of each segment rank; empty: the same numbers
 };
 
 }  // namespace
 
 std::shared_ptr<Transport> make_shm_transport(const std::string& job, int rank, int size,
-                                              std::chrono::milliseconds timeout) {
+                                              std::chrono::milliseconds timeout, std::vector<int> job_ranks) {
   if (size < 1 || rank < 0 || rank >= size) {
     throw InvalidArgument("shm transport: rank " + std::to_string(rank) + " outside [0, " + std::to_string(size) + ")");
   }
   if (job.empty() || job.find('/') != std::string::npos) {
     throw InvalidArgument("shm transport: job name '" + job + "' must be non-empty and contain no '/'");
   }
-  return std::make_shared<ShmTransport>(job, rank, size, timeout);
+  if (!job_ranks.empty() && static_cast<int>(job_ranks.size()) != size) {
+    throw InvalidArgument("shm transport: " + std::to_string(job_ranks.size()) + " job ranks for " +
+                          std::to_string(size) + " segment ranks");
+  }
+  return std::make_shared<ShmTransport>(job, rank, size, timeout, std::move(job_ranks));
 }
 
 }  // namespace fsdp

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collectives/transports/transport.h"
 
@@ -26,8 +27,10 @@ inline constexpr size_t kShmInlineBytes = 200;
 // Joins the job `job` (a name every rank of one job shares, unique among jobs on the host) as
 // `rank` of `size`. Blocks until all ranks attached or `timeout` passed (then throws TimeoutError
 // naming the ranks that never came). The segment's name is unlinked once everyone is in, so a crash
-// leaves nothing behind in /dev/shm.
+// leaves nothing behind in /dev/shm. `job_ranks` (size `size`, or empty: the same numbers) gives the
+// job rank of each segment rank when the segment spans one host of a larger job, so that errors name
+// job ranks ("process 22940 of rank 3 exited"), never host-local indices.
 std::shared_ptr<Transport> make_shm_transport(const std::string& job, int rank, int size,
-                                              std::chrono::milliseconds timeout);
+                                              std::chrono::milliseconds timeout, std::vector<int> job_ranks = {});
 
 }  // namespace fsdp

@@ -1,7 +1,11 @@
-// fsdp-run: the local launcher. Starts N copies of a program with torchrun's variables set, tags
-// their output lines with the rank, and when one fails stops the rest and exits with its status.
+// fsdp-run: the launcher. Starts N copies of a program with torchrun's variables set, tags their
+// output lines with the rank, and when one fails stops the rest and exits with its status.
 //
 //   fsdp-run --nproc 4 -- ./train --config llama.toml
+//   fsdp-run --nnodes 2 --node-rank K --nproc 4 --master-addr 10.0.0.7 --master-port 29500 -- ./train
+//
+// Across nodes node 0's fsdp-run serves the store, the others' connect to it, and the launchers tell
+// each other of failures through it (fsdp_run_nodes.h): a rank failing on any node stops them all.
 //
 // By default fsdp-run serves the rendezvous store itself (like torchrun's agent) on
 // --master-addr:--master-port (port 0: a free one, bound before any child starts, so no race) and sets
@@ -80,7 +84,7 @@ struct Rendezvous {
 Rendezvous open_rendezvous(const Args& a) {
   Rendezvous r;
   r.port = static_cast<uint16_t>(a.master_port);
-  if (a.serve_store) {
+  if (a.serve_store && a.node_rank == 0) {
     try {
       r.store = std::make_unique<StoreServer>(is_loopback(a.master_addr) ? a.master_addr : "0.0.0.0", r.port);
     } catch (const std::exception& e) {
@@ -101,9 +105,9 @@ Rendezvous open_rendezvous(const Args& a) {
 std::vector<std::vector<std::string>> rank_environments(const Args& a, const Rendezvous& rv,
                                                         const fsdp::launch::ThreadBudget& budget) {
   using fsdp::launch::thread_budget_env;
-  std::vector<std::string> ours = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",       "LOCAL_WORLD_SIZE",
+  std::vector<std::string> ours = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",       "LOCAL_WORLD_SIZE", "GROUP_RANK",
                                    "MASTER_ADDR", "MASTER_PORT", "FSDP_MASTER_ADDR", "FSDP_MASTER_PORT"};
-  if (rv.store) ours.push_back("FSDP_STORE_EXTERNAL");
+  if (a.serve_store) ours.push_back("FSDP_STORE_EXTERNAL");  // node 0's fsdp-run serves it
   std::vector<std::string> base;
   for (char** e = environ; *e; ++e) {
     const std::string kv = *e;
@@ -116,13 +120,14 @@ std::vector<std::vector<std::string>> rank_environments(const Args& a, const Ren
   std::vector<std::vector<std::string>> envs(a.nproc, base);
   for (int r = 0; r < a.nproc; ++r) {
     auto& e = envs[r];
-    e.push_back("RANK=" + std::to_string(r));
-    e.push_back("WORLD_SIZE=" + std::to_string(a.nproc));
+    e.push_back("RANK=" + std::to_string(a.first_rank() + r));
+    e.push_back("WORLD_SIZE=" + std::to_string(a.world_size()));
     e.push_back("LOCAL_RANK=" + std::to_string(r));
     e.push_back("LOCAL_WORLD_SIZE=" + std::to_string(a.nproc));
+    e.push_back("GROUP_RANK=" + std::to_string(a.node_rank));
     e.push_back("MASTER_ADDR=" + a.master_addr);
     e.push_back("MASTER_PORT=" + std::to_string(rv.port));
-    if (rv.store) e.push_back("FSDP_STORE_EXTERNAL=1");
+    if (a.serve_store) e.push_back("FSDP_STORE_EXTERNAL=1");
     for (const auto& kv : thread_budget_env(budget)) e.push_back(kv);
   }
   return envs;
@@ -156,6 +161,14 @@ void settle_job_secret(const Args& a) {
   }
   if (secret.empty()) {
     if (external_store) return;
+    if (a.multi_node()) {
+      std::fprintf(stderr,
+                   "fsdp-run: --nnodes %d: every node needs the same job secret, and one node cannot make it for "
+                   "the others: set FSDP_JOB_SECRET (e.g. $(openssl rand -hex 32)) or FSDP_JOB_SECRET_FILE (a chmod "
+                   "600 file) to the same value on every node\n",
+                   a.nnodes);
+      std::exit(2);
+    }
     secret = fsdp::generate_job_secret();
   }
   ::setenv(std::string(fsdp::knobs::kJobSecret.env).c_str(), fsdp::to_hex(secret.key).c_str(), 1);
@@ -179,7 +192,24 @@ int main(int argc, char** argv) {
 
   catch_signals();
 
+  // Across nodes: every launcher (node 0's to its own store) watches for the others' failures.
+  std::unique_ptr<NodeLink> link;
+  if (a.multi_node()) {
+    try {
+      link = std::make_unique<NodeLink>(
+          a, a.node_rank == 0 && !fsdp::launch::is_loopback(a.master_addr) ? "127.0.0.1" : a.master_addr,
+          rendezvous.port);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fsdp-run: node %d: cannot reach node 0's store at %s:%u: %s\n", a.node_rank,
+                   a.master_addr.c_str(), rendezvous.port, e.what());
+      return 1;
+    }
+  }
+
   Job job(a, grace_sec, term_delay_sec);
+  job.link(link.get());
   if (!job.start(program, envs)) return 1;
-  return job.supervise();
+  const int status = job.supervise();
+  if (link) link->finish();
+  return status;
 }

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <string>
 
 namespace fsdp::launch::run {
 namespace {
@@ -21,9 +22,13 @@ int parse_int(const std::string& flag, const std::string& text, int lo, int hi) 
 [[noreturn]] void usage(const std::string& error) {
   if (!error.empty()) std::fprintf(stderr, "fsdp-run: %s\n", error.c_str());
   std::fprintf(stderr,
-               "usage: fsdp-run --nproc N [--master-addr A] [--master-port P (0: a free port)] "
-               "[--tag-output|--no-tag-output] [--no-store] [--bind-to core|none] -- PROGRAM ARGS...\n"
+               "usage: fsdp-run --nproc N [--nnodes M --node-rank K] [--master-addr A] [--master-port P (0: a free "
+               "port)] [--tag-output|--no-tag-output] [--no-store] [--bind-to core|none] -- PROGRAM ARGS...\n"
                "  sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT in each child;\n"
+               "  --nnodes M --node-rank K: run this on each of M hosts (K = 0..M-1, as torchrun): ranks K*N..K*N+N-1\n"
+               "  of M*N; node 0's fsdp-run serves the store on --master-addr:--master-port (both required), the\n"
+               "  others connect to it; every node needs the same FSDP_JOB_SECRET or FSDP_JOB_SECRET_FILE; a rank\n"
+               "  failing on any node stops every node\n"
                "  --bind-to core pins rank r to the r-th CPU of fsdp-run's affinity (as mpirun --bind-to core;\n"
                "  refused when there are more ranks than CPUs); default none\n"
                "  FSDP_RUN_GRACE_SEC (default 5): SIGTERM to SIGKILL; FSDP_RUN_TERM_DELAY_SEC (default 1): how long\n"
@@ -33,6 +38,7 @@ int parse_int(const std::string& flag, const std::string& text, int lo, int hi) 
 
 Args parse(int argc, char** argv) {
   Args a;
+  bool master_addr_given = false;
   int i = 1;
   auto value = [&](const std::string& flag) -> std::string {
     if (i + 1 >= argc) usage(flag + " needs a value");
@@ -51,8 +57,13 @@ Args parse(int argc, char** argv) {
       break;
     } else if (k == "--nproc" || k == "--nproc-per-node" || k == "--nproc_per_node") {
       a.nproc = parse_int(k, v(), 1, 4096);
+    } else if (k == "--nnodes") {
+      a.nnodes = parse_int(k, v(), 1, 4096);
+    } else if (k == "--node-rank" || k == "--node_rank") {
+      a.node_rank = parse_int(k, v(), 0, 4095);
     } else if (k == "--master-addr" || k == "--master_addr") {
       a.master_addr = v();
+      master_addr_given = true;
     } else if (k == "--master-port" || k == "--master_port") {
       a.master_port = parse_int(k, v(), 0, 65535);
     } else if (k == "--tag-output") {
@@ -76,6 +87,15 @@ Args parse(int argc, char** argv) {
   for (; i < argc; ++i) a.command.push_back(argv[i]);
   if (a.nproc < 1) usage("--nproc N is required");
   if (a.command.empty()) usage("no program given (fsdp-run --nproc N -- PROGRAM ARGS...)");
+  if (a.node_rank >= a.nnodes) {
+    usage("--node-rank " + std::to_string(a.node_rank) + " is outside [0, --nnodes " + std::to_string(a.nnodes) + ")");
+  }
+  if (a.multi_node() && (a.master_port == 0 || !master_addr_given)) {
+    usage("--nnodes " + std::to_string(a.nnodes) +
+          " needs --master-addr (node 0's address, reachable from every node) and --master-port (not 0): every "
+          "node must name the same store");
+  }
+  if (a.multi_node() && !a.serve_store) usage("--no-store works on one node only: node 0's fsdp-run serves the store");
   return a;
 }
 

@@ -7,13 +7,21 @@
 namespace fsdp::launch::run {
 
 struct Args {
-  int nproc = 0;
+  int nproc = 0;  // ranks on this node
+  // torchrun's multi-node flags: node `node_rank` of `nnodes` starts ranks node_rank * nproc + [0, nproc)
+  // of nnodes * nproc; node 0's fsdp-run serves the store on --master-addr:--master-port.
+  int nnodes = 1;
+  int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   bool tag_output = true;
   bool serve_store = true;
   bool bind_to_core = false;  // --bind-to core: local rank r on the r-th CPU fsdp-run may use
   std::vector<std::string> command;
+
+  int world_size() const { return nnodes * nproc; }
+  int first_rank() const { return node_rank * nproc; }
+  bool multi_node() const { return nnodes > 1; }
 };
 
 // Prints `error` (when not empty) and the usage, then exits: 0 for --help, 2 for an error.

@@ -124,7 +124,7 @@ bool Job::start(const std::string& program, std::vector<std::vector<std::string>
     if (a_.tag_output) {
       ::close(out[1]);
       ::close(err[1]);
-      const std::string prefix = "[rank " + std::to_string(r) + "] ";
+      const std::string prefix = "[rank " + std::to_string(rank_of(r)) + "] ";
       for (auto [fd, to] : {std::pair{out[0], 1}, std::pair{err[0], 2}}) {
         ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
         streams_.push_back(Stream{fd, to, prefix, {}});
@@ -188,24 +188,30 @@ void Job::reap() {
       children_[r].running = false;
       children_[r].status = status;
       if (!failed(status) || signal_received_ || sigterm_sent_) continue;
+      const bool blamed = first_failed_ < 0 || (WIFSIGNALED(status) && !WIFSIGNALED(children_[first_failed_].status));
       if (first_failed_ < 0) {
         first_failed_ = r;
         frozen_ = stopped_rank();
         if (frozen_ >= 0) frozen_signal_ = children_[frozen_].stop_signal;
-        term_at_ = Clock::now() + seconds(term_delay_sec_);
-        kill_at_ = term_at_ + seconds(grace_sec_);
+        stop_others_soon();
         std::fprintf(stderr,
                      "fsdp-run: rank %d (pid %d) %s; stopping the other %d running rank(s) (SIGTERM in %.1f s, "
                      "SIGKILL %.1f s later)\n",
-                     r, pid, describe_status(status).c_str(), alive(), term_delay_sec_, grace_sec_);
+                     rank_of(r), pid, describe_status(status).c_str(), alive(), term_delay_sec_, grace_sec_);
         if (frozen_ >= 0) {
           std::fprintf(stderr,
                        "fsdp-run: rank %d (pid %d) is frozen (stopped by SIG%s): the others failed waiting on it\n",
-                       frozen_, children_[frozen_].pid, sigabbrev_np(frozen_signal_));
+                       rank_of(frozen_), children_[frozen_].pid, sigabbrev_np(frozen_signal_));
         }
       } else {
-        std::fprintf(stderr, "fsdp-run: rank %d (pid %d) %s\n", r, pid, describe_status(status).c_str());
-        if (WIFSIGNALED(status) && !WIFSIGNALED(children_[first_failed_].status)) first_failed_ = r;
+        std::fprintf(stderr, "fsdp-run: rank %d (pid %d) %s\n", rank_of(r), pid, describe_status(status).c_str());
+        if (blamed) first_failed_ = r;
+      }
+      // A killed rank here outranks a report of a rank that merely exited with an error.
+      if (blamed && WIFSIGNALED(status) && !(remote_blamed_ && remote_.signal_death)) remote_blamed_ = false;
+      if (blamed && link_) {
+        link_->report(exit_code_of(status), WIFSIGNALED(status),
+                      "rank " + std::to_string(rank_of(r)) + " " + describe_status(status));
       }
     }
   }
@@ -218,8 +224,8 @@ void Job::note_stop(int r, int status) {
     return;
   }
   c.stop_signal = WSTOPSIG(status);
-  std::fprintf(stderr, "fsdp-run: rank %d (pid %d) was stopped by signal %d (SIG%s)\n", r, c.pid, c.stop_signal,
-               sigabbrev_np(c.stop_signal));
+  std::fprintf(stderr, "fsdp-run: rank %d (pid %d) was stopped by signal %d (SIG%s)\n", rank_of(r), c.pid,
+               c.stop_signal, sigabbrev_np(c.stop_signal));
 }
 
 int Job::stopped_rank() const {
@@ -249,23 +255,55 @@ void Job::escalate() {
 
 int Job::exit_status() const {
   if (frozen_ >= 0) {
-    std::fprintf(stderr, "fsdp-run: failed: rank %d froze (stopped by SIG%s); rank %d %s waiting on it\n", frozen_,
-                 sigabbrev_np(frozen_signal_), first_failed_, describe_status(children_[first_failed_].status).c_str());
+    std::fprintf(stderr, "fsdp-run: failed: rank %d froze (stopped by SIG%s); rank %d %s waiting on it\n",
+                 rank_of(frozen_), sigabbrev_np(frozen_signal_), rank_of(first_failed_),
+                 describe_status(children_[first_failed_].status).c_str());
     return exit_code_of(children_[first_failed_].status);
+  }
+  if (remote_blamed_) {
+    std::fprintf(stderr, "fsdp-run: failed: %s on node %d\n", remote_.what.c_str(), remote_.node);
+    return remote_.exit_code;
   }
   if (first_failed_ >= 0) {
     const int status = children_[first_failed_].status;
-    std::fprintf(stderr, "fsdp-run: failed: rank %d %s\n", first_failed_, describe_status(status).c_str());
+    std::fprintf(stderr, "fsdp-run: failed: rank %d %s\n", rank_of(first_failed_), describe_status(status).c_str());
     return exit_code_of(status);
   }
   if (signal_received_) return 128 + signal_received_;
   return 0;
 }
 
+void Job::stop_others_soon() {
+  if (term_at_ != kNever || sigterm_sent_) return;
+  term_at_ = Clock::now() + seconds(term_delay_sec_);
+  kill_at_ = term_at_ + seconds(grace_sec_);
+}
+
+// A failure another node reported is this node's too: its ranks are stopped as after a local one.
+// Blame goes to the first failure heard of, here or there, except that a rank killed by a signal
+// outranks one that merely exited with an error (it is what the others lost).
+void Job::hear_other_nodes() {
+  NodeFailure f;
+  while (link_ && link_->next(&f)) {
+    if (signal_received_ || sigterm_sent_) continue;
+    const bool blamed_signal =
+        remote_blamed_ ? remote_.signal_death : first_failed_ >= 0 && WIFSIGNALED(children_[first_failed_].status);
+    const bool nothing_blamed = !remote_blamed_ && first_failed_ < 0;
+    if (nothing_blamed || (f.signal_death && !blamed_signal)) {
+      remote_ = f;
+      remote_blamed_ = true;
+    }
+    std::fprintf(stderr, "fsdp-run: node %d: %s; stopping this node's %d running rank(s)\n", f.node, f.what.c_str(),
+                 alive());
+    stop_others_soon();
+  }
+}
+
 int Job::supervise() {
   while (relay_output()) {
     forward_signals();
     reap();
+    hear_other_nodes();
     escalate();
   }
   for (Stream& s : streams_) {

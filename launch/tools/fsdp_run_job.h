@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "launch/tools/fsdp_run_args.h"
+#include "launch/tools/fsdp_run_nodes.h"
 #include "launch/tools/fsdp_run_output.h"
 
 namespace fsdp::launch::run {
@@ -37,6 +38,9 @@ class Job {
 
   // Forks every rank; false when a pipe could not be made (nothing more is started then).
   bool start(const std::string& program, std::vector<std::vector<std::string>>& envs);
+  // Across nodes (--nnodes): report this node's first failure through `link` and stop this node's
+  // ranks when another node reports one.
+  void link(NodeLink* link) { link_ = link; }
   // Relays output, forwards signals and reaps ranks until all ended; returns fsdp-run's exit status.
   int supervise();
 
@@ -60,7 +64,10 @@ class Job {
   void note_stop(int r, int status);
   int stopped_rank() const;
   void escalate();
+  void hear_other_nodes();
+  void stop_others_soon();
   int exit_status() const;
+  int rank_of(int r) const { return a_.first_rank() + r; }  // the job rank of this node's r-th child
 
   const Args& a_;
   const double grace_sec_;
@@ -70,6 +77,9 @@ class Job {
   int first_failed_ = -1;      // rank whose failure ends the job
   int frozen_ = -1;            // a rank found stopped when the first failure came: the one to blame
   int frozen_signal_ = 0;      // what stopped it
+  NodeLink* link_ = nullptr;   // --nnodes > 1
+  bool remote_blamed_ = false;  // a rank of another node failed first (or was killed by a signal)
+  NodeFailure remote_;
   int signal_received_ = 0;    // a signal fsdp-run got and forwarded
   bool sigterm_sent_ = false;  // after it, deaths are our doing, not failures
   // Deadlines; kNever when not armed (std::optional here trips g++ 12's -Wmaybe-uninitialized).

@@ -76,6 +76,10 @@ TEST(TorchStoreClient, TradesKeysWithTorchsOwnClient) {
     EXPECT_NE(std::string(e.what()).find("'never'"), std::string::npos) << e.what();
   }
   EXPECT_EQ(store.get("from_torch"), "hello");
+  // A timeout of 0 only looks (KeyValueStore's contract): present keys pass, a missing one times out at once.
+  EXPECT_NO_THROW(store.wait({"from_torch", "torch_added"}, milliseconds(0)));
+  EXPECT_THROW(store.wait({"from_torch", "never"}, milliseconds(0)), TimeoutError);
+  EXPECT_EQ(store.get("from_torch", milliseconds(0)), "hello");
   if (legacy) {
     EXPECT_TRUE(store.erase("from_torch"));
     EXPECT_FALSE(store.erase("from_torch"));

@@ -4,37 +4,17 @@
 # reference) over FSDP_TRANSPORT=TRANSPORT. Ranks of one namespace share /dev/shm, so they count as
 # one host only by their identity (hostname, boot id and source address differ per namespace).
 #
-#   two_hosts.sh WORLD_CHECK_BIN TRANSPORT LAYOUT [EXPECTED_TRANSPORT]
+#   two_hosts.sh WORLD_CHECK_BIN TRANSPORT LAYOUT [EXPECTED_TRANSPORT | refused]
 #
-# Exit 0 when every rank printed OK with the expected transport and two hosts; 77 (skipped) when
-# this machine cannot create network namespaces; 1 otherwise.
+# Exit 0 when every rank printed OK with the expected transport and two hosts, or, with `refused`
+# (FSDP_TRANSPORT=shm forced across the hosts), when every rank failed with rank 0's refusal naming
+# both hosts, none with another error; 77 (skipped) when this machine cannot create network
+# namespaces; 1 otherwise.
 set -u
 bin=$1 transport=$2 layout=$3 expect=${4:-$2}
-id=$$
-tag=$(printf '%x' $((id % 65536)))
-nsa=fsdp2h_a_$tag nsb=fsdp2h_b_$tag
-va=fa$tag vb=fb$tag
-net=10.$((200 + id % 50)).$((id / 50 % 250)).
-logs=$(mktemp -d)
-cleanup() {
-  ip netns del "$nsa" 2>/dev/null
-  ip netns del "$nsb" 2>/dev/null
-  rm -rf "$logs"
-}
-trap cleanup EXIT INT TERM
-if ! ip netns add "$nsa" 2>"$logs/netns.err"; then
-  echo "SKIP: cannot create network namespaces here: $(cat "$logs/netns.err")"
-  exit 77
-fi
-ip netns add "$nsb" || exit 1
-ip link add "$va" type veth peer name "$vb" || exit 1
-ip link set "$va" netns "$nsa" && ip link set "$vb" netns "$nsb" || exit 1
-ip -n "$nsa" addr add "${net}1/24" dev "$va" && ip -n "$nsb" addr add "${net}2/24" dev "$vb" || exit 1
-for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up || exit 1; done
-ip -n "$nsa" link set "$va" up && ip -n "$nsb" link set "$vb" up || exit 1
+. "$(dirname "$0")/netns_pair.sh"
 
 n=${#layout}
-port=$((20000 + id % 30000))
 count_a=$(printf '%s' "$layout" | tr -cd A | wc -c)
 count_b=$((n - count_a))
 local_a=0 local_b=0 pids=""
@@ -50,12 +30,19 @@ while [ $r -lt $n ]; do
   r=$((r + 1))
 done
 status=0
-for p in $pids; do wait "$p" || status=1; done
+for p in $pids; do
+  if [ "$expect" = refused ]; then wait "$p" && status=1; else wait "$p" || status=1; fi
+done
+refusal="transport shm was asked for but the ranks span 2 hosts (.*${net}1.*: ranks .*; .*${net}2.*: ranks "
 r=0
 while [ $r -lt $n ]; do
   sed "s/^/[rank $r] /" "$logs/rank$r.log"
-  grep -q "OK: .* host [01]/2 .* transport $expect " "$logs/rank$r.log" || status=1
+  if [ "$expect" = refused ]; then
+    grep -q "FAILED: InvalidArgument: .*$refusal" "$logs/rank$r.log" || status=1
+  else
+    grep -q "OK: .* host [01]/2 .* transport $expect " "$logs/rank$r.log" || status=1
+  fi
   r=$((r + 1))
 done
-[ $status -eq 0 ] && echo "two hosts ($layout) over $expect: every rank OK"
+[ $status -eq 0 ] && echo "two hosts ($layout), transport $transport: every rank $expect"
 exit $status

@@ -7,11 +7,15 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <thread>
 #include <vector>
 
 #include "collectives/types/errors.h"
 #include "common/atomic_file.h"
+#include "launch/cli_flags.h"
+#include "launch/world_rendezvous.h"
 #include "tests/collectives/test_support.h"
 #include "tests/common/scoped_env.h"
 
@@ -85,6 +89,16 @@ TEST(TransportChoice, RequestPrecedence) {
   EXPECT_THROW(resolve_transport_request("auto"), InvalidArgument);
   ::unsetenv("FSDP_TRANSPORT");
   EXPECT_THROW(resolve_transport_request("carrier-pigeon"), InvalidArgument);
+}
+
+// --help lists every transport a request may name (shm+tcp and shm+ucx were missing).
+TEST(TransportChoice, HelpListsEveryTransport) {
+  const std::string help = launch_flags_usage();
+  const size_t at = help.find("--transport ") + std::strlen("--transport ");
+  const std::string listed = "|" + help.substr(at, help.find_first_of(" \n", at) - at) + "|";
+  for (const char* t : {"auto", "shm", "tcp", "ucx", "mpi", "shm+tcp", "shm+ucx"}) {
+    EXPECT_NE(listed.find(std::string("|") + t + "|"), std::string::npos) << t << " missing from: " << help;
+  }
 }
 
 TEST(WorldOptions, RendezvousTimeoutFromEnv) {
@@ -289,6 +303,162 @@ TEST(ConnectWorld, RendezvousTimeoutNamesTheMissingRank) {
     EXPECT_NE(what.find("300 ms"), std::string::npos) << what;
   }
   rank1.join();
+}
+
+// A store on a fake clock: a wait or get for a missing key takes its whole timeout (the clock moves
+// by it) and throws TimeoutError, as the real store's answer after that long; `gone` makes every call
+// after the first wait fail as a store whose server exited. What the start-up spends is read off the
+// clock, not measured.
+class FakeClockStore : public KeyValueStore {
+ public:
+  std::map<std::string, std::string> values;
+  StartupDeadline::Clock::time_point now{};
+  bool gone = false;
+  int calls = 0;
+
+  StartupDeadline::Now clock() {
+    return [this] { return now; };
+  }
+  void set(const std::string& k, const std::string& v) override { values[k] = v; }
+  std::string get(const std::string& k) override { return get(k, 1h); }
+  std::string get(const std::string& k, std::chrono::milliseconds timeout) override {
+    look(timeout, values.count(k) ? std::vector<std::string>{} : std::vector<std::string>{k});
+    return values.at(k);
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, 1h); }
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    std::vector<std::string> missing;
+    for (const auto& k : keys) {
+      if (!values.count(k)) missing.push_back(k);
+    }
+    look(timeout, missing);
+  }
+  int64_t add(const std::string&, int64_t) override { return 0; }
+  bool erase(const std::string& k) override { return values.erase(k) > 0; }
+  std::string describe() const override { return "the fake store"; }
+
+ private:
+  void look(std::chrono::milliseconds timeout, const std::vector<std::string>& missing) {
+    if (gone && calls++ > 0) {
+      now += timeout;  // a reconnect that retries for as long as it is allowed
+      throw CommError(ErrorContext{}, "connection refused");
+    }
+    if (missing.empty()) return;
+    now += timeout;
+    throw TimeoutError(ErrorContext{}, "missing");
+  }
+};
+
+// 144 ranks, rank 77 never came: one timeout in all (the old gather then looked at every key for a
+// whole timeout each), and only rank 77 is named.
+TEST(GatherAll, NamesTheMissingRankWithinOneTimeoutInAll) {
+  FakeClockStore store;
+  const int n = 144;
+  for (int r = 0; r < n; ++r) {
+    if (r != 77) store.set(rank_key("p/", "host", r), "h");
+  }
+  const auto start = store.now;
+  const StartupDeadline deadline(2000ms, store.clock());
+  try {
+    gather_all(store, "p/", "host", 5, n, deadline);
+    ADD_FAILURE() << "no error";
+  } catch (const TimeoutError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank 5, op rendezvous"), std::string::npos) << what;
+    EXPECT_NE(what.find(": rank 77 never arrived"), std::string::npos) << what;
+    EXPECT_NE(what.find("key 'p/host/77'"), std::string::npos) << what;
+  }
+  EXPECT_LE(store.now - start, 2000ms);
+}
+
+// The store's server went away during the wait (rank 0 exited): said as such, no rank blamed, one
+// timeout in all although each look could have retried for a whole timeout.
+TEST(GatherAll, AStoreThatWentAwayIsNamedNotTheRanks) {
+  FakeClockStore store;
+  store.gone = true;
+  const auto start = store.now;
+  const StartupDeadline deadline(2000ms, store.clock());
+  try {
+    gather_all(store, "p/", "tcp", 1, 4, deadline);
+    ADD_FAILURE() << "no error";
+  } catch (const TimeoutError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("stopped answering: connection refused"), std::string::npos) << what;
+    EXPECT_EQ(what.find("never arrived"), std::string::npos) << what;
+  }
+  EXPECT_LE(store.now - start, 2000ms);
+  EXPECT_EQ(store.calls, 2);  // the wait, then one look that found the store gone
+}
+
+// Rank 0's refusal reaches every other rank in rank 0's words, and rank 0 waits until each has read
+// it (their acknowledgements are what its wait returns on), within the one deadline.
+TEST(Verdict, EveryRankReadsRankZerosWordsBeforeRankZeroGoes) {
+  StoreServer server("127.0.0.1", 0);
+  const int n = 4;
+  std::vector<std::string> seen(n);
+  std::vector<std::thread> readers;
+  for (int r = 1; r < n; ++r) {
+    readers.emplace_back([&, r] {
+      StoreClient client("127.0.0.1", server.port());
+      try {
+        get_from_rank0(client, "p/transport", r, StartupDeadline(20s));
+      } catch (const InvalidArgument& e) {
+        seen[r] = e.what();
+      }
+    });
+  }
+  StoreClient rank0("127.0.0.1", server.port());
+  publish_verdict(rank0, "p/transport", "shm across 2 hosts", n, StartupDeadline(20s));
+  // Returned: every reader has acknowledged, so its answer was in hand before rank 0 could exit.
+  for (const std::string& k : verdict_keys("p/transport", n)) EXPECT_EQ(rank0.get(k, 0ms), "1") << k;
+  for (auto& t : readers) t.join();
+  for (int r = 1; r < n; ++r) {
+    EXPECT_EQ(seen[r], "rank " + std::to_string(r) + ": rank 0 refused the job: shm across 2 hosts");
+  }
+}
+
+// Rank 2 never comes. Rank 0's deadline passes first; rank 1's is far off, yet it fails with rank 0's
+// words ("rank 0 gave up": only rank 0's verdict can make it say that), so every rank that arrived
+// ends with the same error, not later and not because the store vanished with rank 0.
+TEST(Verdict, RankZeroGivingUpOnAGatherEndsTheOthersWithItsWords) {
+  StoreServer server("127.0.0.1", 0);
+  std::string rank1_error;
+  std::thread rank1([&] {
+    StoreClient client("127.0.0.1", server.port());
+    client.set(rank_key("p/", "host", 1), "h1");
+    try {
+      gather_all(client, "p/", "host", 1, 3, StartupDeadline(60s));
+    } catch (const TimeoutError& e) {
+      rank1_error = e.what();
+    }
+  });
+  StoreClient rank0("127.0.0.1", server.port());
+  rank0.wait({rank_key("p/", "host", 1)}, 20s);  // rank 1 is in the gather (or about to be)
+  rank0.set(rank_key("p/", "host", 0), "h0");
+  std::string rank0_error;
+  try {
+    gather_all(rank0, "p/", "host", 0, 3, StartupDeadline(200ms));
+  } catch (const TimeoutError& e) {
+    rank0_error = e.what();
+  }
+  rank1.join();
+  EXPECT_NE(rank0_error.find("rank 2 never arrived"), std::string::npos) << rank0_error;
+  const std::string words = rank0_error.substr(rank0_error.find("timed out"));
+  EXPECT_EQ(rank1_error, "rank 1, peer 0, op rendezvous, seq 0, 0 bytes: rank 0 gave up: " + words);
+}
+
+// Store errors name the rank whose client failed, not "rank -1".
+TEST(StoreClientRank, ErrorsNameTheCallersRank) {
+  StoreServer server("127.0.0.1", 0);
+  StoreClientOptions o;
+  o.rank = 3;
+  StoreClient client("127.0.0.1", server.port(), o);
+  try {
+    client.get("never", 10ms);
+    ADD_FAILURE() << "no error";
+  } catch (const TimeoutError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("rank 3, op store_get", 0), 0u) << e.what();
+  }
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "python/fsdp_runtime/csrc/store_adapters.h"
 
+#include <algorithm>
+
 #include "collectives/types/errors.h"
 #include "launch/bootstrap.h"
 #include "launch/world.h"
@@ -29,7 +31,8 @@ class C10dStore : public launch::KeyValueStore {
   void wait(const std::vector<std::string>& keys) override { wait(keys, store_->getTimeout()); }
   void wait(const std::vector<std::string>& keys, milliseconds timeout) override {
     try {
-      store_->wait(keys, timeout);
+      // c10d reads 0 as "no timeout": a look (KeyValueStore's 0) is its smallest wait instead.
+      store_->wait(keys, std::max(timeout, milliseconds(1)));
     } catch (const std::exception& e) {
       std::string names;
       for (const std::string& k : keys) names += (names.empty() ? "'" : ", '") + k + "'";
