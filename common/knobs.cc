@@ -124,6 +124,15 @@ const Knob<double> kRunTermDelaySec{"FSDP_RUN_TERM_DELAY_SEC", 1.0,
                                     "fsdp-run: seconds the other ranks get to report their own error after the first "
                                     "failure, before SIGTERM",
                                     0};
+const Knob<int64_t> kRestartCount{"FSDP_RESTART_COUNT", 0,
+                                  "set by fsdp-run: which start of the job this is (0: the first; --max-restarts); "
+                                  "the store keys of start k > 0 go under fsdp/<FSDP_RUN_ID>/attempt<k>/",
+                                  0};
+const Knob<int64_t> kMaxRestarts{"FSDP_MAX_RESTARTS", 0,
+                                 "set by fsdp-run: its --max-restarts, for the program's messages", 0};
+const Knob<std::string> kRestartCause{"FSDP_RESTART_CAUSE", "",
+                                      "set by fsdp-run on a restart: the failure that ended the previous start "
+                                      "(\"rank 1 was killed by signal 9 (SIGKILL)\")"};
 
 const Knob<bool> kCachingAllocator{"FSDP_CACHING_ALLOCATOR", true,
                                    "keep released tracked buffers for reuse by size (0: hand each back to the C "
@@ -158,6 +167,10 @@ const Knob<std::string> kNcclDebugFallback{"NCCL_DEBUG", "", "NCCL's variable, r
 const Knob<int64_t> kFaultKillAfterCheckpointFiles{
     "FSDP_FAULT_KILL_AFTER_CHECKPOINT_FILES", 0,
     "fault injection for tests: a rank SIGKILLs itself after writing this many files of one checkpoint (0: off)", 0};
+const Knob<std::string> kFaultKillAfterStep{
+    "FSDP_FAULT_KILL_AFTER_STEP", "",
+    "fault injection for tests: RANK:STEP, fsdp-train's rank RANK SIGKILLs itself once step STEP (and its checkpoint "
+    "save) is done, on the job's first start only (FSDP_RESTART_COUNT 0)"};
 
 namespace {
 
@@ -347,6 +360,9 @@ std::vector<KnobInfo> all_knobs() {
           info_of(kMasterPort),
           info_of(kRunGraceSec),
           info_of(kRunTermDelaySec),
+          info_of(kRestartCount),
+          info_of(kMaxRestarts),
+          info_of(kRestartCause),
           info_of(kCachingAllocator),
           info_of(kUnitWindows),
           info_of(kOpenblasNumThreads),
@@ -356,7 +372,8 @@ std::vector<KnobInfo> all_knobs() {
           info_of(kNcclCommId),
           info_of(kNcclDebug),
           info_of(kNcclDebugFallback),
-          info_of(kFaultKillAfterCheckpointFiles)};
+          info_of(kFaultKillAfterCheckpointFiles),
+          info_of(kFaultKillAfterStep)};
 }
 
 std::string describe_knobs(std::string_view line_prefix) {

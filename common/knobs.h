@@ -72,6 +72,9 @@ extern const Knob<std::string> kMasterAddr;
 extern const Knob<int64_t> kMasterPort;
 extern const Knob<double> kRunGraceSec;
 extern const Knob<double> kRunTermDelaySec;
+extern const Knob<int64_t> kRestartCount;
+extern const Knob<int64_t> kMaxRestarts;
+extern const Knob<std::string> kRestartCause;
 // --- memory (common/block_cache.h) ---
 extern const Knob<bool> kCachingAllocator;
 extern const Knob<bool> kUnitWindows;
@@ -86,6 +89,7 @@ extern const Knob<std::string> kNcclDebug;
 extern const Knob<std::string> kNcclDebugFallback;
 // --- fault injection (tests) ---
 extern const Knob<int64_t> kFaultKillAfterCheckpointFiles;
+extern const Knob<std::string> kFaultKillAfterStep;
 
 // A knob as text, for listings.
 struct KnobInfo {

@@ -52,6 +52,7 @@ bool store_external_from_env();
 std::chrono::milliseconds heartbeat_timeout_from_env();
 // "fsdp/<FSDP_RUN_ID>/", or "fsdp/<FSDP_RUN_ID>.<sub_job>/": the namespace of a job's store keys, so
 // jobs (and the several jobs of one process) sharing an external store never read each other's keys.
+// Start k > 0 of a restarted job (FSDP_RESTART_COUNT=k) adds "attempt<k>/".
 std::string job_key_prefix(const std::string& sub_job = "");
 
 struct WorldOptions {

@@ -5,7 +5,11 @@
 //   fsdp-run --nnodes 2 --node-rank K --nproc 4 --master-addr 10.0.0.7 --master-port 29500 -- ./train
 //
 // Across nodes node 0's fsdp-run serves the store, the others' connect to it, and the launchers tell
-// each other of failures through it (fsdp_run_nodes.h): a rank failing on any node stops them all.
+// each other of failures through it (fsdp_run_nodes.h): a rank failing on any node stops them all, and
+// under --max-restarts they agree through it on each restart.
+//
+// With --max-restarts K a failed job is stopped and started again (the same command and store, each start's
+// keys under their own attempt), at most K times; fsdp-train resumes from its latest checkpoint.
 //
 // By default fsdp-run serves the rendezvous store itself (like torchrun's agent) on
 // --master-addr:--master-port (port 0: a free one, bound before any child starts, so no race) and sets
@@ -98,6 +102,29 @@ Rendezvous open_rendezvous(const Args& a) {
   return r;
 }
 
+// What each start of the job tells its ranks about restarts (ours and torchrun's names), replaced in
+// every rank's environment before each start.
+constexpr const char* kRestartVariables[] = {"FSDP_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "FSDP_MAX_RESTARTS",
+                                             "TORCHELASTIC_MAX_RESTARTS", "FSDP_RESTART_CAUSE"};
+
+// Start `attempt` of the job (0: the first), after `cause` ended the previous one.
+void set_restart_variables(std::vector<std::vector<std::string>>& envs, const Args& a, int attempt,
+                           const std::string& cause) {
+  for (auto& e : envs) {
+    std::erase_if(e, [](const std::string& kv) {
+      for (const char* name : kRestartVariables) {
+        if (kv.rfind(std::string(name) + "=", 0) == 0) return true;
+      }
+      return false;
+    });
+    for (const char* name : {"FSDP_RESTART_COUNT=", "TORCHELASTIC_RESTART_COUNT="})
+      e.push_back(name + std::to_string(attempt));
+    for (const char* name : {"FSDP_MAX_RESTARTS=", "TORCHELASTIC_MAX_RESTARTS="})
+      e.push_back(name + std::to_string(a.max_restarts));
+    if (attempt > 0) e.push_back("FSDP_RESTART_CAUSE=" + cause);
+  }
+}
+
 // Every rank's environment, built before forking. Our variables replace inherited ones, and variables
 // of other launchers go, so detect_process_env never mixes two launchers' views. FSDP_STORE_EXTERNAL
 // is ours only when we serve the store: with --no-store it may point rank 0 at an fsdp-store.
@@ -107,6 +134,7 @@ std::vector<std::vector<std::string>> rank_environments(const Args& a, const Ren
   using fsdp::launch::thread_budget_env;
   std::vector<std::string> ours = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",       "LOCAL_WORLD_SIZE", "GROUP_RANK",
                                    "MASTER_ADDR", "MASTER_PORT", "FSDP_MASTER_ADDR", "FSDP_MASTER_PORT"};
+  for (const char* restart : kRestartVariables) ours.push_back(restart);
   if (a.serve_store) ours.push_back("FSDP_STORE_EXTERNAL");  // node 0's fsdp-run serves it
   std::vector<std::string> base;
   for (char** e = environ; *e; ++e) {
@@ -131,6 +159,19 @@ std::vector<std::vector<std::string>> rank_environments(const Args& a, const Ren
     for (const auto& kv : thread_budget_env(budget)) e.push_back(kv);
   }
   return envs;
+}
+
+// Across nodes: this launcher's link to node 0's store (node 0 reaches its own on the loopback) for
+// start `attempt` of the job; exits when the store cannot be reached.
+std::unique_ptr<NodeLink> open_link(const Args& a, uint16_t port, int attempt) {
+  const std::string host = a.node_rank == 0 && !is_loopback(a.master_addr) ? "127.0.0.1" : a.master_addr;
+  try {
+    return std::make_unique<NodeLink>(a, host, port, attempt);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fsdp-run: node %d: cannot reach node 0's store at %s:%u: %s\n", a.node_rank,
+                 a.master_addr.c_str(), port, e.what());
+    std::exit(1);
+  }
 }
 
 template <class T>
@@ -192,24 +233,34 @@ int main(int argc, char** argv) {
 
   catch_signals();
 
-  // Across nodes: every launcher (node 0's to its own store) watches for the others' failures.
-  std::unique_ptr<NodeLink> link;
-  if (a.multi_node()) {
-    try {
-      link = std::make_unique<NodeLink>(
-          a, a.node_rank == 0 && !fsdp::launch::is_loopback(a.master_addr) ? "127.0.0.1" : a.master_addr,
-          rendezvous.port);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "fsdp-run: node %d: cannot reach node 0's store at %s:%u: %s\n", a.node_rank,
-                   a.master_addr.c_str(), rendezvous.port, e.what());
-      return 1;
+  // --max-restarts: a failed start is followed by another, same command, same store (its keys of start k
+  // under fsdp/<FSDP_RUN_ID>/attempt<k>/, launch/world.h), until one succeeds or the restarts run out.
+  // Across nodes every launcher (node 0's to its own store) watches for the others' failures, and all
+  // agree on each restart through the store (fsdp_run_nodes.h).
+  std::string cause;
+  for (int attempt = 0;; ++attempt) {
+    std::unique_ptr<NodeLink> link = a.multi_node() ? open_link(a, rendezvous.port, attempt) : nullptr;
+    set_restart_variables(envs, a, attempt, cause);
+    Job job(a, grace_sec, term_delay_sec);
+    job.link(link.get());
+    if (!job.start(program, envs)) return 1;
+    Outcome o = job.supervise();
+    if (link && a.max_restarts > 0) o = link->agree(o);
+    if (o.rank_failed && attempt < a.max_restarts) {
+      cause = o.what;
+      std::fprintf(stderr,
+                   "fsdp-run: restart %d of %d: %s; starting all %d ranks again with FSDP_RESTART_COUNT=%d (a program "
+                   "that saves checkpoints resumes from its latest, else it starts over from step 0)\n",
+                   attempt + 1, a.max_restarts, o.what.c_str(), a.world_size(), attempt + 1);
+      continue;
     }
+    if (!o.what.empty()) {
+      std::fprintf(stderr, "fsdp-run: failed: %s%s\n", o.what.c_str(),
+                   o.rank_failed && a.max_restarts > 0
+                       ? (" (no restart left: " + std::to_string(a.max_restarts) + " used)").c_str()
+                       : "");
+    }
+    if (link) link->finish();
+    return o.status;
   }
-
-  Job job(a, grace_sec, term_delay_sec);
-  job.link(link.get());
-  if (!job.start(program, envs)) return 1;
-  const int status = job.supervise();
-  if (link) link->finish();
-  return status;
 }

@@ -23,7 +23,8 @@ int parse_int(const std::string& flag, const std::string& text, int lo, int hi) 
   if (!error.empty()) std::fprintf(stderr, "fsdp-run: %s\n", error.c_str());
   std::fprintf(stderr,
                "usage: fsdp-run --nproc N [--nnodes M --node-rank K] [--master-addr A] [--master-port P (0: a free "
-               "port)] [--tag-output|--no-tag-output] [--no-store] [--bind-to core|none] -- PROGRAM ARGS...\n"
+               "port)] [--tag-output|--no-tag-output] [--no-store] [--bind-to core|none] [--max-restarts K] -- PROGRAM "
+               "ARGS...\n"
                "  sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT in each child;\n"
                "  --nnodes M --node-rank K: run this on each of M hosts (K = 0..M-1, as torchrun): ranks K*N..K*N+N-1\n"
                "  of M*N; node 0's fsdp-run serves the store on --master-addr:--master-port (both required), the\n"
@@ -31,6 +32,9 @@ int parse_int(const std::string& flag, const std::string& text, int lo, int hi) 
                "  failing on any node stops every node\n"
                "  --bind-to core pins rank r to the r-th CPU of fsdp-run's affinity (as mpirun --bind-to core;\n"
                "  refused when there are more ranks than CPUs); default none\n"
+               "  --max-restarts K: when a rank fails, stop every rank and start the job again (at most K times; each\n"
+               "  start's ranks see FSDP_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT); default 0; across nodes every\n"
+               "  fsdp-run needs the same K\n"
                "  FSDP_RUN_GRACE_SEC (default 5): SIGTERM to SIGKILL; FSDP_RUN_TERM_DELAY_SEC (default 1): how long\n"
                "  the others may fail on their own after a rank failed before they get SIGTERM\n");
   std::exit(error.empty() ? 0 : 2);
@@ -72,6 +76,8 @@ Args parse(int argc, char** argv) {
       a.tag_output = false;
     } else if (k == "--no-store") {
       a.serve_store = false;
+    } else if (k == "--max-restarts" || k == "--max_restarts") {
+      a.max_restarts = parse_int(k, v(), 0, 1000000);
     } else if (k == "--bind-to" || k == "--bind_to") {
       const std::string what = v();
       if (what != "core" && what != "none") usage("--bind-to wants core or none, got '" + what + "'");

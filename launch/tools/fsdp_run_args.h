@@ -17,6 +17,9 @@ struct Args {
   bool tag_output = true;
   bool serve_store = true;
   bool bind_to_core = false;  // --bind-to core: local rank r on the r-th CPU fsdp-run may use
+  // --max-restarts K (torchrun's): after a rank fails, stop every rank and start the whole job again, at
+  // most K times; across nodes the launchers agree on each restart through node 0's store.
+  int max_restarts = 0;
   std::vector<std::string> command;
 
   int world_size() const { return nnodes * nproc; }

@@ -21,12 +21,16 @@ void on_signal(int sig) { g_signal = sig; }
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
 
+std::string signal_name(int sig) {
+  const char* name = sigabbrev_np(sig);
+  return name ? name : "?";
+}
+
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
-    const char* name = sigabbrev_np(sig);
-    return "was killed by signal " + std::to_string(sig) + " (SIG" + (name ? name : "?") + ")";
+    return "was killed by signal " + std::to_string(sig) + " (SIG" + signal_name(sig) + ")";
   }
   return "ended with wait status " + std::to_string(status);
 }
@@ -253,24 +257,26 @@ void Job::escalate() {
   }
 }
 
-int Job::exit_status() const {
+Outcome Job::outcome() const {
+  Outcome o;
+  o.rank_failed = signal_received_ == 0;
   if (frozen_ >= 0) {
-    std::fprintf(stderr, "fsdp-run: failed: rank %d froze (stopped by SIG%s); rank %d %s waiting on it\n",
-                 rank_of(frozen_), sigabbrev_np(frozen_signal_), rank_of(first_failed_),
-                 describe_status(children_[first_failed_].status).c_str());
-    return exit_code_of(children_[first_failed_].status);
-  }
-  if (remote_blamed_) {
-    std::fprintf(stderr, "fsdp-run: failed: %s on node %d\n", remote_.what.c_str(), remote_.node);
-    return remote_.exit_code;
-  }
-  if (first_failed_ >= 0) {
+    o.what = "rank " + std::to_string(rank_of(frozen_)) + " froze (stopped by SIG" + signal_name(frozen_signal_) +
+             "); rank " + std::to_string(rank_of(first_failed_)) + " " +
+             describe_status(children_[first_failed_].status) + " waiting on it";
+    o.status = exit_code_of(children_[first_failed_].status);
+  } else if (remote_blamed_) {
+    o.what = remote_.what + " on node " + std::to_string(remote_.node);
+    o.status = remote_.exit_code;
+  } else if (first_failed_ >= 0) {
     const int status = children_[first_failed_].status;
-    std::fprintf(stderr, "fsdp-run: failed: rank %d %s\n", rank_of(first_failed_), describe_status(status).c_str());
-    return exit_code_of(status);
+    o.what = "rank " + std::to_string(rank_of(first_failed_)) + " " + describe_status(status);
+    o.status = exit_code_of(status);
+  } else {
+    o.rank_failed = false;
+    if (signal_received_) o.status = 128 + signal_received_;
   }
-  if (signal_received_) return 128 + signal_received_;
-  return 0;
+  return o;
 }
 
 void Job::stop_others_soon() {
@@ -299,7 +305,7 @@ void Job::hear_other_nodes() {
   }
 }
 
-int Job::supervise() {
+Outcome Job::supervise() {
   while (relay_output()) {
     forward_signals();
     reap();
@@ -307,9 +313,12 @@ int Job::supervise() {
     escalate();
   }
   for (Stream& s : streams_) {
-    if (s.fd >= 0) emit(s, true);
+    if (s.fd < 0) continue;
+    emit(s, true);
+    ::close(s.fd);  // a grandchild holds it open: a restarted job must not inherit the descriptor
+    s.fd = -1;
   }
-  return exit_status();
+  return outcome();
 }
 
 }  // namespace fsdp::launch::run

@@ -41,8 +41,8 @@ class Job {
   // Across nodes (--nnodes): report this node's first failure through `link` and stop this node's
   // ranks when another node reports one.
   void link(NodeLink* link) { link_ = link; }
-  // Relays output, forwards signals and reaps ranks until all ended; returns fsdp-run's exit status.
-  int supervise();
+  // Relays output, forwards signals and reaps ranks until all ended; returns how the job ended.
+  Outcome supervise();
 
  private:
   int alive() const {
@@ -66,7 +66,7 @@ class Job {
   void escalate();
   void hear_other_nodes();
   void stop_others_soon();
-  int exit_status() const;
+  Outcome outcome() const;
   int rank_of(int r) const { return a_.first_rank() + r; }  // the job rank of this node's r-th child
 
   const Args& a_;

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdio>
 #include <sstream>
+#include <stdexcept>
+#include <vector>
 
 #include "collectives/types/errors.h"
 #include "common/knobs.h"
@@ -28,9 +30,9 @@ StoreClientOptions link_options(std::chrono::milliseconds connect_timeout) {
 
 }  // namespace
 
-NodeLink::NodeLink(const Args& a, const std::string& store_host, uint16_t store_port)
+NodeLink::NodeLink(const Args& a, const std::string& store_host, uint16_t store_port, int attempt)
     : a_(a),
-      prefix_("fsdp-run/" + knobs::kRunId.get() + "/"),
+      prefix_("fsdp-run/" + knobs::kRunId.get() + "/" + (attempt > 0 ? "attempt" + std::to_string(attempt) + "/" : "")),
       where_(store_host + ":" + std::to_string(store_port)),
       reporter_(store_host, store_port, link_options(rendezvous_timeout_from_env())),
       watch_options_(link_options(kReconnect)) {
@@ -94,6 +96,56 @@ bool NodeLink::next(NodeFailure* out) {
   *out = pending_.front();
   pending_.pop_front();
   return true;
+}
+
+Outcome NodeLink::agree(const Outcome& mine) {
+  stop_ = true;
+  if (watcher_.joinable()) watcher_.join();
+  Outcome job = mine;
+  std::vector<Outcome> all(static_cast<size_t>(a_.nnodes));
+  try {
+    if (store_lost_) throw std::runtime_error("node 0's store no longer answers");
+    reporter_.set_reconnect_deadline(std::chrono::steady_clock::now() + kReconnect);
+    reporter_.set(prefix_ + "outcome/" + std::to_string(a_.node_rank),
+                  std::to_string(mine.status) + "\t" + (mine.rank_failed ? "1" : "0") + "\t" +
+                      std::to_string(a_.max_restarts) + "\t" + mine.what);
+    std::vector<std::string> keys;
+    for (int n = 0; n < a_.nnodes; ++n) keys.push_back(prefix_ + "outcome/" + std::to_string(n));
+    reporter_.wait(keys, rendezvous_timeout_from_env());
+    for (int n = 0; n < a_.nnodes; ++n) {
+      std::istringstream in(reporter_.get(keys[static_cast<size_t>(n)], kReconnect));
+      std::string failed;
+      int max_restarts = 0;
+      Outcome& o = all[static_cast<size_t>(n)];
+      in >> o.status >> failed >> max_restarts;
+      std::getline(in >> std::ws, o.what);
+      o.rank_failed = failed == "1";
+      if (max_restarts != a_.max_restarts) {  // each launcher would decide otherwise
+        throw std::runtime_error("node " + std::to_string(n) + " runs with --max-restarts " +
+                                 std::to_string(max_restarts) + ", this one with " + std::to_string(a_.max_restarts) +
+                                 ": give every node the same");
+      }
+    }
+  } catch (const std::exception& e) {
+    job.rank_failed = false;
+    job.status = mine.status != 0 ? mine.status : 1;
+    job.what = (mine.what.empty() ? "" : mine.what + "; ") + "node " + std::to_string(a_.node_rank) +
+               " cannot agree with the other nodes on a restart: " + e.what();
+    return job;
+  }
+  for (int n = 0; n < a_.nnodes; ++n) {  // a node's fsdp-run was signalled: the job ends, no restart
+    const Outcome& o = all[static_cast<size_t>(n)];
+    if (o.status == 0 || o.rank_failed) continue;
+    if (mine.status != 0) return Outcome{mine.status, false, mine.what};
+    return Outcome{o.status, false,
+                   o.what.empty() ? "node " + std::to_string(n) + "'s fsdp-run was stopped by a signal" : o.what};
+  }
+  if (mine.rank_failed) return mine;
+  for (int n = 0; n < a_.nnodes; ++n) {
+    const Outcome& o = all[static_cast<size_t>(n)];
+    if (o.rank_failed) return Outcome{o.status, true, o.what + " (node " + std::to_string(n) + ")"};
+  }
+  return mine;
 }
 
 void NodeLink::finish() {

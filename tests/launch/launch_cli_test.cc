@@ -358,6 +358,98 @@ TEST(FsdpRun, ForwardsSigterm) {
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 20);  // well below the ranks' 30 s sleep
 }
 
+// --- --max-restarts ----------------------------------------------------------------------------------
+
+// Each start prints what it was told; rank 1 fails on the first two starts, the third succeeds.
+TEST(FsdpRunRestarts, StartsTheJobAgainUntilItSucceeds) {
+  const Result r = sh(kClean + "FSDP_RUN_TERM_DELAY_SEC=0 " + kRun +
+                      " --nproc 2 --max-restarts 2 -- sh -c 'echo \"start $FSDP_RESTART_COUNT "
+                      "$TORCHELASTIC_RESTART_COUNT of $FSDP_MAX_RESTARTS $TORCHELASTIC_MAX_RESTARTS: "
+                      "$FSDP_RESTART_CAUSE\"; if [ $RANK = 1 ] && [ $FSDP_RESTART_COUNT -lt 2 ]; then exit 3; fi'");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "[rank 1] start 0 0 of 2 2: \n"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "fsdp-run: restart 1 of 2: rank 1 exited with status 3; starting all 2 ranks again"), 1)
+      << r.output;
+  EXPECT_EQ(count(r.output, "[rank 1] start 1 1 of 2 2: rank 1 exited with status 3\n"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "fsdp-run: restart 2 of 2: "), 1) << r.output;
+  EXPECT_EQ(count(r.output, "[rank 0] start 2 2 of 2 2: rank 1 exited with status 3\n"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "failed"), 0) << r.output;
+}
+
+TEST(FsdpRunRestarts, ExhaustedNamesTheLastFailure) {
+  const Result r = sh(kClean + "FSDP_RUN_TERM_DELAY_SEC=0 " + kRun +
+                      " --nproc 2 --max-restarts 1 -- sh -c 'if [ $RANK = 1 ]; then exit 3; fi; exec sleep 30'");
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_EQ(count(r.output, "fsdp-run: restart 1 of 1: rank 1 exited with status 3"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "fsdp-run: restart 2"), 0) << r.output;
+  EXPECT_NE(r.output.find("fsdp-run: failed: rank 1 exited with status 3 (no restart left: 1 used)\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_LT(r.seconds, 2 * kEndSlackSec) << "the sleeping ranks were not stopped\n" << r.output;
+}
+
+// Without the flag a failure ends the job as it always did: one start, no restart line.
+TEST(FsdpRunRestarts, NoneByDefault) {
+  const Result r = sh(kClean + kRun + " --nproc 2 -- sh -c 'echo start; if [ $RANK = 1 ]; then exit 3; fi'");
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_EQ(count(r.output, "start\n"), 2) << r.output;
+  EXPECT_EQ(count(r.output, "restart"), 0) << r.output;
+}
+
+// The restarted ranks meet in the store under fsdp/<run id>/attempt1/, never reading what the first
+// start's rank 0 published there before rank 1 died: with the second start's rank 0 a second late, its
+// rank 1 would find the old host/0 and job id, and attach to a shared-memory segment that is not there.
+TEST(FsdpRunRestarts, RanksJoinAgainUnderAFreshNamespace) {
+  const Result r = sh(kClean + "FSDP_RUN_TERM_DELAY_SEC=0.5 FSDP_RENDEZVOUS_TIMEOUT_SEC=10 " + kRun +
+                      " --nproc 2 --max-restarts 1 -- sh -c 'if [ $RANK = 1 ] && [ $FSDP_RESTART_COUNT = 0 ]; then "
+                      "sleep 0.3; kill -9 $$; fi; if [ $RANK = 0 ] && [ $FSDP_RESTART_COUNT = 1 ]; then sleep 1; fi; "
+                      "exec " +
+                      kCheck + "'");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "fsdp-run: restart 1 of 1: rank 1 was killed by signal 9 (SIGKILL)"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "fsdp-world-check OK"), 2) << r.output;
+}
+
+TEST(FsdpRunRestarts, ASignalToFsdpRunIsNoFailureToRestartFrom) {
+  Background run({"/usr/bin/env", "OPENBLAS_NUM_THREADS=1", kRun, "--nproc", "2", "--max-restarts", "3", "--",
+                  "/bin/sh", "-c", "echo up; exec sleep 30"});
+  EXPECT_NE(run.line().find("up"), std::string::npos);
+  EXPECT_NE(run.line().find("up"), std::string::npos);
+  EXPECT_EQ(run.stop(SIGTERM), 128 + SIGTERM);
+}
+
+// Two launchers (--nnodes 2, one rank each, both on this host): rank 1, on node 1, dies on the first
+// start; both launchers agree through node 0's store to start again, and the second start's ranks meet
+// under its own namespace and check every collective.
+std::string two_node_restart(int node1_max_restarts) {
+  const std::string node = kClean + "FSDP_JOB_SECRET=" + std::string(64, 'a') + " FSDP_RUN_TERM_DELAY_SEC=0.5 " + kRun +
+                           " --nnodes 2 --nproc 1 --master-addr 127.0.0.1 --master-port " +
+                           std::to_string(free_port()) + " --node-rank ";
+  const std::string program =
+      " -- sh -c 'if [ $RANK = 1 ] && [ $FSDP_RESTART_COUNT = 0 ]; then sleep 0.3; kill -9 "
+      "$$; fi; exec " +
+      kCheck + "'";
+  return sh("{ " + node + "1 --max-restarts " + std::to_string(node1_max_restarts) + program +
+            " 2>&1; echo \"node 1 exit $?\"; } & " + node + "0 --max-restarts 1" + program +
+            " 2>&1; echo \"node 0 exit $?\"; wait")
+      .output;
+}
+
+TEST(FsdpRunRestarts, LaunchersOfTwoNodesAgreeToRestart) {
+  const std::string out = two_node_restart(1);
+  EXPECT_EQ(count(out, "node 0 exit 0\n") + count(out, "node 1 exit 0\n"), 2) << out;
+  EXPECT_EQ(count(out, "fsdp-run: restart 1 of 1: rank 1 was killed by signal 9 (SIGKILL)"), 2) << out;
+  EXPECT_EQ(count(out, "fsdp-world-check OK"), 2) << out;
+}
+
+TEST(FsdpRunRestarts, NodesWithDifferentMaxRestartsRefuseToGuess) {
+  const std::string out = two_node_restart(2);
+  EXPECT_EQ(count(out, "node 0 exit "), 1) << out;
+  EXPECT_EQ(count(out, "node 0 exit 0\n") + count(out, "node 1 exit 0\n"), 0) << out;
+  EXPECT_EQ(count(out, "runs with --max-restarts "), 2) << out;
+  EXPECT_EQ(count(out, "fsdp-run: restart"), 0) << out;
+}
+
 TEST(FsdpRun, UnknownOption) {
   const Result r = sh(kRun + " --nproc 2 --bogus -- true");
   EXPECT_EQ(r.code, 2);
