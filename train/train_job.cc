@@ -23,6 +23,7 @@
 #include "train/config_paths.h"
 #include "train/data_setup.h"
 #include "train/dataset.h"
+#include "train/job_restart.h"
 #include "train/metrics.h"
 #include "train/run_report.h"
 
@@ -468,6 +469,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     *job.log << "memory: percentages are of " << job_memory_capacity(sharding::chip_preset("cpu")).describe() << "\n";
   }
 
+  announce_restart(result.start_step, ckpt != nullptr, metrics, job.log);  // after fsdp-run --max-restarts
   std::vector<double> step_seconds;
   BlockCacheStats cache_after_warmup;
   int64_t faults_after_warmup = 0;
@@ -495,6 +497,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       refresh_run_report(metrics, rank, job.log);  // a run that dies later keeps the page of this save
     }
     if (job.stop_after_step > 0 && s >= job.stop_after_step) break;
+    kill_self_if_due(rank, s, ckpt.get());  // fault injection (tests): FSDP_FAULT_KILL_AFTER_STEP
   }
   if (ckpt) ckpt->wait();
 
