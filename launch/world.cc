@@ -205,11 +205,12 @@ milliseconds rendezvous_timeout_from_env() {
 
 bool store_external_from_env() { return knobs::kStoreExternal.get(); }
 
+std::string attempt_key_prefix(int64_t attempt) { return attempt > 0 ? "attempt" + std::to_string(attempt) + "/" : ""; }
+
 std::string job_key_prefix(const std::string& sub_job) {
   // A restarted job (fsdp-run --max-restarts) must not read the keys its failed start left in the store.
-  const int64_t attempt = knobs::kRestartCount.get();
   return "fsdp/" + knobs::kRunId.get() + (sub_job.empty() ? "" : "." + sub_job) + "/" +
-         (attempt > 0 ? "attempt" + std::to_string(attempt) + "/" : "");
+         attempt_key_prefix(knobs::kRestartCount.get());
 }
 
 milliseconds heartbeat_timeout_from_env() {

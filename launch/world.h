@@ -52,8 +52,11 @@ bool store_external_from_env();
 std::chrono::milliseconds heartbeat_timeout_from_env();
 // "fsdp/<FSDP_RUN_ID>/", or "fsdp/<FSDP_RUN_ID>.<sub_job>/": the namespace of a job's store keys, so
 // jobs (and the several jobs of one process) sharing an external store never read each other's keys.
-// Start k > 0 of a restarted job (FSDP_RESTART_COUNT=k) adds "attempt<k>/".
+// Start k > 0 of a restarted job (FSDP_RESTART_COUNT=k) adds attempt_key_prefix(k).
 std::string job_key_prefix(const std::string& sub_job = "");
+// "attempt<k>/" for start k > 0 of a job under fsdp-run --max-restarts, "" for the first: the keys of
+// each start (the ranks' and the launchers') go under their own.
+std::string attempt_key_prefix(int64_t attempt);
 
 struct WorldOptions {
   // auto|shm|tcp|ucx|mpi|shm+tcp|shm+ucx; FSDP_TRANSPORT env wins over the default but not over an

@@ -32,7 +32,7 @@ StoreClientOptions link_options(std::chrono::milliseconds connect_timeout) {
 
 NodeLink::NodeLink(const Args& a, const std::string& store_host, uint16_t store_port, int attempt)
     : a_(a),
-      prefix_("fsdp-run/" + knobs::kRunId.get() + "/" + (attempt > 0 ? "attempt" + std::to_string(attempt) + "/" : "")),
+      prefix_("fsdp-run/" + knobs::kRunId.get() + "/" + attempt_key_prefix(attempt)),
       where_(store_host + ":" + std::to_string(store_port)),
       reporter_(store_host, store_port, link_options(rendezvous_timeout_from_env())),
       watch_options_(link_options(kReconnect)) {
