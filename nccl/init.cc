@@ -90,15 +90,26 @@ ncclComm* join(int nranks, int rank, const UniqueId& id, const Config& config) {
 }
 
 // The collective half of finalize: a world's orderly shutdown (barrier, then the store count so no rank
-// leaves before all are done), by the last communicator holding it (the parent, or a shrunk child).
-// In-process and split communicators need none: their transports stay alive as long as any uses them.
+// leaves before all are done), by the last communicator holding it (the parent, or a shrunk child). A
+// healthy shrunk child of processes first waits at a barrier of its own members, so no survivor leaves
+// (its connections closing, as a lost peer's do) while another still runs on the child; after a
+// failure its world's shutdown waits on no one. In-process and split communicators need none: their
+// transports stay alive as long as any uses them.
 ncclResult_t finalize(ncclComm* comm, const char* fn) {
   return guarded(comm, fn, [&] {
+    bool healthy = false;
     {
       std::lock_guard<std::mutex> lock(comm->mu);
       if (comm->finalized || comm->aborted) return ncclSuccess;
       comm->finalized = true;
       comm->comm = nullptr;  // no operation may start from now on
+      healthy = comm->async_error == ncclSuccess;
+    }
+    if (healthy && comm->world && comm->owned && comm->owned->size() > 1) {
+      try {
+        comm->owned->barrier().wait(comm->owned->options().timeout);
+      } catch (...) {  // a survivor lost meanwhile: leave anyway, as a broken communicator does
+      }
     }
     comm->world.reset();  // the last holder's ~World shuts it down
     return ncclSuccess;
@@ -121,20 +132,23 @@ Communicator& alive(ncclComm* comm) {
 constexpr auto kProbePeriod = std::chrono::milliseconds(10);
 
 void probe_peers(ncclComm* comm) {
-  Communicator* running = nullptr;
+  std::optional<Communicator::LostPeer> lost;
+  int job_rank = -1;
   {
+    // Held through the look: a finalize on another thread (which takes it first) cannot free the
+    // communicator under it. The engine's lock is only ever taken after this one.
     std::lock_guard<std::mutex> lock(comm->mu);
     const auto now = std::chrono::steady_clock::now();
-    if (comm->async_error != ncclSuccess || comm->finalized || comm->aborted || now < comm->next_probe) return;
+    if (comm->async_error != ncclSuccess || comm->finalized || comm->aborted || !comm->comm) return;
+    if (now < comm->next_probe) return;
     comm->next_probe = now + kProbePeriod;
-    running = comm->comm;
+    lost = comm->comm->lost_peer();
+    if (!lost) return;
+    job_rank = comm->comm->global_rank(lost->rank);
   }
-  if (!running) return;
-  const std::optional<Communicator::LostPeer> lost = running->lost_peer();
-  if (!lost) return;
   Classified c{ncclRemoteError, true,
                where("ncclCommGetAsyncError", comm) + ": peer " + std::to_string(lost->rank) + " (rank " +
-                   std::to_string(running->global_rank(lost->rank)) + " of the job) was lost: " + lost->why};
+                   std::to_string(job_rank) + " of the job) was lost: " + lost->why};
   mark_broken(comm, c);
   record_error(comm, c.text);
 }

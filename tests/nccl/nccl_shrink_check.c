@@ -84,6 +84,11 @@ static int shrink_and_check(int rank, int nranks, ncclComm_t comm, int excluded,
     return 1;
   }
   if (check_collectives(rank, shrunk, n, me) != 0) return 1;
+  /* The dead rank's loss stays with the parent: the shrunk communicator's peers all look alive. */
+  ncclResult_t async = ncclInternalError;
+  if (ncclCommGetAsyncError(shrunk, &async) != ncclSuccess || async != ncclSuccess) {
+    return fail(rank, "the shrunk communicator reports an error", async, shrunk);
+  }
   if ((r = ncclCommDestroy(shrunk)) != ncclSuccess) return fail(rank, "destroy shrunk", r, NULL);
   if (flags == NCCL_SHRINK_DEFAULT && (r = ncclCommDestroy(comm)) != ncclSuccess) return fail(rank, "destroy", r, NULL);
   return 0;
