@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -43,6 +44,11 @@ struct Wire {
 
 class Transport;
 class Mapping;
+
+// The ranks of a communicator of `size` ranks left after excluding `excluded`, in order: what
+// Communicator::shrink makes. Throws InvalidArgument naming the offending entry for a rank out of
+// [0, size), a duplicate, a set that excludes every rank, or one that excludes `self`.
+std::vector<int> shrink_survivors(int size, int self, std::span<const int> excluded);
 class ProgressEngine;
 class ScratchPool;
 struct GroupView;
@@ -127,6 +133,21 @@ class Communicator {
   // Collective: ranks passing the same color form a new communicator, ordered by (key, rank).
   // A negative color takes part but gets null back. The host layout carries over to the members.
   std::unique_ptr<Communicator> split(int color, int key);
+
+  // Local, with no message sent: the ranks not in `excluded` (ranks of this communicator: distinct, in
+  // range, not this rank, not all of them) form a new communicator, renumbered in rank order, over the
+  // same transport. Every survivor passes the same set at its k-th shrink of this communicator; the
+  // excluded ranks do not call it and nothing waits on them (they may be dead), and a lost excluded
+  // peer fails only what includes it. Throws InvalidArgument (shrink_survivors) for a bad set.
+  std::unique_ptr<Communicator> shrink(std::span<const int> excluded);
+
+  // A peer of this communicator the transport finds gone (its process exited, its connection closed,
+  // or the heartbeat declared it lost), polled now, so a lost peer shows while no operation waits on it.
+  struct LostPeer {
+    int rank;  // in this communicator
+    std::string why;
+  };
+  std::optional<LostPeer> lost_peer();
 
   // Which host each rank is on (any label per rank; equal labels share a host), as the launcher
   // measured it. Every rank must pass the same layout before the collectives that should use it.

@@ -35,6 +35,7 @@ struct Communicator::Impl {
   ProgressEngine::Stream* stream = nullptr;
   AlgorithmChoice algorithms;
   uint64_t next_seq = 0;
+  uint64_t shrinks = 0;            // shrink() calls so far: part of each child's context
   std::vector<uint64_t> sends_to;  // per peer, for matching point-to-point in call order
   std::vector<uint64_t> recvs_from;
   std::shared_ptr<const HostLayout> layout;  // null: every rank on one host (or not told)

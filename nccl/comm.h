@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -39,8 +40,10 @@ struct ncclComm {
   std::string name;  // ncclConfig_t::commName, shown in error messages
 
   // Exactly one owns the communicator: `world` for ncclCommInitRank (rendezvous, store, transport,
-  // orderly shutdown), `owned` for ncclCommInitAll and ncclCommSplit.
-  std::unique_ptr<fsdp::launch::World> world;
+  // orderly shutdown), `owned` for ncclCommInitAll, ncclCommSplit and ncclCommShrink. A shrunk
+  // communicator also shares its parent's world: the heartbeat that keeps the survivors from looking
+  // frozen to each other, and the orderly shutdown, last as long as the parent or any shrunk child.
+  std::shared_ptr<fsdp::launch::World> world;
   std::unique_ptr<fsdp::Communicator> owned;
   fsdp::Communicator* comm = nullptr;  // null once finalized
 
@@ -48,6 +51,7 @@ struct ncclComm {
   ncclResult_t async_error = ncclSuccess;
   std::string broken_by;   // the error that broke it
   std::string last_error;
+  std::chrono::steady_clock::time_point next_probe{};  // ncclCommGetAsyncError's next look at the peers
   bool finalized = false;
   bool aborted = false;
   std::vector<fsdp::nccl::UserOp> user_ops;

@@ -3,7 +3,9 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "collectives/core/progress_engine.h"
 #include "collectives/transports/inproc.h"
@@ -49,6 +51,20 @@ ncclComm* make_comm(int rank, int size, std::string name) {
   return c;
 }
 
+// A split or shrunk communicator's name: the config's, else the parent's.
+std::string child_name(const ncclComm* parent, const ncclConfig_t* config) {
+  std::string name = read_config(config).name;
+  return name.empty() ? parent->name : name;
+}
+
+// The handle of a communicator split or shrunk from another, which it owns.
+ncclComm* adopt(std::unique_ptr<Communicator> child, const std::string& name) {
+  ncclComm* c = make_comm(child->rank(), child->size(), name);
+  c->owned = std::move(child);
+  c->comm = c->owned.get();
+  return c;
+}
+
 // Joins the job the id names, as connect_world does for launched jobs (docs/launch.md): store, host
 // identities, transport choice (FSDP_TRANSPORT; shm on one host, tcp across), communicator.
 ncclComm* join(int nranks, int rank, const UniqueId& id, const Config& config) {
@@ -63,7 +79,7 @@ ncclComm* join(int nranks, int rank, const UniqueId& id, const Config& config) {
   options.key_prefix = "nccl/" + id.job + "/";
   // The id is the capability: its secret authenticates this communicator's store and TCP connections.
   if (!id.secret.empty()) options.secret = JobSecret{id.secret, "the ncclUniqueId"};
-  auto world = std::make_unique<launch::World>(launch::connect_world(env, options));
+  auto world = std::make_shared<launch::World>(launch::connect_world(env, options));
   ncclComm* c = make_comm(rank, nranks, config.name);
   c->comm = world->comm.get();
   debug_info("rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " joined job " + world->job_id +
@@ -74,19 +90,67 @@ ncclComm* join(int nranks, int rank, const UniqueId& id, const Config& config) {
 }
 
 // The collective half of finalize: a world's orderly shutdown (barrier, then the store count so no rank
-// leaves before all are done). In-process and split communicators need none: their transports stay
-// alive as long as any communicator uses them.
+// leaves before all are done), by the last communicator holding it (the parent, or a shrunk child). A
+// healthy shrunk child of processes first waits at a barrier of its own members, so no survivor leaves
+// (its connections closing, as a lost peer's do) while another still runs on the child; after a
+// failure its world's shutdown waits on no one. In-process and split communicators need none: their
+// transports stay alive as long as any uses them.
 ncclResult_t finalize(ncclComm* comm, const char* fn) {
   return guarded(comm, fn, [&] {
+    bool healthy = false;
     {
       std::lock_guard<std::mutex> lock(comm->mu);
       if (comm->finalized || comm->aborted) return ncclSuccess;
       comm->finalized = true;
       comm->comm = nullptr;  // no operation may start from now on
+      healthy = comm->async_error == ncclSuccess;
     }
-    if (comm->world) comm->world->shutdown();
+    if (healthy && comm->world && comm->owned && comm->owned->size() > 1) {
+      try {
+        comm->owned->barrier().wait(comm->owned->options().timeout);
+      } catch (...) {  // a survivor lost meanwhile: leave anyway, as a broken communicator does
+      }
+    }
+    comm->world.reset();  // the last holder's ~World shuts it down
     return ncclSuccess;
   });
+}
+
+// The parent of a shrink: not finalized or aborted, but possibly broken (a shrink is how one recovers).
+Communicator& alive(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(comm->mu);
+  if (comm->aborted) throw ApiError(ncclInvalidUsage, "the communicator was aborted");
+  if (comm->finalized || !comm->comm) {
+    throw ApiError(ncclInvalidUsage, "the communicator was finalized; only ncclCommDestroy may follow");
+  }
+  return *comm->comm;
+}
+
+// A lost peer breaks comm with ncclRemoteError naming it, as the failed operation would have, without
+// an operation having to wait on it. At most every kProbePeriod: a caller polling in a loop costs the
+// transport one look per period (a /proc read per peer on shared memory).
+constexpr auto kProbePeriod = std::chrono::milliseconds(10);
+
+void probe_peers(ncclComm* comm) {
+  std::optional<Communicator::LostPeer> lost;
+  int job_rank = -1;
+  {
+    // Held through the look: a finalize on another thread (which takes it first) cannot free the
+    // communicator under it. The engine's lock is only ever taken after this one.
+    std::lock_guard<std::mutex> lock(comm->mu);
+    const auto now = std::chrono::steady_clock::now();
+    if (comm->async_error != ncclSuccess || comm->finalized || comm->aborted || !comm->comm) return;
+    if (now < comm->next_probe) return;
+    comm->next_probe = now + kProbePeriod;
+    lost = comm->comm->lost_peer();
+    if (!lost) return;
+    job_rank = comm->comm->global_rank(lost->rank);
+  }
+  Classified c{ncclRemoteError, true,
+               where("ncclCommGetAsyncError", comm) + ": peer " + std::to_string(lost->rank) + " (rank " +
+                   std::to_string(job_rank) + " of the job) was lost: " + lost->why};
+  mark_broken(comm, c);
+  record_error(comm, c.text);
 }
 
 }  // namespace
@@ -173,27 +237,57 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     require(color >= 0 || color == NCCL_SPLIT_NOCOLOR,
          "color " + std::to_string(color) + " is negative but not NCCL_SPLIT_NOCOLOR");
     usable(comm);
-    name = read_config(config).name;
-    if (name.empty()) name = comm->name;
+    name = child_name(comm, config);
     return ncclSuccess;
   });
   if (checked != ncclSuccess) return checked;
   return run_or_defer([=, held = hold(comm)] {
     return guarded(comm, fn, [&] {
       std::unique_ptr<fsdp::Communicator> child = usable(comm).split(color, key);
-      if (!child) return ncclSuccess;
-      ncclComm* c = make_comm(child->rank(), child->size(), name);
-      c->owned = std::move(child);
-      c->comm = c->owned.get();
-      *newcomm = c;
+      if (child) *newcomm = adopt(std::move(child), name);
       return ncclSuccess;
     });
   });
 }
 
-ncclResult_t ncclCommShrink(ncclComm_t comm, int*, int, ncclComm_t*, ncclConfig_t*, int) {
-  return api_call(comm, "ncclCommShrink", [&]() -> ncclResult_t {
-    throw ApiError(ncclInvalidUsage, "ncclCommShrink is not supported (docs/nccl_api.md); use ncclCommSplit");
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                            ncclConfig_t* config, int shrinkFlags) {
+  const char* fn = "ncclCommShrink";
+  std::string name;
+  std::vector<int> excluded;
+  const ncclResult_t checked = api_call(comm, fn, [&] {
+    require(comm != nullptr, "comm is NULL");
+    require(newcomm != nullptr, "newcomm is NULL");
+    *newcomm = nullptr;
+    require(
+        (shrinkFlags & ~NCCL_SHRINK_ABORT) == 0,
+        "shrinkFlags " + std::to_string(shrinkFlags) + " is neither NCCL_SHRINK_DEFAULT (0) nor NCCL_SHRINK_ABORT (1)");
+    require(excludeRanksCount >= 0, "excludeRanksCount " + std::to_string(excludeRanksCount) + " is negative");
+    require(excludeRanksCount == 0 || excludeRanksList != nullptr,
+            "excludeRanksList is NULL with excludeRanksCount " + std::to_string(excludeRanksCount));
+    if (excludeRanksCount > 0) excluded.assign(excludeRanksList, excludeRanksList + excludeRanksCount);
+    fsdp::shrink_survivors(comm->size, comm->rank, excluded);
+    alive(comm);
+    name = child_name(comm, config);
+    return ncclSuccess;
+  });
+  if (checked != ncclSuccess) return checked;
+  return run_or_defer([=, held = hold(comm)] {
+    return guarded(comm, fn, [&] {
+      fsdp::Communicator& parent = alive(comm);
+      if (shrinkFlags & NCCL_SHRINK_ABORT) {
+        // What the parent still has in flight fails now (a call blocked on another thread returns), and
+        // the parent stays broken; the user still aborts or destroys it, as with NCCL.
+        const std::string why = where(fn, comm) + ": the parent was aborted by NCCL_SHRINK_ABORT";
+        parent.abort(why);
+        mark_broken(comm, Classified{ncclInvalidUsage, true, why});
+      }
+      ncclComm* c = adopt(parent.shrink(excluded), name);
+      std::lock_guard<std::mutex> lock(comm->mu);
+      c->world = comm->world;
+      *newcomm = c;
+      return ncclSuccess;
+    });
   });
 }
 
@@ -257,6 +351,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   return with_handle(comm, "ncclCommGetAsyncError", [&] {
     require(comm != nullptr, "comm is NULL");
     require(asyncError != nullptr, "asyncError is NULL");
+    probe_peers(comm);
     std::lock_guard<std::mutex> lock(comm->mu);
     *asyncError = comm->async_error;
     return ncclSuccess;

@@ -106,6 +106,8 @@ class Op {
   // --- used by algorithms ---
   int rank() const { return group_->rank; }
   int size() const { return static_cast<int>(group_->endpoints.size()); }
+  // The transport endpoint of each rank of the operation's communicator.
+  const std::vector<int>& endpoints() const { return group_->endpoints; }
   size_t chunk_bytes() const { return chunk_bytes_; }
   // `slot` tells apart the transfers of one operation between the same two ranks (step, chunk).
   RequestPtr send(int peer, uint32_t slot, const void* data, size_t bytes);

@@ -8,6 +8,10 @@ namespace fsdp {
 
 namespace {
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
+// A collective that has waited this long on live peers also looks at its other members: one of them
+// lost (dead, or declared frozen) means the peers it waits on have stopped too, and it would otherwise
+// wait for the whole timeout. Not at once: a /proc read per member per check costs nothing only rarely.
+constexpr auto kMembersCheckAfter = std::chrono::seconds(1);
 // An idle engine naps this long at a time (a submission that skipped the wake-up waits at most
 // this), for kNapPhase after its last work, then sleeps until woken.
 constexpr auto kNap = std::chrono::microseconds(200);
@@ -44,6 +48,17 @@ std::exception_ptr timeout_error(const Op& op) {
   what << "; raise FSDP_TIMEOUT_SEC or CommOptions::timeout if the peer is only slow";
   return std::make_exception_ptr(TimeoutError(ctx, what.str()));
 }
+// The first other member of op's communicator the transport reports lost (its endpoint; `why` set), or
+// -1. A collective waiting on a live peer whose own peer died would otherwise wait out its timeout.
+int lost_member(Transport& transport, const Op& op, std::string& why) {
+  for (int endpoint : op.endpoints()) {
+    if (endpoint == transport.rank()) continue;
+    why = transport.lost_reason(endpoint);
+    if (!why.empty()) return endpoint;
+  }
+  return -1;
+}
+
 }  // namespace
 
 class ProgressEngine::Stream {
@@ -147,6 +162,17 @@ bool ProgressEngine::drive(const Op& op, Clock::duration idle_budget, Clock::tim
     inbox_cv_.notify_one();
   }
   return op.state() != Op::State::kPending;
+}
+
+std::pair<int, std::string> ProgressEngine::find_lost(Transport& transport, std::span<const int> endpoints) {
+  std::lock_guard lock(mu_);
+  transport.progress();
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    if (endpoints[i] == transport.rank()) continue;
+    std::string why = transport.lost_reason(endpoints[i]);
+    if (!why.empty()) return {static_cast<int>(i), std::move(why)};
+  }
+  return {-1, {}};
 }
 
 void ProgressEngine::abort(Stream* stream, const std::string& why) {
@@ -321,8 +347,11 @@ bool ProgressEngine::poll(Clock::time_point now) {
       for (const OpPtr& op : running) {
         const Request* r = op->first_pending();
         if (!r) continue;
-        const int peer = r->peer();
+        int peer = r->peer();
         std::string why = s->transport.lost_reason(peer);
+        if (why.empty() && op == s->head && now - op->started_at() > kMembersCheckAfter) {
+          peer = lost_member(s->transport, *op, why);
+        }
         if (why.empty()) continue;
         // A peer may finish its part (e.g. a barrier message) and exit before we read it: drain what
         // it left first, and fail only if the op still waits on it.
@@ -330,7 +359,7 @@ bool ProgressEngine::poll(Clock::time_point now) {
         if (op->runnable()) continue;
         ErrorContext ctx = op->context();
         ctx.peer = peer;
-        ctx.bytes = r->bytes();
+        ctx.bytes = peer == r->peer() ? r->bytes() : 0;
         why += other_lost_peers(s->transport, peer);
         fail_op(*s, op, std::make_exception_ptr(PeerLostError(ctx, why)));  // frees r
         abort_locked(*s, "peer " + std::to_string(peer) + " was lost: " + why);

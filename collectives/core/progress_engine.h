@@ -19,6 +19,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,6 +54,11 @@ class ProgressEngine {
   // ranks on one engine, each rank's thread spinning would steal the cores the others need, so
   // there it returns false at once and the caller blocks as before.
   bool drive(const Op& op, Clock::duration idle_budget, Clock::time_point deadline);
+
+  // Polls `transport` once (a closed connection is noticed while nothing waits on it) and returns the
+  // index in `endpoints` of the first one it reports lost, and why; {-1, ""} when all look alive.
+  // Under the engine lock: never concurrent with the engine's own use of the transport.
+  std::pair<int, std::string> find_lost(Transport& transport, std::span<const int> endpoints);
 
  private:
   void run();

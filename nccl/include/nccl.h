@@ -187,7 +187,10 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
 /* Collective over comm: ranks passing the same color form a new communicator ordered by key, then
  * by old rank. NCCL_SPLIT_NOCOLOR takes part and gets NULL. */
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config);
-/* Not supported: returns ncclInvalidUsage. */
+/* Called by every rank but the excluded ones (which may be dead), with the same list: they form
+ * *newcomm, renumbered in rank order, without any message to anyone. NCCL_SHRINK_ABORT first fails what
+ * the parent has in flight and leaves it broken (abort or destroy it after); NCCL_SHRINK_DEFAULT leaves
+ * it as it was. */
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                             ncclConfig_t* config, int shrinkFlags);
 /* Completes what is in flight and synchronizes the ranks' shutdown; then only Destroy is allowed. */
@@ -204,8 +207,9 @@ const char* ncclGetErrorString(ncclResult_t result);
 /* The text of the last error of comm (or, for NULL, of the last error anywhere in the process). The
  * pointer stays valid until this thread calls ncclGetLastError again. */
 const char* ncclGetLastError(ncclComm_t comm);
-/* ncclSuccess, or the error that broke comm (an operation failed on a peer, a timeout): such a
- * communicator must be aborted. */
+/* ncclSuccess, or the error that broke comm (an operation failed on a peer, a timeout, or a peer found
+ * lost by this call: ncclRemoteError naming it in ncclGetLastError): such a communicator must be
+ * aborted, or shrunk without the lost peer. */
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);
 /* There is no device: *device is -1. */

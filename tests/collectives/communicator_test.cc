@@ -1,5 +1,5 @@
-// Communicator behaviour beyond the result matrix: sub-communicators, timeouts, aborts, bad arguments,
-// mismatched counts and large multi-chunk buffers.
+// Communicator behaviour beyond the result matrix: sub-communicators (split, shrink), timeouts, aborts,
+// a lost member, bad arguments, mismatched counts and large multi-chunk buffers.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -8,6 +8,7 @@
 
 #include "collectives/core/progress_engine.h"
 #include "collectives/transports/inproc.h"
+#include "collectives/transports/transport.h"
 #include "tests/collectives/test_support.h"
 
 namespace fsdp::testing {
@@ -259,6 +260,73 @@ TEST(Options, UnknownAlgorithmIsRejectedWithTheChoices) {
     EXPECT_NE(std::string(e.what()).find("bruck"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("ring"), std::string::npos) << e.what();
   }
+}
+
+// --- shrink: the survivors, with no message to the excluded ranks; a lost member ----------------------
+
+TEST(Shrink, SurvivorsRenumberedAndAloneWhileTheExcludedRankNeverCalls) {
+  InProcJob job(5, quick());
+  job.run([](Communicator& world) {
+    const int r = world.rank();
+    if (r == 1 || r == 3) return;  // excluded: they take part in nothing
+    const int excluded[] = {3, 1};
+    auto first = world.shrink(excluded);
+    auto second = world.shrink(excluded);  // a second shrink has a context of its own
+    ASSERT_EQ(first->size(), 3);
+    EXPECT_EQ(first->rank(), r / 2);  // 0, 2, 4 -> 0, 1, 2
+    EXPECT_EQ(first->global_rank(first->rank()), r);
+    std::vector<float> a(4099, static_cast<float>(r)), b(33, static_cast<float>(10 * r));
+    Work wb = second->all_reduce(b.data(), b.data(), b.size(), DataType::kFloat32, ReduceOp::sum());
+    Work wa = first->all_reduce(a.data(), a.data(), a.size(), DataType::kFloat32, ReduceOp::sum());
+    wa.wait();
+    wb.wait();
+    EXPECT_EQ(a[4098], 6.0f);
+    EXPECT_EQ(b[0], 60.0f);
+    std::vector<int32_t> mine(7, r), all(21, -1);
+    first->all_gather(mine.data(), all.data(), mine.size(), DataType::kInt32).wait();
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(all[7 * j + 6], 2 * j);
+  });
+}
+
+TEST(Shrink, BadSetsAreRefusedNamingTheEntry) {
+  const int out[] = {4}, twice[] = {1, 1}, self[] = {0}, all[] = {0, 1, 2};
+  EXPECT_THROW(shrink_survivors(3, 0, out), InvalidArgument);
+  EXPECT_THROW(shrink_survivors(3, 0, twice), InvalidArgument);
+  EXPECT_THROW(shrink_survivors(3, 0, self), InvalidArgument);
+  try {
+    shrink_survivors(3, 1, all);
+    ADD_FAILURE() << "every rank excluded was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("every rank is excluded"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(shrink_survivors(4, 2, std::vector<int>{1}), (std::vector<int>{0, 2, 3}));
+}
+
+// Ranks 2 and 3 never post (as if frozen); rank 1 sends to rank 2 and waits on rank 0, both not known
+// to be lost. Once rank 3 is declared lost on rank 1's transport (as the heartbeat does), rank 1's
+// all-reduce fails within seconds naming it, and lost_peer() names it with nothing in flight.
+TEST(Shrink, ACollectiveWaitingOnLivePeersFailsWhenAnotherMemberIsLost) {
+  auto transports = make_inproc_transports(4);
+  auto c0 = Communicator::create(transports[0], quick(60s));
+  auto c1 = Communicator::create(transports[1], quick(60s));
+  EXPECT_FALSE(c1->lost_peer().has_value());
+  transports[1]->declare_peer_lost(3, "declared lost by the test");
+  std::vector<float> x0(1 << 16, 1.0f), x1(1 << 16, 1.0f);  // a ring: rank 1 neighbours 0 and 2
+  Work w0 = c0->all_reduce(x0.data(), x0.data(), x0.size(), DataType::kFloat32, ReduceOp::sum());
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    c1->all_reduce(x1.data(), x1.data(), x1.size(), DataType::kFloat32, ReduceOp::sum()).wait();
+    ADD_FAILURE() << "the all-reduce completed without ranks 2 and 3";
+  } catch (const PeerLostError& e) {
+    EXPECT_NE(std::string(e.what()).find("peer 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("declared lost by the test"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  auto lost = c1->lost_peer();
+  ASSERT_TRUE(lost.has_value());
+  EXPECT_EQ(lost->rank, 3);
+  c0->abort("the test is over");
+  EXPECT_THROW(w0.wait(), CommError);
 }
 
 }  // namespace

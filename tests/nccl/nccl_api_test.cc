@@ -23,6 +23,7 @@
 #include "common/dtype.h"
 #include "common/float_formats.h"
 #include "tests/collectives/test_support.h"
+#include "tests/nccl/init_all_job.h"
 
 extern "C" int nccl_c99_header_check(void);  // header_c99_check.c
 
@@ -32,24 +33,10 @@ using fsdp::DataType;
 using fsdp::ReduceKind;
 using fsdp::ReduceOp;
 using fsdp::testing::compare;
+using fsdp::testing::Job;
 using fsdp::testing::make_input;
 using fsdp::testing::reference_reduce;
 using Bytes = std::vector<std::byte>;
-
-#define ASSERT_NCCL(call) ASSERT_EQ((call), ncclSuccess) << #call << ": " << ncclGetLastError(nullptr)
-
-// n in-process ranks; destroyed at the end of the test.
-struct Job {
-  std::vector<ncclComm_t> comms;
-  explicit Job(int n) : comms(n, nullptr) {
-    EXPECT_EQ(ncclCommInitAll(comms.data(), n, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
-  }
-  ~Job() {
-    for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess) << ncclGetLastError(c);
-  }
-  int size() const { return static_cast<int>(comms.size()); }
-  ncclComm_t operator[](int r) const { return comms[r]; }
-};
 
 ncclDataType_t nccl_type(DataType t) { return static_cast<ncclDataType_t>(static_cast<int>(t)); }
 
@@ -384,8 +371,6 @@ TEST(NcclErrors, HeaderCompilesAsC99) { EXPECT_EQ(nccl_c99_header_check(), 0); }
 
 TEST(NcclErrors, UnsupportedAndTrivialCalls) {
   Job job(1);
-  ncclComm_t child = nullptr;
-  EXPECT_EQ(ncclCommShrink(job[0], nullptr, 0, &child, nullptr, NCCL_SHRINK_DEFAULT), ncclInvalidUsage);
   EXPECT_EQ(ncclCommRevoke(job[0], NCCL_REVOKE_DEFAULT), ncclInvalidUsage);
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
   EXPECT_EQ(ncclGroupSimulateEnd(&sim), ncclInvalidUsage);
