@@ -54,14 +54,15 @@ equivalence: build
 	else echo "equivalence: PyTorch front end not built, its checks SKIPPED"; fi
 
 # Sanitizer configurations: only the layers where races and memory bugs live (threads, shared memory,
-# sockets, bytes from outside), each built alone (tests_<layer> targets) and run with its widest sweeps
+# sockets, bytes from outside) and, under ASan + UBSan, the sizes computed from user input (spec,
+# sharding: checked int64, a second or two of tests), each built alone (tests_<layer> targets) and run with its widest sweeps
 # trimmed, because everything runs 3x (ASan) to 10x (TSan) slower and the normal build already checks
 # the whole matrix: process and launcher jobs at 1-2 ranks (3-4 ranks repeat the same code paths),
 # the in-process matrices on one type per element size class (float, bfloat16, fp8_e4m3, int64) and
 # without 4 and 7 ranks, three of the five hierarchical layouts, no 16- and 144-rank cases, and none of
 # the two-host or fake-host runs, which repeat across processes what the in-process suites already
 # check. TSan leaves out the model layer (single-threaded maths).
-ASAN_LAYERS = common collectives launch nccl runtime model
+ASAN_LAYERS = common spec collectives sharding launch nccl runtime model
 TSAN_LAYERS = common collectives launch nccl runtime
 # What SANITIZE_EXCLUDE leaves out, one concern per line (ctest -E regexes joined with |):
 SANITIZE_SKIP_SCALE = [_/]n(16|144)(_|$$)|TwoHosts|FakeHosts

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "sharding/step_program.h"
+#include "spec/checked_size.h"
 
 namespace fsdp::sharding {
 
@@ -97,8 +98,14 @@ bool has_embedding(const spec::UnitSpec& u) {
 std::vector<UnitMemory> unit_memory(const spec::ModelSpec& model, const std::vector<spec::UnitShardLayout>& units,
                                     const spec::Policy& policy, bool fp32_compute, int64_t expert_parallel) {
   const spec::ModelDims& d = model.dims;
-  const int64_t tokens = policy.seq_len * policy.micro_batch;
+  const char* tokens_driver = policy.seq_len >= policy.micro_batch ? "seq_len" : "micro_batch";
+  const int64_t tokens = spec::checked_mul(policy.seq_len, policy.micro_batch, "tokens", tokens_driver);
   const int64_t a = activation_element_bytes(policy.param_dtype, fp32_compute);
+  // Bytes per token x tokens, refused (SizeOverflow) where they overflow int64. The per-token counts
+  // are sums of a validated model's weight dimensions (each at most kMaxModelElements): they fit.
+  const auto per_tokens = [&](int64_t bytes_per_token, const char* what, const char* driver) {
+    return spec::checked_mul(tokens, bytes_per_token, what, driver);
+  };
   std::vector<UnitMemory> out(units.size());
   int64_t layer = 0;
   for (size_t i = 0; i < units.size(); ++i) {
@@ -115,16 +122,26 @@ std::vector<UnitMemory> unit_memory(const spec::ModelSpec& model, const std::vec
       const int64_t stats = layer_saved_stats_per_token(d, ac);  // fp32
       const int64_t all_stats = layer_saved_stats_per_token(d, spec::ActivationCheckpointing::kNone);
       const int64_t q_dim = d.n_heads * d.head_dim();
-      out[i].activations = tokens * (saved * a + stats * 4);
+      out[i].activations = per_tokens(saved * a + stats * 4, "a block's activations", tokens_driver);
       // What checkpointing drops: held while the forward computes it, and again while the backward
       // recomputes and consumes it.
-      const int64_t recomputed = tokens * ((full - saved) * a + (all_stats - stats) * 4);
+      const int64_t recomputed =
+          per_tokens((full - saved) * a + (all_stats - stats) * 4, "a block's recomputed activations", tokens_driver);
       out[i].forward_scratch = recomputed;
       // Gradient temporaries (d norm output, d attention output, dq, dk, dv) and the recomputed tensors.
-      int64_t scratch = tokens * (d.dim + 2 * q_dim + 2 * d.kv_dim()) * a + recomputed;
+      int64_t scratch = spec::checked_add(
+          per_tokens((d.dim + 2 * q_dim + 2 * d.kv_dim()) * a, "a block's gradient temporaries", tokens_driver),
+          recomputed, "a block's backward scratch", tokens_driver);
       // Without fused attention kernels (fp32 compute: the CPU reference) the softmax of one
       // (sequence, head) pair is recomputed at a time with its gradient: 2 * seq^2 fp32.
-      if (fp32_compute) scratch += 2 * policy.seq_len * policy.seq_len * 4;
+      if (fp32_compute) {
+        const char* scores = "a block's attention scores (2 x seq_len^2 x 4 bytes)";
+        scratch =
+            spec::checked_add(scratch,
+                              spec::checked_mul(spec::checked_mul(policy.seq_len, policy.seq_len, scores, "seq_len"), 8,
+                                                scores, "seq_len"),
+                              scores, "seq_len");
+      }
       out[i].backward_scratch = scratch;
     } else if (i + 1 == units.size() && !has_embedding(spec)) {
       // The output head: its input and normed input, their inverse RMS, the targets, and the logits with
@@ -134,10 +151,13 @@ std::vector<UnitMemory> unit_memory(const spec::ModelSpec& model, const std::vec
       // fp32 copy (the same tensor when the logits are fp32) live beside it, and in backward the
       // log-softmax's incoming gradient and its result (fp32 each) beside the saved output.
       const bool eager = policy.loss == spec::LossImpl::kEager;
-      out[i].activations = tokens * (2 * d.dim * a + 4 + 4 + d.vocab * (eager ? 4 : logits));
+      // Logits of tokens x vocab: the larger of the two drives them.
+      const char* driver = d.vocab >= tokens ? "vocab" : tokens_driver;
+      out[i].activations =
+          per_tokens(2 * d.dim * a + 4 + 4 + d.vocab * (eager ? 4 : logits), "the head's logits", driver);
       if (eager) {
-        out[i].forward_scratch = tokens * d.vocab * logits;
-        out[i].backward_scratch = tokens * d.vocab * 8;
+        out[i].forward_scratch = per_tokens(d.vocab * logits, "the head's logits", driver);
+        out[i].backward_scratch = per_tokens(d.vocab * 8, "the head's logit gradients", driver);
       }
     }
   }
@@ -213,7 +233,7 @@ ExecutedFlops unit_elementwise_bytes_per_token(const spec::UnitSpec& unit, const
     const double kv = static_cast<double>(d.n_heads > 0 ? d.kv_dim() : d.dim);
     const double ffn = static_cast<double>(
         d.moe.num_experts > 0 ? d.expert_width() * (d.moe.top_k + d.moe.num_shared_experts) : d.ffn_hidden);
-    const double scores = fused_causal ? 0.0 : static_cast<double>(d.n_heads * seq_len);
+    const double scores = fused_causal ? 0.0 : static_cast<double>(d.n_heads) * static_cast<double>(seq_len);
     e.forward = (4 * dim + 2 * (q + kv) + 4 * ffn + 6 * dim + 5 * scores) * b;
     e.backward = (6 * dim + 2 * (q + kv) + 6 * ffn + 2 * dim + 8 * scores) * b;
   } else if (is_head) {

@@ -7,17 +7,24 @@
 #include "sharding/cost_model.h"
 #include "sharding/planner.h"
 #include "sharding/schedule_sim.h"
+#include "spec/checked_size.h"
 #include "spec/mxfp8_wire.h"
 #include "spec/spec_error.h"
 
 namespace fsdp::sharding {
 namespace {
 
+// total + bytes x calls: a step's bytes of one collective, refused where grad_accum makes them overflow.
+int64_t checked_bytes(int64_t total, int64_t bytes, int64_t calls) {
+  const char* what = "a collective's bytes per step";
+  return spec::checked_add(total, spec::checked_mul(bytes, calls, what, "grad_accum"), what, "grad_accum");
+}
+
 struct CommAccumulator {
   CommEstimate entry;
   void add(double buffer_bytes, double seconds, int64_t calls) {
     entry.calls += calls;
-    entry.buffer_bytes += static_cast<int64_t>(buffer_bytes) * calls;
+    entry.buffer_bytes = checked_bytes(entry.buffer_bytes, static_cast<int64_t>(buffer_bytes), calls);
     entry.bytes_sent_per_rank += ring_bytes_sent(buffer_bytes, entry.group_size) * static_cast<double>(calls) *
                                  (entry.collective == "all_reduce" ? 2.0 : 1.0);
     entry.seconds += seconds * static_cast<double>(calls);
@@ -54,9 +61,20 @@ MemoryPart estimate_memory(const spec::ModelSpec& model, const std::vector<spec:
   mem.grad_shards = grad_shard_bytes(model, units);
   mem.optimizer_state = optimizer_state_bytes(part.shard_numel, policy.optimizer);
   part.per_unit = unit_memory(model, units, policy, chip.fp32_compute, mesh.expert_parallel_degree());
-  part.residual_stream = model.dims.known() ? policy.seq_len * policy.micro_batch * model.dims.dim *
-                                                  activation_element_bytes(policy.param_dtype, chip.fp32_compute)
-                                            : 0;
+  // tokens (validate(policy) checked them) x dim x bytes, and the all-to-alls' tokens x k x dim x bytes
+  // a step (6 a block, grad_accum times) checked before the pricing turns them into int64 buffer sizes.
+  const int64_t tokens = policy.seq_len * policy.micro_batch;
+  const char* driver = policy.seq_len >= policy.micro_batch ? "seq_len" : "micro_batch";
+  const int64_t a = activation_element_bytes(policy.param_dtype, chip.fp32_compute);
+  const auto row_bytes = [&](int64_t rows, const char* what) {
+    return spec::checked_mul(spec::checked_mul(rows, model.dims.dim, what, driver), a, what, driver);
+  };
+  part.residual_stream = model.dims.known() ? row_bytes(tokens, "the residual stream") : 0;
+  if (model.dims.moe.enabled()) {
+    const char* what = "the all-to-alls' bytes per step";
+    const int64_t rows = spec::checked_mul(tokens, model.dims.moe.top_k, what, driver);
+    spec::checked_mul(spec::checked_mul(row_bytes(rows, what), 6, what, driver), policy.grad_accum, what, "grad_accum");
+  }
   const MemoryTimeline tl = simulate_memory(part.per_unit, mem.model_states() + part.residual_stream, policy,
                                             mesh.shard_degree(), chip.fp32_compute);
   mem.all_gather_buffers = tl.all_gather;
@@ -255,7 +273,7 @@ class UnitPricing {
     for (auto [c, bytes, secs] : {std::tuple{&a2a_intra_, a2a_.intra_bytes, a2a_.intra_seconds},
                                   std::tuple{&a2a_inter_, a2a_.inter_bytes, a2a_.inter_seconds}}) {
       c->calls += calls * accum_;
-      c->buffer_bytes += static_cast<int64_t>(a2a_bytes_) * calls * accum_;
+      c->buffer_bytes = checked_bytes(c->buffer_bytes, static_cast<int64_t>(a2a_bytes_), calls * accum_);
       c->bytes_sent_per_rank += bytes * static_cast<double>(calls * accum_);
       c->seconds += secs * static_cast<double>(calls * accum_);
     }
@@ -326,7 +344,7 @@ void estimate_step_time(const spec::ModelSpec& model, const std::vector<spec::Un
   t.model_flops_per_rank =
       model_flops_per_token(model, policy.seq_len) * tokens * static_cast<double>(policy.grad_accum);
   t.mfu = t.model_flops_per_rank / (t.step * chip.peak_flops(policy.param_dtype));
-  t.tokens_per_s = tokens * static_cast<double>(policy.grad_accum * mesh.world_size()) / t.step;
+  t.tokens_per_s = tokens * (static_cast<double>(policy.grad_accum) * static_cast<double>(mesh.world_size())) / t.step;
 }
 
 }  // namespace

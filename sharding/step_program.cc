@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "spec/checked_size.h"
 #include "spec/mxfp8_wire.h"
 
 namespace fsdp::sharding {
@@ -272,7 +273,34 @@ class Builder {
 
 }  // namespace
 
-Program step_program(const StepSpec& spec) { return Builder(spec).build(); }
+// The most the builder's counters can hold: every unit's gather, unsharded parameters, kept slice,
+// gradients, reduce-scatter buffers (16 bytes a flat element bounds them all) and saved activations at
+// once, with the largest scratch (one unit's at a time), over the base. Checked once here
+// (SizeOverflow), so the counters' sums cannot overflow. Model states of a validated model fit
+// (spec::kMaxModelElements); what overflows is activations: the tokens', or the head's (the last unit:
+// its logits) when the vocabulary drives them.
+void check_live_bytes_fit(const StepSpec& s) {
+  const char* tokens = s.policy.seq_len >= s.policy.micro_batch ? "seq_len" : "micro_batch";
+  const char* what = "the live bytes of a step";
+  const auto driver = [&](size_t unit) { return unit + 1 == s.units.size() && s.units.size() > 1 ? "vocab" : tokens; };
+  int64_t live = s.base_bytes, scratch = 0, largest = 0;
+  size_t largest_unit = 0;
+  for (size_t u = 0; u < s.units.size(); ++u) {
+    const UnitMemory& m = s.units[u].memory;
+    const int64_t buffers = spec::checked_add(spec::checked_mul(m.flat_numel, 16, what, "shard_degree"),
+                                              spec::checked_mul(m.numel, 8, what, "dim"), what, "dim");
+    scratch = std::max({scratch, m.forward_scratch, m.backward_scratch});
+    if (m.activations > largest) largest = m.activations, largest_unit = u;
+    live =
+        spec::checked_add(live, spec::checked_add(buffers, m.activations, what, driver(u)), what, driver(largest_unit));
+  }
+  spec::checked_add(live, scratch, what, driver(largest_unit));
+}
+
+Program step_program(const StepSpec& spec) {
+  check_live_bytes_fit(spec);
+  return Builder(spec).build();
+}
 
 double compute_seconds(const Program& program, SpanKind kind) {
   double total = 0;

@@ -3,6 +3,7 @@
 #include <functional>
 #include <map>
 
+#include "spec/checked_size.h"
 #include "spec/model_spec.h"
 #include "spec/spec_error.h"
 
@@ -138,10 +139,63 @@ ModelDims debug_moe_model_dims() {
   return d;
 }
 
+namespace {
+
+// Refuses dims whose weights would hold more than kMaxModelElements elements (one or all together) or
+// whose units could not all be built (more than kMaxLayers blocks, kMaxExperts experts), before anything
+// is built, naming the field that makes them large (SizeOverflow::driver).
+void check_llama_sizes(const std::string& where, const ModelDims& d) {
+  if (d.layers > kMaxLayers) {
+    throw SizeOverflow(where + "layers = " + std::to_string(d.layers) + " is more than " + std::to_string(kMaxLayers) +
+                           " blocks (one FSDP unit each)",
+                       "layers", false);
+  }
+  if (d.moe.num_experts > kMaxExperts) {
+    throw SizeOverflow(
+        where + "experts = " + std::to_string(d.moe.num_experts) + " is more than " + std::to_string(kMaxExperts),
+        "experts", false);
+  }
+  const auto bounded = [&](int64_t n, const std::string& what, const char* driver) {
+    if (n > kMaxModelElements) {
+      throw SizeOverflow(
+          where + what + " has " + std::to_string(n) + " elements, more than " + std::to_string(kMaxModelElements),
+          driver);
+    }
+    return n;
+  };
+  // [rows, dim] weights; q_dim and kv_dim are at most dim.
+  const auto weight = [&](int64_t rows, const char* what, const char* driver) {
+    return bounded(checked_mul(rows, d.dim, where + what + " elements", driver), what, driver);
+  };
+  const char* vocab_driver = d.vocab >= d.dim ? "vocab" : "dim";
+  const int64_t table = weight(d.vocab, "the embedding (vocab x dim)", vocab_driver);
+  const int64_t attention = weight(d.dim, "an attention weight (dim x dim)", "dim");
+  int64_t ffn = weight(d.ffn_hidden, "a feed-forward weight (ffn_hidden x dim)", "dim");
+  if (d.moe.enabled()) {
+    const int64_t width = d.moe.expert_hidden > 0 ? d.moe.expert_hidden : d.ffn_hidden;
+    const int64_t expert = weight(width, "an expert weight (expert_hidden x dim)", "dim");
+    const int64_t experts = checked_mul(expert, d.moe.num_experts, where + "a block's expert elements", "experts");
+    const int64_t shared =
+        checked_mul(d.moe.num_shared_experts, width, where + "shared expert width", "shared_experts");
+    ffn = checked_add(experts, weight(shared, "a shared expert weight", "shared_experts"), where + "MoE elements",
+                      "experts");
+  }
+  const std::string block = "a block";
+  const int64_t per_block = bounded(checked_add(checked_mul(4, attention, where + block, "dim"),
+                                                checked_mul(3, ffn, where + block, "dim"), where + block, "dim"),
+                                    block, "dim");
+  const int64_t blocks = checked_mul(per_block, d.layers, where + "the blocks' elements", "layers");
+  bounded(checked_add(blocks, 2 * table, where + "the model's elements", "layers"), "the model",
+          blocks >= 2 * table ? "layers" : vocab_driver);
+}
+
+}  // namespace
+
 ModelSpec make_llama(std::string name, ModelDims d) {
   if (d.dim <= 0 || d.layers <= 0 || d.n_heads <= 0 || d.vocab <= 0 || d.n_kv_heads < 0 || d.ffn_hidden <= 0) {
     throw SpecError("llama config '" + name + "': dim, layers, n_heads, vocab and ffn_hidden must be positive");
   }
+  check_llama_sizes("llama config '" + name + "': ", d);
   if (d.n_kv_heads == 0) d.n_kv_heads = d.n_heads;
   if (d.moe.enabled() && d.moe.expert_hidden == 0) d.moe.expert_hidden = d.ffn_hidden;
   const int64_t head_dim = d.dim / d.n_heads, hidden = d.ffn_hidden, expert_hidden = d.expert_width();

@@ -1,9 +1,9 @@
 #include "spec/model_spec.h"
 
 #include <filesystem>
-#include <limits>
 #include <set>
 
+#include "spec/checked_size.h"
 #include "spec/spec_error.h"
 
 namespace fsdp::spec {
@@ -72,8 +72,10 @@ void validate(const ModelSpec& model) {
   if (model.units.empty()) throw SpecError(where + "no FSDP units");
   std::set<std::string> unit_names;
   std::set<std::string> param_names;
-  // Each parameter's element count must fit int64 with room to pad and multiply by 8-byte dtypes.
-  constexpr int64_t kMaxElements = std::numeric_limits<int64_t>::max() / 1024;
+  // Each parameter's element count, and the model's, must fit int64 with room to pad and multiply by
+  // 8-byte dtypes.
+  constexpr int64_t kMaxElements = kMaxModelElements;
+  int64_t total = 0;
   for (const auto& u : model.units) {
     if (u.name.empty()) throw SpecError(where + "a unit has no name");
     if (!unit_names.insert(u.name).second) throw SpecError(where + "duplicate unit name '" + u.name + "'");
@@ -91,6 +93,9 @@ void validate(const ModelSpec& model) {
         if (n > kMaxElements / p.shape[i]) throw SpecError(pw + "too many elements");
         n *= p.shape[i];
       }
+      total += n;  // both at most kMaxElements: no overflow
+      if (total > kMaxElements)
+        throw SizeOverflow(where + "more than " + std::to_string(kMaxElements) + " elements", "");
       if (!is_valid(p.dtype) || !is_floating(p.dtype)) throw SpecError(pw + "dtype must be a floating type");
       if (p.kind == ParamKind::kExpert && !model.dims.moe.enabled()) {
         throw SpecError(pw + "kind 'expert' needs the model's experts and experts_per_token");

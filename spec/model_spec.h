@@ -131,6 +131,12 @@ int64_t llama_ffn_hidden(int64_t dim, int64_t multiple_of, double ffn_dim_multip
 // given dims: tok_embeddings, one unit per block, then norm + output. Fills n_kv_heads (0: n_heads) and
 // a routed expert's width (0: ffn_hidden). Throws SpecError for non-positive sizes.
 ModelSpec make_llama(std::string name, ModelDims dims);
+// What make_llama builds at most, refused beyond with a SizeOverflow naming the field: elements of one
+// weight and of the whole model (room to pad, and to count bytes of 8-byte dtypes several times over, in
+// int64), blocks (one FSDP unit each: the spec, the plan and the runtime hold every unit) and experts.
+inline constexpr int64_t kMaxModelElements = INT64_MAX / 1024;
+inline constexpr int64_t kMaxLayers = int64_t{1} << 16;
+inline constexpr int64_t kMaxExperts = int64_t{1} << 16;
 // The FFN rounding of debugmodel_byte (TorchTitan's multiple_of): fsdp-train reshapes its FFN with it
 // when the model's dim is overridden.
 inline constexpr int64_t kDebugModelMultipleOf = 64;

@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "spec/checked_size.h"
 #include "spec/job_spec.h"
 #include "spec/mxfp8_wire.h"
 #include "spec/spec_error.h"
@@ -155,6 +156,10 @@ void validate(const Policy& p, int64_t shard_degree) {
     throw SpecError("policy: micro-batch is " + std::to_string(p.micro_batch) + " (must be >= 1)");
   if (p.seq_len <= 0) throw SpecError("policy: sequence length is " + std::to_string(p.seq_len) + " (must be >= 1)");
   if (p.grad_accum <= 0) throw SpecError("policy: gradient accumulation steps must be >= 1");
+  // The tokens of a step, counted in int64 by the estimate (and its seq_len^2 attention scores).
+  checked_mul(checked_mul(p.seq_len, p.micro_batch, "policy: tokens per micro-batch (seq_len x micro_batch)",
+                          p.seq_len >= p.micro_batch ? "seq_len" : "micro_batch"),
+              p.grad_accum, "policy: tokens per step (x grad_accum)", "grad_accum");
   if (p.ac_every < 0 || (p.ac_every > 0 && p.ac != ActivationCheckpointing::kSelective)) {
     throw SpecError("policy: activation checkpointing layer interval " + std::to_string(p.ac_every) +
                     " needs selective mode and must be positive");

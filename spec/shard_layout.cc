@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "spec/checked_size.h"
 #include "spec/spec_error.h"
 
 namespace fsdp::spec {
@@ -25,13 +26,17 @@ UnitShardLayout::UnitShardLayout(const UnitSpec& unit, int64_t shard_degree) : s
     if (p.rows <= 0 || p.row_numel <= 0) {
       throw SpecError("parameter '" + spec.name + "' of unit '" + unit.name + "' has an empty or negative shape");
     }
-    p.rows_per_rank = (p.rows + shard_degree - 1) / shard_degree;
-    p.padded_rows = p.rows_per_rank * shard_degree;
+    // Sizes of a validated model fit int64 unpadded; padding to a huge shard degree may not.
+    const char* what = "a unit's shard elements padded to the shard degree";
+    p.rows_per_rank = p.rows / shard_degree + (p.rows % shard_degree != 0 ? 1 : 0);
+    p.padded_rows = checked_mul(p.rows_per_rank, shard_degree, what, "shard_degree");
     p.offset_in_chunk = chunk_numel_;
-    chunk_numel_ += p.shard_numel();
-    numel_ += p.numel();
+    chunk_numel_ = checked_add(chunk_numel_, checked_mul(p.rows_per_rank, p.row_numel, what, "shard_degree"), what,
+                               "shard_degree");
+    numel_ = checked_add(numel_, checked_mul(p.rows, p.row_numel, what, "shard_degree"), what, "shard_degree");
     params_.push_back(p);
   }
+  checked_mul(chunk_numel_, shard_degree, "a unit's flat buffer (chunk x shard degree)", "shard_degree");
 }
 
 int64_t UnitShardLayout::flat_offset(size_t param, int64_t rank) const {

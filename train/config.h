@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "common/host_memory.h"
 #include "runtime/lr_schedule.h"
+#include "sharding/chip_profile.h"
 #include "spec/job_spec.h"
 #include "spec/mesh.h"
 #include "spec/model_spec.h"
@@ -150,6 +152,11 @@ struct ActivationCheckpointConfig {
   int64_t selective_ac_every = 2;
 };
 
+// What a job's memory is measured against (the metric line's percentage, the start-up fit): this host's
+// memory (or its cgroup's limit, the smaller) on the CPU, the chip profile's on a planned accelerator;
+// `source` says which.
+MemoryLimit job_memory_capacity(const sharding::ChipProfile& chip);
+
 struct TrainConfig {
   JobConfig job;
   ModelConfig model;
@@ -190,11 +197,15 @@ struct TrainConfig {
   // The data-parallel mesh validate() resolved (replicate x shard over its world size): the one the
   // process groups, the data loader and the plan check use. Throws ConfigError before validate().
   const spec::Mesh& mesh() const;
-  // After resolve_keys(): refuses sizes whose memory would exceed this machine (a lower bound per rank
-  // against this host's memory or its cgroup's limit, common/host_memory.h), naming the keys of the
-  // largest term and the bytes, before anything is allocated. Part of validate(), not of
+  // After resolve_keys(): refuses sizes whose memory would exceed this machine: the planner's estimate
+  // of one rank's peak (sharding/planner.h, the one memory model) against job_memory_capacity, naming
+  // the keys of the largest share of it (the blocks', the vocabulary's or the tokens') and the bytes,
+  // before anything is allocated; sizes past int64 (spec::SizeOverflow) name the keys of the size that
+  // overflowed. A model or policy the spec refuses is left to the key checks. Part of validate(), not of
   // resolve_keys(), so --print-config still shows any flavor.
   void check_fits_machine_memory() const;
+  // The planner's name of the model: the flavor's preset, or "llama3-<flavor>".
+  std::string model_name() const;
 
   // The flavor's Llama 3 dimensions with the explicit [model] keys applied (norm, RoPE and its scaling
   // included): the model the job trains.

@@ -1,6 +1,7 @@
 // What a configuration means once read: the model it builds, its learning-rate schedule and paths;
 // resolve_keys(world_size), which resolves the -1 degrees and the global batch into one mesh and checks
-// the rules that span keys; and validate(), which adds every path (config_paths.h) and the memory fit.
+// the rules that span keys; and validate(), which adds every path (config_paths.h) and the memory fit
+// (config_memory_fit.cc).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "common/host_memory.h"
 #include "spec/job_spec.h"
 #include "spec/spec_error.h"
 #include "train/config.h"
@@ -29,57 +29,6 @@ std::string preset_name(std::string_view flavor) {
     if (alias == flavor) return preset;
   }
   return std::string(flavor);
-}
-
-// A lower bound of one rank's memory, in doubles so absurd sizes cannot overflow, refused when it
-// exceeds this host's memory (or its cgroup's limit) before anything is allocated. Terms (fp32, bytes):
-// transformer blocks' model states ~ layers x 4 dim^2 (attention only) x 16 (param, grad, Adam m and v)
-// / shard degree; embedding and output ~ vocab x (2 dim x 16 / shard degree + batch x seq_len x 4 of
-// logits); activations ~ batch x seq_len x layers x dim x 4 (one residual stream per layer). The largest
-// term names the keys, after the file line of the first of them given.
-void check_memory_fits(const TrainConfig& c, const spec::ModelDims& m, int64_t shard_degree) {
-  const MemoryLimit capacity = host_memory_limit();
-  if (capacity.bytes <= 0) return;
-  const TrainingConfig& t = c.training;
-  const double dim = static_cast<double>(m.dim), layers = static_cast<double>(m.layers);
-  const double vocab = static_cast<double>(m.vocab), shard = static_cast<double>(std::max<int64_t>(shard_degree, 1));
-  const double tokens = static_cast<double>(t.local_batch_size) * static_cast<double>(t.seq_len);
-  struct Term {
-    double bytes;
-    std::string keys;
-    std::vector<const char*> set_by;  // the keys whose line names the term, in order
-  };
-  const Term terms[] = {{layers * 4 * dim * dim * 16 / shard,
-                         "model.dim = " + std::to_string(m.dim) + " with model.n_layers = " + std::to_string(m.layers),
-                         {"model.dim", "model.n_layers", "model.flavor"}},
-                        {vocab * (2 * dim * 16 / shard + tokens * 4),
-                         "model.vocab_size = " + std::to_string(m.vocab) + " with model.dim = " + std::to_string(m.dim),
-                         {"model.vocab_size", "model.dim", "model.flavor"}},
-                        {tokens * layers * dim * 4,
-                         "training.seq_len = " + std::to_string(t.seq_len) +
-                             " with training.local_batch_size = " + std::to_string(t.local_batch_size),
-                         {"training.seq_len", "training.local_batch_size"}}};
-  double total = 0;
-  const Term* largest = &terms[0];
-  for (const Term& term : terms) {
-    total += term.bytes;
-    if (term.bytes > largest->bytes) largest = &term;
-  }
-  if (total <= static_cast<double>(capacity.bytes)) return;
-  std::string where;  // the first of the keys given decides: a file's line, or none for a flag
-  for (const char* key : largest->set_by) {
-    if (c.key_lines.count(key) != 0) {
-      where = c.where_set(key);
-      break;
-    }
-  }
-  const bool from_flavor = !c.model.dim && largest != &terms[2];
-  char text[200];
-  std::snprintf(text, sizeof(text),
-                " needs at least %.3g bytes per rank (%.3g of them from these keys), more than "
-                "this host's %.3g bytes of memory (%s)",
-                total, largest->bytes, static_cast<double>(capacity.bytes), capacity.source.c_str());
-  throw ConfigError(where + largest->keys + (from_flavor ? " (model.flavor = '" + c.model.flavor + "')" : "") + text);
 }
 
 }  // namespace
@@ -122,10 +71,13 @@ spec::ModelDims TrainConfig::model_dims() const {
   return d;
 }
 
+std::string TrainConfig::model_name() const {
+  return is_preset_flavor(model.flavor) ? preset_name(model.flavor) : "llama3-" + model.flavor;
+}
+
 spec::ModelSpec TrainConfig::model_spec() const {
-  const std::string name = is_preset_flavor(model.flavor) ? preset_name(model.flavor) : "llama3-" + model.flavor;
   try {
-    return spec::make_llama(name, model_dims());
+    return spec::make_llama(model_name(), model_dims());
   } catch (const InputError& e) {
     throw ConfigError(std::string("[model]: ") + e.what());
   }
@@ -310,8 +262,6 @@ void TrainConfig::validate(int64_t world_size) {
   }
   if (!problems.empty()) config_table::throw_config_errors(problems);
 }
-
-void TrainConfig::check_fits_machine_memory() const { check_memory_fits(*this, model_dims(), mesh().shard_degree()); }
 
 const spec::Mesh& TrainConfig::mesh() const {
   if (!resolved_mesh) throw ConfigError("the configuration has no mesh before validate(world_size)");

@@ -154,11 +154,6 @@ DataLoaderOptions data_loader_options(const TrainConfig& c, int rank) {
   return o;
 }
 
-MemoryLimit job_memory_capacity(const sharding::ChipProfile& chip) {
-  if (chip.name != "cpu") return {static_cast<int64_t>(chip.memory_bytes), "chip profile '" + chip.name + "'"};
-  return host_memory_limit();
-}
-
 MetricsOptions job_metrics_options(const TrainConfig& c, int rank, std::ostream* log) {
   const sharding::ChipProfile chip = sharding::chip_preset("cpu");
   MetricsOptions o;

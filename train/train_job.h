@@ -26,10 +26,6 @@ TrainerOptions trainer_options(const TrainConfig& config);
 // shape, the seed. The Python front end (python/fsdp_runtime/train.py) reads through the same loader.
 DataLoaderOptions data_loader_options(const TrainConfig& config, int rank);
 
-// What the metric line's memory percentage is of: this host's memory (or its cgroup's limit, the smaller)
-// on the CPU, the chip profile's on a planned accelerator; `source` says which.
-MemoryLimit job_memory_capacity(const sharding::ChipProfile& chip);
-
 // The metrics logger of rank `rank`: the console line (printed on rank 0, or every rank with
 // metrics.save_for_all_ranks, when `log` is set), the per-step file, the FLOP and memory figures.
 MetricsOptions job_metrics_options(const TrainConfig& config, int rank, std::ostream* log);

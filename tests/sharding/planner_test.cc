@@ -7,6 +7,7 @@
 #include "sharding/auto_planner.h"
 #include "sharding/cost_model.h"
 #include "sharding/plan_io.h"
+#include "spec/checked_size.h"
 #include "spec/mxfp8_wire.h"
 #include "spec/spec_error.h"
 
@@ -534,6 +535,44 @@ TEST(AutoPlanTest, ChoosesMxfp8OnlyWhereAllowedAndItPays) {
   ASSERT_TRUE(declined.best.has_value());
   EXPECT_EQ(declined.best->policy.param_comm, spec::CommPrecision::kDefault) << declined.explanation;
   EXPECT_EQ(declined.best->policy.grad_comm, spec::CommPrecision::kDefault) << declined.explanation;
+}
+
+// Absurd policies get a true estimate where int64 holds it, else a SizeOverflow naming the field that
+// drives it: never a wrapped (small or negative) peak.
+TEST(PlannerTest, AbsurdSizesGetAnEstimateOrANamedRefusal) {
+  spec::Policy p;
+  p.seq_len = 1000000000;  // the CPU reference's 2 x seq^2 fp32 scores: 8e18 bytes, still an int64
+  const Plan plan = plan_for("llama3-debug", "cpu", spec::MeshSpec{1, 1}, p);
+  EXPECT_GT(plan.estimate.memory.peak(), int64_t{8000000000000000000});
+  EXPECT_FALSE(plan.estimate.fits);
+  const auto driver = [](spec::Policy policy, const std::string& chip = "cpu") {
+    try {
+      plan_for("llama3-debug", chip, spec::MeshSpec{1, 1}, policy);
+    } catch (const spec::SizeOverflow& e) {
+      return e.driver();
+    }
+    return std::string("planned");
+  };
+  p.seq_len = 4000000000;  // seq^2 overflows
+  EXPECT_EQ(driver(p), "seq_len");
+  p.seq_len = int64_t{1} << 52;  // tokens x bytes per token overflow, on an accelerator too
+  EXPECT_EQ(driver(p, "h100"), "seq_len");
+  p = spec::Policy();
+  p.micro_batch = int64_t{1} << 60;
+  EXPECT_EQ(driver(p), "micro_batch");
+  p = spec::Policy();
+  p.grad_accum = int64_t{1} << 60;
+  EXPECT_EQ(driver(p, "h100"), "grad_accum");
+  // A vocabulary of 2^44: its logits overflow before the tokens' activations do.
+  spec::ModelDims d = spec::model_preset("llama3-debug").dims;
+  d.vocab = int64_t{1} << 44;
+  try {
+    make_plan(spec::make_llama("wide", d), chip_preset("h100"), spec::Mesh::create(spec::MeshSpec{1, 1}),
+              spec::Policy());
+    ADD_FAILURE() << "planned";
+  } catch (const spec::SizeOverflow& e) {
+    EXPECT_EQ(e.driver(), "vocab") << e.what();
+  }
 }
 
 }  // namespace

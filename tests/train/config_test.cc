@@ -194,6 +194,30 @@ TEST(TrainConfig, AbsurdSizesAreRefusedNamingTheKeyAndBytes) {
   EXPECT_NO_THROW(fits.check_fits_machine_memory());  // the default debug model fits
 }
 
+// The fit is the planner's estimate (sharding/planner.h): sizes past int64 (a dim of 2^40: 2^80 weights),
+// past what the spec builds (2^31 - 1 blocks) or counted (a vocabulary of 2^62) are refused as cleanly as
+// a model too big for the host, each naming its key; an int64 that holds the peak gives the planner's
+// bytes.
+TEST(TrainConfig, SizesPastInt64AreRefusedNamingTheKey) {
+  auto refused = [](const char* flag, const char* value) {
+    TrainConfig c;
+    c.model.flavor = "debugmodel_byte";
+    apply_override(c, flag, value);
+    c.validate(1);
+  };
+  expect_config_error(
+      [&] { refused("model.dim", "1099511627776"); },
+      {"model.dim = 1099511627776 with model.n_layers = 4", "bytes per rank", "overflows int64", "bytes of memory"});
+  expect_config_error([&] { refused("model.n_layers", "2147483647"); },
+                      {"model.n_layers = 2147483647", "more than 65536 blocks", "bytes of memory"});
+  expect_config_error([&] { refused("model.vocab_size", "4611686018427387904"); },
+                      {"model.vocab_size = 4611686018427387904", "bytes per rank", "bytes of memory"});
+  expect_config_error([&] { refused("training.seq_len", "4611686018427387904"); },
+                      {"training.seq_len = 4611686018427387904", "bytes per rank", "overflows int64"});
+  expect_config_error([&] { refused("training.seq_len", "1000000000"); },
+                      {"training.seq_len = 1000000000", "needs at least 8e+18 bytes per rank (the planner's peak"});
+}
+
 // Everything a file points at and the memory fit, in one pass before anything starts: one error lists
 // every bad path and the too-big model, each with its key and the file's line (they used to come one
 // per run: the data set, then the tokenizer, then the memory). resolve_keys(), what --print-config
