@@ -384,6 +384,15 @@ void summarize_steps(Trainer& trainer, const TrainerOptions& opts, const runtime
   }
 }
 
+// The start-up lines naming the tokenizer and how the text is packed.
+void log_data_source(std::ostream& log, const TrainConfig& config, const TokenSource& source, int64_t seq_len) {
+  if (const auto tokenizer = job_tokenizer(config)) log << "tokenizer: " << tokenizer->describe() << "\n";
+  if (const auto* text = dynamic_cast<const TextStreamSource*>(&source)) {
+    log << "data: " << text->name() << ", " << text->documents() << " documents, packed into windows of " << seq_len + 1
+        << " tokens\n";
+  }
+}
+
 }  // namespace
 
 JobResult run_training_job(const TrainConfig& config, Communicator& world, const JobOptions& job) {
@@ -399,13 +408,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   const DataLoaderOptions loader_options = data_loader_options(config, rank);
   const auto source = make_job_token_source(config, opts.model.dims.vocab, opts.seed);
   const std::string data_source = describe_data(*source, job_tokenizer(config));
-  if (job.log) {
-    if (const auto tokenizer = job_tokenizer(config)) *job.log << "tokenizer: " << tokenizer->describe() << "\n";
-    if (const auto* text = dynamic_cast<const TextStreamSource*>(source.get())) {
-      *job.log << "data: " << text->name() << ", " << text->documents() << " documents, packed into windows of "
-               << opts.fsdp.policy.seq_len + 1 << " tokens\n";
-    }
-  }
+  if (job.log) log_data_source(*job.log, config, *source, opts.fsdp.policy.seq_len);
   DataLoader loader(source, loader_options);
   Batch batch;
   BatchSource batches = [&](int64_t step, int64_t micro, int32_t* inputs, int32_t* targets) {
