@@ -156,7 +156,7 @@ Task run_after_peer_calls(Op& op, std::shared_ptr<const FlagSegment> flags, uint
     Fingerprint theirs;
     FlagSegment::PeerCall seen = FlagSegment::PeerCall::kNotYet;
     // Stands for the operation's own bytes in a timeout or peer-loss report: the peer has not called it.
-    co_await op.wait_until(flags->endpoint(p), op.context().bytes, [&] {
+    co_await op.wait_until(p, op.context().bytes, [&] {  // p: a communicator rank, as the segment's index
       seen = flags->peer_call(p, parity, mine.seq, theirs);
       return seen != FlagSegment::PeerCall::kNotYet;
     });
