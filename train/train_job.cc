@@ -361,11 +361,11 @@ void print_job_summary(std::ostream& log, const JobResult& result, bool has_stea
 
 // What the steps measured, on this rank: peaks against the planner, the block cache and page faults after
 // warm-up, hidden communication, median step and all-to-all times (the first step left out).
-void summarize_steps(Trainer& trainer, const TrainerOptions& opts, const runtime::OverlapMeter& overlap,
+void summarize_steps(Trainer& trainer, int64_t planned_peak_bytes, const runtime::OverlapMeter& overlap,
                      const BlockCacheStats& cache_after_warmup, int64_t faults_after_warmup,
                      std::vector<double>& step_seconds, std::vector<double>& all_to_all_per_step, JobResult& result) {
   result.peak_bytes = trainer.tracker().peak_total();
-  result.planned_peak_bytes = planned_peak(opts);
+  result.planned_peak_bytes = planned_peak_bytes;
   const BlockCacheStats cache = trainer.tracker().cache().stats();
   result.peak_reserved_bytes = cache.peak_reserved_bytes;
   if (!step_seconds.empty()) {
@@ -499,8 +499,8 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   }
   if (ckpt) ckpt->wait();
 
-  summarize_steps(trainer, opts, overlap, cache_after_warmup, faults_after_warmup, step_seconds, all_to_all_per_step,
-                  result);
+  summarize_steps(trainer, metrics_options.planned_memory_bytes, overlap, cache_after_warmup, faults_after_warmup,
+                  step_seconds, all_to_all_per_step, result);
   if (job.gather_final_parameters) {
     for (int u = 0; u < trainer.fsdp().num_units(); ++u) {
       result.final_parameters.push_back(trainer.fsdp().gather_full_parameters(u));

@@ -23,12 +23,7 @@ def memory(module):
     """{category: (current bytes, peak bytes)} of the runtime's memory trackers of the units in
     `module` (one per process group and reshard group, summed; shared with other modules sharded over
     the same groups)."""
-    out = {}
-    for groups in _trackers(module):
-        for cat, (cur, peak) in groups.memory().items():
-            c, p = out.get(cat, (0, 0))
-            out[cat] = (c + cur, p + peak)
-    return out
+    return _summed_pairs(groups.memory() for groups in _trackers(module))
 
 
 def reset_memory_peaks(module):
@@ -52,12 +47,17 @@ def overlap_seconds(module):
 
 
 def _overlap_seconds(module):
-    seconds = {}
-    for groups in _trackers(module):
-        for kind, (flight, hidden) in groups.overlap().items():
-            f, h = seconds.get(kind, (0.0, 0.0))
-            seconds[kind] = (f + flight, h + hidden)
-    return seconds
+    return _summed_pairs(groups.overlap() for groups in _trackers(module))
+
+
+def _summed_pairs(dicts):
+    """{key: (a, b)} summed pair by pair over the dicts (one per set of process groups)."""
+    out = {}
+    for d in dicts:
+        for key, (a, b) in d.items():
+            x, y = out.get(key, (0, 0))
+            out[key] = (x + a, y + b)
+    return out
 
 
 def clear_overlap(module):
