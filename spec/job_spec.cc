@@ -67,6 +67,22 @@ void check_expert_parallel(const ModelSpec& model, int64_t ep, int64_t shard_deg
   }
 }
 
+void check_fault_tolerance(const JobSpec& job) {
+  const FaultTolerance& ft = job.fault_tolerance;
+  validate(ft, job.mesh.world_size());
+  if (job.policy.redundancy != ft.effective_redundancy()) {
+    throw SpecError("policy.redundancy = " + std::string(name(job.policy.redundancy)) +
+                    " but the [fault_tolerance] section keeps " + std::string(name(ft.effective_redundancy())));
+  }
+  if (!ft.enable) return;
+  // In-job recovery re-plans a plain FSDP mesh; replica groups and expert groups are not rebuilt yet.
+  if (job.mesh.replicate_degree() > 1 || job.mesh.expert_parallel_degree() > 1) {
+    throw SpecError(
+        "fault_tolerance.enable = true needs plain FSDP (parallelism.data_parallel_replicate_degree = 1 "
+        "and expert_parallel_degree = 1): recovery does not rebuild replica or expert groups yet");
+  }
+}
+
 void validate(const JobSpec& job) {
   std::vector<std::string> problems;
   const auto collect = [&](const std::function<void()>& rule) {
@@ -80,6 +96,7 @@ void validate(const JobSpec& job) {
   collect([&] { validate(job.model); });
   collect([&] { validate(job.policy, shard); });
   collect([&] { check_expert_parallel(job.model, job.mesh.expert_parallel_degree(), shard); });
+  collect([&] { check_fault_tolerance(job); });
   if (problems.empty()) return;
   std::string all = problems.front();
   for (size_t i = 1; i < problems.size(); ++i) all += "\n" + problems[i];

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "spec/fault_tolerance.h"
 #include "spec/mesh.h"
 #include "spec/model_spec.h"
 #include "spec/policy.h"
@@ -22,6 +23,7 @@ struct JobSpec {
   ModelSpec model;
   Policy policy;
   Mesh mesh;  // replicate x shard over the world, with the expert-parallel degree
+  FaultTolerance fault_tolerance;  // its redundancy is policy.redundancy's source
 };
 
 // Every rule below, the model's own checks and the policy's, for the whole job; throws one SpecError
@@ -44,5 +46,8 @@ void check_reshard_group(const Reshard& reshard, int64_t shard_degree);
 void check_expert_parallel_degree(int64_t ep, int64_t shard_degree);
 // That, and for ep > 1 a MoE model whose experts it divides.
 void check_expert_parallel(const ModelSpec& model, int64_t ep, int64_t shard_degree);
+// The [fault_tolerance] section's own rules, that policy.redundancy is what it keeps, and that in-job
+// recovery runs on a plain FSDP mesh.
+void check_fault_tolerance(const JobSpec& job);
 
 }  // namespace fsdp::spec

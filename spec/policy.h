@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "common/dtype.h"
+#include "spec/fault_tolerance.h"
 
 namespace fsdp::spec {
 
@@ -83,6 +84,8 @@ struct Policy {
   int64_t seq_len = 8192;
   int64_t grad_accum = 1;  // micro-steps per optimizer step
   LossImpl loss = LossImpl::kFused;
+  // What keeps a lost rank's shard alive (spec/fault_tolerance.h): the planner prices it, the runtime keeps it.
+  Redundancy redundancy = Redundancy::kNone;
 };
 
 inline constexpr int64_t kMaxPrefetch = 8;

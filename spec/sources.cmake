@@ -10,4 +10,5 @@ set(FSDP_SPEC_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/shard_layout.cc
   ${CMAKE_CURRENT_LIST_DIR}/expert_parallel.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_spec.cc
+  ${CMAKE_CURRENT_LIST_DIR}/fault_tolerance.cc
 )
