@@ -21,6 +21,7 @@
 #include "common/host_memory.h"
 #include "runtime/lr_schedule.h"
 #include "sharding/chip_profile.h"
+#include "spec/fault_tolerance.h"
 #include "spec/job_spec.h"
 #include "spec/mesh.h"
 #include "spec/model_spec.h"
@@ -167,6 +168,7 @@ struct TrainConfig {
   CheckpointConfig checkpoint;
   MetricsConfig metrics;
   ActivationCheckpointConfig activation_checkpoint;
+  spec::FaultTolerance fault_tolerance;     // [fault_tolerance]: in-job recovery from a lost rank
   std::optional<spec::Mesh> resolved_mesh;  // set by validate()
   // TorchTitan keys with no counterpart here (config_torchtitan_only.cc), "section.key" -> the TOML
   // literal given; unset ones keep TorchTitan's default.

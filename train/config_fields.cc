@@ -495,6 +495,29 @@ const std::vector<Field>& fields() {
                         return string_literal(every == 0 ? std::string("op") : std::to_string(every));
                       },
                       selective_ac_option});
+    // [fault_tolerance] (docs/fault_tolerance.md): TorchTitan's enable; the rest is ours.
+    f.push_back(bool_field("fault_tolerance", "enable", FSDP_ACC(bool, fault_tolerance.enable), true,
+                           "a lost rank does not end the job: the survivors shrink, re-plan and redo the step "
+                           "(plain FSDP under fsdp-run; docs/fault_tolerance.md)"));
+    f.push_back(enum_field<spec::Redundancy>(
+        "fault_tolerance", "redundancy", FSDP_ACC(spec::Redundancy, fault_tolerance.redundancy),
+        {{"buddy", spec::Redundancy::kBuddy}, {"none", spec::Redundancy::kNone}}, false,
+        "with enable: buddy keeps a mirror of the next rank's shard and optimizer state (one gradient shard "
+        "sent per step); none keeps nothing, so a lost rank means a restart from the checkpoint"));
+    f.push_back(int_field("fault_tolerance", "min_world_size", FSDP_ACC(int64_t, fault_tolerance.min_world_size), false,
+                          "with enable: fewer survivors than this end the job (or restart it)", positive));
+    f.push_back(Field{"fault_tolerance",
+                      "recovery_timeout_ms",
+                      Kind::kInt,
+                      {},
+                      false,
+                      "with enable: how long survivors wait for every rank to report before deciding without "
+                      "the silent ones",
+                      [](TrainConfig& c, const Value& v) {
+                        c.fault_tolerance.recovery_timeout = std::chrono::milliseconds(std::get<int64_t>(v));
+                      },
+                      [](const TrainConfig& c) { return std::to_string(c.fault_tolerance.recovery_timeout.count()); },
+                      positive});
     add_torchtitan_only_fields(f);
     // Grouped by section in the order sections first appear, so to_toml() opens each table once.
     std::vector<std::string> order;

@@ -33,7 +33,8 @@ constexpr const char* kNoQuantizedWeights =
 constexpr const char* kNoActivationCheckpoint =
     "activation checkpointing reruns the model's own deterministic forward (no torch.utils.checkpoint, no RNG "
     "state, a fixed op policy: docs/config.md)";
-constexpr const char* kNoFaultTolerance = "no torchft: a failed rank stops the job (docs/launch.md)";
+constexpr const char* kNoFaultTolerance =
+    "no torchft replica groups: fault_tolerance.enable recovers inside the one job (docs/fault_tolerance.md)";
 constexpr const char* kCommKnobs = "communication timeouts are the FSDP_* environment knobs (docs/config.md)";
 constexpr const char* kNoMemoryEstimation = "memory is estimated by fsdp-plan and bounded by validate()";
 constexpr const char* kNoValidation = "no validation loop";
@@ -183,7 +184,6 @@ void add_torchtitan_only_fields(std::vector<Field>& f) {
   f.push_back(accepted("memory_estimation", "enable", K::kBool, "false", kNoMemoryEstimation));
   f.push_back(accepted("memory_estimation", "disable_fake_mode", K::kBool, "false", kNoMemoryEstimation));
   // [fault_tolerance]
-  f.push_back(accepted("fault_tolerance", "enable", K::kBool, "false", kNoFaultTolerance));
   f.push_back(accepted("fault_tolerance", "process_group", K::kString, "\"gloo\"", kNoFaultTolerance));
   f.push_back(accepted("fault_tolerance", "process_group_timeout_ms", K::kInt, "10000", kNoFaultTolerance));
   f.push_back(accepted("fault_tolerance", "replica_id", K::kInt, "0", kNoFaultTolerance));

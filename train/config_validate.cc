@@ -97,11 +97,13 @@ spec::Policy TrainConfig::policy() const {
   p.micro_batch = training.local_batch_size;
   p.seq_len = training.seq_len;
   p.grad_accum = training.gradient_accumulation_steps;
+  p.redundancy = fault_tolerance.effective_redundancy();
   return p;
 }
 
 spec::JobSpec TrainConfig::job_spec() const {
-  return spec::JobSpec{model_spec(), policy(), mesh().with_expert_parallel(parallelism.expert_parallel_degree)};
+  return spec::JobSpec{model_spec(), policy(), mesh().with_expert_parallel(parallelism.expert_parallel_degree),
+                       fault_tolerance};
 }
 
 runtime::LrSchedule TrainConfig::lr_schedule() const {
@@ -241,6 +243,13 @@ std::vector<std::string> key_problems(TrainConfig& c, int64_t world_size) {
   collect(problems, [&] {
     for (auto& problem : model_problems(c)) problems.push_back(std::move(problem));
   });
+  if (c.resolved_mesh) {
+    try {
+      spec::check_fault_tolerance(spec::JobSpec{{}, c.policy(), *c.resolved_mesh, c.fault_tolerance});
+    } catch (const spec::SpecError& e) {
+      problems.push_back(e.what());
+    }
+  }
   return problems;
 }
 

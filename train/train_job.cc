@@ -411,7 +411,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   if (job.log) log_data_source(*job.log, config, *source, opts.fsdp.policy.seq_len);
   DataLoader loader(source, loader_options);
   Batch batch;
-  BatchSource batches = [&](int64_t step, int64_t micro, int32_t* inputs, int32_t* targets) {
+  BatchSource batches = [&](int64_t step, int64_t micro, int64_t /*data_rank*/, int32_t* inputs, int32_t* targets) {
     loader.next(batch);
     if (batch.step != step || batch.micro_step != micro) {
       throw std::logic_error("data loader at step " + std::to_string(batch.step) + "." +

@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -15,6 +16,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 }  // namespace
+
+std::vector<int64_t> round_robin_data_ranks(int64_t data_parallel_size, int64_t world, int64_t rank) {
+  std::vector<int64_t> ranks;
+  for (int64_t d = rank; d < data_parallel_size; d += world) ranks.push_back(d);
+  ranks.resize(static_cast<size_t>((data_parallel_size + world - 1) / world), -1);
+  return ranks;
+}
 
 Trainer::Trainer(const TrainerOptions& options, Communicator& world, BatchSource batches)
     : options_(options), world_(world), batches_(std::move(batches)) {
@@ -57,6 +65,20 @@ Trainer::Trainer(const TrainerOptions& options, Communicator& world, BatchSource
         dims_, b, t, tracker_, spec::block_ac(options_.fsdp.policy, i), exchange_.get()));
   }
   head_ = std::make_unique<model::OutputHead>(dims_, b, t, tracker_);
+  const int64_t world_dp = options_.fsdp.mesh ? options_.fsdp.mesh->data_parallel_size() : world_.size();
+  const int64_t global_dp = options_.data_parallel_size > 0 ? options_.data_parallel_size : world_dp;
+  data_ranks_ = options_.data_ranks;
+  if (data_ranks_.empty()) {
+    data_ranks_.push_back(options_.fsdp.mesh ? options_.fsdp.mesh->data_parallel_rank(world_.rank()) : world_.rank());
+  }
+  for (int64_t d : data_ranks_) {
+    if (d < -1 || d >= global_dp) {
+      throw std::invalid_argument("trainer: data rank " + std::to_string(d) + " outside [0, " +
+                                  std::to_string(global_dp) + ")");
+    }
+  }
+  // 1 exactly when every rank computes its own rows: the arithmetic is then the same as without the option.
+  share_ = static_cast<float>(static_cast<double>(world_dp) / static_cast<double>(global_dp));
   inputs_.resize(static_cast<size_t>(b * t));
   targets_.resize(static_cast<size_t>(b * t));
   hidden_.reset(tracker_, MemoryCategory::kActivations, static_cast<size_t>(b * t * dims_.dim));
@@ -81,9 +103,14 @@ std::span<T* const> Trainer::block_params(std::span<T* const> dense, std::span<T
   return out;
 }
 
-double Trainer::micro_step(int64_t micro) {
+double Trainer::micro_step(int64_t step, int64_t micro, int64_t data_rank, bool last_micro) {
   const int64_t rows = options_.fsdp.policy.micro_batch * options_.fsdp.policy.seq_len;
-  batches_(step_, micro, inputs_.data(), targets_.data());
+  // A slot without rows runs on the rank's first data rank's batch at scale 0 (finite inputs, zero gradients).
+  batches_(step, micro, data_rank >= 0 ? data_rank : std::max<int64_t>(data_ranks_.front(), 0), inputs_.data(),
+           targets_.data());
+  // Gradients stay unsharded across micro-batches and are reduced once, on the last (FSDP2's
+  // set_requires_gradient_sync(False) pattern).
+  fsdp_->set_requires_gradient_sync(last_micro);
   runtime::FsdpModel& fsdp = *fsdp_;
   const int last = fsdp.num_units() - 1;
   float* x = hidden_.data();
@@ -115,7 +142,8 @@ double Trainer::micro_step(int64_t micro) {
   // Backward, last unit first; x now carries the gradient of the residual stream.
   w = fsdp.pre_backward(last);
   t0 = Clock::now();
-  const float loss_scale = 1.0f / static_cast<float>(options_.fsdp.policy.grad_accum);
+  // The mean over the global batch: 1 / grad_accum per micro-step, and this world's share of the data ranks.
+  const float loss_scale = data_rank >= 0 ? share_ / static_cast<float>(options_.fsdp.policy.grad_accum) : 0.0f;
   head_->backward(w, fsdp.grads(last), loss_scale, x);
   record("backward", last, t0);
   fsdp.post_backward(last);
@@ -147,37 +175,58 @@ double Trainer::micro_step(int64_t micro) {
 
 StepStats Trainer::step() {
   const auto start = Clock::now();
-  ++step_;
+  if (pending_) throw std::logic_error("trainer: step " + std::to_string(pending_->step) + " is still pending");
+  const int64_t step = step_ + 1;
   StepStats stats;
-  stats.step = step_;
+  stats.step = step;
+  const int64_t accum = options_.fsdp.policy.grad_accum;
   double local_loss = 0;
-  for (int64_t m = 0; m < options_.fsdp.policy.grad_accum; ++m) {
-    // Gradients stay unsharded across micro-batches and are reduced once, on the last (FSDP2's
-    // set_requires_gradient_sync(False) pattern).
-    fsdp_->set_requires_gradient_sync(m == options_.fsdp.policy.grad_accum - 1);
-    local_loss += micro_step(m) / static_cast<double>(options_.fsdp.policy.grad_accum);
+  for (size_t d = 0; d < data_ranks_.size(); ++d) {
+    for (int64_t m = 0; m < accum; ++m) {
+      const bool last = d + 1 == data_ranks_.size() && m == accum - 1;
+      const double loss = micro_step(step, m, data_ranks_[d], last);
+      if (data_ranks_[d] >= 0) local_loss += loss / static_cast<double>(accum);
+    }
   }
+  local_loss *= static_cast<double>(share_);
   // Every rank holds the same global mean afterwards, so all take the same decision about it.
   world_.all_reduce(&local_loss, &stats.loss, 1, DataType::kFloat64, ReduceOp{ReduceKind::kAvg, 1.0}).wait();
   stats.grad_norm = fsdp_->clip_grad_norm(options_.max_norm);
-  stats.lr = options_.lr.at(step_);
+  stats.lr = options_.lr.at(step);
   if (!std::isfinite(stats.loss) || !std::isfinite(stats.grad_norm)) {
     if (!options_.skip_nonfinite) {
-      throw NonFiniteLoss("step " + std::to_string(step_) + ": " +
+      throw NonFiniteLoss("step " + std::to_string(step) + ": " +
                           (std::isfinite(stats.loss) ? "gradient norm" : "loss") + " is not finite (loss " +
                           std::to_string(stats.loss) + ", grad_norm " + std::to_string(stats.grad_norm) +
                           "); lower the learning rate or set training.skip_nonfinite_steps = true to skip such steps");
     }
     stats.skipped = true;
+    step_ = step;
   } else {
-    const auto t0 = Clock::now();
-    optimizer_->step(*fsdp_, stats.lr, [this](int u) { fsdp_->prefetch_next_step(u); });
-    record("optimizer", t0);
+    pending_ = Pending{step, stats.lr};
+    if (!options_.commit || options_.commit(step)) apply_pending_step();
   }
+  pending_.reset();
   fsdp_->zero_grad();
-  stats.tokens = options_.fsdp.policy.micro_batch * options_.fsdp.policy.seq_len * options_.fsdp.policy.grad_accum;
+  stats.tokens =
+      options_.fsdp.policy.micro_batch * options_.fsdp.policy.seq_len * accum *
+      static_cast<int64_t>(std::count_if(data_ranks_.begin(), data_ranks_.end(), [](int64_t d) { return d >= 0; }));
   stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return stats;
+}
+
+bool Trainer::apply_pending_step() {
+  if (!pending_) return false;
+  const auto t0 = Clock::now();
+  // The next step's first all-gathers start as each unit is updated, unless a commit vote guards the step:
+  // then nothing collective may start (and fail) halfway through the updates.
+  std::function<void(int)> after_unit;
+  if (!options_.commit) after_unit = [this](int u) { fsdp_->prefetch_next_step(u); };
+  optimizer_->step(*fsdp_, pending_->lr, after_unit);
+  step_ = pending_->step;
+  pending_.reset();
+  record("optimizer", t0);
+  return true;
 }
 
 }  // namespace fsdp::train

@@ -5,14 +5,16 @@
 //   Trainer trainer(options, world, batches);
 //   for (int64_t s = 1; s <= options.steps; ++s) StepStats st = trainer.step();
 //
-// Every rank must run the same number of steps; batches(step, micro, inputs, targets) must hand each
-// data-parallel rank its own rows of the global batch (train/dataset.h does).
+// Every rank must run the same number of steps; batches(step, micro, data_rank, inputs, targets) must hand
+// each data-parallel rank its own rows of the global batch (train/dataset.h does). After a lost rank
+// (fault_tolerance) a survivor computes the rows of several data ranks, so the global batch stays whole.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -47,10 +49,22 @@ struct TrainerOptions {
   uint64_t seed = 0;  // parameter initialisation
   model::InitScheme init = model::InitScheme::kNormal;  // model.init_scheme
   bool skip_nonfinite = false;  // a NaN/Inf loss or gradient norm skips the step instead of stopping
+  // The data-parallel ranks whose rows this rank computes, grad_accum micro-steps each, in order (empty: its
+  // own, spec::Mesh::data_parallel_rank), out of data_parallel_size (0: the mesh's). Survivors of a lost rank
+  // take its rows: the gradient and the loss stay the mean over data_parallel_size ranks' rows. Every rank
+  // must list as many entries (the all-gathers of each micro-step are collective): -1 is a slot without rows,
+  // run with a zero loss scale (see round_robin_data_ranks).
+  std::vector<int64_t> data_ranks;
+  int64_t data_parallel_size = 0;
+  // Called once per step once this rank holds everything the optimizer step needs (gradients reduced and
+  // clipped, the redundancy's gradients received), before anything is updated: fault tolerance's commit
+  // vote. false, or an exception, leaves the step unapplied (apply_pending_step() can still apply it).
+  std::function<bool(int64_t step)> commit;
 };
 
 // Fills one micro-batch of this rank: inputs and targets, each local_batch * seq_len tokens.
-using BatchSource = std::function<void(int64_t step, int64_t micro, int32_t* inputs, int32_t* targets)>;
+using BatchSource =
+    std::function<void(int64_t step, int64_t micro, int64_t data_rank, int32_t* inputs, int32_t* targets)>;
 // Told about every compute span (forward/backward of a unit, the optimizer) for the trace.
 using ComputeObserver = std::function<void(std::string_view what, std::chrono::steady_clock::time_point start,
                                            std::chrono::steady_clock::time_point end)>;
@@ -64,6 +78,10 @@ struct StepStats {
   int64_t tokens = 0;  // this rank's tokens in the step
   bool skipped = false;
 };
+
+// Data ranks 0..data_parallel_size-1 dealt round-robin over `world` ranks: rank r computes r, r + world, ...,
+// padded with -1 to ceil(data_parallel_size / world) entries so every rank runs as many micro-steps.
+std::vector<int64_t> round_robin_data_ranks(int64_t data_parallel_size, int64_t world, int64_t rank);
 
 // Thrown when a step's loss or gradient norm is NaN or Inf and skip_nonfinite is off.
 class NonFiniteLoss : public std::runtime_error {
@@ -81,7 +99,13 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   StepStats step();
+  // Steps whose optimizer update this rank applied (or skipped as non-finite).
   int64_t steps_done() const { return step_; }
+  // A step whose commit was interrupted (the vote threw) but that the job decided to keep: applies its
+  // optimizer update from the gradients it still holds. False when no step is pending.
+  bool apply_pending_step();
+  // The rank's data ranks (TrainerOptions::data_ranks, resolved).
+  const std::vector<int64_t>& data_ranks() const { return data_ranks_; }
   // After a checkpoint load: the next step() is step + 1.
   void set_steps_done(int64_t step) { step_ = step; }
 
@@ -96,7 +120,9 @@ class Trainer {
   }
 
  private:
-  double micro_step(int64_t micro);  // forward + backward of one micro-batch; returns its local loss
+  // forward + backward of one micro-batch of data rank `data_rank`; returns its local loss
+  // data_rank -1: a slot without rows (zero loss scale: it adds nothing to the gradients).
+  double micro_step(int64_t step, int64_t micro, int64_t data_rank, bool last);
   void record(std::string_view what, std::chrono::steady_clock::time_point start);
   // "forward layers.2": the phase and the unit's name.
   void record(std::string_view phase, int unit, std::chrono::steady_clock::time_point start);
@@ -128,6 +154,13 @@ class Trainer {
   std::vector<int32_t> inputs_, targets_;
   TrackedBuffer<float> hidden_;  // (B*T, dim): the residual stream between units
   int64_t step_ = 0;
+  std::vector<int64_t> data_ranks_;
+  float share_ = 1.0f;  // this world's data-parallel size over the global batch's: scales loss and gradients
+  struct Pending {
+    int64_t step = 0;
+    double lr = 0;
+  };
+  std::optional<Pending> pending_;  // gradients ready, the commit not decided
   ComputeObserver compute_observer_;
 };
 

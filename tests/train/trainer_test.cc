@@ -71,6 +71,8 @@ struct TrainRun {
   int64_t steps = full_equivalence() ? 20 : 5;
   DataType param_dtype = DataType::kFloat32;
   const char* ac = "none";  // spec::parse_ac form: none, selective:op, selective:K, full
+  // > world: the global batch is this many data ranks' (fault tolerance after a lost rank), dealt round-robin.
+  int data_parallel = 0;
 };
 
 struct Result {
@@ -83,11 +85,13 @@ TrainerOptions options_for(const TrainRun& r) {
   o.model = r.moe ? tiny_moe() : tiny_llama();
   o.fsdp.policy.seq_len = full_equivalence() ? 128 : 8;
   o.fsdp.policy.grad_accum = r.accum;
-  if (r.global_batch % (r.world * r.accum) != 0) {
+  const int dp = r.data_parallel > 0 ? r.data_parallel : r.world;
+  if (r.global_batch % (dp * r.accum) != 0) {
     throw std::logic_error("global batch " + std::to_string(r.global_batch) + " does not split over " +
-                           std::to_string(r.world) + " ranks x " + std::to_string(r.accum) + " micro-batches");
+                           std::to_string(dp) + " ranks x " + std::to_string(r.accum) + " micro-batches");
   }
-  o.fsdp.policy.micro_batch = r.global_batch / (r.world * r.accum);
+  o.fsdp.policy.micro_batch = r.global_batch / (dp * r.accum);
+  if (r.data_parallel > 0) o.data_parallel_size = r.data_parallel;
   o.fsdp.mesh = spec::Mesh::for_world(r.world, r.replicate).with_expert_parallel(r.ep);
   o.fsdp.policy.param_dtype = r.param_dtype;
   o.fsdp.policy.reduce_dtype = DataType::kFloat32;
@@ -103,8 +107,8 @@ TrainerOptions options_for(const TrainRun& r) {
 // Tokens of global sequence `row` in step s: a learnable pattern (next = current + 3 mod vocab) with noise.
 // Rank r's micro-batch m holds global rows m*N*B + r*B + b of the step, so the union over ranks and
 // micro-batches is the 1-rank run's batch.
-BatchSource batches_for(const TrainerOptions& o, int rank, int world) {
-  return [o, rank, world](int64_t step, int64_t micro, int32_t* inputs, int32_t* targets) {
+BatchSource batches_for(const TrainerOptions& o, int /*rank*/, int world) {
+  return [o, world](int64_t step, int64_t micro, int64_t rank, int32_t* inputs, int32_t* targets) {
     const int64_t vocab = o.model.dims.vocab;
     const int64_t global = o.fsdp.policy.micro_batch * world * o.fsdp.policy.grad_accum;
     for (int64_t b = 0; b < o.fsdp.policy.micro_batch; ++b) {
@@ -154,7 +158,8 @@ Result train(const TrainRun& r) {
   std::vector<Result> results(static_cast<size_t>(r.world));
   job.run([&](Communicator& world) {
     TrainerOptions o = options_for(r);
-    Trainer trainer(o, world, batches_for(o, world.rank(), world.size()));
+    if (r.data_parallel > 0) o.data_ranks = round_robin_data_ranks(r.data_parallel, world.size(), world.rank());
+    Trainer trainer(o, world, batches_for(o, world.rank(), r.data_parallel > 0 ? r.data_parallel : world.size()));
     Result& out = results[static_cast<size_t>(world.rank())];
     for (int64_t s = 0; s < r.steps; ++s) out.losses.push_back(trainer.step().loss);
     for (int u = 0; u < trainer.fsdp().num_units(); ++u) out.params.push_back(trainer.fsdp().gather_full_parameters(u));
@@ -213,6 +218,13 @@ TEST_P(TrainerEquivalence, MatchesOneRankWithin1e5) {
   r.reshard = c.reshard;
   r.accum = c.accum;
   expect_matches(train(r), one_rank(), 1e-5);
+}
+
+// After a lost rank the survivors take its rows (TrainerOptions::data_ranks): 3 ranks computing the
+// global batch of 4 (rank 0 also computes data rank 3), or 2 of 4, train as the 1-rank run does.
+TEST(TrainerDataRanks, FewerRanksComputingAllDataRanksMatchOneRankWithin1e5) {
+  expect_matches(train(TrainRun{.world = 3, .data_parallel = 4}), one_rank(), 1e-5);
+  expect_matches(train(TrainRun{.world = 2, .accum = 2, .data_parallel = 3}), one_rank(), 1e-5);
 }
 
 // MoE: experts shard as ordinary FSDP parameters of their block's unit (no expert parallelism). The
