@@ -35,6 +35,7 @@ store.set("ns/echo", value + b"!")
 store.add("ns/counter", 5)
 store.set("ns/torch_added", "1")
 store.compare_set("ns/decision", "", "torch")
+store.set("ns/decided", "1")  # torch's server wakes waiters on set only, not on compare_set
 store.get("ns/done")
 )PY";
 
@@ -83,7 +84,7 @@ TEST(TorchStoreClient, TradesKeysWithTorchsOwnClient) {
   EXPECT_EQ(store.get("from_torch", milliseconds(0)), "hello");
   // compare_set in torch's own server: the key torch created wins over ours; a missing key with a
   // non-empty expected reads "" (torch answers `expected` there), and "" creates a key.
-  store.wait({"decision"});
+  store.wait({"decided"});
   EXPECT_EQ(store.compare_set("decision", "", "fsdp"), "torch");
   EXPECT_EQ(store.compare_set("decision", "torch", "commit"), "commit");
   EXPECT_EQ(store.get("decision"), "commit");
