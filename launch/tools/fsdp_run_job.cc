@@ -192,7 +192,9 @@ void Job::reap() {
       }
       children_[r].running = false;
       children_[r].status = status;
-      if (ft_ && !signal_received_ && !sigterm_sent_ && (ft_on_ || (ft_on_ = ft_->enabled()))) {
+      // Fault-tolerance mode, unless fail-fast already began (a rank failed before the key was written).
+      const bool stopping = signal_received_ || sigterm_sent_ || term_at_ != kNever;
+      if (ft_ && !stopping && (ft_on_ || (ft_on_ = ft_->enabled()))) {
         note_ft_exit(r);
         continue;
       }
