@@ -147,6 +147,8 @@ RecoveryDecision agree_on_failure(KeyValueStore& store, const std::string& job_p
       for (int r = 0; r < old_size; ++r) {
         const auto i = static_cast<size_t>(r);
         if (!posted[i] || gone[i]) continue;
+        // It posted, then died (during recovery): the launcher said so meanwhile.
+        if (r != old_rank && peek(store, job_prefix + "ft/exited/" + std::to_string(launch[i]))) continue;
         d.survivors.push_back(r);
         d.launch_ranks.push_back(launch[i]);
         d.committed_step = std::max(d.committed_step, *posted[i]);

@@ -92,6 +92,15 @@ TEST(FailureAgreement, TwoLostTheHighestCommittedStepWins) {
   expect_all(agree_all(server, 1, 4, {{0, 11, {1}}, {2, 12, {}}}, 10s), {1, {0, 2}, 12, {0, 2}});
 }
 
+// Rank 1 posted alive, then its process ended before the decision (the launcher's key): left out.
+TEST(FailureAgreement, RankThatPostedThenExitedIsLeftOut) {
+  StoreServer server;
+  auto store = client_of(server);
+  store->set(std::string(kJob) + "ft/epoch1/alive/1", "6");
+  store->set(std::string(kJob) + "ft/exited/1", "was killed by signal 9 (SIGKILL)");
+  expect_all(agree_all(server, 1, 3, {{0, 6, {}}, {2, 6, {}}}, 10s), {1, {0, 2}, 6, {0, 2}});
+}
+
 TEST(FailureAgreement, SilentRankIsDecidedWithoutAfterTheTimeout) {
   StoreServer server;
   expect_all(agree_all(server, 1, 4, {{0, 3, {}}, {1, 3, {}}, {3, 3, {}}}, 200ms), {1, {0, 1, 3}, 3, {0, 1, 3}});
