@@ -26,6 +26,14 @@ class KeyValueStore {
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
   // Adds delta to the decimal counter at key (missing: 0); returns the new value.
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // Atomically at the server (c10d::Store::compareSet's meaning): when the key holds `expected`, or is
+  // missing and `expected` is "", it now holds `desired`; returns the value the key holds after the
+  // call, so exactly one of many racing compare_set(key, "", x_i) stores its x_i and every caller gets
+  // the winner's. A missing key with a non-empty `expected` stays missing and reads "" (torch's servers
+  // answer `expected` there; the torch adapters turn that into "" whenever expected != desired, the one
+  // case it can be told apart in). A key created this way may not wake torch's waiters (torch <= 2.x
+  // servers wake them on set only): poll with timeouts, as StepCommit does.
+  virtual std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) = 0;
   // Removes key; true if it existed.
   virtual bool erase(const std::string& key) = 0;
   // Where the store is, for error messages: "the store 10.0.0.7:29500".

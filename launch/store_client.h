@@ -49,9 +49,8 @@ class StoreClient : public KeyValueStore {
   // Adds delta to the counter at key (missing: 0) and returns the new value. The counter is stored as
   // decimal text, so get() returns e.g. "42"; InvalidArgument if the key holds anything else.
   int64_t add(const std::string& key, int64_t delta) override;
-  // Sets key to desired if its current value equals expected (a missing key equals ""); returns the
-  // value after the call, so the swap happened exactly when the result equals desired.
-  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired);
+  // KeyValueStore::compare_set: the swap happened exactly when the result equals desired.
+  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
   // Removes key; true if it existed. ("delete" is a keyword.)
   bool erase(const std::string& key) override;
   int64_t num_keys();

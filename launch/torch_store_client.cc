@@ -23,7 +23,8 @@ using std::chrono::milliseconds;
 
 constexpr uint32_t kValidationMagic = 0x3C85F7CE;  // torch's validationMagicNumber
 constexpr int kValidate = 0;                       // the validated dialect's first command
-constexpr int kSet = 0, kGet = 2, kAdd = 3, kCheck = 4, kWait = 5, kNumKeys = 6, kDelete = 8;  // legacy codes
+constexpr int kSet = 0, kCompareSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kWait = 5, kNumKeys = 6,
+              kDelete = 8;  // legacy codes
 constexpr uint8_t kStopWaiting = 0;
 constexpr uint8_t kReady = 0, kNotReady = 1;  // CHECK's answers (torch's CheckResponseType)
 // How long a legacy server may take to answer the probe. It answers from memory at once; a validated
@@ -97,6 +98,14 @@ Read recv_exact(int fd, void* out, size_t size, Clock::time_point deadline) {
   return Read::kOk;
 }
 
+// A byte string as torch sends it (u64 length, bytes); false when it did not come whole in time.
+bool recv_bytes(int fd, std::string* value, Clock::time_point deadline) {
+  uint64_t size = 0;
+  if (recv_exact(fd, &size, sizeof(size), deadline) != Read::kOk || size >= (uint64_t{1} << 32)) return false;
+  value->resize(size);
+  return size == 0 || recv_exact(fd, value->data(), size, deadline) == Read::kOk;
+}
+
 template <typename T>
 void append_value(std::string& out, T v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof(v));  // little-endian hosts, as torch assumes
@@ -115,6 +124,11 @@ bool answers_num_keys(int fd, int code, milliseconds window) {
 }
 
 }  // namespace
+
+std::string from_torch_compare_set(std::string reply, const std::string& expected, const std::string& desired) {
+  if (!expected.empty() && expected != desired && reply == expected) return {};
+  return reply;
+}
 
 TorchStoreClient::TorchStoreClient(std::string host, uint16_t port, milliseconds timeout, std::string key_namespace)
     : host_(std::move(host)), port_(port), timeout_(timeout), namespace_(std::move(key_namespace)) {
@@ -230,13 +244,8 @@ std::string TorchStoreClient::get(const std::string& key, milliseconds timeout) 
   std::string body;
   append_string(body, wire_key(key));
   send_command(kGet, body);
-  uint64_t size = 0;
   std::string value;
-  const auto deadline = Clock::now() + timeout_;
-  if (recv_exact(fd_, &size, sizeof(size), deadline) == Read::kOk && size < (uint64_t{1} << 32)) {
-    value.resize(size);
-    if (size == 0 || recv_exact(fd_, value.data(), size, deadline) == Read::kOk) return value;
-  }
+  if (recv_bytes(fd_, &value, Clock::now() + timeout_)) return value;
   drop_connection();
   throw CommError(kCtx, "no value for '" + key + "' from " + describe());
 }
@@ -253,6 +262,20 @@ int64_t TorchStoreClient::add(const std::string& key, int64_t delta) {
     throw CommError(kCtx, "no answer to add('" + key + "') from " + describe());
   }
   return value;
+}
+
+std::string TorchStoreClient::compare_set(const std::string& key, const std::string& expected,
+                                          const std::string& desired) {
+  std::lock_guard lock(mu_);
+  std::string body;
+  append_string(body, wire_key(key));
+  append_string(body, expected);
+  append_string(body, desired);
+  send_command(kCompareSet, body);
+  std::string value;
+  if (recv_bytes(fd_, &value, Clock::now() + timeout_)) return from_torch_compare_set(value, expected, desired);
+  drop_connection();
+  throw CommError(kCtx, "no answer to compare_set('" + key + "') from " + describe());
 }
 
 bool TorchStoreClient::erase(const std::string& key) {

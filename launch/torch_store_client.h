@@ -24,6 +24,11 @@
 
 namespace fsdp::launch {
 
+// torch's servers (TCPStore, HashStore) answer a compare_set on a missing key with a non-empty
+// `expected` by returning `expected`, as if the key held it; KeyValueStore says "" (the key's state).
+// Told apart whenever expected != desired: a key that held `expected` would now hold `desired`.
+std::string from_torch_compare_set(std::string reply, const std::string& expected, const std::string& desired);
+
 class TorchStoreClient : public KeyValueStore {
  public:
   enum class Dialect { kLegacy, kValidated };
@@ -42,6 +47,9 @@ class TorchStoreClient : public KeyValueStore {
   void wait(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
+  // COMPARE_SET in either dialect; torch's answer for a missing key goes through
+  // from_torch_compare_set, so the result means what KeyValueStore::compare_set says.
+  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
   // Legacy servers delete the key. Validated ones are not asked (DELETE_KEY's code moved between 2.x
   // releases, and a wrong code would desynchronize the connection): false, the key stays until the
   // agent's store goes with the agent.

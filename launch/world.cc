@@ -209,8 +209,12 @@ std::string attempt_key_prefix(int64_t attempt) { return attempt > 0 ? "attempt"
 
 std::string job_key_prefix(const std::string& sub_job) {
   // A restarted job (fsdp-run --max-restarts) must not read the keys its failed start left in the store.
-  return "fsdp/" + knobs::kRunId.get() + (sub_job.empty() ? "" : "." + sub_job) + "/" +
-         attempt_key_prefix(knobs::kRestartCount.get());
+  if (sub_job.empty()) return job_key_prefix_of_attempt(knobs::kRestartCount.get());
+  return "fsdp/" + knobs::kRunId.get() + "." + sub_job + "/" + attempt_key_prefix(knobs::kRestartCount.get());
+}
+
+std::string job_key_prefix_of_attempt(int64_t attempt) {
+  return "fsdp/" + knobs::kRunId.get() + "/" + attempt_key_prefix(attempt);
 }
 
 milliseconds heartbeat_timeout_from_env() {

@@ -57,6 +57,8 @@ std::string job_key_prefix(const std::string& sub_job = "");
 // "attempt<k>/" for start k > 0 of a job under fsdp-run --max-restarts, "" for the first: the keys of
 // each start (the ranks' and the launchers') go under their own.
 std::string attempt_key_prefix(int64_t attempt);
+// job_key_prefix() of start `attempt` as its ranks will see it: what fsdp-run reads of its ranks' keys.
+std::string job_key_prefix_of_attempt(int64_t attempt);
 
 struct WorldOptions {
   // auto|shm|tcp|ucx|mpi|shm+tcp|shm+ucx; FSDP_TRANSPORT env wins over the default but not over an

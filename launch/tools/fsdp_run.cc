@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,6 +37,7 @@
 #include "launch/thread_budget.h"
 #include "launch/tools/fsdp_run_args.h"
 #include "launch/tools/fsdp_run_job.h"
+#include "launch/world.h"  // job_key_prefix_of_attempt
 
 extern char** environ;
 
@@ -174,6 +176,21 @@ std::unique_ptr<NodeLink> open_link(const Args& a, uint16_t port, int attempt) {
   }
 }
 
+// Fault-tolerance mode's view of the store served here (single node only: across nodes each launcher
+// would have to learn of the others' exits, left for later). Null when this fsdp-run serves none.
+std::unique_ptr<StoreClient> open_fault_tolerance_store(const Args& a, const Rendezvous& rv) {
+  if (!rv.store || a.multi_node()) return nullptr;
+  StoreClientOptions options;  // the job secret settle_job_secret put in the environment
+  options.connect_timeout = std::chrono::seconds(5);
+  options.timeout = std::chrono::seconds(5);
+  try {
+    return std::make_unique<StoreClient>(is_loopback(a.master_addr) ? a.master_addr : "127.0.0.1", rv.port, options);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fsdp-run: cannot reach the store it serves: %s (fault tolerance off)\n", e.what());
+    return nullptr;
+  }
+}
+
 template <class T>
 T knob_or_exit(const fsdp::knobs::Knob<T>& knob) {
   try {
@@ -232,6 +249,7 @@ int main(int argc, char** argv) {
   auto envs = rank_environments(a, rendezvous, budget);
 
   catch_signals();
+  const std::unique_ptr<fsdp::launch::StoreClient> ft_store = open_fault_tolerance_store(a, rendezvous);
 
   // --max-restarts: a failed start is followed by another, same command, same store (its keys of start k
   // under fsdp/<FSDP_RUN_ID>/attempt<k>/, launch/world.h), until one succeeds or the restarts run out.
@@ -243,6 +261,11 @@ int main(int argc, char** argv) {
     set_restart_variables(envs, a, attempt, cause);
     Job job(a, grace_sec, term_delay_sec);
     job.link(link.get());
+    std::unique_ptr<FaultToleranceLink> ft;
+    if (ft_store) {
+      ft = std::make_unique<FaultToleranceLink>(*ft_store, fsdp::launch::job_key_prefix_of_attempt(attempt));
+      job.fault_tolerance(ft.get());
+    }
     if (!job.start(program, envs)) return 1;
     Outcome o = job.supervise();
     if (link && a.max_restarts > 0) o = link->agree(o);

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -191,6 +192,12 @@ void Job::reap() {
       }
       children_[r].running = false;
       children_[r].status = status;
+      // Fault-tolerance mode, unless fail-fast already began (a rank failed before the key was written).
+      const bool stopping = signal_received_ || sigterm_sent_ || term_at_ != kNever;
+      if (ft_ && !stopping && (ft_on_ || (ft_on_ = ft_->enabled()))) {
+        note_ft_exit(r);
+        continue;
+      }
       if (!failed(status) || signal_received_ || sigterm_sent_) continue;
       const bool blamed = first_failed_ < 0 || (WIFSIGNALED(status) && !WIFSIGNALED(children_[first_failed_].status));
       if (first_failed_ < 0) {
@@ -305,12 +312,69 @@ void Job::hear_other_nodes() {
   }
 }
 
+// Fault-tolerance mode: the survivors go on, so a rank's end stops nobody; it is recorded for their
+// agreement. The first failure is still remembered for the end, in case no decision was ever made.
+void Job::note_ft_exit(int r) {
+  const int status = children_[r].status;
+  ft_->record_exit(rank_of(r), describe_status(status));
+  if (!failed(status)) return;
+  ft_failed_.push_back(r);
+  if (first_failed_ < 0 || (WIFSIGNALED(status) && !WIFSIGNALED(children_[first_failed_].status))) first_failed_ = r;
+  if (ft_killed_[r]) return;  // said when it was killed
+  std::fprintf(stderr, "fsdp-run: rank %d %s; the job goes on without it (fault_tolerance)\n", rank_of(r),
+               describe_status(status).c_str());
+}
+
+// Fault-tolerance mode: a frozen rank the survivors left behind would hold fsdp-run forever. Once every
+// rank still there is stopped, they are killed (a member of the last decision among them is then
+// blamed for it at the end).
+void Job::kill_stopped_at_end() {
+  if (!ft_on_ || alive() == 0) return;
+  for (const Child& c : children_) {
+    if (c.running && c.stop_signal == 0) return;
+  }
+  for (int r = 0; r < a_.nproc; ++r) {
+    if (!children_[r].running || ft_killed_[r]) continue;
+    ft_killed_[r] = 1;
+    std::fprintf(stderr,
+                 "fsdp-run: rank %d (pid %d) is still stopped (SIG%s) and every other rank has ended: SIGKILL "
+                 "(fault_tolerance)\n",
+                 rank_of(r), children_[r].pid, sigabbrev_np(children_[r].stop_signal));
+    ::kill(children_[r].pid, SIGKILL);
+  }
+}
+
+// Fault-tolerance mode with a decision recorded: the job succeeded iff every rank of the latest
+// decision exited 0; the ranks it left out are reported, not blamed. No decision: judged as always.
+void Job::judge_by_decision(Outcome* o) {
+  RecoveryDecision d;
+  if (!ft_on_ || signal_received_ || !ft_->decision(&d)) return;
+  std::string left_out;
+  for (int r = 0; r < a_.nproc; ++r) {
+    if (std::find(d.launch_ranks.begin(), d.launch_ranks.end(), rank_of(r)) == d.launch_ranks.end()) {
+      left_out += (left_out.empty() ? "" : ", ") + std::to_string(rank_of(r));
+    }
+  }
+  std::fprintf(stderr, "fsdp-run: fault_tolerance: the last decision (%s) went on without rank(s) %s\n",
+               encode_decision(d).c_str(), left_out.empty() ? "none" : left_out.c_str());
+  *o = Outcome{};
+  for (int r : ft_failed_) {
+    if (std::find(d.launch_ranks.begin(), d.launch_ranks.end(), rank_of(r)) == d.launch_ranks.end()) continue;
+    o->rank_failed = true;
+    o->what = "rank " + std::to_string(rank_of(r)) + " " + describe_status(children_[r].status) +
+              " (a survivor of epoch " + std::to_string(d.epoch) + ")";
+    o->status = exit_code_of(children_[r].status);
+    return;
+  }
+}
+
 Outcome Job::supervise() {
   while (relay_output()) {
     forward_signals();
     reap();
     hear_other_nodes();
     escalate();
+    kill_stopped_at_end();
   }
   for (Stream& s : streams_) {
     if (s.fd < 0) continue;
@@ -318,7 +382,9 @@ Outcome Job::supervise() {
     ::close(s.fd);  // a grandchild holds it open: a restarted job must not inherit the descriptor
     s.fd = -1;
   }
-  return outcome();
+  Outcome o = outcome();
+  judge_by_decision(&o);
+  return o;
 }
 
 }  // namespace fsdp::launch::run

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "launch/tools/fsdp_run_args.h"
+#include "launch/tools/fsdp_run_ft.h"
 #include "launch/tools/fsdp_run_nodes.h"
 #include "launch/tools/fsdp_run_output.h"
 
@@ -34,13 +35,17 @@ struct Child {
 class Job {
  public:
   Job(const Args& a, double grace_sec, double term_delay_sec)
-      : a_(a), grace_sec_(grace_sec), term_delay_sec_(term_delay_sec), children_(a.nproc) {}
+      : a_(a), grace_sec_(grace_sec), term_delay_sec_(term_delay_sec), children_(a.nproc), ft_killed_(a.nproc, 0) {}
 
   // Forks every rank; false when a pipe could not be made (nothing more is started then).
   bool start(const std::string& program, std::vector<std::vector<std::string>>& envs);
   // Across nodes (--nnodes): report this node's first failure through `link` and stop this node's
   // ranks when another node reports one.
   void link(NodeLink* link) { link_ = link; }
+  // Single node, the store served here: once the ranks enabled fault tolerance a rank's end is
+  // recorded for the survivors rather than ending the job, and the job is judged by the latest
+  // decision (fsdp_run_ft.h).
+  void fault_tolerance(FaultToleranceLink* ft) { ft_ = ft; }
   // Relays output, forwards signals and reaps ranks until all ended; returns how the job ended.
   Outcome supervise();
 
@@ -67,6 +72,9 @@ class Job {
   void hear_other_nodes();
   void stop_others_soon();
   Outcome outcome() const;
+  void note_ft_exit(int r);
+  void kill_stopped_at_end();
+  void judge_by_decision(Outcome* o);
   int rank_of(int r) const { return a_.first_rank() + r; }  // the job rank of this node's r-th child
 
   const Args& a_;
@@ -82,6 +90,10 @@ class Job {
   NodeFailure remote_;
   int signal_received_ = 0;    // a signal fsdp-run got and forwarded
   bool sigterm_sent_ = false;  // after it, deaths are our doing, not failures
+  FaultToleranceLink* ft_ = nullptr;
+  bool ft_on_ = false;           // the ranks enabled fault tolerance: exits are recorded, not fatal
+  std::vector<int> ft_failed_;   // ranks (children) that failed in FT mode, in order
+  std::vector<char> ft_killed_;  // stopped ranks killed here once every other rank had ended
   // Deadlines; kNever when not armed (std::optional here trips g++ 12's -Wmaybe-uninitialized).
   static constexpr Clock::time_point kNever = Clock::time_point::max();
   Clock::time_point term_at_ = kNever, kill_at_ = kNever, drain_until_ = kNever;

@@ -183,6 +183,37 @@ TEST(Store, CompareSet) {
   EXPECT_EQ(client.get("k"), "second");
 }
 
+// Many clients racing compare_set(k, "", x_i) through the KeyValueStore interface: exactly one stores
+// its x_i, and every one of them reads that winner back. A parked get wakes on the created key.
+TEST(Store, CompareSetRaceHasOneWinnerEveryoneReads) {
+  StoreServer server;
+  constexpr int kClients = 8;
+  for (int round = 0; round < 20; ++round) {
+    const std::string key = "decision" + std::to_string(round);
+    std::vector<std::string> read(kClients);
+    std::vector<std::thread> threads;
+    std::string parked;
+    std::thread waiter([&] {
+      StoreClient client("127.0.0.1", server.port(), quick_options());
+      parked = client.get(key);
+    });
+    for (int i = 0; i < kClients; ++i) {
+      threads.emplace_back([&, i] {
+        std::unique_ptr<KeyValueStore> client =
+            std::make_unique<StoreClient>("127.0.0.1", server.port(), quick_options());
+        read[i] = client->compare_set(key, "", "x" + std::to_string(i));
+      });
+    }
+    for (auto& t : threads) t.join();
+    waiter.join();
+    int winners = 0;
+    for (int i = 0; i < kClients; ++i) winners += read[i] == "x" + std::to_string(i);
+    EXPECT_EQ(winners, 1) << "round " << round;
+    for (int i = 0; i < kClients; ++i) EXPECT_EQ(read[i], read[0]) << "round " << round << " client " << i;
+    EXPECT_EQ(parked, read[0]);
+  }
+}
+
 TEST(Store, DeleteAndNumKeys) {
   StoreServer server;
   StoreClient client("127.0.0.1", server.port(), quick_options());

@@ -34,6 +34,8 @@ value = store.get("ns/from_fsdp")
 store.set("ns/echo", value + b"!")
 store.add("ns/counter", 5)
 store.set("ns/torch_added", "1")
+store.compare_set("ns/decision", "", "torch")
+store.set("ns/decided", "1")  # torch's server wakes waiters on set only, not on compare_set
 store.get("ns/done")
 )PY";
 
@@ -80,6 +82,16 @@ TEST(TorchStoreClient, TradesKeysWithTorchsOwnClient) {
   EXPECT_NO_THROW(store.wait({"from_torch", "torch_added"}, milliseconds(0)));
   EXPECT_THROW(store.wait({"from_torch", "never"}, milliseconds(0)), TimeoutError);
   EXPECT_EQ(store.get("from_torch", milliseconds(0)), "hello");
+  // compare_set in torch's own server: the key torch created wins over ours; a missing key with a
+  // non-empty expected reads "" (torch answers `expected` there), and "" creates a key.
+  store.wait({"decided"});
+  EXPECT_EQ(store.compare_set("decision", "", "fsdp"), "torch");
+  EXPECT_EQ(store.compare_set("decision", "torch", "commit"), "commit");
+  EXPECT_EQ(store.get("decision"), "commit");
+  EXPECT_EQ(store.compare_set("absent", "x", "y"), "");
+  EXPECT_THROW(store.get("absent", milliseconds(0)), TimeoutError);
+  EXPECT_EQ(store.compare_set("absent", "", "made"), "made");
+  EXPECT_EQ(store.get("absent"), "made");
   if (legacy) {
     EXPECT_TRUE(store.erase("from_torch"));
     EXPECT_FALSE(store.erase("from_torch"));
@@ -150,6 +162,19 @@ class FakeValidatedServer {
           const std::string v = read_string(c);
           std::lock_guard lock(mu_);
           kv_[k] = v;
+        } else if (cmd == 2) {  // COMPARE_SET, as torch's server answers it
+          const std::string k = read_string(c);
+          const std::string expected = read_string(c);
+          const std::string desired = read_string(c);
+          std::unique_lock lock(mu_);
+          auto it = kv_.find(k);
+          std::string v = expected;  // missing, expected non-empty: torch answers expected
+          if (it == kv_.end() && expected.empty()) v = kv_[k] = desired;
+          if (it != kv_.end()) v = it->second == expected ? it->second = desired : it->second;
+          lock.unlock();
+          const uint64_t n = v.size();
+          ::send(c, &n, 8, MSG_NOSIGNAL);
+          ::send(c, v.data(), n, MSG_NOSIGNAL);
         } else if (cmd == 6) {  // WAIT (one key, present in this test)
           uint64_t n = 0;
           read_all(c, &n, 8);
@@ -189,6 +214,10 @@ TEST(TorchStoreClient, FindsTheValidatedDialect) {
     store.set("k", "v");
     EXPECT_EQ(store.get("k"), "v");
     EXPECT_FALSE(store.erase("k"));  // not asked: DELETE_KEY's code differs between 2.x releases
+    EXPECT_EQ(store.compare_set("c", "x", "y"), "");
+    EXPECT_EQ(store.compare_set("c", "", "first"), "first");
+    EXPECT_EQ(store.compare_set("c", "", "second"), "first");
+    EXPECT_EQ(store.compare_set("c", "first", "second"), "second");
     EXPECT_NE(store.describe().find(">= 2.1"), std::string::npos) << store.describe();
   }
   EXPECT_EQ(server.refused, 1);  // the legacy probe, refused as torch >= 2.1 refuses it

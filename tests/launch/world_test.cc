@@ -334,6 +334,12 @@ class FakeClockStore : public KeyValueStore {
     look(timeout, missing);
   }
   int64_t add(const std::string&, int64_t) override { return 0; }
+  std::string compare_set(const std::string& k, const std::string& expected, const std::string& desired) override {
+    auto it = values.find(k);
+    if (it == values.end()) return expected.empty() ? values[k] = desired : std::string();
+    if (it->second == expected) it->second = desired;
+    return it->second;
+  }
   bool erase(const std::string& k) override { return values.erase(k) > 0; }
   std::string describe() const override { return "the fake store"; }
 

@@ -4,6 +4,7 @@
 
 #include "collectives/types/errors.h"
 #include "launch/bootstrap.h"
+#include "launch/torch_store_client.h"  // from_torch_compare_set
 #include "launch/world.h"
 
 namespace fsdp::torch_backend {
@@ -41,6 +42,11 @@ class C10dStore : public launch::KeyValueStore {
     }
   }
   int64_t add(const std::string& key, int64_t delta) override { return store_->add(key, delta); }
+  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override {
+    const std::vector<uint8_t> v = store_->compareSet(key, std::vector<uint8_t>(expected.begin(), expected.end()),
+                                                      std::vector<uint8_t>(desired.begin(), desired.end()));
+    return launch::from_torch_compare_set(std::string(v.begin(), v.end()), expected, desired);
+  }
   bool erase(const std::string& key) override { return store_->deleteKey(key); }
   std::string describe() const override { return "torch's c10d store"; }
 

@@ -1,0 +1,49 @@
+// One commit decision per training step, agreed through the store (torchft's should_commit): every rank
+// votes once it holds all it needs to apply step s; the vote that completes the count writes "commit";
+// a survivor resolving a step whose voters may be dead writes "abort" unless "commit" came first.
+// compare_set is atomic at the store's server, so every voter and every closer of every epoch reads
+// the one decision a step gets. Keys, under `prefix` ("fsdp/<run>/ft/epoch3/"):
+//   step<s>/votes     add()ed by each voter
+//   step<s>/decision  "commit" or "abort", written once by compare_set from ""
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "collectives/types/errors.h"
+#include "launch/key_value_store.h"
+
+namespace fsdp::launch {
+
+// A vote gave up because `lost` named a peer: the step's fate is for recovery (StepCommit::close).
+class PeerLostDuringVote : public PeerLostError {
+ public:
+  using PeerLostError::PeerLostError;
+};
+
+class StepCommit {
+ public:
+  StepCommit(std::shared_ptr<KeyValueStore> store, std::string prefix, int rank, int size);
+
+  // Votes for `step` and waits for its decision in slices of kSlice, asking `lost` after each empty
+  // one: a non-empty answer (a lost peer, named) throws PeerLostDuringVote; past `timeout`,
+  // TimeoutError naming the step and the votes counted. True when the step is committed.
+  bool vote(int64_t step, const std::function<std::string()>& lost, std::chrono::milliseconds timeout);
+  // Recovery's resolution of `step`: "abort" unless it was already committed; true when committed.
+  bool close(int64_t step);
+
+  static constexpr std::chrono::milliseconds kSlice{20};
+
+ private:
+  std::string key(int64_t step, const char* leaf) const { return prefix_ + "step" + std::to_string(step) + "/" + leaf; }
+
+  std::shared_ptr<KeyValueStore> store_;
+  std::string prefix_;
+  int rank_;
+  int size_;
+};
+
+}  // namespace fsdp::launch

@@ -1,0 +1,41 @@
+#include "launch/tools/fsdp_run_ft.h"
+
+#include <cstdio>
+
+#include "collectives/types/errors.h"
+
+namespace fsdp::launch::run {
+
+bool FaultToleranceLink::enabled() {
+  if (enabled_) return true;
+  try {
+    store_.get(prefix_ + "ft/enabled", std::chrono::milliseconds(0));  // only looks
+    enabled_ = true;
+  } catch (const TimeoutError&) {
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fsdp-run: cannot read '%sft/enabled' from the store: %s (fail-fast)\n", prefix_.c_str(),
+                 e.what());
+  }
+  return enabled_;
+}
+
+bool FaultToleranceLink::record_exit(int rank, const std::string& cause) {
+  try {
+    store_.set(prefix_ + "ft/exited/" + std::to_string(rank), cause);
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fsdp-run: cannot record rank %d's exit in the store: %s\n", rank, e.what());
+    return false;
+  }
+}
+
+bool FaultToleranceLink::decision(RecoveryDecision* out) {
+  try {
+    return current_decision(store_, prefix_, out);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fsdp-run: cannot read '%sft/current' from the store: %s\n", prefix_.c_str(), e.what());
+    return false;
+  }
+}
+
+}  // namespace fsdp::launch::run

@@ -1,0 +1,102 @@
+// StepCommit over an in-process store server, one client per rank thread: every vote commits; a
+// close racing the last vote gives voters and closer one answer (many randomized runs); a voter whose
+// `lost` fires throws PeerLostDuringVote naming the peer.
+#include "launch/step_commit.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "launch/store.h"
+
+namespace fsdp::launch {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::shared_ptr<KeyValueStore> client_of(const StoreServer& server) {
+  StoreClientOptions options;
+  options.connect_timeout = 5s;
+  options.timeout = 5s;
+  return std::make_shared<StoreClient>("127.0.0.1", server.port(), options);
+}
+
+const std::function<std::string()> kNobodyLost = [] { return std::string(); };
+
+TEST(StepCommit, EveryRankVotesEveryStepCommits) {
+  StoreServer server;
+  constexpr int kSize = 4;
+  std::vector<int> committed(kSize, 0);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kSize; ++r) {
+    ranks.emplace_back([&, r] {
+      StepCommit commit(client_of(server), "fsdp/t/ft/epoch0/", r, kSize);
+      for (int64_t step = 1; step <= 5; ++step) committed[r] += commit.vote(step, kNobodyLost, 10s);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < kSize; ++r) EXPECT_EQ(committed[r], 5) << "rank " << r;
+  StepCommit late(client_of(server), "fsdp/t/ft/epoch0/", 0, kSize);
+  EXPECT_TRUE(late.close(5));   // a committed step stays committed
+  EXPECT_FALSE(late.close(6));  // a step nobody voted for is aborted
+}
+
+// Ranks 0..2 vote; rank 3 votes at a random moment while a survivor closes the step at another:
+// whoever lands first, every voter and the closer read the same decision.
+TEST(StepCommit, CloseRacingTheLastVoteGivesEveryoneOneAnswer) {
+  StoreServer server;
+  constexpr int kSize = 4;
+  std::mt19937 rng(12345);
+  int commits = 0, aborts = 0;
+  for (int run = 0; run < 60; ++run) {
+    const std::string prefix = "fsdp/t/ft/run" + std::to_string(run) + "/";
+    const int vote_delay_us = static_cast<int>(rng() % 3000), close_delay_us = static_cast<int>(rng() % 3000);
+    std::vector<int> answer(kSize + 1, -1);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kSize; ++r) {
+      threads.emplace_back([&, r] {
+        StepCommit commit(client_of(server), prefix, r, kSize);
+        if (r == kSize - 1) std::this_thread::sleep_for(std::chrono::microseconds(vote_delay_us));
+        answer[r] = commit.vote(7, kNobodyLost, 10s);
+      });
+    }
+    threads.emplace_back([&] {
+      StepCommit commit(client_of(server), prefix, 0, kSize);
+      std::this_thread::sleep_for(std::chrono::microseconds(close_delay_us));
+      answer[kSize] = commit.close(7);
+    });
+    for (auto& t : threads) t.join();
+    for (int i = 1; i <= kSize; ++i) EXPECT_EQ(answer[i], answer[0]) << "run " << run << " participant " << i;
+    (answer[0] == 1 ? commits : aborts)++;
+  }
+  EXPECT_EQ(commits + aborts, 60);
+}
+
+TEST(StepCommit, VoterWhoseLostFiresThrowsNamingThePeer) {
+  StoreServer server;
+  StepCommit commit(client_of(server), "fsdp/t/ft/epoch0/", 1, 3);
+  std::atomic<int> asked{0};
+  const auto lost = [&] { return ++asked >= 3 ? std::string("rank 2 exited (fsdp-run)") : std::string(); };
+  try {
+    commit.vote(4, lost, 10s);
+    ADD_FAILURE() << "no throw";
+  } catch (const PeerLostDuringVote& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank 2 exited"), std::string::npos) << what;
+    EXPECT_NE(what.find("step 4"), std::string::npos) << what;
+    EXPECT_NE(what.find("1 of 3 votes"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(commit.close(4));  // recovery resolves the step the vote left open
+}
+
+TEST(StepCommit, UndecidedPastTheTimeoutThrowsTimeoutError) {
+  StoreServer server;
+  StepCommit commit(client_of(server), "fsdp/t/ft/epoch0/", 0, 2);
+  EXPECT_THROW(commit.vote(1, kNobodyLost, 50ms), TimeoutError);
+}
+
+}  // namespace
+}  // namespace fsdp::launch
