@@ -10,7 +10,8 @@
 //             mirror.exchange_grads() (collective) -> optimizer.step -> mirror.apply(lr) -> zero_grad
 //
 // Memory (MemoryCategory::kRedundancy): (1 + state_count) x the rank's shard elements in fp32, always;
-// plus the received gradient shard (shard elements, fp32) from exchange_grads until apply.
+// plus the received gradient shard (shard elements, fp32) from exchange_grads until apply, and while
+// exchange_grads runs a packed copy of the rank's own grad shards (one message each way).
 // Traffic: over the shard group's reduce communicator (groups().shard_reduce), whose reduce-scatters
 // have all finished by the time the step's gradients are clipped; point-to-point calls start at once,
 // never queued behind the next step's prefetched all-gathers, which run on shard_gather.
@@ -60,7 +61,7 @@ class BuddyMirror {
   Communicator& comm_;
   int mirrored_ = 0;
   int holder_ = 0;
-  std::vector<int64_t> offsets_;                          // unit u's chunk in grads_ (prefix sums of chunk_numel)
+  std::vector<int64_t> offsets_;  // unit u's chunk in the packed grad buffers (prefix sums of chunk_numel)
   std::vector<TrackedBuffer<float>> params_;              // per unit, chunk_numel
   std::vector<std::vector<TrackedBuffer<float>>> state_;  // per unit, state_count buffers of chunk_numel
   TrackedBuffer<float> grads_;                            // the buddy's grad shards, every unit, while held

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "redundancy_support.h"
+#include "sharding/planner.h"
 #include "tests/collectives/test_support.h"
 
 namespace fsdp::runtime {
@@ -55,11 +56,12 @@ TEST_P(BuddyMirrorBitwise, MirrorEqualsTheBuddysShardAfterSteps) {
     for (int what = 0; what <= run->opt->state_count(); ++what) {
       EXPECT_EQ(mirror_mismatches(*run, what), 0) << "rank " << world.rank() << " buffer " << what;
     }
-    // Tracked on its own: (1 + state_count) x the shard, nothing else left between steps.
+    // Tracked on its own: (1 + state_count) x the shard, nothing else left between steps; at the
+    // exchange also the received shard and the packed copy of the rank's own.
     int64_t shard = 0;
     for (int u = 0; u < run->model->num_units(); ++u) shard += run->model->unit(u).layout().chunk_numel();
     EXPECT_EQ(run->tracker.current(MemoryCategory::kRedundancy), shard * 4 * (1 + run->opt->state_count()));
-    EXPECT_EQ(run->tracker.peak(MemoryCategory::kRedundancy), shard * 4 * (2 + run->opt->state_count()));
+    EXPECT_EQ(run->tracker.peak(MemoryCategory::kRedundancy), shard * 4 * (3 + run->opt->state_count()));
   });
 }
 
@@ -103,6 +105,32 @@ TEST(BuddyMirror, RefusesHsdpAndOneRank) {
         EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
       }
     });
+  }
+}
+
+// The planner prices the mirror as the runtime tracks it: with and without buddy redundancy, the tracked
+// peak of the toy model's steps is the plan's (its activations live outside the tracker; so does the
+// planner's for a model without transformer dims).
+TEST(BuddyMirror, TrackedPeakIsThePlannedPeak) {
+  for (int n : {2, 3}) {
+    for (bool mirrored : {false, true}) {
+      InProcJob job(n);
+      job.run([&](Communicator& world) {
+        auto run = testing::make_mirrored_run(world, false, mirrored);
+        run->tracker.reset_peaks();  // init_parameters' full-unit scratch is not a step's
+        for (int s = 0; s < 3; ++s) testing::mirrored_step(*run, world, s);
+        spec::Policy policy = run->model->policy();
+        policy.redundancy = mirrored ? spec::Redundancy::kBuddy : spec::Redundancy::kNone;
+        const auto plan =
+            sharding::make_plan(run->toy.spec(), sharding::chip_preset("cpu"), run->model->mesh(), policy);
+        EXPECT_EQ(run->tracker.peak_total(), plan.estimate.memory.peak())
+            << n << " ranks, " << (mirrored ? "buddy" : "none") << ": redundancy planned "
+            << plan.estimate.memory.redundancy << " + " << plan.estimate.memory.redundancy_grads << ", tracked peak "
+            << run->tracker.peak(MemoryCategory::kRedundancy);
+        EXPECT_EQ(plan.estimate.memory.redundancy + 2 * plan.estimate.memory.redundancy_grads,
+                  run->tracker.peak(MemoryCategory::kRedundancy));
+      });
+    }
   }
 }
 

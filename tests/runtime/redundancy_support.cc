@@ -9,13 +9,14 @@ std::unique_ptr<runtime::ShardedOptimizer> make_optimizer(runtime::FsdpModel& mo
   return std::make_unique<runtime::AdamW>(model, runtime::AdamWConfig{0.9, 0.95, 1e-8, 0.01}, tracker);
 }
 
-std::unique_ptr<MirroredRun> make_mirrored_run(Communicator& world, bool sgd) {
+std::unique_ptr<MirroredRun> make_mirrored_run(Communicator& world, bool sgd, bool mirrored) {
   auto run = std::make_unique<MirroredRun>();
   runtime::FsdpOptions options;
   options.policy.param_dtype = DataType::kFloat32;
   run->model = std::make_unique<runtime::FsdpModel>(run->toy.spec(), options, world, run->tracker);
   run->model->init_parameters([&](int u, std::span<float* const> p) { run->toy.init(u, p); });
   run->opt = make_optimizer(*run->model, sgd, run->tracker);
+  if (!mirrored) return run;
   run->mirror = std::make_unique<runtime::BuddyMirror>(*run->model, *run->opt, run->tracker);
   run->mirror->sync();
   return run;
@@ -38,15 +39,16 @@ void mirrored_step(MirroredRun& run, Communicator& world, int step, int64_t glob
   }
   for (size_t i = 0; i < target.size(); ++i) dy[i] = (acts.back()[i] - target[i]) / static_cast<float>(local);
   for (int u = toy.units() - 1; u >= 0; --u) {
-    toy.backward(u, fsdp.pre_backward(u), fsdp.grads(u), acts[u], acts[u + 1], dy, dx, local);
+    const auto w = fsdp.pre_backward(u);  // before grads(u): the order the planner replays
+    toy.backward(u, w, fsdp.grads(u), acts[u], acts[u + 1], dy, dx, local);
     dy.swap(dx);
     fsdp.post_backward(u);
   }
   fsdp.finalize_backward();
   fsdp.clip_grad_norm(max_norm);
-  run.mirror->exchange_grads();
-  run.opt->step(fsdp, 0.05);
-  run.mirror->apply(0.05);
+  if (run.mirror) run.mirror->exchange_grads();
+  run.opt->step(fsdp, 0.05, [&](int u) { fsdp.prefetch_next_step(u); });
+  if (run.mirror) run.mirror->apply(0.05);
   fsdp.zero_grad();
 }
 

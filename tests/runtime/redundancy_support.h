@@ -24,11 +24,12 @@ struct MirroredRun {
 };
 
 // fp32 FSDP of the toy model over `world`, AdamW or SGD with momentum and weight decay, mirrored and
-// synced after init.
-std::unique_ptr<MirroredRun> make_mirrored_run(Communicator& world, bool sgd);
+// synced after init (without `mirrored`: no mirror, the same steps).
+std::unique_ptr<MirroredRun> make_mirrored_run(Communicator& world, bool sgd, bool mirrored = true);
 std::unique_ptr<runtime::ShardedOptimizer> make_optimizer(runtime::FsdpModel& model, bool sgd, MemoryTracker& tracker);
-// One training step on samples of `global_batch` per step: forward, backward, clip at max_norm,
-// exchange_grads, optimizer.step, apply, zero_grad.
+// One training step on samples of `global_batch` per step, as the trainer orders it: forward, backward,
+// clip at max_norm, exchange_grads, optimizer.step (prefetching the next step's first all-gathers),
+// apply, zero_grad.
 void mirrored_step(MirroredRun& run, Communicator& world, int step, int64_t global_batch = 12, double max_norm = 0.3);
 
 // Every unit's whole parameters (what 0) or optimizer state what - 1, param-major, gathered over the
