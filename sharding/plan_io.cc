@@ -30,6 +30,15 @@ std::string pad(const std::string& s, size_t width, bool left = false) {
   return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
 }
 
+// Only where buddy redundancy is priced: other plans' outputs stay as they were.
+void set_redundancy(const spec::Policy& p, const PlanEstimate& e, fsdp::proto::RedundancyInfo& red) {
+  red.set_mode(std::string(name(p.redundancy)));
+  red.set_mirror_bytes(e.memory.redundancy);
+  red.set_received_grad_bytes(e.memory.redundancy_grads);
+  red.set_bytes_sent_per_rank(e.memory.redundancy_grads);
+  red.set_seconds(e.time.redundancy);
+}
+
 }  // namespace
 
 fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
@@ -118,14 +127,7 @@ fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
   mem->set_activations(e.memory.activations);
   mem->set_model_states(e.memory.model_states());
   mem->set_peak(e.memory.peak());
-  if (e.memory.redundancy > 0) {
-    auto* red = out.mutable_redundancy();
-    red->set_mode(std::string(name(p.redundancy)));
-    red->set_mirror_bytes(e.memory.redundancy);
-    red->set_received_grad_bytes(e.memory.redundancy_grads);
-    red->set_bytes_sent_per_rank(e.memory.redundancy_grads);
-    red->set_seconds(e.time.redundancy);
-  }
+  if (e.memory.redundancy > 0) set_redundancy(p, e, *out.mutable_redundancy());
   mem->set_capacity(e.capacity_bytes);
   mem->set_available(e.available_bytes);
   mem->set_fits(e.fits);
