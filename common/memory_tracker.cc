@@ -14,6 +14,7 @@ std::string_view name(MemoryCategory c) {
     case MemoryCategory::kReduceScatter: return "reduce_scatter_buffers";
     case MemoryCategory::kUnshardedGrads: return "unsharded_grads";
     case MemoryCategory::kActivations: return "activations";
+    case MemoryCategory::kRedundancy: return "redundancy";
     case MemoryCategory::kOther: return "other";
     case MemoryCategory::kCount: break;
   }

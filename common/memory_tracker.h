@@ -31,6 +31,7 @@ enum class MemoryCategory {
   kReduceScatter,   // full-gradient reduce-scatter inputs in reduce dtype
   kUnshardedGrads,  // full gradients backward writes, before the reduce-scatter copy-in
   kActivations,     // tensors the model saves for backward, and its scratch
+  kRedundancy,      // a buddy's mirrored shard and optimizer state, and its received grad shard
   kOther,
   kCount
 };

@@ -39,8 +39,16 @@ class ShardedOptimizer {
   virtual std::vector<std::span<float>> state(int unit) = 0;
   void set_steps_taken(int64_t steps) { step_ = steps; }
 
+  // State buffers per unit: AdamW 2, SGD 1 (what state(u) returns, in that order).
+  virtual int state_count() const = 0;
+  // The update arithmetic on any shard with its state (state_count() buffers of param.size()): step()
+  // runs it on the rank's own shards, a buddy mirror (runtime/buddy_mirror.h) on its copy of a peer's,
+  // so equal inputs give bitwise equal outputs. `step` is the 1-based count the bias correction uses
+  // (steps_taken() during step()).
+  virtual void update_shard(std::span<float> param, std::span<const float> grad,
+                            std::span<const std::span<float>> state, int64_t step, double lr) const = 0;
+
  protected:
-  virtual void update(int unit, std::span<float> param, std::span<const float> grad, double lr) = 0;
   int64_t step_ = 0;
 };
 
@@ -48,9 +56,11 @@ class AdamW final : public ShardedOptimizer {
  public:
   AdamW(FsdpModel& model, const AdamWConfig& config, MemoryTracker& tracker);
   std::vector<std::span<float>> state(int unit) override;
+  int state_count() const override { return 2; }
+  void update_shard(std::span<float> param, std::span<const float> grad, std::span<const std::span<float>> state,
+                    int64_t step, double lr) const override;
 
  private:
-  void update(int unit, std::span<float> param, std::span<const float> grad, double lr) override;
   AdamWConfig config_;
   std::vector<TrackedBuffer<float>> exp_avg_, exp_avg_sq_;
 };
@@ -59,9 +69,11 @@ class SgdMomentum final : public ShardedOptimizer {
  public:
   SgdMomentum(FsdpModel& model, const SgdConfig& config, MemoryTracker& tracker);
   std::vector<std::span<float>> state(int unit) override;
+  int state_count() const override { return 1; }
+  void update_shard(std::span<float> param, std::span<const float> grad, std::span<const std::span<float>> state,
+                    int64_t step, double lr) const override;
 
  private:
-  void update(int unit, std::span<float> param, std::span<const float> grad, double lr) override;
   SgdConfig config_;
   std::vector<TrackedBuffer<float>> momentum_;
 };

@@ -165,9 +165,10 @@ std::vector<UnitMemory> unit_memory(const spec::ModelSpec& model, const std::vec
 }
 
 MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t base, const spec::Policy& policy,
-                               int64_t shard_degree, bool fp32_compute) {
+                               int64_t shard_degree, bool fp32_compute, int64_t buddy_grad_bytes) {
   // The step program keeps the bytes (sharding/step_program.h); times play no part in them.
   StepSpec spec{.policy = policy, .shard_degree = shard_degree, .fp32_compute = fp32_compute, .base_bytes = base};
+  spec.buddy_grad_bytes = buddy_grad_bytes;
   spec.units.resize(units.size());
   for (size_t i = 0; i < units.size(); ++i) spec.units[i].memory = units[i];
   return step_program(spec).memory;

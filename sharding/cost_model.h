@@ -99,8 +99,10 @@ struct MemoryTimeline {
 // buffer (the previous unit's is freed before the next starts; none while gradient sync is off
 // between micro-batches). `base` is what is always live (model states, the residual stream). The
 // replay is the step program's (sharding/step_program.h), which the schedule simulator also times.
+// buddy_grad_bytes: the buddy's received grad shards under buddy redundancy, live from the exchange after
+// the gradient norm to the mirror's update after the optimizer (StepSpec::buddy_grad_bytes).
 MemoryTimeline simulate_memory(const std::vector<UnitMemory>& units, int64_t base, const spec::Policy& policy,
-                               int64_t shard_degree, bool fp32_compute);
+                               int64_t shard_degree, bool fp32_compute, int64_t buddy_grad_bytes = 0);
 
 // ---- FLOPs ----
 

@@ -41,6 +41,18 @@ double ring_latency(int64_t n, const Link& link, int passes = 1) {
   return n > 1 ? static_cast<double>(passes * (n - 1)) * link.latency_s : 0.0;
 }
 
+// Buddy redundancy prices something: a shard group of >= 2 ranks of plain FSDP (one rank has no buddy;
+// HSDP's replicas already hold every shard and the runtime refuses the mirror there, as with experts).
+bool prices_buddy(const spec::Mesh& mesh, const spec::Policy& policy) {
+  if (policy.redundancy != spec::Redundancy::kBuddy) return false;
+  if (mesh.replicate_degree() > 1 || mesh.expert_parallel_degree() > 1) {
+    throw spec::SpecError("policy.redundancy = buddy needs plain FSDP (replicate 1, no expert parallelism); mesh is " +
+                          std::to_string(mesh.replicate_degree()) + " x " + std::to_string(mesh.shard_degree()) +
+                          ", expert parallel " + std::to_string(mesh.expert_parallel_degree()));
+  }
+  return mesh.shard_degree() > 1;
+}
+
 // What the memory part hands the others: each unit's buffers and what stays resident all step.
 struct MemoryPart {
   std::vector<UnitMemory> per_unit;
@@ -61,6 +73,11 @@ MemoryPart estimate_memory(const spec::ModelSpec& model, const std::vector<spec:
   mem.grad_shards = grad_shard_bytes(model, units);
   mem.optimizer_state = optimizer_state_bytes(part.shard_numel, policy.optimizer);
   part.per_unit = unit_memory(model, units, policy, chip.fp32_compute, mesh.expert_parallel_degree());
+  if (prices_buddy(mesh, policy)) {  // runtime/buddy_mirror.h: fp32 master and state of the buddy, its grads
+    const char* what = "the buddy mirror's bytes";
+    mem.redundancy_grads = spec::checked_mul(part.shard_numel, 4, what, "the model's size");
+    mem.redundancy = spec::checked_add(mem.redundancy_grads, mem.optimizer_state, what, "the model's size");
+  }
   // tokens (validate(policy) checked them) x dim x bytes, and the all-to-alls' tokens x k x dim x bytes
   // a step (6 a block, grad_accum times) checked before the pricing turns them into int64 buffer sizes.
   const int64_t tokens = policy.seq_len * policy.micro_batch;
@@ -75,8 +92,8 @@ MemoryPart estimate_memory(const spec::ModelSpec& model, const std::vector<spec:
     const int64_t rows = spec::checked_mul(tokens, model.dims.moe.top_k, what, driver);
     spec::checked_mul(spec::checked_mul(row_bytes(rows, what), 6, what, driver), policy.grad_accum, what, "grad_accum");
   }
-  const MemoryTimeline tl = simulate_memory(part.per_unit, mem.model_states() + part.residual_stream, policy,
-                                            mesh.shard_degree(), chip.fp32_compute);
+  const MemoryTimeline tl = simulate_memory(part.per_unit, mem.model_states() + mem.redundancy + part.residual_stream,
+                                            policy, mesh.shard_degree(), chip.fp32_compute, mem.redundancy_grads);
   mem.all_gather_buffers = tl.all_gather;
   mem.unsharded_params = tl.unsharded_params;
   mem.reduce_scatter_buffers = tl.reduce_scatter;
@@ -161,6 +178,7 @@ class UnitPricing {
   double all_to_all_seconds() const { return t_all_to_all_; }
   const Link& intra() const { return intra_; }
   const Link& inter() const { return inter_; }
+  double hbm() const { return chip_.hbm_bytes_per_s; }
 
  private:
   // Per block, by its own checkpointing mode (block_ac): bytes saved and bytes recomputed per token.
@@ -314,6 +332,22 @@ class UnitPricing {
   double compute_s_ = 0, recompute_s_ = 0, t_all_to_all_ = 0;
 };
 
+// Buddy redundancy's step: every rank sends its fp32 grad shard to its mirror holder and receives its
+// buddy's (a neighbour in the shard group: over the shard group's slowest link), then updates the mirror
+// with the owner's optimizer traffic on fp32 masters. Adds the row "buddy_grads" to the communication.
+void price_buddy(const spec::Mesh& mesh, const UnitPricing& pricing, StepSpec& step, PlanEstimate& est) {
+  const auto& mem = est.memory;
+  if (mem.redundancy_grads == 0) return;
+  const Link& link = mesh.shard_level() == spec::LinkLevel::kInter ? pricing.inter() : pricing.intra();
+  const auto bytes = static_cast<double>(mem.redundancy_grads);
+  const double seconds = bytes / link.bytes_per_s + link.latency_s;
+  step.buddy_grad_bytes = mem.redundancy_grads;
+  step.buddy_exchange = collective(seconds, mesh.shard_level(), kStreamReduce, bytes, link.latency_s);
+  step.mirror_update = static_cast<double>(3 * mem.redundancy_grads + 2 * mem.optimizer_state) / pricing.hbm();
+  est.comm.push_back(
+      CommEstimate{"buddy_grads", mesh.shard_level(), mesh.shard_degree(), 1, mem.redundancy_grads, bytes, seconds});
+}
+
 // The step time: the runtime's schedule over the priced units, simulated, and the rates it gives.
 void estimate_step_time(const spec::ModelSpec& model, const std::vector<spec::UnitShardLayout>& units,
                         const ChipProfile& chip, const spec::Mesh& mesh, const spec::Policy& policy,
@@ -331,9 +365,11 @@ void estimate_step_time(const spec::ModelSpec& model, const std::vector<spec::Un
   const Link world_link = group_link(mesh.world_size(), mesh.nodes(), pricing.intra(), pricing.inter());
   step.step_sync = collective(all_reduce_seconds(8, mesh.world_size(), world_link), world_level, kStreamGather, 8,
                               ring_latency(mesh.world_size(), world_link, 2));
+  price_buddy(mesh, pricing, step, est);
   const Program program = step_program(step);
   const StepSimulation sim = simulate(program, SimOptions{chip.comm_compute_contention, false});
   t.mxfp8_codec = compute_seconds(program, SpanKind::kMxfp8Codec);
+  t.redundancy = step.buddy_exchange.seconds + step.mirror_update;
   t.compute = pricing.compute_seconds();
   t.all_to_all = pricing.all_to_all_seconds();
   t.recompute = pricing.recompute_seconds();
@@ -362,7 +398,7 @@ PlanEstimate estimate_plan(const spec::ModelSpec& model, const std::vector<spec:
   StepSpec step{.policy = policy,
                 .shard_degree = mesh.shard_degree(),
                 .fp32_compute = chip.fp32_compute,
-                .base_bytes = est.memory.model_states() + memory.residual_stream};
+                .base_bytes = est.memory.model_states() + est.memory.redundancy + memory.residual_stream};
   step.units.resize(units.size());
   UnitPricing pricing(model, units, chip, mesh, policy);
   for (size_t i = 0; i < units.size(); ++i) {

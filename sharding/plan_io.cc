@@ -30,6 +30,15 @@ std::string pad(const std::string& s, size_t width, bool left = false) {
   return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
 }
 
+// Only where buddy redundancy is priced: other plans' outputs stay as they were.
+void set_redundancy(const spec::Policy& p, const PlanEstimate& e, fsdp::proto::RedundancyInfo& red) {
+  red.set_mode(std::string(name(p.redundancy)));
+  red.set_mirror_bytes(e.memory.redundancy);
+  red.set_received_grad_bytes(e.memory.redundancy_grads);
+  red.set_bytes_sent_per_rank(e.memory.redundancy_grads);
+  red.set_seconds(e.time.redundancy);
+}
+
 }  // namespace
 
 fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
@@ -118,6 +127,7 @@ fsdp::proto::ShardingPlan to_proto(const Plan& plan) {
   mem->set_activations(e.memory.activations);
   mem->set_model_states(e.memory.model_states());
   mem->set_peak(e.memory.peak());
+  if (e.memory.redundancy > 0) set_redundancy(p, e, *out.mutable_redundancy());
   mem->set_capacity(e.capacity_bytes);
   mem->set_available(e.available_bytes);
   mem->set_fits(e.fits);
@@ -255,7 +265,16 @@ std::string format_plan(const fsdp::proto::ShardingPlan& plan, bool per_param) {
   row("  = peak (at once)", mem.peak());
   row("  available", mem.available());
   o << "  fits: " << (mem.fits() ? "yes" : "NO") << " (capacity " << gib(mem.capacity()) << " GiB, headroom "
-    << fmt("%.0f", p.headroom() * 100) << "%)\n\n";
+    << fmt("%.0f", p.headroom() * 100) << "%)\n";
+  if (plan.has_redundancy()) {
+    const auto& r = plan.redundancy();
+    const auto mib = [](int64_t bytes) { return fmt("%.3f", static_cast<double>(bytes) / (1024.0 * 1024.0)); };
+    o << "  redundancy: " << r.mode() << "  +" << mib(r.mirror_bytes())
+      << " MiB per rank (mirror of rank r+1's shard and optimizer state; +" << mib(r.received_grad_bytes())
+      << " MiB its grad shard from the exchange to the mirror's update, twice that during the exchange), +"
+      << mib(r.bytes_sent_per_rank()) << " MiB sent per rank per step (" << fmt("%.5f", r.seconds()) << " s)\n";
+  }
+  o << "\n";
 
   o << "communication per step\n";
   o << pad("collective", 22, true) << pad("level", 7) << pad("group", 7) << pad("calls", 8) << pad("GiB sent/rank", 15)

@@ -31,6 +31,13 @@ struct MemoryEstimate {  // bytes per rank
   // (simulate_memory); the transient terms above are each category's own maximum, which need not
   // coincide, so peak <= model_states() + all of them.
   int64_t peak_bytes = 0;
+  // Buddy redundancy (spec::Redundancy::kBuddy, runtime/buddy_mirror.h); 0 without it. `redundancy`:
+  // the mirror of rank r + 1's master shard and optimizer state, always live (in the peak's base, not in
+  // model_states()); `redundancy_grads`: its received fp32 grad shard, from the exchange to the mirror's
+  // update, plus as much again during the exchange (the packed copy of the rank's own sent), in the peak
+  // where they live.
+  int64_t redundancy = 0;
+  int64_t redundancy_grads = 0;
 
   int64_t model_states() const { return param_shards + grad_shards + optimizer_state; }
   int64_t peak() const { return peak_bytes; }
@@ -55,6 +62,7 @@ struct TimeEstimate {  // seconds per optimizer step
   double all_to_all = 0;             // expert parallelism's token exchange, waited for by compute
   double optimizer = 0;
   double mxfp8_codec = 0;  // MXFP8 quantise and decode on the training thread (alone, before contention)
+  double redundancy = 0;   // buddy redundancy: the grad shard exchange and the mirror's update (in step)
   double step = 0;
   double model_flops_per_rank = 0;
   double mfu = 0;

@@ -29,13 +29,17 @@ std::string_view name(SpanKind k) {
       return "step_all_reduce";
     case SpanKind::kMxfp8Codec:
       return "mxfp8_codec";
+    case SpanKind::kBuddyExchange:
+      return "buddy_exchange";
+    case SpanKind::kMirrorUpdate:
+      return "mirror_update";
   }
   return "?";
 }
 
 bool is_communication(SpanKind k) {
   return k != SpanKind::kForward && k != SpanKind::kBackward && k != SpanKind::kOptimizer &&
-         k != SpanKind::kMxfp8Codec;
+         k != SpanKind::kMxfp8Codec && k != SpanKind::kMirrorUpdate;
 }
 
 namespace {
@@ -62,7 +66,9 @@ class Builder {
   Program build() {
     const int64_t accum = std::max<int64_t>(1, s_.policy.grad_accum);
     begin_segment(0);
+    receive_buddy_grads(false);  // the previous step's, live through its optimizer as in every step
     for (int u = 0; u < n_; ++u) optimizer_unit(u);
+    update_mirror();
     // The first micro-step runs behind the prefetched all-gathers; the ones without sync in between are
     // alike (each starts cold: nothing was prefetched for it); the last reduces.
     begin_segment(1);
@@ -77,7 +83,9 @@ class Builder {
     }
     blocking(s_.step_sync, SpanKind::kStepSync, -1);  // the loss
     blocking(s_.step_sync, SpanKind::kStepSync, -1);  // clip_grad_norm
+    receive_buddy_grads(true);
     for (int u = 0; u < n_; ++u) optimizer_unit(u);
+    update_mirror();
     p_.segments.back().end = p_.instructions.size();
     return std::move(p_);
   }
@@ -88,8 +96,26 @@ class Builder {
     p_.segments.push_back(Segment{p_.instructions.size(), p_.instructions.size(), repeat});
   }
 
+  // BuddyMirror::exchange_grads and apply (runtime/buddy_mirror.h); nothing without buddy redundancy.
+  // The exchange sends a packed copy of the rank's own grad shards, freed when it ends.
+  void receive_buddy_grads(bool exchange) {
+    if (s_.buddy_grad_bytes <= 0) return;
+    buddy_ += s_.buddy_grad_bytes * (exchange ? 2 : 1);
+    memory();
+    if (!exchange) return;
+    blocking(s_.buddy_exchange, SpanKind::kBuddyExchange, -1);
+    buddy_ -= s_.buddy_grad_bytes;
+    memory();
+  }
+  void update_mirror() {
+    if (s_.buddy_grad_bytes <= 0) return;
+    if (s_.mirror_update > 0) compute(SpanKind::kMirrorUpdate, -1, s_.mirror_update);
+    buddy_ -= s_.buddy_grad_bytes;
+    memory();
+  }
+
   void memory() {
-    const int64_t live = s_.base_bytes + ag_ + up_ + kept_bytes_ + ug_ + rs_ + act_;
+    const int64_t live = s_.base_bytes + ag_ + up_ + kept_bytes_ + ug_ + rs_ + act_ + buddy_;
     MemoryTimeline& m = p_.memory;
     m.peak = std::max(m.peak, live);
     m.all_gather = std::max(m.all_gather, ag_);
@@ -269,6 +295,7 @@ class Builder {
   int pending_ = -1;      // unit whose reduce-scatter is pending
   int reduce_call_ = -1;  // its call, -1 when it had nothing to send
   int64_t ag_ = 0, up_ = 0, kept_bytes_ = 0, ug_ = 0, rs_ = 0, act_ = 0;
+  int64_t buddy_ = 0;  // the buddy's received grad shards (buddy redundancy)
 };
 
 }  // namespace

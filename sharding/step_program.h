@@ -32,10 +32,12 @@ enum class SpanKind : uint8_t {
   kAllGather,          // forward's, or backward's over the whole shard group
   kAllGatherBackward,  // backward's inside the reshard_after_forward = k group
   kReduceScatter,
-  kAllReduce,  // HSDP, across replicas
-  kAllToAll,   // expert parallelism's token exchange, blocking
-  kStepSync,   // the loss and gradient-norm all-reduces over the world, blocking
-  kMxfp8Codec,  // MXFP8 quantise / decode on the training thread (compute)
+  kAllReduce,      // HSDP, across replicas
+  kAllToAll,       // expert parallelism's token exchange, blocking
+  kStepSync,       // the loss and gradient-norm all-reduces over the world, blocking
+  kMxfp8Codec,     // MXFP8 quantise / decode on the training thread (compute)
+  kBuddyExchange,  // buddy redundancy: the grad shards sent to the mirror holder, the buddy's received; blocking
+  kMirrorUpdate,   // buddy redundancy: the optimizer update of the mirror (compute)
 };
 std::string_view name(SpanKind k);
 bool is_communication(SpanKind k);
@@ -83,6 +85,14 @@ struct StepSpec {
   bool fp32_compute = false;
   int64_t base_bytes = 0;   // always live (model states, the residual stream)
   SimCollective step_sync;  // the loss and the gradient-norm all-reduces, each
+  // Buddy redundancy (spec::Redundancy::kBuddy, runtime/buddy_mirror.h): after the gradient norm the
+  // rank's grad shards go to its mirror holder and its buddy's arrive (buddy_exchange, blocking); they
+  // stay live (buddy_grad_bytes; twice that during the exchange, which sends a packed copy of the
+  // rank's own) through the optimizer, whose prefetches overlap them, until the mirror's
+  // update (mirror_update seconds) frees them. All zero without it (the mirror itself is in base_bytes).
+  SimCollective buddy_exchange;
+  int64_t buddy_grad_bytes = 0;
+  double mirror_update = 0;
 };
 
 enum class Op : uint8_t {

@@ -50,6 +50,8 @@ mesh and policy (plain plan)
   --loss L               the head's loss, for its memory: fused (the runtime's; default) | eager (PyTorch's
                          cross_entropy over fp32 logits: TorchTitan, the Python front end)
   --optimizer O          adamw | sgd (momentum) (default adamw)
+  --redundancy R         none | buddy: price fault tolerance's buddy mirror (fault_tolerance.redundancy; default
+                         none): each rank's copy of rank r+1's shard and optimizer state, its grad shard per step
   --reshard R            reshard after forward: true | false | group size (default true)
   --prefetch N           units all-gathered ahead (default 1)
   --ac MODE              activation checkpointing: none | selective:op | selective:K | full (default none;
@@ -154,7 +156,7 @@ Args parse_args(int argc, char** argv) {
       "--shard",     "--replicate",    "--ep",        "--param-dtype", "--reduce-dtype",
       "--optimizer", "--reshard",      "--prefetch",  "--ac",          "--micro-batch",
       "--seq-len",   "--global-batch", "--headroom",  "--top",         "--out",
-      "--trace",     "--param-comm",   "--grad-comm", "--loss"};
+      "--trace",     "--param-comm",   "--grad-comm", "--loss",        "--redundancy"};
   static const std::vector<std::string> kBoolFlags = {"--auto",        "--params",     "--json", "--text",
                                                       "--list-models", "--list-chips", "--help", "-h",
                                                       "--allow-mxfp8"};
@@ -215,6 +217,10 @@ sp::Policy policy_from(Args& args) {
   if (v.count("--param-comm")) policy.param_comm = sp::parse_comm_precision(v["--param-comm"]);
   if (v.count("--grad-comm")) policy.grad_comm = sp::parse_comm_precision(v["--grad-comm"]);
   if (v.count("--loss")) policy.loss = sp::parse_loss(v["--loss"]);
+  if (v.count("--redundancy")) policy.redundancy = sp::parse_redundancy(v["--redundancy"]);
+  if (policy.redundancy != sp::Redundancy::kNone && b["--auto"]) {
+    throw UsageError("--redundancy prices a given plain FSDP mesh; it does not combine with --auto");
+  }
   if (b["--allow-mxfp8"] && !b["--auto"]) throw UsageError("--allow-mxfp8 widens the --auto search; add --auto");
   if (v.count("--optimizer")) policy.optimizer = sp::parse_optimizer(v["--optimizer"]);
   if (v.count("--reshard")) policy.reshard = sp::Reshard::parse(v["--reshard"]);
@@ -279,7 +285,11 @@ Output plan_one(Args& args, const sp::ModelSpec& model, const fs::ChipProfile& c
     throw sp::SpecError("mesh: replicate and shard degrees must be >= 1");
   }
   const sp::Mesh mesh = sp::Mesh::create(spec);
-  sp::validate(sp::JobSpec{model, policy, mesh});
+  sp::JobSpec job{model, policy, mesh};
+  // --redundancy buddy prices what [fault_tolerance] enable = true keeps (its rules checked with the job's).
+  job.fault_tolerance.enable = policy.redundancy != sp::Redundancy::kNone;
+  job.fault_tolerance.redundancy = policy.redundancy;
+  sp::validate(job);
   if (global_batch > 0) policy.grad_accum = fs::grad_accum_for(global_batch, mesh.world_size(), policy.micro_batch);
   const fs::Plan plan = fs::make_plan(model, chip, mesh, policy, headroom);
   if (v.count("--trace")) write_predicted_trace(plan, v["--trace"]);

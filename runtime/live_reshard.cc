@@ -1,0 +1,151 @@
+#include "runtime/live_reshard.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "common/memory_tracker.h"
+#include "runtime/flat_copy.h"
+#include "spec/shard_layout.h"
+
+namespace fsdp::runtime {
+namespace {
+
+bool alive(const OldShards& old, int rank) {
+  return std::binary_search(old.survivors.begin(), old.survivors.end(), rank);
+}
+
+// Old shard j of the unit holds real rows of some parameter (otherwise it is padding: zeros).
+bool has_real_rows(const spec::UnitShardLayout& layout, int64_t j) {
+  for (const auto& p : layout.params()) {
+    if (p.rows_of(j).size() > 0) return true;
+  }
+  return false;
+}
+
+void check_arguments(const OldShards& old, FsdpModel& target, Communicator& new_world) {
+  std::ostringstream why;
+  if (old.survivors.empty() || !std::is_sorted(old.survivors.begin(), old.survivors.end()) ||
+      std::adjacent_find(old.survivors.begin(), old.survivors.end()) != old.survivors.end() ||
+      old.survivors.front() < 0 || old.survivors.back() >= old.old_size) {
+    why << "survivors must be distinct old ranks in [0, " << old.old_size << "), ascending";
+  } else if (static_cast<int64_t>(old.survivors.size()) != new_world.size()) {
+    why << old.survivors.size() << " survivors but a new world of " << new_world.size();
+  } else if (target.mesh().replicate_degree() != 1 || target.expert_parallel() != 1 ||
+             target.mesh().shard_degree() != new_world.size()) {
+    why << "the target must be plain FSDP over the new world (shard degree " << target.mesh().shard_degree()
+        << ", replicate " << target.mesh().replicate_degree() << ", expert parallel " << target.expert_parallel()
+        << ")";
+  }
+  if (!why.str().empty()) throw std::invalid_argument("live_reshard: " + why.str());
+}
+
+void check_recoverable(const OldShards& old, const spec::ModelSpec& model) {
+  std::ostringstream lost;
+  for (size_t u = 0; u < model.units.size(); ++u) {
+    const spec::UnitShardLayout layout(model.units[u], old.old_size);
+    std::string ranks;
+    for (int j = 0; j < old.old_size; ++j) {
+      if (shard_holder(old, j) < 0 && has_real_rows(layout, j))
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(j);
+    }
+    if (!ranks.empty()) lost << "; unit " << u << " (" << model.units[u].name << "): old ranks " << ranks;
+  }
+  if (!lost.str().empty()) {
+    throw UnrecoverableLoss("live_reshard: both copies (the shard and its buddy mirror) of old shards are lost" +
+                            lost.str() + " (old world " + std::to_string(old.old_size) +
+                            "; restart from the checkpoint)");
+  }
+}
+
+// Every shard this survivor must send is there, agreed over the new world before any broadcast.
+void check_held(const OldShards& old, const spec::ModelSpec& model, const HeldShard& held, int whats,
+                Communicator& new_world) {
+  const int me = old.survivors[static_cast<size_t>(new_world.rank())];
+  std::string missing;
+  for (size_t u = 0; u < model.units.size() && missing.empty(); ++u) {
+    const spec::UnitShardLayout layout(model.units[u], old.old_size);
+    for (int j = 0; j < old.old_size && missing.empty(); ++j) {
+      if (shard_holder(old, j) != me || !has_real_rows(layout, j)) continue;
+      for (int w = 0; w < whats; ++w) {
+        if (held(static_cast<int>(u), j, w).size() != static_cast<size_t>(layout.chunk_numel())) {
+          missing = "unit " + std::to_string(u) + " old shard " + std::to_string(j) + " what " + std::to_string(w) +
+                    ": holds " + std::to_string(held(static_cast<int>(u), j, w).size()) + " elements, want " +
+                    std::to_string(layout.chunk_numel());
+          break;
+        }
+      }
+    }
+  }
+  int32_t bad = missing.empty() ? 0 : 1, any = 0;
+  new_world.all_reduce(&bad, &any, 1, DataType::kInt32, ReduceOp{ReduceKind::kMax, 1.0}).wait();
+  if (any != 0) {
+    throw std::invalid_argument("live_reshard: old rank " + std::to_string(me) +
+                                (missing.empty() ? std::string(": a peer lacks a shard it should hold")
+                                                 : ": lacks a shard it should hold, " + missing));
+  }
+}
+
+// The old unit whole for one `what`, in the old flat (rank-major) layout: old shard j broadcast from the
+// new rank of its holder into chunk j; padding-only shards stay zero.
+void gather_old(const OldShards& old, const spec::UnitShardLayout& layout, const HeldShard& held, int unit, int what,
+                Communicator& new_world, float* flat) {
+  const int me = old.survivors[static_cast<size_t>(new_world.rank())];
+  const auto chunk = static_cast<size_t>(layout.chunk_numel());
+  std::vector<Work> works;
+  for (int j = 0; j < old.old_size; ++j) {
+    if (!has_real_rows(layout, j)) continue;
+    const int holder = shard_holder(old, j);
+    const auto root =
+        static_cast<int>(std::lower_bound(old.survivors.begin(), old.survivors.end(), holder) - old.survivors.begin());
+    float* dst = flat + static_cast<size_t>(j) * chunk;
+    const void* src = holder == me ? static_cast<const void*>(held(unit, j, what).data()) : dst;
+    works.push_back(new_world.broadcast(src, dst, chunk, DataType::kFloat32, root));
+  }
+  for (auto& w : works) w.wait();
+}
+
+}  // namespace
+
+int shard_holder(const OldShards& old, int j) {
+  if (alive(old, j)) return j;
+  const int mirror = static_cast<int>((j - 1 + old.old_size) % old.old_size);
+  return alive(old, mirror) ? mirror : -1;
+}
+
+void live_reshard(const OldShards& old, const spec::ModelSpec& model, const HeldShard& held, FsdpModel& target,
+                  ShardedOptimizer& target_opt, Communicator& new_world) {
+  check_arguments(old, target, new_world);
+  check_recoverable(old, model);
+  const int whats = 1 + target_opt.state_count();
+  check_held(old, model, held, whats, new_world);
+  target.discard_step();
+  MemoryTracker scratch;  // transient, outside the rank's tracked step: recovery, not training
+  for (int u = 0; u < target.num_units(); ++u) {
+    const spec::UnitShardLayout layout(model.units[static_cast<size_t>(u)], old.old_size);
+    FsdpUnit& unit = target.unit(u);
+    if (layout.numel() != unit.layout().numel()) {
+      throw std::invalid_argument("live_reshard: unit " + std::to_string(u) + " has " + std::to_string(layout.numel()) +
+                                  " elements in the old model, " + std::to_string(unit.layout().numel()) +
+                                  " in the target");
+    }
+    TrackedBuffer<float> flat(scratch, MemoryCategory::kOther, static_cast<size_t>(layout.flat_numel()));
+    TrackedBuffer<float> full(scratch, MemoryCategory::kOther, static_cast<size_t>(layout.numel()));
+    const std::vector<std::span<float>> state = target_opt.state(u);
+    for (int w = 0; w < whats; ++w) {
+      std::memset(flat.data(), 0, flat.size() * sizeof(float));
+      gather_old(old, layout, held, u, w, new_world, flat.data());
+      copy_out(layout, flat.data(), DataType::kFloat32, full.data());
+      if (w == 0) {
+        unit.load_full(full.data());
+      } else {
+        std::span<float> dst = state[static_cast<size_t>(w - 1)];
+        std::fill(dst.begin(), dst.end(), 0.0f);
+        extract_chunk(unit.layout(), unit.shard_rank(), full.data(), dst.data());
+      }
+    }
+  }
+  target_opt.set_steps_taken(old.steps_taken);
+}
+
+}  // namespace fsdp::runtime

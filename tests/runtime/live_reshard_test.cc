@@ -1,0 +1,136 @@
+// The in-memory reshard (runtime/live_reshard.h): N ranks train a few steps with buddy mirrors, one (or
+// two) of them is lost, and the survivors rebuild the sharded state at the new size from their own
+// shards and mirrors: the whole parameters and optimizer state equal those before, bit for bit.
+#include "runtime/live_reshard.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "redundancy_support.h"
+#include "tests/collectives/test_support.h"
+
+namespace fsdp::runtime {
+namespace {
+
+using testing::InProcJob;
+using Whole = std::vector<std::vector<std::vector<float>>>;  // [what][unit][element]
+
+Whole gather_all(FsdpModel& model, ShardedOptimizer& opt) {
+  Whole out;
+  for (int w = 0; w <= opt.state_count(); ++w) out.push_back(testing::gather_whole(model, opt, w));
+  return out;
+}
+
+bool bitwise_equal(const Whole& a, const Whole& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t w = 0; w < a.size(); ++w) {
+    if (a[w].size() != b[w].size()) return false;
+    for (size_t u = 0; u < a[w].size(); ++u) {
+      if (a[w][u].size() != b[w][u].size() ||
+          std::memcmp(a[w][u].data(), b[w][u].data(), a[w][u].size() * sizeof(float)) != 0) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// This rank's copies of old shards: its own and the one its mirror holds.
+HeldShard held_by(testing::MirroredRun& run) {
+  return [&run](int unit, int old_rank, int what) -> std::span<const float> {
+    const int me = static_cast<int>(run.model->unit(unit).shard_rank());
+    if (old_rank == me) {
+      if (what == 0) return run.model->unit(unit).master_shard();
+      return run.opt->state(unit)[static_cast<size_t>(what - 1)];
+    }
+    if (old_rank == run.mirror->mirrored_rank()) {
+      if (what == 0) return run.mirror->params(unit);
+      return run.mirror->state(unit)[static_cast<size_t>(what - 1)];
+    }
+    return {};
+  };
+}
+
+// n ranks train 3 steps; the ranks in `lost` leave; the survivors reshard. Returns how many survivors
+// threw UnrecoverableLoss (the rest matched the state before bitwise, or failed the test).
+int shrink_and_reshard(int n, std::vector<int> lost, bool sgd) {
+  InProcJob job(n);
+  std::atomic<int> unrecoverable{0};
+  job.run([&](Communicator& world) {
+    auto run = testing::make_mirrored_run(world, sgd);
+    for (int s = 0; s < 3; ++s) testing::mirrored_step(*run, world, s);
+    const Whole before = gather_all(*run->model, *run->opt);
+    if (std::find(lost.begin(), lost.end(), world.rank()) != lost.end()) return;  // this rank is gone
+    OldShards old{n, {}, run->opt->steps_taken()};
+    for (int r = 0; r < n; ++r) {
+      if (std::find(lost.begin(), lost.end(), r) == lost.end()) old.survivors.push_back(r);
+    }
+    auto shrunk = world.shrink(lost);
+    MemoryTracker tracker;
+    FsdpOptions options;
+    options.policy.param_dtype = DataType::kFloat32;
+    FsdpModel target(run->toy.spec(), options, *shrunk, tracker);
+    auto opt = testing::make_optimizer(target, sgd, tracker);
+    try {
+      live_reshard(old, run->toy.spec(), held_by(*run), target, *opt, *shrunk);
+    } catch (const UnrecoverableLoss& e) {
+      ++unrecoverable;
+      EXPECT_NE(std::string(e.what()).find("old ranks"), std::string::npos) << e.what();
+      return;
+    }
+    EXPECT_EQ(opt->steps_taken(), 3);
+    EXPECT_TRUE(bitwise_equal(gather_all(target, *opt), before))
+        << "old world " << n << ", lost rank " << lost[0] << ", new rank " << shrunk->rank();
+    if (shrunk->size() >= 2) {  // the new world's mirror, and training goes on from the resharded state
+      BuddyMirror mirror(target, *opt, tracker);
+      mirror.sync();
+    }
+  });
+  return unrecoverable.load();
+}
+
+TEST(LiveReshard, FourToThreeEachRankLostInTurn) {
+  for (bool sgd : {false, true}) {
+    for (int lost = 0; lost < 4; ++lost) EXPECT_EQ(shrink_and_reshard(4, {lost}, sgd), 0) << "lost " << lost;
+  }
+}
+
+TEST(LiveReshard, ThreeToTwo) {
+  for (int lost = 0; lost < 3; ++lost) EXPECT_EQ(shrink_and_reshard(3, {lost}, false), 0) << "lost " << lost;
+}
+
+TEST(LiveReshard, NonAdjacentPairSurvives) {
+  EXPECT_EQ(shrink_and_reshard(4, {0, 2}, false), 0);  // each lost shard's mirror holder survives
+}
+
+TEST(LiveReshard, BothCopiesLostIsUnrecoverableOnEverySurvivor) {
+  // Old rank 2's shard lives on 2 and on its mirror holder 1: both lost.
+  EXPECT_EQ(shrink_and_reshard(4, {1, 2}, false), 2);
+  EXPECT_EQ(shrink_and_reshard(3, {0, 1}, true), 1);
+}
+
+TEST(LiveReshard, HolderAndMessageAreExact) {
+  const OldShards old{4, {0, 3}, 7};
+  EXPECT_EQ(shard_holder(old, 0), 0);
+  EXPECT_EQ(shard_holder(old, 1), 0);   // its mirror holder
+  EXPECT_EQ(shard_holder(old, 2), -1);  // 2 and 1 lost
+  EXPECT_EQ(shard_holder(old, 3), 3);
+  testing::ToyModel toy;
+  InProcJob job(2);
+  job.run([&](Communicator& world) {
+    MemoryTracker tracker;
+    FsdpModel target(toy.spec(), FsdpOptions{}, world, tracker);
+    AdamW opt(target, AdamWConfig{}, tracker);
+    try {
+      live_reshard(
+          old, toy.spec(), [](int, int, int) { return std::span<const float>(); }, target, opt, world);
+      ADD_FAILURE() << "no UnrecoverableLoss";
+    } catch (const UnrecoverableLoss& e) {
+      EXPECT_NE(std::string(e.what()).find("unit 0 (fc0): old ranks 2"), std::string::npos) << e.what();
+    }
+  });
+}
+
+}  // namespace
+}  // namespace fsdp::runtime

@@ -1,0 +1,39 @@
+// What the buddy-mirror and live-reshard tests share: a toy model trained by FSDP with a buddy mirror
+// kept step by step, and the whole (unsharded) parameters and optimizer state gathered for comparison.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "common/memory_tracker.h"
+#include "runtime/buddy_mirror.h"
+#include "runtime/fsdp_model.h"
+#include "runtime/optimizer.h"
+#include "toy_model.h"
+
+namespace fsdp::testing {
+
+struct MirroredRun {
+  ToyModel toy;
+  MemoryTracker tracker;
+  std::unique_ptr<runtime::FsdpModel> model;
+  std::unique_ptr<runtime::ShardedOptimizer> opt;
+  std::unique_ptr<runtime::BuddyMirror> mirror;
+};
+
+// fp32 FSDP of the toy model over `world`, AdamW or SGD with momentum and weight decay, mirrored and
+// synced after init (without `mirrored`: no mirror, the same steps).
+std::unique_ptr<MirroredRun> make_mirrored_run(Communicator& world, bool sgd, bool mirrored = true);
+std::unique_ptr<runtime::ShardedOptimizer> make_optimizer(runtime::FsdpModel& model, bool sgd, MemoryTracker& tracker);
+// One training step on samples of `global_batch` per step, as the trainer orders it: forward, backward,
+// clip at max_norm, exchange_grads, optimizer.step (prefetching the next step's first all-gathers),
+// apply, zero_grad.
+void mirrored_step(MirroredRun& run, Communicator& world, int step, int64_t global_batch = 12, double max_norm = 0.3);
+
+// Every unit's whole parameters (what 0) or optimizer state what - 1, param-major, gathered over the
+// model's shard group (collective).
+std::vector<std::vector<float>> gather_whole(runtime::FsdpModel& model, runtime::ShardedOptimizer& opt, int what);
+
+}  // namespace fsdp::testing
