@@ -119,8 +119,8 @@ TEST(BuddyMirror, TrackedPeakIsThePlannedPeak) {
         auto run = testing::make_mirrored_run(world, false, mirrored);
         run->tracker.reset_peaks();  // init_parameters' full-unit scratch is not a step's
         for (int s = 0; s < 3; ++s) testing::mirrored_step(*run, world, s);
-        spec::Policy policy = run->model->policy();
-        policy.redundancy = mirrored ? spec::Redundancy::kBuddy : spec::Redundancy::kNone;
+        const spec::Policy& policy = run->model->policy();  // redundancy buddy when mirrored
+        EXPECT_EQ(policy.redundancy, mirrored ? spec::Redundancy::kBuddy : spec::Redundancy::kNone);
         const auto plan =
             sharding::make_plan(run->toy.spec(), sharding::chip_preset("cpu"), run->model->mesh(), policy);
         EXPECT_EQ(run->tracker.peak_total(), plan.estimate.memory.peak())

@@ -13,6 +13,7 @@ std::unique_ptr<MirroredRun> make_mirrored_run(Communicator& world, bool sgd, bo
   auto run = std::make_unique<MirroredRun>();
   runtime::FsdpOptions options;
   options.policy.param_dtype = DataType::kFloat32;
+  if (mirrored) options.policy.redundancy = spec::Redundancy::kBuddy;
   run->model = std::make_unique<runtime::FsdpModel>(run->toy.spec(), options, world, run->tracker);
   run->model->init_parameters([&](int u, std::span<float* const> p) { run->toy.init(u, p); });
   run->opt = make_optimizer(*run->model, sgd, run->tracker);
