@@ -1,15 +1,15 @@
 // fsdp-mirror-bench: what buddy redundancy (runtime/buddy_mirror.h, docs/fault_tolerance.md) costs per
 // step on a model's shapes, ranks as processes over shared memory (one core each), from rank 0:
-//   - exchange_grads (the rank's fp32 grad shard to its mirror holder, the buddy's received), sent as one
-//     message per unit (what BuddyMirror does) and, for comparison, packed into one buffer;
+//   - exchange_grads (the rank's fp32 grad shard to its mirror holder, the buddy's received, one packed
+//     message each way) and, for comparison, the same sent as one message per unit;
 //   - apply (the mirror's AdamW update), against the owner's own optimizer.step;
 //   - the gradient reduce-scatters of every unit (the step's own traffic, for scale);
-//   - the mirror's tracked bytes against the planner's (MemoryEstimate::redundancy + redundancy_grads).
+//   - the mirror's tracked peak against the planner's (MemoryEstimate::redundancy + 2 x redundancy_grads:
+//     the received shard and the packed copy sent, at the exchange).
 // No forward or backward runs: the gradients are set to fixed values, which is all the mirror reads.
 // Medians over --iters iterations after 3 warm-up ones.
 //
 //   fsdp-mirror-bench [--model debugmodel_byte] [--nproc 2] [--iters 50] [--transport shm]
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/forked_rank.h"
 #include "launch/fork_ranks.h"
 #include "launch/store.h"
 #include "launch/world.h"
@@ -60,33 +61,23 @@ double time_it(Communicator& comm, int iters, const std::function<void()>& fn) {
   return median(s);
 }
 
-// The packed alternative: every unit's grad shard copied into one buffer, one send and one receive.
-void exchange_packed(runtime::FsdpModel& model, Communicator& comm, std::vector<float>& out, std::vector<float>& in) {
+// The alternative BuddyMirror does not take: one message per unit each way, straight from the grad shards
+// into a receive buffer (no packed copy), every message in flight before any wait.
+void exchange_per_unit(runtime::FsdpModel& model, Communicator& comm, std::vector<float>& in) {
+  const int s = comm.size();
+  std::vector<Work> works;
   size_t at = 0;
   for (int u = 0; u < model.num_units(); ++u) {
     const auto g = std::as_const(model.unit(u)).grad_shard();
-    std::memcpy(out.data() + at, g.data(), g.size() * sizeof(float));
+    works.push_back(comm.recv(in.data() + at, g.size(), DataType::kFloat32, (comm.rank() + 1) % s));
+    works.push_back(comm.send(g.data(), g.size(), DataType::kFloat32, (comm.rank() - 1 + s) % s));
     at += g.size();
   }
-  const int s = comm.size();
-  Work r = comm.recv(in.data(), in.size(), DataType::kFloat32, (comm.rank() + 1) % s);
-  Work w = comm.send(out.data(), out.size(), DataType::kFloat32, (comm.rank() - 1 + s) % s);
-  r.wait();
-  w.wait();
+  for (auto& w : works) w.wait();
 }
 
 int run_rank(const Options& opt, int rank, const launch::StoreServer& store, const std::string& result) {
-  launch::BootstrapOverrides o;
-  o.rank = rank;
-  o.world_size = opt.nproc;
-  o.local_rank = rank;
-  o.local_world_size = opt.nproc;
-  o.master_addr = store.host();
-  o.master_port = store.port();
-  launch::WorldOptions wo;
-  wo.external_store = true;
-  wo.transport = opt.transport;
-  launch::World world = launch::connect_world(launch::detect_process_env(o), wo);
+  launch::World world = bench::connect_forked_rank(rank, opt.nproc, store, opt.transport);
   const spec::ModelSpec spec = spec::model_preset(opt.model);
   MemoryTracker tracker;
   runtime::FsdpOptions fo;
@@ -103,8 +94,9 @@ int run_rank(const Options& opt, int rank, const launch::StoreServer& store, con
   }
   Communicator& comm = *world.comm;
   const double t_exchange = time_it(comm, opt.iters, [&] { mirror.exchange_grads(); });
-  std::vector<float> out(static_cast<size_t>(shard)), in(out.size());
-  const double t_packed = time_it(comm, opt.iters, [&] { exchange_packed(model, comm, out, in); });
+  std::vector<float> in(static_cast<size_t>(shard));
+  const double t_per_unit =
+      time_it(comm, opt.iters, [&] { exchange_per_unit(model, *model.groups().shard_reduce, in); });
   std::vector<double> applies;  // apply alone, after an exchange
   for (int i = 0; i < opt.iters + 3; ++i) {
     mirror.exchange_grads();
@@ -132,9 +124,9 @@ int run_rank(const Options& opt, int rank, const launch::StoreServer& store, con
   const auto plan = sharding::make_plan(spec, sharding::chip_preset("cpu"), model.mesh(), policy);
   std::ofstream f(result);
   f.precision(9);
-  f << t_exchange << ' ' << t_packed << ' ' << t_apply << ' ' << t_step << ' ' << t_reduce << ' ' << shard << ' '
+  f << t_exchange << ' ' << t_per_unit << ' ' << t_apply << ' ' << t_step << ' ' << t_reduce << ' ' << shard << ' '
     << tracker.peak(MemoryCategory::kRedundancy) << ' '
-    << plan.estimate.memory.redundancy + plan.estimate.memory.redundancy_grads << ' ' << model.num_units() << '\n';
+    << plan.estimate.memory.redundancy + 2 * plan.estimate.memory.redundancy_grads << ' ' << model.num_units() << '\n';
   return 0;
 }
 
@@ -159,12 +151,8 @@ int main(int argc, char** argv) {
   }
   const std::string result = "/tmp/fsdp-mirror-bench." + std::to_string(::getpid());
   launch::StoreServer store("127.0.0.1", 0);
-  const int cores = std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
   const auto codes = launch::fork_ranks(opt.nproc, std::chrono::minutes(5), [&](int rank) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(rank % cores, &set);
-    ::sched_setaffinity(0, sizeof set, &set);
+    bench::pin_to_core(rank);
     return run_rank(opt, rank, store, result);
   });
   for (size_t r = 0; r < codes.size(); ++r) {
@@ -173,10 +161,10 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  double ex = 0, packed = 0, apply = 0, step = 0, reduce = 0;
+  double ex = 0, per_unit = 0, apply = 0, step = 0, reduce = 0;
   int64_t shard = 0, tracked = 0, planned = 0, units = 0;
   std::ifstream in(result);
-  if (!(in >> ex >> packed >> apply >> step >> reduce >> shard >> tracked >> planned >> units)) {
+  if (!(in >> ex >> per_unit >> apply >> step >> reduce >> shard >> tracked >> planned >> units)) {
     std::cerr << "rank 0 wrote no result\n";
     return 1;
   }
@@ -184,8 +172,8 @@ int main(int argc, char** argv) {
   std::printf("buddy mirror, %s at %d ranks (%s), %lld shard elements in %lld units, medians of %d\n",
               opt.model.c_str(), opt.nproc, opt.transport.c_str(), static_cast<long long>(shard),
               static_cast<long long>(units), opt.iters);
-  std::printf("  exchange_grads, per unit      %9.3f ms\n", ex * 1e3);
-  std::printf("  exchange_grads, packed        %9.3f ms (copy in included)\n", packed * 1e3);
+  std::printf("  exchange_grads (packed)       %9.3f ms (copy in included)\n", ex * 1e3);
+  std::printf("  one message per unit instead  %9.3f ms\n", per_unit * 1e3);
   std::printf("  apply (the mirror's AdamW)    %9.3f ms\n", apply * 1e3);
   std::printf("  = mirror cost per step        %9.3f ms (exchange_grads + apply)\n", (ex + apply) * 1e3);
   std::printf("  own optimizer.step (AdamW)    %9.3f ms\n", step * 1e3);

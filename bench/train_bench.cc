@@ -16,7 +16,6 @@
 // eager and DDP over gloo, interleaved) with the same --steps and --repeats.
 //
 //   fsdp-train-bench [--config FILE] [--steps 20] [--repeats 3] [--only TEXT] [--markdown FILE] [--vs-torch]
-#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/forked_rank.h"
 #include "launch/fork_ranks.h"
 #include "launch/store.h"
 #include "launch/thread_budget.h"
@@ -76,12 +76,8 @@ Measured run_scenario(const Scenario& sc, const std::string& config_file, int64_
   fs::create_directories(scratch);
   const fs::path result_file = scratch / "rank0.txt";
   launch::StoreServer store("127.0.0.1", 0);
-  const int cores = std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
   const auto codes = launch::fork_ranks(sc.world, std::chrono::minutes(10), [&](int rank) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(rank % cores, &set);
-    ::sched_setaffinity(0, sizeof set, &set);
+    bench::pin_to_core(rank);
     // The forked rank inherited OpenBLAS's thread count of the parent (one per core): its share of the
     // one core it is pinned to, as fsdp-run would give it, unless the user chose.
     const launch::ThreadBudget threads = launch::decide_thread_budget(launch::available_cores(), 1,
@@ -95,17 +91,7 @@ Measured run_scenario(const Scenario& sc, const std::string& config_file, int64_
     cl.overrides.emplace_back("metrics.file", "");
     train::TrainConfig config = train::load_train_config(cl);
     config.validate(sc.world);
-    launch::BootstrapOverrides o;
-    o.rank = rank;
-    o.world_size = sc.world;
-    o.local_rank = rank;
-    o.local_world_size = sc.world;
-    o.master_addr = store.host();
-    o.master_port = store.port();
-    launch::WorldOptions wo;
-    wo.external_store = true;
-    wo.transport = sc.transport;
-    launch::World world = launch::connect_world(launch::detect_process_env(o), wo);
+    launch::World world = bench::connect_forked_rank(rank, sc.world, store, sc.transport);
     const train::JobResult r = train::run_training_job(config, *world.comm);
     if (rank == 0) {
       std::vector<double> secs;

@@ -29,7 +29,12 @@ FsdpModel::FsdpModel(const spec::ModelSpec& model, const FsdpOptions& options, C
                      MemoryTracker& tracker)
     : model_(model), full_model_(model), options_(options), tracker_(tracker) {
   const spec::Mesh mesh = mesh_of(options_, world);
-  spec::validate(spec::JobSpec{model_, options_.policy, mesh});
+  spec::JobSpec job{model_, options_.policy, mesh};
+  // A policy with redundancy is a job whose [fault_tolerance] keeps it (the trainer checks the section
+  // itself): its rules, plain FSDP among them, apply to the mesh here.
+  job.fault_tolerance.enable = options_.policy.redundancy != spec::Redundancy::kNone;
+  job.fault_tolerance.redundancy = options_.policy.redundancy;
+  spec::validate(job);
   const int64_t ep = expert_parallel_ = mesh.expert_parallel_degree();
   if (ep > 1 && options_.policy.grad_comm == spec::CommPrecision::kMxfp8) {
     throw InvalidArgument("fsdp: MXFP8 gradient reduce-scatters (grad_comm = mxfp8) with "

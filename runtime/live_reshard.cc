@@ -23,7 +23,7 @@ bool has_real_rows(const spec::UnitShardLayout& layout, int64_t j) {
   return false;
 }
 
-void check_arguments(const OldShards& old, FsdpModel& target, Communicator& new_world) {
+void check_arguments(const OldShards& old, const FsdpModel& target, const Communicator& new_world) {
   std::ostringstream why;
   if (old.survivors.empty() || !std::is_sorted(old.survivors.begin(), old.survivors.end()) ||
       std::adjacent_find(old.survivors.begin(), old.survivors.end()) != old.survivors.end() ||
@@ -46,8 +46,9 @@ void check_recoverable(const OldShards& old, const spec::ModelSpec& model) {
     const spec::UnitShardLayout layout(model.units[u], old.old_size);
     std::string ranks;
     for (int j = 0; j < old.old_size; ++j) {
-      if (shard_holder(old, j) < 0 && has_real_rows(layout, j))
+      if (shard_holder(old, j) < 0 && has_real_rows(layout, j)) {
         ranks += (ranks.empty() ? "" : ", ") + std::to_string(j);
+      }
     }
     if (!ranks.empty()) lost << "; unit " << u << " (" << model.units[u].name << "): old ranks " << ranks;
   }

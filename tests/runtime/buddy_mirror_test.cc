@@ -15,26 +15,6 @@ namespace {
 
 using testing::InProcJob;
 
-// Each rank sends its mirror of buffer `what` (0 params, k state k - 1) to the rank it mirrors, which
-// compares it with its own; returns the number of differing elements this rank found.
-int64_t mirror_mismatches(testing::MirroredRun& run, int what) {
-  BuddyMirror& mirror = *run.mirror;
-  Communicator& comm = *run.model->groups().shard_gather;
-  int64_t wrong = 0;
-  for (int u = 0; u < run.model->num_units(); ++u) {
-    std::span<float> copy = what == 0 ? mirror.params(u) : mirror.state(u)[static_cast<size_t>(what - 1)];
-    std::span<const float> own =
-        what == 0 ? run.model->unit(u).master_shard() : run.opt->state(u)[static_cast<size_t>(what - 1)];
-    std::vector<float> got(own.size());
-    Work r = comm.recv(got.data(), got.size(), DataType::kFloat32, mirror.mirror_holder());
-    Work s = comm.send(copy.data(), copy.size(), DataType::kFloat32, mirror.mirrored_rank());
-    r.wait();
-    s.wait();
-    for (size_t i = 0; i < own.size(); ++i) wrong += std::memcmp(&got[i], &own[i], sizeof(float)) != 0;
-  }
-  return wrong;
-}
-
 struct Case {
   int n;
   bool sgd;
@@ -54,7 +34,7 @@ TEST_P(BuddyMirrorBitwise, MirrorEqualsTheBuddysShardAfterSteps) {
       EXPECT_FALSE(run->mirror->holds_grads()) << "the received gradients outlive apply";
     }
     for (int what = 0; what <= run->opt->state_count(); ++what) {
-      EXPECT_EQ(mirror_mismatches(*run, what), 0) << "rank " << world.rank() << " buffer " << what;
+      EXPECT_EQ(testing::mirror_mismatches(*run, what), 0) << "rank " << world.rank() << " buffer " << what;
     }
     // Tracked on its own: (1 + state_count) x the shard, nothing else left between steps; at the
     // exchange also the received shard and the packed copy of the rank's own.
@@ -119,8 +99,8 @@ TEST(BuddyMirror, TrackedPeakIsThePlannedPeak) {
         auto run = testing::make_mirrored_run(world, false, mirrored);
         run->tracker.reset_peaks();  // init_parameters' full-unit scratch is not a step's
         for (int s = 0; s < 3; ++s) testing::mirrored_step(*run, world, s);
-        spec::Policy policy = run->model->policy();
-        policy.redundancy = mirrored ? spec::Redundancy::kBuddy : spec::Redundancy::kNone;
+        const spec::Policy& policy = run->model->policy();  // redundancy buddy when mirrored
+        EXPECT_EQ(policy.redundancy, mirrored ? spec::Redundancy::kBuddy : spec::Redundancy::kNone);
         const auto plan =
             sharding::make_plan(run->toy.spec(), sharding::chip_preset("cpu"), run->model->mesh(), policy);
         EXPECT_EQ(run->tracker.peak_total(), plan.estimate.memory.peak())

@@ -67,24 +67,28 @@ int shrink_and_reshard(int n, std::vector<int> lost, bool sgd) {
       if (std::find(lost.begin(), lost.end(), r) == lost.end()) old.survivors.push_back(r);
     }
     auto shrunk = world.shrink(lost);
-    MemoryTracker tracker;
+    testing::MirroredRun next;  // the job at the new size, its state from the reshard
     FsdpOptions options;
     options.policy.param_dtype = DataType::kFloat32;
-    FsdpModel target(run->toy.spec(), options, *shrunk, tracker);
-    auto opt = testing::make_optimizer(target, sgd, tracker);
+    options.policy.redundancy = spec::Redundancy::kBuddy;
+    next.model = std::make_unique<FsdpModel>(next.toy.spec(), options, *shrunk, next.tracker);
+    next.opt = testing::make_optimizer(*next.model, sgd, next.tracker);
     try {
-      live_reshard(old, run->toy.spec(), held_by(*run), target, *opt, *shrunk);
+      live_reshard(old, run->toy.spec(), held_by(*run), *next.model, *next.opt, *shrunk);
     } catch (const UnrecoverableLoss& e) {
       ++unrecoverable;
       EXPECT_NE(std::string(e.what()).find("old ranks"), std::string::npos) << e.what();
       return;
     }
-    EXPECT_EQ(opt->steps_taken(), 3);
-    EXPECT_TRUE(bitwise_equal(gather_all(target, *opt), before))
+    EXPECT_EQ(next.opt->steps_taken(), 3);
+    EXPECT_TRUE(bitwise_equal(gather_all(*next.model, *next.opt), before))
         << "old world " << n << ", lost rank " << lost[0] << ", new rank " << shrunk->rank();
-    if (shrunk->size() >= 2) {  // the new world's mirror, and training goes on from the resharded state
-      BuddyMirror mirror(target, *opt, tracker);
-      mirror.sync();
+    // Training goes on at the new size with a new mirror, kept bitwise as before.
+    next.mirror = std::make_unique<BuddyMirror>(*next.model, *next.opt, next.tracker);
+    next.mirror->sync();
+    for (int s = 3; s < 5; ++s) testing::mirrored_step(next, *shrunk, s);
+    for (int what = 0; what <= next.opt->state_count(); ++what) {
+      EXPECT_EQ(testing::mirror_mismatches(next, what), 0) << "new rank " << shrunk->rank() << " buffer " << what;
     }
   });
   return unrecoverable.load();

@@ -1,5 +1,7 @@
 #include "redundancy_support.h"
 
+#include <cstring>
+
 #include "runtime/flat_copy.h"
 
 namespace fsdp::testing {
@@ -13,6 +15,7 @@ std::unique_ptr<MirroredRun> make_mirrored_run(Communicator& world, bool sgd, bo
   auto run = std::make_unique<MirroredRun>();
   runtime::FsdpOptions options;
   options.policy.param_dtype = DataType::kFloat32;
+  if (mirrored) options.policy.redundancy = spec::Redundancy::kBuddy;
   run->model = std::make_unique<runtime::FsdpModel>(run->toy.spec(), options, world, run->tracker);
   run->model->init_parameters([&](int u, std::span<float* const> p) { run->toy.init(u, p); });
   run->opt = make_optimizer(*run->model, sgd, run->tracker);
@@ -50,6 +53,24 @@ void mirrored_step(MirroredRun& run, Communicator& world, int step, int64_t glob
   run.opt->step(fsdp, 0.05, [&](int u) { fsdp.prefetch_next_step(u); });
   if (run.mirror) run.mirror->apply(0.05);
   fsdp.zero_grad();
+}
+
+int64_t mirror_mismatches(MirroredRun& run, int what) {
+  runtime::BuddyMirror& mirror = *run.mirror;
+  Communicator& comm = *run.model->groups().shard_gather;
+  int64_t wrong = 0;
+  for (int u = 0; u < run.model->num_units(); ++u) {
+    std::span<float> copy = what == 0 ? mirror.params(u) : mirror.state(u)[static_cast<size_t>(what - 1)];
+    std::span<const float> own =
+        what == 0 ? run.model->unit(u).master_shard() : run.opt->state(u)[static_cast<size_t>(what - 1)];
+    std::vector<float> got(own.size());
+    Work r = comm.recv(got.data(), got.size(), DataType::kFloat32, mirror.mirror_holder());
+    Work s = comm.send(copy.data(), copy.size(), DataType::kFloat32, mirror.mirrored_rank());
+    r.wait();
+    s.wait();
+    for (size_t i = 0; i < own.size(); ++i) wrong += std::memcmp(&got[i], &own[i], sizeof(float)) != 0;
+  }
+  return wrong;
 }
 
 std::vector<std::vector<float>> gather_whole(runtime::FsdpModel& model, runtime::ShardedOptimizer& opt, int what) {

@@ -32,6 +32,10 @@ std::unique_ptr<runtime::ShardedOptimizer> make_optimizer(runtime::FsdpModel& mo
 // apply, zero_grad.
 void mirrored_step(MirroredRun& run, Communicator& world, int step, int64_t global_batch = 12, double max_norm = 0.3);
 
+// Each rank sends its mirror of buffer `what` (0 params, k state k - 1) to the rank it mirrors, which
+// compares it with its own bit for bit (collective); returns the differing elements this rank found.
+int64_t mirror_mismatches(MirroredRun& run, int what);
+
 // Every unit's whole parameters (what 0) or optimizer state what - 1, param-major, gathered over the
 // model's shard group (collective).
 std::vector<std::vector<float>> gather_whole(runtime::FsdpModel& model, runtime::ShardedOptimizer& opt, int what);
