@@ -234,9 +234,11 @@ Batch DataLoader::next() {
   return b;
 }
 
-DataLoaderState DataLoader::state() const {
-  DataLoaderState s = state_;
-  if (source_->is_stream()) s.stream = source_->locate(stream_offset(state_.step, state_.micro_step));
+DataLoaderState DataLoader::state() const { return state_at(state_.step, state_.micro_step); }
+
+DataLoaderState DataLoader::state_at(int64_t step, int64_t micro_step) const {
+  DataLoaderState s{step, micro_step, {}};
+  if (source_->is_stream()) s.stream = source_->locate(stream_offset(step, micro_step));
   return s;
 }
 

@@ -158,6 +158,9 @@ class DataLoader {
   void fill(int64_t step, int64_t micro_step, Batch& out) const;
 
   DataLoaderState state() const;  // for a stream source, tokenizes up to the position it names
+  // Pure: the state at (step, micro_step), wherever this loader is (from the position it started or was
+  // restored at).
+  DataLoaderState state_at(int64_t step, int64_t micro_step) const;
   // Throws std::invalid_argument when out of range. A stream source continues at state.stream whatever
   // the batch layout that saved it.
   void restore(const DataLoaderState& state);

@@ -1,5 +1,6 @@
 #include "train/job_restart.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <stdexcept>
@@ -19,16 +20,31 @@ std::string restart_detail(int64_t resumed_step, bool checkpoints_enabled) {
   return d + why + ": started again from step 0";
 }
 
-bool fault_kill_due(int rank, int64_t step) {
+bool fault_kill_due(int rank, int64_t step, KillPoint point) {
   const std::string spec = knobs::kFaultKillAfterStep.get();
   if (spec.empty() || knobs::kRestartCount.get() != 0) return false;
-  long long want_rank = -1, want_step = -1;
-  char tail = 0;
-  if (std::sscanf(spec.c_str(), "%lld:%lld%c", &want_rank, &want_step, &tail) != 2 || want_rank < 0 || want_step < 1) {
-    throw std::invalid_argument(std::string(knobs::kFaultKillAfterStep.env) + "='" + spec +
-                                "': wants RANK:STEP, e.g. 1:4 (rank 1 SIGKILLs itself after step 4)");
+  bool due = false;
+  size_t begin = 0;
+  while (begin <= spec.size()) {  // RANK:STEP[:WHEN], comma-separated
+    const size_t end = std::min(spec.find(',', begin), spec.size());
+    const std::string one = spec.substr(begin, end - begin);
+    long long want_rank = -1, want_step = -1;
+    char when[16] = "after";
+    char tail = 0;
+    const int n = std::sscanf(one.c_str(), "%lld:%lld:%15[a-z_]%c", &want_rank, &want_step, when, &tail);
+    const KillPoint want = std::string(when) == "after"         ? KillPoint::kAfterStep
+                           : std::string(when) == "before_vote" ? KillPoint::kBeforeVote
+                           : std::string(when) == "after_vote"  ? KillPoint::kAfterVote
+                                                                : KillPoint::kInvalid;
+    if (n < 2 || n > 3 || want_rank < 0 || want_step < 1 || want == KillPoint::kInvalid) {
+      throw std::invalid_argument(std::string(knobs::kFaultKillAfterStep.env) + "='" + spec +
+                                  "': wants RANK:STEP[:after|before_vote|after_vote][,...], e.g. 1:4 (rank 1 "
+                                  "SIGKILLs itself after step 4)");
+    }
+    due = due || (want_rank == rank && want_step == step && want == point);
+    begin = end + 1;
   }
-  return want_rank == rank && want_step == step;
+  return due;
 }
 
 void announce_restart(int64_t resumed_step, bool checkpoints_enabled, MetricsLogger& metrics, std::ostream* log) {
@@ -38,8 +54,8 @@ void announce_restart(int64_t resumed_step, bool checkpoints_enabled, MetricsLog
   metrics.log_event({"recovery", resumed_step, detail});
 }
 
-void kill_self_if_due(int rank, int64_t step, runtime::checkpoint::Checkpointer* ckpt) {
-  if (!fault_kill_due(rank, step)) return;
+void kill_self_if_due(int rank, int64_t step, runtime::checkpoint::Checkpointer* ckpt, KillPoint point) {
+  if (!fault_kill_due(rank, step, point)) return;
   if (ckpt) ckpt->wait();  // the save is done, as the test's "after step STEP's checkpoint" promises
   std::raise(SIGKILL);
 }

@@ -20,12 +20,18 @@ std::string restart_detail(int64_t resumed_step, bool checkpoints_enabled);
 // "recovery" event at `resumed_step` in metrics.jsonl. Nothing on the first start.
 void announce_restart(int64_t resumed_step, bool checkpoints_enabled, MetricsLogger& metrics, std::ostream* log);
 
-// FSDP_FAULT_KILL_AFTER_STEP=RANK:STEP on the job's first start: true when this is rank RANK and `step`
-// is STEP. Throws std::invalid_argument naming the variable when its value is not RANK:STEP.
-bool fault_kill_due(int rank, int64_t step);
+// Where in step STEP a fault-injected rank dies: after the step (and its checkpoint save), or, with a
+// commit vote (fault_tolerance), just before voting (its redundancy already sent) or just after it.
+enum class KillPoint { kAfterStep, kBeforeVote, kAfterVote, kInvalid };
+
+// FSDP_FAULT_KILL_AFTER_STEP=RANK:STEP[:after|before_vote|after_vote][,...] on the job's first start: true
+// when one entry names this rank (as launched), `step` and `point`. Throws std::invalid_argument naming the
+// variable when an entry is malformed.
+bool fault_kill_due(int rank, int64_t step, KillPoint point = KillPoint::kAfterStep);
 
 // When fault_kill_due: waits for `ckpt`'s save in flight (when not null), then SIGKILLs this process, as
 // a lost rank dies.
-void kill_self_if_due(int rank, int64_t step, runtime::checkpoint::Checkpointer* ckpt);
+void kill_self_if_due(int rank, int64_t step, runtime::checkpoint::Checkpointer* ckpt,
+                      KillPoint point = KillPoint::kAfterStep);
 
 }  // namespace fsdp::train

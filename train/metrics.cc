@@ -86,12 +86,12 @@ MetricsLogger::MetricsLogger(MetricsOptions options)
   const std::filesystem::path parent = std::filesystem::path(options_.file).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  file_.open(options_.file, std::ios::out | std::ios::trunc);
+  file_.open(options_.file, std::ios::out | (options_.append ? std::ios::app : std::ios::trunc));
   if (!file_) {
     throw std::runtime_error("metrics: cannot open '" + options_.file + "' for writing (metrics.file)" +
                              (ec ? ": " + ec.message() : ""));
   }
-  if (csv_) file_ << csv_header() << '\n' << std::flush;
+  if (csv_ && !options_.append) file_ << csv_header() << '\n' << std::flush;
 }
 
 std::ostream& MetricsLogger::out() const { return options_.out != nullptr ? *options_.out : std::cout; }

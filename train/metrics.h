@@ -51,6 +51,7 @@ struct MetricsOptions {
   std::string file;                     // per-step records; empty: none
   std::ostream* out = nullptr;          // console; nullptr: std::cout
   bool print = true;                    // false: file only (ranks other than 0)
+  bool append = false;                  // continue the file (a survivor taking over from a lost rank 0)
 };
 
 // Numbers derived from a record and the options (per rank, like TorchTitan's).

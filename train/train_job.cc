@@ -23,6 +23,8 @@
 #include "train/config_paths.h"
 #include "train/data_setup.h"
 #include "train/dataset.h"
+#include "train/job_batches.h"
+#include "train/job_recovery.h"
 #include "train/job_restart.h"
 #include "train/metrics.h"
 #include "train/run_report.h"
@@ -246,18 +248,25 @@ double hidden_share(const runtime::OverlapMeter& step) {
   return all.seconds > 0 ? all.hidden_fraction() : RunStep::kNone;
 }
 
+// The checkpointer of `trainer`'s shards over `world`, as the [checkpoint] keys say.
+std::unique_ptr<runtime::checkpoint::Checkpointer> make_checkpointer(const TrainConfig& config, Trainer& trainer,
+                                                                     Communicator& world) {
+  runtime::checkpoint::CheckpointOptions options;
+  options.folder = config.checkpoint_dir();
+  options.keep_latest_k = config.checkpoint.keep_latest_k;
+  options.async = config.checkpoint.async_mode == "async";
+  return std::make_unique<runtime::checkpoint::Checkpointer>(trainer.fsdp(), &trainer.optimizer(), world, options,
+                                                             trainer.tracker());
+}
+
 // Checkpoints: resume from our own folder's latest (or load_step), else load another run's weights
 // (initial_load_path), else start fresh; refuses a folder this run would overwrite. Sets the trainer's
 // step and the loader's position, and result.start_step.
 std::unique_ptr<runtime::checkpoint::Checkpointer> open_checkpoints(
     const TrainConfig& config, const TrainerOptions& opts, Trainer& trainer, Communicator& world, DataLoader& loader,
     const std::string& data_source, const std::string& hash, const JobOptions& job, JobResult& result) {
-  runtime::checkpoint::CheckpointOptions checkpoint_options;
-  checkpoint_options.folder = config.checkpoint_dir();
-  checkpoint_options.keep_latest_k = config.checkpoint.keep_latest_k;
-  checkpoint_options.async = config.checkpoint.async_mode == "async";
-  auto ckpt = std::make_unique<runtime::checkpoint::Checkpointer>(trainer.fsdp(), &trainer.optimizer(), world,
-                                                                  checkpoint_options, trainer.tracker());
+  auto ckpt = make_checkpointer(config, trainer, world);
+  const runtime::checkpoint::CheckpointOptions& checkpoint_options = ckpt->options();
   // Our own folder first (a restarted job), else another run's (initial_load_path), else a fresh start.
   const auto own_latest = runtime::checkpoint::latest_step(checkpoint_options.folder);
   const std::string& initial = config.checkpoint.initial_load_path;
@@ -322,7 +331,7 @@ std::unique_ptr<runtime::checkpoint::Checkpointer> open_checkpoints(
 }
 
 // Every rank's trace, merged into the one file rank 0 writes.
-void write_merged_trace(const TrainConfig& config, Communicator& world, const Trace& trace, const JobOptions& job) {
+void write_merged_trace(const TrainConfig& config, Communicator& world, const Trace& trace, std::ostream* log) {
   const int rank = world.rank();
   // Over the communicator rather than through files, so ranks on other hosts land in the same file.
   const auto traces = gather_strings_to_rank0(world, trace.to_json());
@@ -330,7 +339,7 @@ void write_merged_trace(const TrainConfig& config, Communicator& world, const Tr
     std::vector<std::pair<std::string, std::string>> named;
     for (size_t r = 0; r < traces.size(); ++r) named.emplace_back("rank " + std::to_string(r), traces[r]);
     write_text_file(config.trace_path(), merge_trace_json(named));
-    if (job.log) *job.log << "trace: " << config.trace_path() << " (" << traces.size() << " ranks)\n";
+    if (log) *log << "trace: " << config.trace_path() << " (" << traces.size() << " ranks)\n";
   }
 }
 
@@ -393,124 +402,184 @@ void log_data_source(std::ostream& log, const TrainConfig& config, const TokenSo
   }
 }
 
+// Trace and overlap figures of the trainer in hand: compute spans from its thread, collectives from the
+// progress engine. Set again on the trainer a recovery builds.
+struct JobObservers {
+  bool tracing = false;
+  Trace& trace;
+  runtime::OverlapMeter& overlap;
+  runtime::OverlapMeter& step_overlap;  // the step in hand
+  double all_to_all_seconds = 0;
+
+  void attach(Trainer& trainer) {
+    trainer.set_compute_observer([this](std::string_view what, Clock::time_point start, Clock::time_point end) {
+      overlap.compute(start, end);
+      step_overlap.compute(start, end);
+      if (tracing) trace.complete(Track::kCompute, what, to_us(start), to_us(end) - to_us(start));
+    });
+    runtime::FsdpModel* fsdp = &trainer.fsdp();
+    fsdp->set_comm_observer([this, fsdp](CollectiveKind kind, std::string_view what, int unit, Clock::time_point start,
+                                         Clock::time_point end, int64_t bytes) {
+      overlap.communication(kind, start, end);
+      step_overlap.communication(kind, start, end);
+      if (tracing) {
+        trace.complete(Track::kCommunication, std::string(what) + " " + fsdp->unit(unit).name(), to_us(start),
+                       to_us(end) - to_us(start), bytes);
+      }
+    });
+    // Expert parallelism's all-to-alls: inside the blocks' compute spans (the compute waits for them), so
+    // timed on their own rather than counted as hidden by the overlap meter.
+    trainer.set_exchange_observer(
+        [this](std::string_view what, Clock::time_point start, Clock::time_point end, int64_t bytes) {
+          all_to_all_seconds += std::chrono::duration<double>(end - start).count();
+          if (tracing) trace.complete(Track::kCommunication, what, to_us(start), to_us(end) - to_us(start), bytes);
+        });
+  }
+};
+
+// A step that failed on a lost member, under fault_tolerance.enable: the survivors' trainer replaces the
+// old one (train/job_recovery.h), the checkpointer follows it to the new world, and the recovery is said on
+// the console, in metrics.jsonl and in the trace.
+// Rank 0's console and metrics file: a survivor that becomes rank 0 after rank 0 was lost takes them over.
+struct JobOutput {
+  std::ostream* log = nullptr;
+  std::unique_ptr<MetricsLogger> metrics;
+};
+
+RecoveryRecord recover(const TrainConfig& config, const JobOptions& job, const TrainerOptions& opts, JobBatches& data,
+                       std::unique_ptr<Trainer>& trainer, std::unique_ptr<runtime::checkpoint::Checkpointer>& ckpt,
+                       JobObservers& observers, JobOutput& out, const std::string& why) {
+  if (ckpt) {
+    try {
+      ckpt->wait();  // a save in flight finishes or fails; a save the lost rank never finished is not committed
+    } catch (const std::exception&) {
+    }
+    ckpt.reset();
+  }
+  RecoveryRecord record;
+  record.detected = Clock::now();
+  trainer = recover_from_lost_rank(config, *job.elastic, std::move(trainer), opts, data.source(), why, record);
+  observers.attach(*trainer);
+  if (config.checkpoint.enable_checkpoint) ckpt = make_checkpointer(config, *trainer, job.elastic->comm());
+  if (job.elastic->rank() == 0 && out.log == nullptr && job.console != nullptr) {
+    out.log = job.console;
+    MetricsOptions o = job_metrics_options(config, 0, out.log);
+    o.append = true;
+    out.metrics = std::make_unique<MetricsLogger>(o);
+  }
+  if (job.elastic->rank() == 0 && out.log) *out.log << "fsdp-train: " << record.line() << "\n" << std::flush;
+  out.metrics->log_event({"recovery", record.resumed_after, record.line()});
+  if (observers.tracing) {
+    observers.trace.complete(Track::kCompute, "recovery (epoch " + std::to_string(record.epoch) + ")",
+                             to_us(record.detected), to_us(Clock::now()) - to_us(record.detected));
+  }
+  return record;
+}
+
 }  // namespace
 
 JobResult run_training_job(const TrainConfig& config, Communicator& world, const JobOptions& job) {
   check_paths(config);
   TrainerOptions opts = trainer_options(config);
+  const int launched_rank = job.elastic ? job.elastic->original_rank() : world.rank();
+  if (job.elastic) {
+    opts.commit = [ew = job.elastic, launched_rank](int64_t step) {
+      kill_self_if_due(launched_rank, step, nullptr, KillPoint::kBeforeVote);  // fault injection (tests)
+      const bool committed = ew->commit(step);
+      kill_self_if_due(launched_rank, step, nullptr, KillPoint::kAfterVote);
+      return committed;
+    };
+  }
   if (!config.parallelism.plan_file.empty()) {
     opts.fsdp.plan = std::make_shared<const proto::ShardingPlan>(runtime::read_plan_file(config.parallelism.plan_file));
   }
-  const int rank = world.rank();
+  // The rank as launched: fault injection and file names keep it after a lost rank renumbers the world.
+  const int rank = launched_rank;
   JobResult result;
 
-  // Data: rank r of the data-parallel world reads rows [r * B, (r + 1) * B) of each global micro-batch.
-  const DataLoaderOptions loader_options = data_loader_options(config, rank);
   const auto source = make_job_token_source(config, opts.model.dims.vocab, opts.seed);
   const std::string data_source = describe_data(*source, job_tokenizer(config));
   if (job.log) log_data_source(*job.log, config, *source, opts.fsdp.policy.seq_len);
-  DataLoader loader(source, loader_options);
-  Batch batch;
-  BatchSource batches = [&](int64_t step, int64_t micro, int64_t /*data_rank*/, int32_t* inputs, int32_t* targets) {
-    loader.next(batch);
-    if (batch.step != step || batch.micro_step != micro) {
-      throw std::logic_error("data loader at step " + std::to_string(batch.step) + "." +
-                             std::to_string(batch.micro_step) + ", trainer at " + std::to_string(step) + "." +
-                             std::to_string(micro));
-    }
-    std::copy(batch.inputs.begin(), batch.inputs.end(), inputs);
-    std::copy(batch.targets.begin(), batch.targets.end(), targets);
-  };
+  JobBatches data(source, data_loader_options(config, rank));
+  auto trainer = std::make_unique<Trainer>(opts, world, data.source());
 
-  Trainer trainer(opts, world, batches);
-
-  // Trace and overlap: compute spans from this thread, collectives from the progress engine.
   const bool tracing = !config.metrics.trace_file.empty();
   Trace trace(rank, tracing);
   runtime::OverlapMeter overlap, step_overlap;  // over the run after warm-up; over the step in hand
-  trainer.set_compute_observer([&](std::string_view what, Clock::time_point start, Clock::time_point end) {
-    overlap.compute(start, end);
-    step_overlap.compute(start, end);
-    if (tracing) trace.complete(Track::kCompute, what, to_us(start), to_us(end) - to_us(start));
-  });
-  trainer.fsdp().set_comm_observer(
-      [&](CollectiveKind kind, std::string_view what, int unit, Clock::time_point start, Clock::time_point end,
-          int64_t bytes) {
-        overlap.communication(kind, start, end);
-        step_overlap.communication(kind, start, end);
-        if (tracing) {
-          trace.complete(Track::kCommunication, std::string(what) + " " + trainer.fsdp().unit(unit).name(),
-                         to_us(start), to_us(end) - to_us(start), bytes);
-        }
-      });
-
-  // Expert parallelism's all-to-alls: inside the blocks' compute spans (the compute waits for them), so
-  // timed on their own rather than counted as hidden by the overlap meter.
-  double all_to_all_seconds = 0;
-  trainer.set_exchange_observer(
-      [&](std::string_view what, Clock::time_point start, Clock::time_point end, int64_t bytes) {
-        all_to_all_seconds += std::chrono::duration<double>(end - start).count();
-        if (tracing) trace.complete(Track::kCommunication, what, to_us(start), to_us(end) - to_us(start), bytes);
-      });
+  JobObservers observers{tracing, trace, overlap, step_overlap};
+  observers.attach(*trainer);
   std::vector<double> all_to_all_per_step;
 
   // Checkpoints: resume from the latest (or load_step), then save every interval and at the end.
   const std::string hash = model_config_hash(config);
   std::unique_ptr<runtime::checkpoint::Checkpointer> ckpt;
   if (config.checkpoint.enable_checkpoint) {
-    ckpt = open_checkpoints(config, opts, trainer, world, loader, data_source, hash, job, result);
+    ckpt = open_checkpoints(config, opts, *trainer, world, data.own(), data_source, hash, job, result);
+    trainer->sync_redundancy();  // the loaded shards into their mirrors
   }
 
   const MetricsOptions metrics_options = job_metrics_options(config, rank, job.log);
-  MetricsLogger metrics(metrics_options);
+  JobOutput out{job.log, std::make_unique<MetricsLogger>(metrics_options)};
   if (metrics_options.print) {
     *job.log << "memory: percentages are of " << job_memory_capacity(sharding::chip_preset("cpu")).describe() << "\n";
   }
 
-  announce_restart(result.start_step, ckpt != nullptr, metrics, job.log);  // after fsdp-run --max-restarts
+  announce_restart(result.start_step, ckpt != nullptr, *out.metrics, job.log);  // after fsdp-run --max-restarts
   std::vector<double> step_seconds;
   BlockCacheStats cache_after_warmup;
   int64_t faults_after_warmup = 0;
-  const int64_t first_step = trainer.steps_done() + 1;
+  const int64_t first_step = trainer->steps_done() + 1;
   for (int64_t s = first_step; s <= config.training.steps; ++s) {
     if (s == first_step + 1) {  // leave the first (warm-up) step out
       overlap.clear();
-      cache_after_warmup = trainer.tracker().cache().stats();
+      cache_after_warmup = trainer->tracker().cache().stats();
       faults_after_warmup = minor_page_faults();
     }
-    const double all_to_all_before = all_to_all_seconds;
+    const double all_to_all_before = observers.all_to_all_seconds;
     step_overlap.clear();
-    const StepStats st = trainer.step();
+    StepStats st;
+    try {
+      st = trainer->step();
+    } catch (const CommError& e) {
+      if (job.elastic == nullptr) throw;
+      const RecoveryRecord r = recover(config, job, opts, data, trainer, ckpt, observers, out, e.what());
+      if (!r.kept_step) {
+        s = r.resumed_after;  // the loop goes on with the interrupted step, redone
+        continue;
+      }
+      st = *r.kept_step;  // kept: every member had voted for it
+    }
     result.steps.push_back(st);
     if (result.steps.size() > 1) {
       step_seconds.push_back(st.seconds);
-      all_to_all_per_step.push_back(all_to_all_seconds - all_to_all_before);
+      all_to_all_per_step.push_back(observers.all_to_all_seconds - all_to_all_before);
     }
-    metrics.log(StepRecord{st.step, st.loss, st.grad_norm, st.lr, st.tokens, st.seconds, trainer.tracker().peak_total(),
-                           st.skipped, hidden_share(step_overlap)});
+    out.metrics->log(StepRecord{st.step, st.loss, st.grad_norm, st.lr, st.tokens, st.seconds,
+                                trainer->tracker().peak_total(), st.skipped, hidden_share(step_overlap)});
     if (ckpt && (s == config.training.steps || s % config.checkpoint.interval == 0)) {
-      save_checkpoint(config, opts, *ckpt, trainer.fsdp(), training_state(loader.state(), opts, s, data_source), s,
-                      hash);
-      metrics.log_event({"checkpoint", s, runtime::checkpoint::step_dir_name(s)});
-      refresh_run_report(metrics, rank, job.log);  // a run that dies later keeps the page of this save
+      save_checkpoint(config, opts, *ckpt, trainer->fsdp(),
+                      training_state(data.position_after(s), opts, s, data_source), s, hash);
+      out.metrics->log_event({"checkpoint", s, runtime::checkpoint::step_dir_name(s)});
+      refresh_run_report(*out.metrics, rank, out.log);  // a run that dies later keeps the page of this save
     }
     if (job.stop_after_step > 0 && s >= job.stop_after_step) break;
     kill_self_if_due(rank, s, ckpt.get());  // fault injection (tests): FSDP_FAULT_KILL_AFTER_STEP
   }
   if (ckpt) ckpt->wait();
 
-  summarize_steps(trainer, metrics_options.planned_memory_bytes, overlap, cache_after_warmup, faults_after_warmup,
+  summarize_steps(*trainer, metrics_options.planned_memory_bytes, overlap, cache_after_warmup, faults_after_warmup,
                   step_seconds, all_to_all_per_step, result);
+  Communicator& last_world = job.elastic ? job.elastic->comm() : world;
   if (job.gather_final_parameters) {
-    for (int u = 0; u < trainer.fsdp().num_units(); ++u) {
-      result.final_parameters.push_back(trainer.fsdp().gather_full_parameters(u));
+    for (int u = 0; u < trainer->fsdp().num_units(); ++u) {
+      result.final_parameters.push_back(trainer->fsdp().gather_full_parameters(u));
     }
   }
-  if (tracing) write_merged_trace(config, world, trace, job);
-  const std::string report = refresh_run_report(metrics, rank, job.log);
-  if (metrics_options.print) {
-    metrics.print_summary();
-    print_job_summary(*job.log, result, !step_seconds.empty(), trainer.fsdp().expert_parallel(), report);
+  if (tracing) write_merged_trace(config, last_world, trace, out.log);
+  const std::string report = refresh_run_report(*out.metrics, rank, out.log);
+  if (out.log != nullptr && (job.log == nullptr || metrics_options.print)) {
+    out.metrics->print_summary();
+    print_job_summary(*out.log, result, !step_seconds.empty(), trainer->fsdp().expert_parallel(), report);
   }
   return result;
 }

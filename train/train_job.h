@@ -11,6 +11,7 @@
 
 #include "collectives/communicator.h"
 #include "common/host_memory.h"
+#include "launch/elastic_world.h"
 #include "sharding/chip_profile.h"
 #include "train/config.h"
 #include "train/dataset.h"
@@ -56,6 +57,11 @@ struct JobOptions {
   std::ostream* log = nullptr;  // console lines (rank 0, or every rank with save_for_all_ranks); null: none
   bool gather_final_parameters = false;
   int64_t stop_after_step = 0;  // > 0: stop after this step (tests: a run "crashing" after a save)
+  // fault_tolerance.enable: the world the job runs over, which a lost rank shrinks (the `world` argument
+  // must be its communicator); null: a lost rank ends the job.
+  launch::ElasticWorld* elastic = nullptr;
+  // Where a rank that becomes rank 0 after rank 0 was lost prints (it then also continues metrics.file).
+  std::ostream* console = nullptr;
 };
 
 // Collective over `world`. Throws ConfigError, CommError, NonFiniteLoss, checkpoint errors.

@@ -58,6 +58,10 @@ Trainer::Trainer(const TrainerOptions& options, Communicator& world, BatchSource
   } else {
     optimizer_ = std::make_unique<runtime::SgdMomentum>(*fsdp_, options_.sgd, tracker_);
   }
+  if (options_.fsdp.policy.redundancy == spec::Redundancy::kBuddy && world_.size() > 1) {
+    mirror_ = std::make_unique<runtime::BuddyMirror>(*fsdp_, *optimizer_, tracker_);
+    mirror_->sync();
+  }
   const int64_t b = options_.fsdp.policy.micro_batch, t = options_.fsdp.policy.seq_len;
   embedding_ = std::make_unique<model::Embedding>(dims_, tracker_);
   for (int64_t i = 0; i < dims_.layers; ++i) {
@@ -175,7 +179,7 @@ double Trainer::micro_step(int64_t step, int64_t micro, int64_t data_rank, bool 
 
 StepStats Trainer::step() {
   const auto start = Clock::now();
-  if (pending_) throw std::logic_error("trainer: step " + std::to_string(pending_->step) + " is still pending");
+  if (pending_) throw std::logic_error("trainer: step " + std::to_string(pending_->stats.step) + " is still pending");
   const int64_t step = step_ + 1;
   StepStats stats;
   stats.step = step;
@@ -203,7 +207,11 @@ StepStats Trainer::step() {
     stats.skipped = true;
     step_ = step;
   } else {
-    pending_ = Pending{step, stats.lr};
+    if (mirror_) mirror_->exchange_grads();  // the buddy's clipped gradient shard, for its mirror
+    stats.tokens =
+        options_.fsdp.policy.micro_batch * options_.fsdp.policy.seq_len * accum *
+        static_cast<int64_t>(std::count_if(data_ranks_.begin(), data_ranks_.end(), [](int64_t d) { return d >= 0; }));
+    pending_ = Pending{stats};
     if (!options_.commit || options_.commit(step)) apply_pending_step();
   }
   pending_.reset();
@@ -215,18 +223,24 @@ StepStats Trainer::step() {
   return stats;
 }
 
-bool Trainer::apply_pending_step() {
-  if (!pending_) return false;
+void Trainer::sync_redundancy() {
+  if (mirror_) mirror_->sync();
+}
+
+std::optional<StepStats> Trainer::apply_pending_step() {
+  if (!pending_) return std::nullopt;
   const auto t0 = Clock::now();
   // The next step's first all-gathers start as each unit is updated, unless a commit vote guards the step:
   // then nothing collective may start (and fail) halfway through the updates.
   std::function<void(int)> after_unit;
   if (!options_.commit) after_unit = [this](int u) { fsdp_->prefetch_next_step(u); };
-  optimizer_->step(*fsdp_, pending_->lr, after_unit);
-  step_ = pending_->step;
+  const StepStats stats = pending_->stats;
+  optimizer_->step(*fsdp_, stats.lr, after_unit);
+  if (mirror_) mirror_->apply(stats.lr);
+  step_ = stats.step;
   pending_.reset();
   record("optimizer", t0);
-  return true;
+  return stats;
 }
 
 }  // namespace fsdp::train

@@ -22,6 +22,7 @@
 #include "common/memory_tracker.h"
 #include "model/dims.h"
 #include "model/init.h"
+#include "runtime/buddy_mirror.h"
 #include "runtime/fsdp_model.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/optimizer.h"
@@ -102,8 +103,12 @@ class Trainer {
   // Steps whose optimizer update this rank applied (or skipped as non-finite).
   int64_t steps_done() const { return step_; }
   // A step whose commit was interrupted (the vote threw) but that the job decided to keep: applies its
-  // optimizer update from the gradients it still holds. False when no step is pending.
-  bool apply_pending_step();
+  // optimizer update from the gradients it still holds and returns its stats. Empty when none is pending.
+  std::optional<StepStats> apply_pending_step();
+  // The redundancy (policy.redundancy = buddy on more than one rank), or null.
+  runtime::BuddyMirror* mirror() { return mirror_.get(); }
+  // Collective: refills the mirrors from their owners (after the shards were loaded or rebuilt).
+  void sync_redundancy();
   // The rank's data ranks (TrainerOptions::data_ranks, resolved).
   const std::vector<int64_t>& data_ranks() const { return data_ranks_; }
   // After a checkpoint load: the next step() is step + 1.
@@ -148,6 +153,7 @@ class Trainer {
   std::vector<const float*> merged_params_;
   std::vector<float*> merged_grads_;
   std::unique_ptr<runtime::ShardedOptimizer> optimizer_;
+  std::unique_ptr<runtime::BuddyMirror> mirror_;
   std::unique_ptr<model::Embedding> embedding_;
   std::vector<std::unique_ptr<model::TransformerBlock>> blocks_;
   std::unique_ptr<model::OutputHead> head_;
@@ -157,8 +163,7 @@ class Trainer {
   std::vector<int64_t> data_ranks_;
   float share_ = 1.0f;  // this world's data-parallel size over the global batch's: scales loss and gradients
   struct Pending {
-    int64_t step = 0;
-    double lr = 0;
+    StepStats stats;  // loss, norm and lr already known
   };
   std::optional<Pending> pending_;  // gradients ready, the commit not decided
   ComputeObserver compute_observer_;

@@ -19,12 +19,14 @@
 #include "common/knobs.h"
 #include "launch/bootstrap.h"
 #include "launch/cli_flags.h"
+#include "launch/elastic_world.h"
 #include "launch/thread_budget.h"
 #include "launch/world.h"
 #include "model/blas_core.h"
 #include "model/ops.h"
 #include "runtime/plan_check.h"
 #include "train/config.h"
+#include "train/job_recovery.h"
 #include "train/train_job.h"
 
 namespace {
@@ -52,6 +54,7 @@ int main(int argc, char** argv) {
   int rank = -1;  // unknown until the environment is read
   // Outside the try, so a failure is reported before the world is torn down (and never lost to it).
   std::optional<launch::World> world;
+  std::unique_ptr<launch::ElasticWorld> elastic;  // fault_tolerance.enable: a world that shrinks
   try {
     std::vector<std::string> args(argv + 1, argv + argc);
     const launch::LaunchFlags flags = launch::take_launch_flags(args);
@@ -88,17 +91,24 @@ int main(int argc, char** argv) {
 
     launch::WorldOptions world_options;
     if (!flags.transport.empty()) world_options.transport = flags.transport;
-    world.emplace(launch::connect_world(env, world_options));
+    if (config.fault_tolerance.enable) {
+      elastic = std::make_unique<launch::ElasticWorld>(env, world_options);
+    } else {
+      world.emplace(launch::connect_world(env, world_options));
+    }
+    launch::World& first_world = elastic ? elastic->world() : *world;
     if (rank == 0) {
       std::cout << "fsdp-train: " << config.job.description << ": " << env.world_size << " rank(s) from " << env.source
-                << " on " << world->topology.host_count << " host(s) over " << world->transport_name << ", shard "
-                << config.parallelism.data_parallel_shard_degree << " x replicate "
+                << " on " << first_world.topology.host_count << " host(s) over " << first_world.transport_name
+                << ", shard " << config.parallelism.data_parallel_shard_degree << " x replicate "
                 << config.parallelism.data_parallel_replicate_degree << ", " << config.training.steps << " steps\n"
                 << std::flush;
     }
     train::JobOptions job;
     job.log = rank == 0 || config.metrics.save_for_all_ranks ? &std::cout : nullptr;
-    train::run_training_job(config, *world->comm, job);
+    job.elastic = elastic.get();
+    job.console = &std::cout;
+    train::run_training_job(config, *first_world.comm, job);
     std::cout << std::flush;
     return 0;
   } catch (const train::ConfigError& e) {
@@ -107,6 +117,10 @@ int main(int argc, char** argv) {
     return fail(rank, "invalid argument", e, 2);
   } catch (const runtime::PlanMismatch& e) {
     return fail(rank, "sharding plan", e, 2);
+  } catch (const launch::Fenced& e) {
+    return fail(rank, "fenced", e, 1);
+  } catch (const train::RecoveryImpossible& e) {
+    return fail(rank, "cannot recover in the job", e, 1);
   } catch (const train::NonFiniteLoss& e) {
     return fail(rank, "non-finite loss", e, 1);
   } catch (const std::exception& e) {

@@ -1,0 +1,101 @@
+#include "launch/elastic_world.h"
+
+#include <algorithm>
+
+#include "collectives/types/errors.h"
+
+namespace fsdp::launch {
+
+ElasticWorld::ElasticWorld(const ProcessEnv& env, WorldOptions options) : original_(env), options_(std::move(options)) {
+  job_prefix_ = options_.key_prefix.empty() ? job_key_prefix() : options_.key_prefix;
+  if (!options_.external_store && env.world_size > 1) {
+    throw InvalidArgument(
+        "fault_tolerance.enable needs a store that outlives every rank: start the job with fsdp-run (or serve "
+        "fsdp-store and set FSDP_STORE_EXTERNAL=1); rank 0 serves this job's store");
+  }
+  for (int r = 0; r < env.world_size; ++r) members_.push_back(r);
+  connect(env);
+  if (env.rank == 0 && store_) store_->set(job_prefix_ + "ft/enabled", "1");
+}
+
+ElasticWorld::~ElasticWorld() = default;
+
+std::string ElasticWorld::epoch_prefix(int64_t epoch) const {
+  return epoch == 0 ? job_prefix_ : job_prefix_ + "epoch" + std::to_string(epoch) + "/";
+}
+
+void ElasticWorld::connect(const ProcessEnv& env) {
+  WorldOptions o = options_;
+  o.key_prefix = epoch_prefix(epoch_);
+  world_ = std::make_unique<World>(connect_world(env, o));
+  if (world_->store) store_ = world_->store;
+  commit_ = store_ ? std::make_unique<StepCommit>(store_, job_prefix_ + "ft/epoch" + std::to_string(epoch_) + "/",
+                                                  rank(), size())
+                   : nullptr;
+}
+
+bool ElasticWorld::commit(int64_t step) {
+  if (!commit_) return true;  // one rank alone: nothing to agree on
+  return commit_->vote(
+      step, [this] { return describe_lost(); }, options_.comm.timeout);
+}
+
+bool ElasticWorld::close(int64_t step) { return commit_ ? commit_->close(step) : true; }
+
+std::vector<int> ElasticWorld::lost_members() {
+  std::vector<int> lost;
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank()) continue;
+    if (!world_->transport->lost_reason(r).empty()) lost.push_back(members_[static_cast<size_t>(r)]);
+  }
+  return lost;
+}
+
+std::string ElasticWorld::describe_lost() {
+  std::string out;
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank()) continue;
+    const std::string why = world_->transport->lost_reason(r);
+    if (why.empty()) continue;
+    out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(members_[static_cast<size_t>(r)]) + " (" +
+           why + ")";
+  }
+  return out;
+}
+
+RecoveryDecision ElasticWorld::shrink(int64_t committed_step, std::chrono::milliseconds timeout) {
+  if (!store_) throw InvalidArgument("fault tolerance: this job has no store to agree through");
+  // In this epoch's numbering: the peers this rank sees lost (the launcher's word is read by the agreement).
+  const auto known_lost = [this] {
+    std::vector<int> lost;
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank() && !world_->transport->lost_reason(r).empty()) lost.push_back(r);
+    }
+    return lost;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  RecoveryDecision d =
+      agree_on_failure(*store_, job_prefix_, epoch_ + 1, rank(), size(), committed_step, known_lost, timeout);
+  last_agree_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Nothing of the old epoch is waited on again: its teardown aborts (Transport::failure) instead of
+  // meeting the others at a barrier.
+  world_->transport->note_failure("fault tolerance: epoch " + std::to_string(epoch_) + " ended (" +
+                                  std::to_string(size() - static_cast<int>(d.survivors.size())) + " rank(s) lost)");
+  world_->comm->abort("fault tolerance: the survivors moved to epoch " + std::to_string(d.epoch));
+  const int new_rank =
+      static_cast<int>(std::find(d.survivors.begin(), d.survivors.end(), rank()) - d.survivors.begin());
+  retired_ = std::move(world_);
+  members_ = d.launch_ranks;
+  epoch_ = d.epoch;
+  ProcessEnv env = original_;
+  env.rank = new_rank;
+  env.world_size = static_cast<int>(members_.size());
+  env.local_rank = env.rank;
+  env.local_world_size = env.world_size;
+  connect(env);
+  return d;
+}
+
+void ElasticWorld::release_retired() { retired_.reset(); }
+
+}  // namespace fsdp::launch

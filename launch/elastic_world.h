@@ -1,0 +1,83 @@
+// A world that outlives its members (fault_tolerance.enable, docs/fault_tolerance.md): a sequence of epochs,
+// each a World connected among the ranks still alive. Ranks keep their original number (the launcher's) in
+// the store's keys; inside an epoch they are renumbered 0..size-1 in original order.
+//
+//   ElasticWorld ew(env, options);                  // epoch 0: every rank
+//   ... ew.commit(step) once per step, before the optimizer (throws when a member is lost) ...
+//   on a lost member:  committed = ew.close(step);  // the step in flight: kept or dropped, as every rank reads
+//                      auto d = ew.shrink(last_committed, timeout);  // agree, reconnect without the lost
+//                      ... rebuild the job's state over ew.comm(), then ew.release_retired();
+//
+// The store must outlive every rank (fsdp-run's, or fsdp-store's): the constructor refuses a store that rank
+// 0 serves. Rank 0 writes "<job>ft/enabled", which tells fsdp-run that a rank's exit is not the job's end.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "launch/failure_agreement.h"
+#include "launch/step_commit.h"
+#include "launch/world.h"
+
+namespace fsdp::launch {
+
+class ElasticWorld {
+ public:
+  // Connects epoch 0 (connect_world). Throws InvalidArgument when the store is served by rank 0.
+  ElasticWorld(const ProcessEnv& env, WorldOptions options);
+  ~ElasticWorld();
+  ElasticWorld(const ElasticWorld&) = delete;
+  ElasticWorld& operator=(const ElasticWorld&) = delete;
+
+  World& world() { return *world_; }
+  Communicator& comm() { return *world_->comm; }
+  int rank() const { return world_->env.rank; }        // in the current epoch
+  int size() const { return world_->env.world_size; }  // in the current epoch
+  int original_rank() const { return original_.rank; }
+  int original_size() const { return original_.world_size; }
+  const std::vector<int>& members() const { return members_; }  // original ranks of this epoch, ascending
+  int64_t epoch() const { return epoch_; }
+  const std::string& job_prefix() const { return job_prefix_; }
+
+  // The commit vote of `step` in this epoch: true when every member voted. Throws (PeerLostError) when a
+  // member is found lost while waiting.
+  bool commit(int64_t step);
+  // Resolves `step` after a failure: true when it committed (every member voted before anyone closed it).
+  bool close(int64_t step);
+
+  // Members of this epoch that look lost (their process exited, their connection closed, the heartbeat or
+  // the launcher said so), as original ranks; and the same as one line naming each and why.
+  std::vector<int> lost_members();
+  std::string describe_lost();
+
+  // Agrees with the survivors on who is left (d.survivors in this epoch's numbering, d.launch_ranks the
+  // launcher's) and the last committed step (which every survivor must have
+  // reached: see close()), then tears the current epoch's world down without waiting on anyone and connects
+  // the next among the survivors. The old world is kept (retired) until release_retired(), so state that
+  // lives in its communicators can be read meanwhile. Throws Fenced when the others went on without this
+  // rank, TimeoutError/CommError when the new world cannot connect.
+  RecoveryDecision shrink(int64_t committed_step, std::chrono::milliseconds timeout);
+  void release_retired();
+  // The last shrink's time to agree (the rest of it reconnected).
+  double last_agree_seconds() const { return last_agree_seconds_; }
+
+ private:
+  void connect(const ProcessEnv& env);
+  std::string epoch_prefix(int64_t epoch) const;
+
+  ProcessEnv original_;
+  WorldOptions options_;
+  std::string job_prefix_;
+  std::shared_ptr<KeyValueStore> store_;  // the job's store, across epochs
+  std::unique_ptr<World> world_;
+  std::unique_ptr<World> retired_;
+  std::unique_ptr<StepCommit> commit_;
+  std::vector<int> members_;
+  int64_t epoch_ = 0;
+  double last_agree_seconds_ = 0;
+};
+
+}  // namespace fsdp::launch

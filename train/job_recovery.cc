@@ -1,0 +1,130 @@
+#include "train/job_recovery.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "collectives/types/errors.h"
+#include "runtime/live_reshard.h"
+
+namespace fsdp::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
+  return s;
+}
+
+// The re-plan's memory check: the planner's peak at the new size against this host (TrainConfig's fit).
+void check_fits_at(const TrainConfig& config, int world_size) {
+  TrainConfig c = config;
+  c.resolved_mesh = spec::Mesh::for_world(world_size, 1);
+  c.parallelism.data_parallel_replicate_degree = 1;
+  c.parallelism.data_parallel_shard_degree = world_size;
+  try {
+    c.check_fits_machine_memory();
+  } catch (const ConfigError& e) {
+    throw RecoveryImpossible("the job no longer fits at " + std::to_string(world_size) + " rank(s): " + e.what());
+  }
+}
+
+}  // namespace
+
+std::string RecoveryRecord::line() const {
+  char times[160];
+  std::snprintf(times, sizeof(times), "agree %.3f s, reconnect %.3f s, reshard %.3f s", agree_seconds, shrink_seconds,
+                reshard_seconds);
+  return "recovery: rank" + std::string(lost.size() > 1 ? "s " : " ") + rank_list(lost) + " lost in step " +
+         std::to_string(failed_step) + " (" + why + "); " + std::to_string(world_size) + " rank(s) go on in epoch " +
+         std::to_string(epoch) + " from step " + std::to_string(resumed_after) + " (" + times + ")";
+}
+
+TrainerOptions options_for_epoch(const TrainerOptions& original, const launch::ElasticWorld& ew,
+                                 int64_t data_parallel_size) {
+  TrainerOptions o = original;
+  o.fsdp.mesh = spec::Mesh::for_world(ew.size(), 1);
+  o.fsdp.plan = nullptr;  // a plan file describes the original world
+  o.data_parallel_size = data_parallel_size;
+  o.data_ranks = ew.size() == data_parallel_size ? std::vector<int64_t>{}
+                                                 : round_robin_data_ranks(data_parallel_size, ew.size(), ew.rank());
+  return o;
+}
+
+std::unique_ptr<Trainer> recover_from_lost_rank(const TrainConfig& config, launch::ElasticWorld& ew,
+                                                std::unique_ptr<Trainer> old, const TrainerOptions& original,
+                                                const BatchSource& batches, const std::string& why,
+                                                RecoveryRecord& record) {
+  const auto start = Clock::now();
+  record.why = why;
+  record.failed_step = old->steps_done() + 1;
+  // 1. The step in flight: every survivor reads the same decision; a kept step is applied from the
+  // gradients this rank still holds (it voted, so it has them).
+  if (ew.close(record.failed_step)) record.kept_step = old->apply_pending_step();
+  const int64_t committed = old->steps_done();
+  record.resumed_after = committed;
+  const std::vector<int> source_members = ew.members();  // the old trainer's layout, by original rank
+  const int source_rank = ew.rank();
+  const int64_t data_parallel = original.fsdp.mesh ? original.fsdp.mesh->data_parallel_size() : source_members.size();
+  // This rank's copies of the old shards: its own and its mirror's.
+  const auto held = [&](int unit, int old_rank, int what) -> std::span<const float> {
+    if (old_rank == source_rank) {
+      if (what == 0) return old->fsdp().unit(unit).master_shard();
+      return old->optimizer().state(unit).at(static_cast<size_t>(what - 1));
+    }
+    runtime::BuddyMirror* mirror = old->mirror();
+    if (mirror == nullptr || mirror->mirrored_rank() != old_rank) return {};
+    if (what == 0) return mirror->params(unit);
+    return mirror->state(unit).at(static_cast<size_t>(what - 1));
+  };
+  for (;;) {  // a member lost during recovery starts the next epoch from the same old state
+    const auto agree_start = Clock::now();
+    const launch::RecoveryDecision d = ew.shrink(committed, config.fault_tolerance.recovery_timeout);
+    // Resolving the step in flight and agreeing; then reconnecting.
+    record.agree_seconds = std::chrono::duration<double>(agree_start - start).count() + ew.last_agree_seconds();
+    record.shrink_seconds = seconds_since(agree_start) - ew.last_agree_seconds();
+    record.epoch = d.epoch;
+    record.world_size = static_cast<int>(d.survivors.size());
+    record.lost.clear();
+    std::vector<int> survivors_in_source;  // old ranks (indices into source_members) still alive, ascending
+    for (size_t i = 0; i < source_members.size(); ++i) {
+      if (std::find(d.launch_ranks.begin(), d.launch_ranks.end(), source_members[i]) != d.launch_ranks.end()) {
+        survivors_in_source.push_back(static_cast<int>(i));
+      } else {
+        record.lost.push_back(source_members[i]);
+      }
+    }
+    if (d.committed_step != committed) {
+      throw RecoveryImpossible("the survivors disagree on the last committed step (" + std::to_string(committed) +
+                               " here, " + std::to_string(d.committed_step) + " decided)");
+    }
+    if (static_cast<int64_t>(d.survivors.size()) < config.fault_tolerance.min_world_size) {
+      throw RecoveryImpossible(std::to_string(d.survivors.size()) +
+                               " rank(s) left, fewer than fault_tolerance.min_world_size = " +
+                               std::to_string(config.fault_tolerance.min_world_size));
+    }
+    check_fits_at(config, ew.size());
+    const auto reshard_start = Clock::now();
+    try {
+      auto fresh = std::make_unique<Trainer>(options_for_epoch(original, ew, data_parallel), ew.comm(), batches);
+      const runtime::OldShards shards{static_cast<int64_t>(source_members.size()), survivors_in_source, committed};
+      runtime::live_reshard(shards, old->fsdp().model(), held, fresh->fsdp(), fresh->optimizer(), ew.comm());
+      fresh->set_steps_done(committed);
+      fresh->sync_redundancy();
+      record.reshard_seconds = seconds_since(reshard_start);
+      old.reset();
+      ew.release_retired();
+      return fresh;
+    } catch (const runtime::UnrecoverableLoss& e) {
+      throw RecoveryImpossible(e.what());
+    } catch (const CommError& e) {
+      record.why += "; then during recovery: " + std::string(e.what());
+    }
+  }
+}
+
+}  // namespace fsdp::train

@@ -1,0 +1,62 @@
+// fsdp-train surviving a lost rank (fault_tolerance.enable; docs/fault_tolerance.md): what the step loop
+// calls when a step failed on a lost member. Over the ElasticWorld (launch/elastic_world.h):
+//
+//   1. the step in flight is resolved: kept when every member had voted for it (applied here if this rank
+//      had not yet), else dropped; every survivor then stands at the same last committed step S;
+//   2. the survivors agree on who is left and reconnect without the lost (a new epoch);
+//   3. re-plan: the same model and global batch at the new size (the original data ranks dealt round-robin,
+//      TrainerOptions::data_ranks), refused when the planner's peak no longer fits this host;
+//   4. the new trainer's shards and optimizer state are rebuilt from the old ones and the redundancy's
+//      mirrors (runtime/live_reshard.h), its mirror synced, its step set to S.
+// A member lost during any of it starts the next epoch from the same old state. Both copies of a shard lost,
+// fewer survivors than fault_tolerance.min_world_size, or a re-plan that does not fit ends the job with the
+// reason (fsdp-run --max-restarts then restarts it from its checkpoint).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch/elastic_world.h"
+#include "train/config.h"
+#include "train/trainer.h"
+
+namespace fsdp::train {
+
+// What one recovery did, for the console line, the trace and metrics.jsonl.
+struct RecoveryRecord {
+  int64_t failed_step = 0;    // the step that was interrupted
+  int64_t resumed_after = 0;  // the last committed step S; training goes on with S + 1
+  std::vector<int> lost;      // original ranks lost in this recovery
+  std::string why;            // the error that started it
+  int64_t epoch = 0;          // the epoch the job went on in
+  int world_size = 0;         // its size
+  // Seconds: resolving the step in flight and agreeing, reconnecting, rebuilding the state.
+  double agree_seconds = 0, shrink_seconds = 0, reshard_seconds = 0;
+  std::chrono::steady_clock::time_point detected;  // when the failure reached the step loop
+  std::optional<StepStats> kept_step;              // the interrupted step when it was kept (every member had voted)
+  std::string line() const;  // "recovery: rank 2 lost at step 5 (why); ... 3 ranks go on from step 4 ..."
+};
+
+// Thrown when the job cannot go on in-job: the reason, for the console and fsdp-run's restart.
+class RecoveryImpossible : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The trainer options for the epoch `ew` is in now: its mesh and the original data ranks dealt over it.
+TrainerOptions options_for_epoch(const TrainerOptions& original, const launch::ElasticWorld& ew,
+                                 int64_t data_parallel_size);
+
+// Runs steps 1-4 above. `old` is the trainer whose step failed (its state is read, never changed except to
+// apply a kept step); returns the trainer to go on with, over ew.comm(). The caller sets its observers and
+// replaces anything else bound to the old world (the checkpointer).
+std::unique_ptr<Trainer> recover_from_lost_rank(const TrainConfig& config, launch::ElasticWorld& ew,
+                                                std::unique_ptr<Trainer> old, const TrainerOptions& original,
+                                                const BatchSource& batches, const std::string& why,
+                                                RecoveryRecord& record);
+
+}  // namespace fsdp::train
