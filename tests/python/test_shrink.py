@@ -1,7 +1,8 @@
 """fsdp_runtime.shrink_group without a failure: bad arguments raise naming the entry and change nothing;
 a live rank is excluded (SHRINK_DEFAULT) from the default group and from a subgroup, the survivors'
 collectives on the shrunk group are right, and every group still shuts down in order (the excluded
-rank's teardown meets the survivors' once they dropped theirs)."""
+rank's teardown meets the survivors' once they dropped theirs); SHRINK_ABORT fails what the parent
+group has in flight."""
 import torch
 import torch.distributed as dist
 
@@ -74,9 +75,34 @@ def exclude_from_subgroup(rank, n):
     check_collectives(shrunk, me, m, list(range(2, n)))
 
 
+def abort_in_flight(rank, n):
+    """SHRINK_ABORT fails what the parent has in flight: an all_reduce rank 1 never joins raises at once
+    (not after the 30 s group timeout) naming the abort, and the shrunk group works. Rank 1 stays alive
+    until the survivors are done (so their all_reduce cannot fail on its exit instead), then aborts its
+    group, as torchft's pg.abort(), and leaves without waiting on them."""
+    import fsdp_runtime
+
+    world = dist.distributed_c10d._get_default_group()
+    store = dist.distributed_c10d._get_default_store()
+    check_collectives(world, rank, n, list(range(n)))  # past the first collective's set-up exchange
+    if rank == 1:
+        store.wait(["abort_in_flight/done"])
+        world.abort()
+        return
+    work = dist.all_reduce(values(rank), async_op=True)
+    shrunk = fsdp_runtime.shrink_group([1], shrink_flags=fsdp_runtime.SHRINK_ABORT)
+    refused(work.wait, "aborted by shrink_group(SHRINK_ABORT)", RuntimeError)
+    refused(lambda: dist.all_reduce(values(rank), group=world), "SHRINK_ABORT", RuntimeError)  # stays broken
+    check_collectives(shrunk, dist.get_rank(), n - 1, list(range(n - 1)))
+    if store.add("abort_in_flight/survivors", 1) == n - 1:
+        store.set("abort_in_flight/done", "1")
+
+
 if __name__ == "__main__":
     run_ranks(exclude_live_rank, 3)
     print("bad arguments raise naming the entry; a live rank excluded from the default group: passed at 3 ranks",
           flush=True)
     run_ranks(exclude_from_subgroup, 4)
     print("a live rank excluded from a subgroup: passed at 4 ranks", flush=True)
+    run_ranks(abort_in_flight, 3)
+    print("SHRINK_ABORT fails the parent's operation in flight: passed at 3 ranks", flush=True)

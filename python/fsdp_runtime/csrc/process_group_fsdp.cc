@@ -231,22 +231,18 @@ ProcessGroupFsdp::~ProcessGroupFsdp() {
 
 c10::intrusive_ptr<ProcessGroupFsdp> ProcessGroupFsdp::shrink(const std::vector<int>& excluded, bool abort) {
   shrink_survivors(size_, rank_, excluded);  // InvalidArgument naming the entry, before anything changes
-  std::lock_guard turn(calls_mu_);
   // What the parent still has in flight fails now (a wait on another thread returns); the parent stays
-  // broken, and its teardown aborts instead of waiting on anyone.
-  if (abort) comm_->abort("fsdp backend: the group was aborted by shrink_group(SHRINK_ABORT)");
+  // broken, and its teardown aborts instead of waiting on anyone. Not behind calls_mu_: a call blocked
+  // on another thread while holding it (a first collective's set-up exchange) is what the abort ends.
+  if (abort) this->abort("fsdp backend: the group was aborted by shrink_group(SHRINK_ABORT)");
+  std::lock_guard turn(calls_mu_);
   return c10::make_intrusive<ProcessGroupFsdp>(world_, comm_->shrink(excluded), timeout_);
 }
 
-void ProcessGroupFsdp::abort(const std::string& why) {
-  std::lock_guard turn(calls_mu_);
-  comm_->abort(why);
-}
+// Neither takes calls_mu_: both are safe beside a call in progress, which may be blocked holding it.
+void ProcessGroupFsdp::abort(const std::string& why) { comm_->abort(why); }
 
-std::optional<Communicator::LostPeer> ProcessGroupFsdp::lost_peer() {
-  std::lock_guard turn(calls_mu_);
-  return comm_->lost_peer();
-}
+std::optional<Communicator::LostPeer> ProcessGroupFsdp::lost_peer() { return comm_->lost_peer(); }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::make_work(c10d::OpType type, std::string what,
                                                            std::vector<fsdp::Work> parts,

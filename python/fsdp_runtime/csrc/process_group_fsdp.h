@@ -49,7 +49,8 @@ class ProcessGroupFsdp : public c10d::ProcessGroup {
   // group has in flight (AbortedError) and leaves it broken. Throws InvalidArgument naming the entry
   // (out of range, listed twice, this rank, every rank) before anything changed.
   c10::intrusive_ptr<ProcessGroupFsdp> shrink(const std::vector<int>& excluded, bool abort);
-  // Fails everything in flight with AbortedError and breaks the group (torchft's ProcessGroup.abort).
+  // Fails everything in flight with AbortedError and breaks the group (torchft's ProcessGroup.abort);
+  // from any thread, also while another is blocked in a call on this group.
   void abort(const std::string& why);
   // A member the transport finds gone (process exited, connection closed, heartbeat silent), polled
   // now: a survivor learns who to exclude without an operation having to fail on it.
