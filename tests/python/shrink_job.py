@@ -1,9 +1,12 @@
 """One rank of a torchrun job (tests/python/test_shrink_under_torchrun.py): N ranks over backend "fsdp"
-with a 2 s timeout all-reduce once, then rank VICTIM SIGKILLs itself. The survivors' next all_reduce
+with a 2 s timeout train replicas of a small model in docs/pytorch.md's torchft-style loop; in step
+KILL_AT_STEP rank VICTIM SIGKILLs itself between two gradient all_reduces. The survivors' all_reduce
 raises naming it (rank 0 through the blocking call, the others through async_op=True and wait()), they
-learn who is gone from lost_peer(), shrink the default group with SHRINK_ABORT and check all_reduce,
-all_gather, broadcast, reduce_scatter and barrier on the shrunk group against what each computes.
-Each survivor prints one line: "rank R raised ...: TEXT" and "rank R is rank r of m ...: ok"."""
+learn who is gone from lost_peer(), shrink the default group with SHRINK_ABORT, check all_reduce,
+all_gather, broadcast, reduce_scatter and barrier on it against what each computes, heal and finish
+every step with equal parameters. Each survivor prints "rank R raised ...: TEXT", "rank R is rank r of
+m after the shrink: ... ok" and "rank R finished S steps on m ranks with equal parameters".
+"""
 import datetime
 import os
 import signal
@@ -16,6 +19,7 @@ import torch.distributed as dist
 import fsdp_runtime
 
 VICTIM = int(sys.argv[1])
+STEPS, KILL_AT_STEP = 6, 3
 COUNT = 1 << 14  # elements: past the small-message path, a few shm chunks
 
 
@@ -42,29 +46,22 @@ def check_shrunk(group, me, m):
     dist.barrier(group=group)
 
 
-def main():
-    # torchrun stops the other workers (SIGTERM, then SIGKILL 30 s later) as soon as it sees the victim
-    # dead; the survivors finish their checks first, whenever its look comes.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    dist.init_process_group("fsdp", timeout=datetime.timedelta(seconds=2))
-    rank, n = dist.get_rank(), dist.get_world_size()
-    world = dist.distributed_c10d._get_default_group()
-    t = values(rank)
-    dist.all_reduce(t)
-    assert torch.equal(t, sum(values(r) for r in range(n)))
-    if rank == VICTIM:
-        os.kill(os.getpid(), signal.SIGKILL)  # mid-job, as an OOM-killed rank would
-    start = time.monotonic()
-    try:
-        for _ in range(100):
-            if rank == 0:
-                dist.all_reduce(t)
-            else:
-                dist.all_reduce(t, async_op=True).wait()
-        raise AssertionError(f"rank {rank}: all_reduce kept working although rank {VICTIM} was killed")
-    except RuntimeError as e:
-        print(f"rank {rank} raised after {time.monotonic() - start:.1f} s: {e}", flush=True)
-    lost = world.lost_peer()
+def heal(step, model, optimizer):
+    """docs/pytorch.md's: the survivors may be a step apart; all take the state of one that got furthest."""
+    furthest = torch.tensor([step])
+    dist.all_reduce(furthest, op=dist.ReduceOp.MAX)
+    source = torch.tensor([dist.get_rank() if step == furthest.item() else dist.get_world_size()])
+    dist.all_reduce(source, op=dist.ReduceOp.MIN)
+    state = [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
+    for t in [p.data for p in model.parameters()] + state:
+        dist.broadcast(t, src=int(source))
+    return int(furthest)
+
+
+def recover(rank, n, error, start):
+    """What a survivor does when a collective raised: who is gone, shrink, check the new group."""
+    print(f"rank {rank} raised after {time.monotonic() - start:.1f} s: {error}", flush=True)
+    lost = dist.distributed_c10d._get_default_group().lost_peer()
     assert lost is not None and lost[0] == VICTIM, f"rank {rank}: lost_peer() says {lost}"
     start = time.monotonic()
     shrunk = fsdp_runtime.shrink_group([lost[0]], shrink_flags=fsdp_runtime.SHRINK_ABORT)
@@ -74,6 +71,44 @@ def main():
     check_shrunk(shrunk, me, m)
     print(f"rank {rank} is rank {me} of {m} after the shrink: all_reduce, all_gather, broadcast, reduce_scatter "
           f"and barrier ok in {time.monotonic() - start:.2f} s", flush=True)
+
+
+def main():
+    # torchrun stops the other workers (SIGTERM, then SIGKILL 30 s later) as soon as it sees the victim
+    # dead; the survivors finish first, whenever its look comes.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    dist.init_process_group("fsdp", timeout=datetime.timedelta(seconds=2))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 8))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    step, start, recovered = 0, time.monotonic(), False
+    while step < STEPS:  # docs/pytorch.md's torchft-style loop
+        try:
+            x = torch.randn(4, 32, generator=torch.Generator().manual_seed(100 * step + dist.get_rank()))
+            model(x).square().mean().backward()
+            start = time.monotonic()
+            for i, p in enumerate(model.parameters()):
+                if (step, i) == (KILL_AT_STEP, 1) and rank == VICTIM:
+                    os.kill(os.getpid(), signal.SIGKILL)  # mid-step, as an OOM-killed rank would
+                if rank == 0:
+                    dist.all_reduce(p.grad, op=dist.ReduceOp.AVG)
+                else:  # the async path: the error comes from wait()
+                    dist.all_reduce(p.grad, op=dist.ReduceOp.AVG, async_op=True).wait()
+            optimizer.step()
+            optimizer.zero_grad()
+            step += 1
+        except RuntimeError as e:
+            assert not recovered, f"rank {rank}: a second failure: {e}"
+            recover(rank, n, e, start)
+            recovered = True
+            optimizer.zero_grad()
+            step = heal(step, model, optimizer)
+    flat = torch.cat([p.data.view(-1) for p in model.parameters()])
+    gathered = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, flat)
+    assert recovered and all(torch.equal(g, flat) for g in gathered), f"rank {rank}: replicas differ"
+    print(f"rank {rank} finished {step} steps on {dist.get_world_size()} ranks with equal parameters", flush=True)
     dist.destroy_process_group()
 
 

@@ -1,6 +1,6 @@
-"""The torchft-style recovery under torchrun: N ranks, rank V SIGKILLs itself after a first all_reduce
-(shrink_job.py); every survivor's next all_reduce raises naming rank V and the op, and the survivors
-shrink the group to themselves and get every collective right on it. torchrun itself still exits
+"""The torchft-style recovery under torchrun: N ranks train, rank V SIGKILLs itself mid-step
+(shrink_job.py); every survivor's all_reduce raises naming rank V and the op, and the survivors shrink
+the group to themselves, get every collective right on it and finish training with equal parameters. torchrun itself still exits
 non-zero (a worker died): the survivors' lines are the verdict.
 
     test_shrink_under_torchrun.py N V
@@ -30,9 +30,11 @@ def main():
         assert "allreduce" in text and "all_reduce" in text, f"rank {r} did not name the op: {text}"
     shrunk = sorted(int(r) for r in re.findall(r"rank (\d+) is rank \d+ of \d+ after the shrink: .* ok", out))
     assert shrunk == survivors, f"survivors that passed on the shrunk group: {shrunk}\n{out}\n{p.stderr[-3000:]}"
+    finished = sorted(int(r) for r in re.findall(rf"rank (\d+) finished \d+ steps on {n - 1} ranks with equal", out))
+    assert finished == survivors, f"survivors that finished training: {finished}\n{out}\n{p.stderr[-3000:]}"
     assert p.returncode != 0, f"torchrun exited 0 although rank {victim} was killed"
     print("\n".join(f"rank {r} raised: {text}" for r, text in sorted(raised.items())), flush=True)
-    print("\n".join(line for line in out.splitlines() if "after the shrink" in line), flush=True)
+    print("\n".join(line for line in out.splitlines() if "after the shrink" in line or "finished" in line), flush=True)
 
 
 if __name__ == "__main__":
