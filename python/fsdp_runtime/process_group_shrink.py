@@ -14,7 +14,10 @@ from ._C import ProcessGroupFsdp
 SHRINK_DEFAULT = 0  # the parent group stays as it is (a live excluded rank may still use it)
 SHRINK_ABORT = 1    # the parent's operations in flight fail at once and the parent stays broken
 
-_shrinks = 0  # names the shrunk groups (torch wants every group's name unique)
+# Shrinks so far per parent group name: the k-th shrink of group "0" is "0/shrink<k>" on every survivor
+# (each shrinks a group the same number of times, Communicator::shrink's contract), so the names and the
+# store prefix below agree across the survivors without a message.
+_shrinks = {}
 
 
 def _check_ranks(ranks_to_exclude, size):
@@ -39,23 +42,27 @@ def shrink_group(ranks_to_exclude, group=None, shrink_flags=SHRINK_DEFAULT):
     no longer mean the same; otherwise the result is a subgroup of the default group.
 
     Raises TypeError for a group of another backend or a non-int entry, ValueError naming the entry for
-    one out of range, listed twice, this rank, or a list of every rank, before anything changed."""
-    global _shrinks
+    one out of range, listed twice, this rank, or a list of every rank (or for a group torch no longer
+    knows), before anything changed."""
     parent = c10d._get_default_group() if group is None else group
     if not isinstance(parent, ProcessGroupFsdp):
         raise TypeError(f"shrink_group: the group is a {type(parent).__name__}; only backend \"fsdp\" groups shrink")
     if shrink_flags not in (SHRINK_DEFAULT, SHRINK_ABORT):
         raise ValueError(f"shrink_group: shrink_flags {shrink_flags!r} is neither SHRINK_DEFAULT (0) nor SHRINK_ABORT (1)")
+    if parent not in c10d._pg_map:
+        raise ValueError("shrink_group: the group is not one of torch.distributed's (destroyed, or dropped when the "
+                         "default group shrank)")
     excluded = _check_ranks(ranks_to_exclude, parent.size())
     child = parent.shrink(excluded, abort=shrink_flags == SHRINK_ABORT)  # ValueError for a bad entry
 
     survivors = [r for r in range(parent.size()) if r not in set(excluded)]
     backend, store = c10d._pg_map[parent]
-    _shrinks += 1
-    name = f"{c10d._pg_names[parent]}/shrink{_shrinks}"
+    parent_name = c10d._pg_names[parent]
+    _shrinks[parent_name] = _shrinks.get(parent_name, 0) + 1
+    name = f"{parent_name}/shrink{_shrinks[parent_name]}"
     # A fresh namespace in the store: the groups torch makes later (new_group's barrier keys) never
     # meet keys an excluded rank wrote.
-    store = dist.PrefixStore(f"shrink{_shrinks}/", store)
+    store = dist.PrefixStore(name + "/", store)
     if parent is c10d.GroupMember.WORLD:
         for pg in list(c10d._pg_map):
             del c10d._pg_map[pg], c10d._pg_names[pg], c10d._pg_group_ranks[pg]

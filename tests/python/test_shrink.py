@@ -54,10 +54,15 @@ def exclude_live_rank(rank, n):
     bad_arguments(rank, n)
     if rank == 1:
         return
+    world = dist.distributed_c10d._get_default_group()
     shrunk = fsdp_runtime.shrink_group([1])
     me, m = dist.get_rank(), dist.get_world_size()
     assert (me, m) == (rank - (rank > 1), n - 1) and dist.get_rank(shrunk) == me, (rank, me, m)
     check_collectives(shrunk, me, m, list(range(m)))
+    # The old default group is no longer torch's; new groups come from the shrunk one.
+    refused(lambda: fsdp_runtime.shrink_group([1], group=world), "not one of torch.distributed's", ValueError)
+    sub = dist.new_group(list(range(m)))
+    check_collectives(sub, me, m, list(range(m)))
 
 
 def exclude_from_subgroup(rank, n):
