@@ -4,8 +4,10 @@ KILL_AT_STEP rank VICTIM SIGKILLs itself between two gradient all_reduces. The s
 raises naming it (rank 0 through the blocking call, the others through async_op=True and wait()), they
 learn who is gone from lost_peer(), shrink the default group with SHRINK_ABORT, check all_reduce,
 all_gather, broadcast, reduce_scatter and barrier on it against what each computes, heal and finish
-every step with equal parameters. Each survivor prints "rank R raised ...: TEXT", "rank R is rank r of
-m after the shrink: ... ok" and "rank R finished S steps on m ranks with equal parameters".
+every step on the same global batch; their losses and parameters equal the run nobody killed (1e-5
+relative). Each survivor prints "rank R raised ...: TEXT", "rank R is rank r of m after the shrink:
+... ok" and "rank R finished S steps on m ranks: its losses and parameters equal the uninterrupted
+run's".
 """
 import datetime
 import os
@@ -20,6 +22,7 @@ import fsdp_runtime
 
 VICTIM = int(sys.argv[1])
 STEPS, KILL_AT_STEP = 6, 3
+GLOBAL_BATCH = 12  # samples per step: 3 per rank at 4 ranks, 4 at 3
 COUNT = 1 << 14  # elements: past the small-message path, a few shm chunks
 
 
@@ -73,20 +76,46 @@ def recover(rank, n, error, start):
           f"and barrier ok in {time.monotonic() - start:.2f} s", flush=True)
 
 
+def make_model():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 8))
+    # SGD with momentum: linear in the gradients, so the recovered run's summation order (3 partial sums
+    # instead of 4) moves the result by rounding only (Adam's first steps amplify it on tiny gradients).
+    return model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+
+def shard(step, rank, m):
+    """Rank `rank` of `m`'s share of step `step`'s global batch: the same samples at any world size."""
+    x = torch.randn(GLOBAL_BATCH, 32, generator=torch.Generator().manual_seed(step))
+    per = GLOBAL_BATCH // m
+    return x[rank * per:(rank + 1) * per]
+
+
+def uninterrupted():
+    """The run nobody killed, on one process: its losses per step and final parameters."""
+    model, optimizer = make_model()
+    losses = []
+    for step in range(STEPS):
+        loss = model(shard(step, 0, 1)).square().mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    return losses, torch.cat([p.data.view(-1) for p in model.parameters()])
+
+
 def main():
     # torchrun stops the other workers (SIGTERM, then SIGKILL 30 s later) as soon as it sees the victim
     # dead; the survivors finish first, whenever its look comes.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     dist.init_process_group("fsdp", timeout=datetime.timedelta(seconds=2))
     rank, n = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 8))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    step, start, recovered = 0, time.monotonic(), False
+    model, optimizer = make_model()
+    step, start, recovered, losses = 0, time.monotonic(), False, {}
     while step < STEPS:  # docs/pytorch.md's torchft-style loop
         try:
-            x = torch.randn(4, 32, generator=torch.Generator().manual_seed(100 * step + dist.get_rank()))
-            model(x).square().mean().backward()
+            loss = model(shard(step, dist.get_rank(), dist.get_world_size())).square().mean()
+            loss.backward()
             start = time.monotonic()
             for i, p in enumerate(model.parameters()):
                 if (step, i) == (KILL_AT_STEP, 1) and rank == VICTIM:
@@ -95,8 +124,11 @@ def main():
                     dist.all_reduce(p.grad, op=dist.ReduceOp.AVG)
                 else:  # the async path: the error comes from wait()
                     dist.all_reduce(p.grad, op=dist.ReduceOp.AVG, async_op=True).wait()
+            global_loss = loss.detach().clone()
+            dist.all_reduce(global_loss, op=dist.ReduceOp.AVG)
             optimizer.step()
             optimizer.zero_grad()
+            losses[step] = global_loss.item()
             step += 1
         except RuntimeError as e:
             assert not recovered, f"rank {rank}: a second failure: {e}"
@@ -104,11 +136,18 @@ def main():
             recovered = True
             optimizer.zero_grad()
             step = heal(step, model, optimizer)
+    assert recovered, f"rank {rank} never saw rank {VICTIM} go"
     flat = torch.cat([p.data.view(-1) for p in model.parameters()])
     gathered = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
     dist.all_gather(gathered, flat)
-    assert recovered and all(torch.equal(g, flat) for g in gathered), f"rank {rank}: replicas differ"
-    print(f"rank {rank} finished {step} steps on {dist.get_world_size()} ranks with equal parameters", flush=True)
+    assert all(torch.equal(g, flat) for g in gathered), f"rank {rank}: the replicas differ"
+    want_losses, want = uninterrupted()
+    diff = ((flat - want).abs().max() / want.abs().max()).item()
+    assert diff <= 1e-5, f"rank {rank}: parameters {diff:.2e} (relative) from the uninterrupted run's"
+    for s, got in losses.items():
+        assert abs(got - want_losses[s]) <= 1e-5 * abs(want_losses[s]), (rank, s, got, want_losses[s])
+    print(f"rank {rank} finished {step} steps on {dist.get_world_size()} ranks: its losses and parameters equal "
+          f"the uninterrupted run's (parameters {diff:.1e} relative)", flush=True)
     dist.destroy_process_group()
 
 
