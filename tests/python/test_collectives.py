@@ -5,6 +5,7 @@ import sys
 import torch
 import torch.distributed as dist
 
+from refusals import refused
 from spawn import main
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
@@ -182,14 +183,6 @@ def check_all(rank, n):
 
 
 def check_refusals(rank, n):
-    def refused(fn, words, kind=(RuntimeError, ValueError, TypeError)):
-        try:
-            fn()
-        except kind as e:
-            assert words in str(e), f"'{words}' not in: {e}"
-            return
-        raise AssertionError(f"no error for {words}")
-
     refused(lambda: dist.all_reduce(torch.ones(4, 4).t()), "not contiguous")
     refused(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)), "unsupported dtype")
     refused(lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool)), "SUM of bool")

@@ -1,6 +1,7 @@
 // The Python module fsdp_runtime._C:
 //   ProcessGroupFsdp  a subclass of torch's ProcessGroup (torch.distributed treats it as any other
-//                     group; fsdp_runtime/__init__.py registers the backend);
+//                     group; fsdp_runtime/__init__.py registers the backend; shrink, abort and
+//                     lost_peer serve fsdp_runtime.shrink_group, process_group_shrink.py);
 //   ShardingGroups    the runtime's ProcessGroups (shard / replicate communicators) split from it, and
 //                     the memory tracker of one sharded model;
 //   FsdpUnit          one runtime FSDP unit (runtime/fsdp_unit.h) with its buffers shown to torch as
@@ -190,13 +191,28 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "The fsdp runtime's c10d backend and FSDP units (docs/pytorch.md)";
   py::module_::import("torch.distributed");  // registers the ProcessGroup and Store types we build on
   py::class_<ProcessGroupFsdp, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupFsdp>>(m, "ProcessGroupFsdp")
-      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                       std::chrono::milliseconds timeout) {
-             return c10::make_intrusive<ProcessGroupFsdp>(store, rank, size, timeout);
-           }),
+      .def(py::init(
+               [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
+                 return c10::make_intrusive<ProcessGroupFsdp>(store, rank, size, timeout);
+               }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("transport", &ProcessGroupFsdp::transport);
+      .def_property_readonly("transport", &ProcessGroupFsdp::transport)
+      // fsdp_runtime.shrink_group's backend half (a ValueError naming a bad entry, from shrink_survivors).
+      .def("shrink", &ProcessGroupFsdp::shrink, py::arg("excluded"), py::arg("abort"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("abort", &ProcessGroupFsdp::abort, py::arg("why") = "aborted by the caller",
+           py::call_guard<py::gil_scoped_release>())
+      // None, or (rank in this group, why) of a member found gone.
+      .def("lost_peer", [](ProcessGroupFsdp& pg) -> py::object {
+        std::optional<fsdp::Communicator::LostPeer> lost;
+        {
+          py::gil_scoped_release release;
+          lost = pg.lost_peer();
+        }
+        if (!lost) return py::none();
+        return py::make_tuple(lost->rank, lost->why);
+      });
   // The store fsdp-run / fsdp-store serves (store_adapters.h); from_env() is None without one.
   py::class_<RunStore, c10d::Store, c10::intrusive_ptr<RunStore>>(m, "RunStore")
       .def(py::init([](const std::string& host, uint16_t port, std::chrono::milliseconds timeout) {

@@ -210,20 +210,48 @@ ProcessGroupFsdp::ProcessGroupFsdp(const c10::intrusive_ptr<c10d::Store>& store,
   options.key_prefix = "fsdp/";
   options.rendezvous_timeout = timeout;
   options.comm.timeout = timeout;
-  world_ = launch::connect_world(env, options);
+  world_ = std::make_shared<launch::World>(launch::connect_world(env, options));
+  comm_ = world_->comm.get();
 }
 
-ProcessGroupFsdp::~ProcessGroupFsdp() { world_.shutdown(); }
+ProcessGroupFsdp::ProcessGroupFsdp(std::shared_ptr<launch::World> world, std::unique_ptr<Communicator> shrunk,
+                                   milliseconds timeout)
+    : c10d::ProcessGroup(shrunk->rank(), shrunk->size()),
+      world_(std::move(world)),
+      shrunk_(std::move(shrunk)),
+      comm_(shrunk_.get()),
+      timeout_(timeout) {}
+
+// The shrunk communicator goes before the world whose transport it runs on; the world's shutdown (a
+// barrier over every rank it started with, or an abort after a failure) runs when its last group goes.
+ProcessGroupFsdp::~ProcessGroupFsdp() {
+  shrunk_.reset();
+  world_.reset();
+}
+
+c10::intrusive_ptr<ProcessGroupFsdp> ProcessGroupFsdp::shrink(const std::vector<int>& excluded, bool abort) {
+  shrink_survivors(size_, rank_, excluded);  // InvalidArgument naming the entry, before anything changes
+  // What the parent still has in flight fails now (a wait on another thread returns); the parent stays
+  // broken, and its teardown aborts instead of waiting on anyone. Not behind calls_mu_: a call blocked
+  // on another thread while holding it (a first collective's set-up exchange) is what the abort ends.
+  if (abort) this->abort("fsdp backend: the group was aborted by shrink_group(SHRINK_ABORT)");
+  std::lock_guard turn(calls_mu_);
+  return c10::make_intrusive<ProcessGroupFsdp>(world_, comm_->shrink(excluded), timeout_);
+}
+
+// Neither takes calls_mu_: both are safe beside a call in progress, which may be blocked holding it.
+void ProcessGroupFsdp::abort(const std::string& why) { comm_->abort(why); }
+
+std::optional<Communicator::LostPeer> ProcessGroupFsdp::lost_peer() { return comm_->lost_peer(); }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::make_work(c10d::OpType type, std::string what,
                                                            std::vector<fsdp::Work> parts,
                                                            std::vector<at::Tensor> outputs,
                                                            std::vector<at::Tensor> keep_alive,
                                                            std::function<void()> after, milliseconds timeout) {
-  return c10::make_intrusive<FsdpWork>(rank_, type, std::move(what), std::move(parts), std::move(outputs),
-                                       std::move(keep_alive), std::move(after),
-                                       timeout == c10d::kUnsetTimeout ? std::nullopt : std::optional<milliseconds>(timeout),
-                                       world_.comm.get());
+  return c10::make_intrusive<FsdpWork>(
+      rank_, type, std::move(what), std::move(parts), std::move(outputs), std::move(keep_alive), std::move(after),
+      timeout == c10d::kUnsetTimeout ? std::nullopt : std::optional<milliseconds>(timeout), comm_);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::broadcast(std::vector<at::Tensor>& tensors,
@@ -232,8 +260,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::broadcast(std::vector<at::Tenso
   TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < size_, "fsdp backend: broadcast: root ", opts.rootRank,
                     " outside the group of ", size_);
   std::lock_guard turn(calls_mu_);
-  auto w = world_.comm->broadcast(t.data_ptr(), t.data_ptr(), count_of(t), data_type_of(t, "broadcast"),
-                                  static_cast<int>(opts.rootRank));
+  auto w = comm_->broadcast(t.data_ptr(), t.data_ptr(), count_of(t), data_type_of(t, "broadcast"),
+                            static_cast<int>(opts.rootRank));
   return make_work(c10d::OpType::BROADCAST, "broadcast", {w}, tensors, {}, nullptr, opts.timeout);
 }
 
@@ -242,7 +270,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::allreduce(std::vector<at::Tenso
   const at::Tensor& t = single(tensors, "allreduce");
   const ReduceOp op = reduce_op_of(opts.reduceOp, t, "allreduce");
   std::lock_guard turn(calls_mu_);
-  auto w = world_.comm->all_reduce(t.data_ptr(), t.data_ptr(), count_of(t), data_type_of(t, "allreduce"), op);
+  auto w = comm_->all_reduce(t.data_ptr(), t.data_ptr(), count_of(t), data_type_of(t, "allreduce"), op);
   return make_work(c10d::OpType::ALLREDUCE, "allreduce", {w}, tensors, {}, nullptr, opts.timeout);
 }
 
@@ -253,8 +281,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::reduce(std::vector<at::Tensor>&
                     " outside the group of ", size_);
   const ReduceOp op = reduce_op_of(opts.reduceOp, t, "reduce");
   std::lock_guard turn(calls_mu_);
-  auto w = world_.comm->reduce(t.data_ptr(), t.data_ptr(), count_of(t), data_type_of(t, "reduce"), op,
-                               static_cast<int>(opts.rootRank));
+  auto w = comm_->reduce(t.data_ptr(), t.data_ptr(), count_of(t), data_type_of(t, "reduce"), op,
+                         static_cast<int>(opts.rootRank));
   return make_work(c10d::OpType::REDUCE, "reduce", {w}, tensors, {}, nullptr, opts.timeout);
 }
 
@@ -263,8 +291,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::_allgather_base(at::Tensor& out
   check_tensor(input, "all_gather_into_tensor", "the input");
   check_same(output, input, input.numel() * size_, "all_gather_into_tensor", "the output");
   std::lock_guard turn(calls_mu_);
-  auto w = world_.comm->all_gather(input.data_ptr(), output.data_ptr(), count_of(input),
-                                   data_type_of(input, "all_gather_into_tensor"));
+  auto w = comm_->all_gather(input.data_ptr(), output.data_ptr(), count_of(input),
+                             data_type_of(input, "all_gather_into_tensor"));
   return make_work(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {w}, {output}, {input}, nullptr, opts.timeout);
 }
 
@@ -278,8 +306,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::allgather(std::vector<std::vect
   for (const at::Tensor& o : outputs[0]) check_same(o, input, input.numel(), "all_gather", "an output tensor");
   at::Tensor flat = at::empty({static_cast<int64_t>(size_) * input.numel()}, input.options());
   std::lock_guard turn(calls_mu_);
-  auto w = world_.comm->all_gather(input.data_ptr(), flat.data_ptr(), count_of(input),
-                                   data_type_of(input, "all_gather"));
+  auto w = comm_->all_gather(input.data_ptr(), flat.data_ptr(), count_of(input), data_type_of(input, "all_gather"));
   std::vector<at::Tensor> outs = outputs[0];
   auto copy_out = [outs, flat]() {
     for (size_t r = 0; r < outs.size(); ++r) outs[r].view({-1}).copy_(flat.narrow(0, r * outs[r].numel(), outs[r].numel()));
@@ -293,8 +320,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::_reduce_scatter_base(at::Tensor
   check_same(input, output, output.numel() * size_, "reduce_scatter_tensor", "the input");
   const ReduceOp op = reduce_op_of(opts.reduceOp, input, "reduce_scatter_tensor");
   std::lock_guard turn(calls_mu_);
-  auto w = world_.comm->reduce_scatter(input.data_ptr(), output.data_ptr(), count_of(output),
-                                       data_type_of(input, "reduce_scatter_tensor"), op);
+  auto w = comm_->reduce_scatter(input.data_ptr(), output.data_ptr(), count_of(output),
+                                 data_type_of(input, "reduce_scatter_tensor"), op);
   return make_work(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {w}, {output}, {input}, nullptr, opts.timeout);
 }
 
@@ -310,8 +337,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::reduce_scatter(std::vector<at::
   for (const at::Tensor& i : inputs[0]) flat_inputs.push_back(i.view({-1}));
   at::Tensor flat = at::cat(flat_inputs);  // copy-in: the collective reads one buffer
   std::lock_guard turn(calls_mu_);
-  auto w = world_.comm->reduce_scatter(flat.data_ptr(), output.data_ptr(), count_of(output),
-                                       data_type_of(output, "reduce_scatter"), op);
+  auto w = comm_->reduce_scatter(flat.data_ptr(), output.data_ptr(), count_of(output),
+                                 data_type_of(output, "reduce_scatter"), op);
   return make_work(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {w}, outputs, {flat}, nullptr, opts.timeout);
 }
 
@@ -320,10 +347,10 @@ std::vector<fsdp::Work> ProcessGroupFsdp::exchange(const std::vector<Transfer>& 
   std::lock_guard turn(calls_mu_);
   std::vector<fsdp::Work> parts;
   for (const Transfer& r : recvs) {
-    if (r.bytes) parts.push_back(world_.comm->recv(r.data, r.bytes, DataType::kUint8, r.peer));
+    if (r.bytes) parts.push_back(comm_->recv(r.data, r.bytes, DataType::kUint8, r.peer));
   }
   for (const Transfer& s : sends) {
-    if (s.bytes) parts.push_back(world_.comm->send(s.data, s.bytes, DataType::kUint8, s.peer));
+    if (s.bytes) parts.push_back(comm_->send(s.data, s.bytes, DataType::kUint8, s.peer));
   }
   return parts;
 }
@@ -419,8 +446,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::alltoall_base(at::Tensor& outpu
     out_off += recv_counts[r];
   }
   std::lock_guard turn(calls_mu_);
-  auto w = world_.comm->all_to_all_v(input.data_ptr(), send_counts, send_displs, output.data_ptr(), recv_counts,
-                                     recv_displs, DataType::kUint8);
+  auto w = comm_->all_to_all_v(input.data_ptr(), send_counts, send_displs, output.data_ptr(), recv_counts, recv_displs,
+                               DataType::kUint8);
   return make_work(c10d::OpType::ALLTOALL_BASE, op, {w}, {output}, {input}, nullptr, opts.timeout);
 }
 
@@ -450,7 +477,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::send(std::vector<at::Tensor>& t
   TORCH_CHECK_VALUE(dst >= 0 && dst < size_ && dst != rank_, "fsdp backend: send: peer ", dst,
                     " is not another rank of the group of ", size_);
   std::lock_guard turn(calls_mu_);
-  auto w = world_.comm->send(t.data_ptr(), count_of(t), data_type_of(t, "send"), dst);
+  auto w = comm_->send(t.data_ptr(), count_of(t), data_type_of(t, "send"), dst);
   return make_work(c10d::OpType::SEND, "send to " + std::to_string(dst), {w}, {}, tensors, nullptr, c10d::kUnsetTimeout);
 }
 
@@ -459,13 +486,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::recv(std::vector<at::Tensor>& t
   TORCH_CHECK_VALUE(src >= 0 && src < size_ && src != rank_, "fsdp backend: recv: peer ", src,
                     " is not another rank of the group of ", size_);
   std::lock_guard turn(calls_mu_);
-  auto w = world_.comm->recv(t.data_ptr(), count_of(t), data_type_of(t, "recv"), src);
+  auto w = comm_->recv(t.data_ptr(), count_of(t), data_type_of(t, "recv"), src);
   return make_work(c10d::OpType::RECV, "recv from " + std::to_string(src), {w}, tensors, {}, nullptr, c10d::kUnsetTimeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFsdp::barrier(const c10d::BarrierOptions& opts) {
   std::lock_guard turn(calls_mu_);
-  return make_work(c10d::OpType::BARRIER, "barrier", {world_.comm->barrier()}, {}, {}, nullptr, opts.timeout);
+  return make_work(c10d::OpType::BARRIER, "barrier", {comm_->barrier()}, {}, {}, nullptr, opts.timeout);
 }
 
 }  // namespace fsdp::torch_backend

@@ -11,13 +11,14 @@
 // (bool travels as uint8). docs/pytorch.md lists what works and what does not yet.
 #pragma once
 
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-
-#include <chrono>
-#include <mutex>
-#include <functional>
-#include <string>
 #include <vector>
 
 #include "launch/world.h"
@@ -29,14 +30,31 @@ class ProcessGroupFsdp : public c10d::ProcessGroup {
   // Collective over the group's members: blocks until every rank joined (or `timeout` passed).
   ProcessGroupFsdp(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout);
-  // World::shutdown: a barrier, then teardown; never hangs past the timeout.
+  // The group over `shrunk`, a communicator shrunk from one of `world`'s (shrink() makes it).
+  ProcessGroupFsdp(std::shared_ptr<launch::World> world, std::unique_ptr<Communicator> shrunk,
+                   std::chrono::milliseconds timeout);
+  // The last group of a world ends it (World::shutdown: a barrier, then teardown; after a failure an
+  // abort); never hangs past the timeout.
   ~ProcessGroupFsdp() override;
 
   const std::string getBackendName() const override { return "fsdp"; }
   // The transport connect_world chose: "shm", "shm+tcp", "tcp", ...
-  const std::string& transport() const { return world_.transport_name; }
+  const std::string& transport() const { return world_->transport_name; }
   // The communicator over the group's members (fully_shard splits its process groups from it).
-  Communicator& communicator() { return *world_.comm; }
+  Communicator& communicator() { return *comm_; }
+
+  // Local, with no message and no wait on anyone: the group of the ranks not in `excluded` (ranks of
+  // this group), renumbered in order, over this group's transport (Communicator::shrink). Every
+  // survivor passes the same set; the excluded ranks do not call it. `abort` first fails what this
+  // group has in flight (AbortedError) and leaves it broken. Throws InvalidArgument naming the entry
+  // (out of range, listed twice, this rank, every rank) before anything changed.
+  c10::intrusive_ptr<ProcessGroupFsdp> shrink(const std::vector<int>& excluded, bool abort);
+  // Fails everything in flight with AbortedError and breaks the group (torchft's ProcessGroup.abort);
+  // from any thread, also while another is blocked in a call on this group.
+  void abort(const std::string& why);
+  // A member the transport finds gone (process exited, connection closed, heartbeat silent), polled
+  // now: a survivor learns who to exclude without an operation having to fail on it.
+  std::optional<Communicator::LostPeer> lost_peer();
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -84,7 +102,11 @@ class ProcessGroupFsdp : public c10d::ProcessGroup {
                                            std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive,
                                            std::function<void()> after, std::chrono::milliseconds timeout);
 
-  launch::World world_;
+  // Shared by the group init_process_group made and every group shrunk from it: the transport, and
+  // the orderly shutdown, last as long as any of them.
+  std::shared_ptr<launch::World> world_;
+  std::unique_ptr<Communicator> shrunk_;  // a shrunk group's own communicator; null for the world's
+  Communicator* comm_ = nullptr;          // world_->comm or shrunk_
   std::chrono::milliseconds timeout_;
   // Calls into the communicator take turns: c10d lets several threads use one process group (gloo
   // queues their calls), and a Communicator's calls must be ordered (sequence numbers, its Op pool).
