@@ -53,8 +53,8 @@ equivalence: build
 	  $(PY_EQUIVALENCE) tests/python/test_train_vs_fsdp_train.py $(BUILD)/launch/fsdp-run $(BUILD)/train/fsdp-train; \
 	else echo "equivalence: PyTorch front end not built, its checks SKIPPED"; fi
 
-# pip install ./python from nothing, as a user does (docs/pytorch.md, "Install"): pip's build configures
-# the project in python/build (no tests) and builds the extension and fsdp-run there (minutes on 2
+# pip install ./python as a user does (docs/pytorch.md, "Install"): pip's build configures the project
+# in build-python/ (no tests) and builds the extension and fsdp-run there (minutes from nothing on 2
 # cores; ccache serves what make built), installs into a fresh venv over the system's torch, and runs
 # a 2-rank job from outside the repository. ctest's packaging.PipInstall does the same over $(BUILD).
 pip-install-check: deps
@@ -116,4 +116,4 @@ fuzz-smoke: fuzz-build
 	FUZZ_SECONDS=10 fuzz/run.sh $(BUILD)-fuzz
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz $(BUILD)-pip-install python/build
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz $(BUILD)-pip-install build-python python/build

@@ -9,9 +9,10 @@ Environment:
                    are brought up to date there (a no-op once make has built them), and setuptools' own
                    build files go to $FSDP_BUILD_DIR/python-wheel instead of python/build
   FSDP_BUILD_JOBS  parallel compile jobs (default: CMake's generator default)
-Without FSDP_BUILD_DIR the project is configured once in setuptools' build_temp (python/build/temp.*/cmake,
-RelWithDebInfo as make's build, so a warm ccache serves it; no tests) and built there: minutes on two
-cores from nothing. The copies in the wheel leave the debug sections out.
+Without FSDP_BUILD_DIR the project is configured once in build-python/ at the repository root
+(RelWithDebInfo as make's build, no tests) and built there: beside make's build/, at the same depth, so
+the compile commands match make's and a warm ccache (base_dir above the repository) serves them; from
+nothing, minutes on two cores. The copies in the wheel leave the debug sections out.
 """
 import os
 import re
@@ -72,7 +73,7 @@ class CMakeBuild(build_ext):
             if not (build / "CMakeCache.txt").exists():
                 sys.exit(f"fsdp_runtime: FSDP_BUILD_DIR={build} is not a configured build (cmake -S . -B {build})")
             return build
-        build = Path(self.build_temp).resolve() / "cmake"
+        build = ROOT / "build-python"
         if not (build / "CMakeCache.txt").exists():
             generator = ["-G", "Ninja"] if shutil.which("ninja") else []
             run(["cmake", "-S", ROOT, "-B", build, *generator, "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DBUILD_TESTING=OFF",
