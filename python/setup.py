@@ -74,8 +74,11 @@ class CMakeBuild(build_ext):
                 sys.exit(f"fsdp_runtime: FSDP_BUILD_DIR={build} is not a configured build (cmake -S . -B {build})")
             return build
         build = ROOT / "build-python"
-        if not (build / "CMakeCache.txt").exists():
-            generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+        cache = build / "CMakeCache.txt"
+        python = f"FSDP_TORCH_PYTHON:FILEPATH={sys.executable}\n"
+        # Configured again when pip runs under another Python (a new venv): the cached one may be gone.
+        if not cache.exists() or python not in cache.read_text():
+            generator = [] if cache.exists() or not shutil.which("ninja") else ["-G", "Ninja"]
             run(["cmake", "-S", ROOT, "-B", build, *generator, "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DBUILD_TESTING=OFF",
                  f"-DFSDP_TORCH_PYTHON={sys.executable}", "-DFSDP_REQUIRE_TORCH=ON"])
         return build
