@@ -5,7 +5,8 @@ that serves the rendezvous, installed to <prefix>/bin). The build needs the repo
 pip builds in place (pip >= 21.3), an sdist alone cannot build.
 
 Environment:
-  FSDP_BUILD_DIR   a configured build of this repository to reuse (make's `build`): only the two targets
+  FSDP_BUILD_DIR   a configured build of this repository to reuse (make's `build`; an absolute path: pip
+                   runs this file from python/, not from where it was called): only the two targets
                    are brought up to date there (a no-op once make has built them), and setuptools' own
                    build files go to $FSDP_BUILD_DIR/python-wheel instead of python/build
   FSDP_BUILD_JOBS  parallel compile jobs (default: CMake's generator default)
@@ -28,6 +29,8 @@ from setuptools.command.build_ext import build_ext
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 REUSED_BUILD = os.environ.get("FSDP_BUILD_DIR")
+if REUSED_BUILD and not os.path.isabs(REUSED_BUILD):
+    sys.exit(f"fsdp_runtime: FSDP_BUILD_DIR={REUSED_BUILD} must be an absolute path (pip builds from {HERE})")
 BUILD_BASE = Path(REUSED_BUILD, "python-wheel").resolve() if REUSED_BUILD else HERE / "build"
 LAUNCHER = BUILD_BASE / "bin" / "fsdp-run"  # staged by build_ext, installed by data_files
 
@@ -46,7 +49,7 @@ def run(cmd):
 
 
 def copy_binary(src, dst):
-    """Copies without debug sections (a RelWithDebInfo _C is ~100 MB, ~10 MB without)."""
+    """Copies without debug sections (a RelWithDebInfo _C is ~100 MB, ~5 MB without)."""
     if not src.exists():
         sys.exit(f"fsdp_runtime: {src} was not built")
     dst.parent.mkdir(parents=True, exist_ok=True)
