@@ -3,7 +3,7 @@
 # 2-rank all_reduce from a folder outside the repository with no PYTHONPATH, launched by the fsdp-run
 # the wheel installed. With BUILD_DIR, FSDP_BUILD_DIR points pip's build at that build folder, which
 # then only checks the two targets are up to date (ctest); without it, pip configures and builds them
-# from nothing in python/build (make pip-install-check). Inputs (-D): PYTHON, SOURCE_DIR, WORK_DIR,
+# in build-python/ beside make's build (make pip-install-check). Inputs (-D): PYTHON, SOURCE_DIR, WORK_DIR,
 # BUILD_DIR (optional).
 cmake_minimum_required(VERSION 3.25)
 
