@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps build run test test-asan test-tsan test-sanitize equivalence fuzz fuzz-smoke fuzz-build clean
+.PHONY: all deps build run test test-asan test-tsan test-sanitize equivalence fuzz fuzz-smoke fuzz-build pip-install-check clean
 
 all: build
 
@@ -52,6 +52,14 @@ equivalence: build
 	  done; \
 	  $(PY_EQUIVALENCE) tests/python/test_train_vs_fsdp_train.py $(BUILD)/launch/fsdp-run $(BUILD)/train/fsdp-train; \
 	else echo "equivalence: PyTorch front end not built, its checks SKIPPED"; fi
+
+# pip install ./python as a user does (docs/pytorch.md, "Install"): pip's build configures the project
+# in build-python/ (no tests) and builds the extension and fsdp-run there (minutes from nothing on 2
+# cores; ccache serves what make built), installs into a fresh venv over the system's torch, and runs
+# a 2-rank job from outside the repository. ctest's packaging.PipInstall does the same over $(BUILD).
+pip-install-check: deps
+	cmake -DPYTHON=/usr/bin/python3 -DSOURCE_DIR=$(CURDIR) -DWORK_DIR=$(abspath $(BUILD))-pip-install \
+	  -P tests/packaging/pip_install.cmake
 
 # Sanitizer configurations: only the layers where races and memory bugs live (threads, shared memory,
 # sockets, bytes from outside) and, under ASan + UBSan, the sizes computed from user input (spec,
@@ -108,4 +116,4 @@ fuzz-smoke: fuzz-build
 	FUZZ_SECONDS=10 fuzz/run.sh $(BUILD)-fuzz
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz $(BUILD)-pip-install build-python python/build

@@ -14,6 +14,7 @@ packages=(
   libucx-dev                                    # the UCX transport (ucp)
   libgloo-dev                                   # the Gloo benchmark peer (fsdp-bench --backend gloo)
   python3-torch libtorch-dev pybind11-dev python3-dev  # the PyTorch backend fsdp_runtime (python/, docs/pytorch.md)
+  python3-pip python3-setuptools python3-wheel  # pip install ./python (docs/pytorch.md, "Install")
   iproute2                                      # network namespaces for the two-host tests
   clang libclang-rt-14-dev                      # libFuzzer and its sanitizer runtimes (make fuzz, docs/fuzzing.md)
   chromium                                      # headless check of the run report (ctest train.cli.report_in_chromium)
