@@ -119,6 +119,8 @@ def pre_forward(state, args):
         state.pre_backward()
         return _cast_floats(args, state.param_dtype) if cast else None
     ctx = getattr(_forward, "ctx", None)
+    if ctx is not None and ctx.root is state:  # its previous forward raised (a root never nests in itself)
+        ctx.depth, ctx = 0, None
     if ctx is None:  # the outermost unit of this forward: its root
         ctx = state.root_context()
         _forward.ctx = ctx

@@ -1,7 +1,7 @@
 """fully_shard's arguments are checked by the job's rules (spec/, through _C) before anything changes: a
 refused call leaves the module as it was (its class, its parameters, forward and backward), with the
 rule's C++ text. And the root of a forward is decided per forward: a block called alone, the root of
-that call, still reshards after its forward inside the model later."""
+that call, still reshards after its forward inside the model later, as after a forward that raised."""
 import copy
 
 import torch
@@ -47,8 +47,11 @@ class Block(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.lin = torch.nn.Linear(4, 4)
+        self.fail = False
 
     def forward(self, x):
+        if self.fail:
+            raise RuntimeError("this block's forward failed")
         return torch.tanh(self.lin(x))
 
 
@@ -72,6 +75,19 @@ def root_decided_per_forward(rank, n):
     assert model[0].lin.weight is None, "a block once called alone kept its parameters inside the model"
     out.sum().backward()
     assert model[0].lin.weight is None and model[1].lin.weight is None
+    assert torch.allclose(out, reference(x), rtol=1e-5, atol=1e-6)
+    # A forward that raised inside the model: the root's next forward starts afresh and reshards its blocks.
+    model[1].fail = True
+    try:
+        model(x)
+    except RuntimeError:
+        pass
+    model[1].fail = False
+    out = model(x)
+    assert model[0].lin.weight is None and model[1].lin.weight is None, "a forward after a failed one kept parameters"
+    from fsdp_runtime import _fsdp_state
+    assert getattr(_fsdp_state._forward, "ctx", None) is None, "the failed forward's state is still open"
+    out.sum().backward()
     assert torch.allclose(out, reference(x), rtol=1e-5, atol=1e-6)
     if rank == 0:
         print(f"fully_shard arguments at {n} ranks: refused calls change nothing; the root is per forward",
