@@ -6,7 +6,7 @@ runs them, spread by more than the differences between them on a shared 2-core m
 variant sees the same load, step by step, and the ratios are of medians over the same minutes.
 
   /usr/bin/python3 bench/torch_interleaved.py [--build build] [--steps 80] [--models debug,titan]
-                                              [--bind-to core|none] [--check]
+                                              [--bind-to core|none] [--check] [--before REV]
 
 Same model, init, data, AdamW and clipping as vs_torch.py (whose MODELS it reuses); one thread per rank
 for torch and OpenBLAS (fsdp_runtime.set_cpu_threads). Per variant: median step time over steps 4..n
@@ -16,13 +16,17 @@ the same tokens, so their losses must agree: the largest relative difference of 
 gloo over the first 20 steps is printed too (the horizon of the equivalence tests: later, rounding
 differences grow as in any two fp32 runs), so a wrong result shows before any speed is read; --check
 exits 1 where one exceeds 1e-5 (ctest python.torch_interleaved runs it for a few steps).
+--before REV adds the variant "fully_shard REV": fully_shard.py as it was at git revision REV of this
+checkout, over today's extension, so a change to the front end is measured before and after in one run.
 """
 import argparse
 import os
 import socket
 import statistics
+import subprocess
 import sys
 import time
+import types
 
 import torch
 import torch.distributed as dist
@@ -40,13 +44,27 @@ VARIANTS = ("fully_shard", "DDP gloo", "DDP fsdp", "no communication")
 BASELINE = "DDP gloo"
 
 
+def fully_shard_at(rev):
+    """fully_shard as python/fsdp_runtime/fully_shard.py was at git revision `rev` (a single file then),
+    run over today's extension. Its copies of the mesh and reshard rules are left out (the benchmark
+    passes neither argument)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    src = subprocess.check_output(["git", "-C", here, "show", f"{rev}:python/fsdp_runtime/fully_shard.py"], text=True)
+    src = src.replace(", check_mesh_fills_world, check_reshard_group", "")
+    module = types.ModuleType(f"fsdp_runtime._fully_shard_{rev}")
+    module.__package__ = "fsdp_runtime"
+    exec(compile(src, f"{rev}:python/fsdp_runtime/fully_shard.py", "exec"), module.__dict__)
+    return module.fully_shard
+
+
 def build(variant, m, gloo):
     torch.manual_seed(42)  # the same initial weights for every variant
     model = Llama(llama_args(m))
-    if variant == "fully_shard":
+    if variant.startswith("fully_shard"):
+        shard = fully_shard_at(variant.split()[1]) if variant != "fully_shard" else fsdp_runtime.fully_shard
         for block in model.layers:
-            fsdp_runtime.fully_shard(block)
-        fsdp_runtime.fully_shard(model)
+            shard(block)
+        shard(model)
         return model, model
     if variant == "DDP gloo":
         return nn.parallel.DistributedDataParallel(model, process_group=gloo), model
@@ -64,7 +82,7 @@ def step(variant, wrapped, model, opt, tokens, vocab):
     opt.zero_grad(set_to_none=True)
     loss.backward()
     t2 = time.perf_counter()
-    if variant == "fully_shard":
+    if variant.startswith("fully_shard"):
         fsdp_runtime.clip_grad_norm_(model, 1.0)
     else:
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -74,7 +92,7 @@ def step(variant, wrapped, model, opt, tokens, vocab):
     return loss.item(), [t1 - t0, t2 - t1, t3 - t2, t4 - t3]
 
 
-def worker(rank, world, port, names, steps, bind, out):
+def worker(rank, world, port, names, steps, bind, variants, out):
     if bind:
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[rank]})
     fsdp_runtime.set_cpu_threads(1)
@@ -84,16 +102,16 @@ def worker(rank, world, port, names, steps, bind, out):
     for name in names:
         m = MODELS[name]
         runs = {}
-        for v in VARIANTS:
+        for v in variants:
             wrapped, model = build(v, m, gloo)
             opt = torch.optim.AdamW(model.parameters(), lr=8e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
             runs[v] = (wrapped, model, opt)
         gen = torch.Generator().manual_seed(1000 + rank)
-        times = {v: [] for v in VARIANTS}
-        losses = {v: [] for v in VARIANTS}
+        times = {v: [] for v in variants}
+        losses = {v: [] for v in variants}
         for s in range(steps):
             tokens = torch.randint(0, m["vocab"], (GLOBAL_BATCH // world, m["seq_len"] + 1), generator=gen)
-            for v in (VARIANTS if s % 2 == 0 else VARIANTS[::-1]):
+            for v in (variants if s % 2 == 0 else variants[::-1]):
                 loss, phases = step(v, *runs[v], tokens, m["vocab"])
                 losses[v].append(loss)
                 times[v].append(phases)
@@ -113,7 +131,9 @@ def main():
     ap.add_argument("--bind-to", choices=("core", "none"), default="core")
     ap.add_argument("--check", action="store_true", help="exit 1 where a variant's losses differ from DDP over gloo's "
                     "by more than 1e-5 relative in the first 20 steps")
+    ap.add_argument("--before", help="also run fully_shard.py as it was at this git revision")
     a = ap.parse_args()
+    variants = VARIANTS + ((f"fully_shard {a.before}",) if a.before else ())
     names = a.models.split(",")
     if a.steps < 6:
         sys.exit("torch_interleaved: --steps must be at least 6 (the first 3 are left out)")
@@ -121,20 +141,20 @@ def main():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = mp.get_context("spawn").SimpleQueue()
-    mp.start_processes(worker, args=(2, port, names, a.steps, a.bind_to == "core", out), nprocs=2,
+    mp.start_processes(worker, args=(2, port, names, a.steps, a.bind_to == "core", variants, out), nprocs=2,
                        start_method="spawn")
     results = out.get()
     print(f"2 ranks (bind-to {a.bind_to}), {a.steps} steps of each variant in turn, global batch {GLOBAL_BATCH} "
           "sequences; medians over steps 4..n of rank 0")
-    print("| model | variant | step (ms, median) | tokens/s | vs DDP gloo | forward / backward / clip / optimizer (ms) "
-          "| largest loss difference vs DDP gloo (steps 1-20) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | variant | step (ms, median) | tokens/s | vs DDP gloo | step / replicas' step "
+          "| forward / backward / clip / optimizer (ms) | largest loss difference vs DDP gloo (steps 1-20) |")
+    print("|---|---|---|---|---|---|---|---|")
     worst = 0.0
     for name in names:
         times, losses = results[name]
         m = MODELS[name]
-        med = {v: statistics.median(sum(p) for p in times[v][3:]) for v in VARIANTS}
-        for v in VARIANTS:
+        med = {v: statistics.median(sum(p) for p in times[v][3:]) for v in variants}
+        for v in variants:
             split = " / ".join(f"{statistics.median(p[k] for p in times[v][3:]) * 1e3:.1f}" for k in range(4))
             if v == "no communication":  # each rank its own replica: not the same training
                 diff = "- (own replicas)"
@@ -144,7 +164,7 @@ def main():
                 worst = max(worst, largest)
                 diff = f"{largest:.1e}"
             print(f"| {name} | {v} | {med[v] * 1e3:.2f} | {GLOBAL_BATCH * m['seq_len'] / med[v]:,.0f} | "
-                  f"{med[BASELINE] / med[v]:.2f}x | {split} | {diff} |")
+                  f"{med[BASELINE] / med[v]:.2f}x | {med[v] / med['no communication']:.2f}x | {split} | {diff} |")
     if a.check and worst > 1e-5:
         sys.exit(f"torch_interleaved: a variant's losses differ from DDP over gloo's by {worst:.1e} relative (> 1e-5)")
 

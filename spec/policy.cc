@@ -76,8 +76,8 @@ Reshard Reshard::parse(std::string_view s) {
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), k);
   if (ec != std::errc() || end != s.data() + s.size() || k <= 0) {
     throw SpecError(
-        "reshard after forward must be default (true), always, never (false) or a positive group size "
-        "(got '" +
+        "parallelism.fsdp_reshard_after_forward must be default (true), always, never (false) or a positive "
+        "group size dividing the shard degree (got '" +
         std::string(s) + "')");
   }
   return Reshard{Mode::kGroup, k};

@@ -13,6 +13,9 @@ Llama of fsdp_runtime.models.llama (TorchTitan's module tree and names), fully_s
 at the root over backend "fsdp", stepped by torch.optim.AdamW / SGD, clipped by clip_grad_norm_.
 
 Keys it cannot honour are refused naming the key (exit status 2), never ignored: see _refuse().
+activation_checkpoint (none, selective with an integer or "op", full) is applied per block as fsdp-train
+applies it (spec::block_ac), with torch.utils.checkpoint (non-reentrant) around the block; on torch 1.13
+a "selective op" block recomputes its whole forward (models/llama.py: set_activation_checkpointing).
 Checkpoints: checkpoint.initial_load_path may name a .safetensors file (weights only, as fsdp-train);
 saves (every checkpoint.interval steps and the last) are the weights as step-<N>/model.safetensors.
 """
@@ -76,8 +79,6 @@ def _refuse(c):
         bad.append(("parallelism.expert_parallel_degree", "expert parallelism is fsdp-train's only"))
     if p["plan_file"]:
         bad.append(("parallelism.plan_file", "plans are checked by fsdp-train only"))
-    if c["activation_checkpoint"]["mode"] != "none":
-        bad.append(("activation_checkpoint.mode", f"'{c['activation_checkpoint']['mode']}': not implemented here"))
     if m["trace_file"]:
         bad.append(("metrics.trace_file", "tracing is fsdp-train's only"))
     if ck["enable"]:
@@ -122,6 +123,8 @@ def build_model(cfg, c, mesh):
     """The Llama of the configuration, initialised from training.seed, fully_shard'ed per block then root."""
     model = Llama(_model_args(cfg, c))
     init_like_fsdp_train(model, c["training"]["seed"], c["model"]["init_scheme"])
+    # activation_checkpoint per block as fsdp-train's blocks (spec::block_ac), by torch.utils.checkpoint
+    model.set_activation_checkpointing([cfg.block_ac(i) for i in range(model.args.n_layers)])
     t, p = c["training"], c["parallelism"]
     mp = MixedPrecisionPolicy(param_dtype=_DTYPES[t["mixed_precision_param"]],
                               reduce_dtype=_DTYPES.get(t["mixed_precision_reduce"], torch.float32) or torch.float32)

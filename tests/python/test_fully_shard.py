@@ -6,7 +6,7 @@ import copy
 import torch
 import torch.distributed as dist
 
-from compare import assert_parameters_match
+from compare import assert_parameters_match, train_against_reference
 from spawn import main
 
 STEPS = 6
@@ -41,23 +41,7 @@ def sharded_matches_single(rank, n):
                    if isinstance(m, torch.nn.Linear))
     assert held == expected, (held, expected, full_numel)
 
-    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
-    opt = torch.optim.SGD(sharded.parameters(), lr=0.05, momentum=0.9)
-    rows = GLOBAL_BATCH // n
-    for step, (x, y) in enumerate(batches()):
-        ref_loss = torch.nn.functional.mse_loss(reference(x), y)
-        ref_opt.zero_grad()
-        ref_loss.backward()
-        ref_opt.step()
-
-        mine = slice(rank * rows, (rank + 1) * rows)
-        loss = torch.nn.functional.mse_loss(sharded(x[mine]), y[mine])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        total = loss.detach().clone()
-        dist.all_reduce(total, op=dist.ReduceOp.AVG)
-        assert abs(total.item() - ref_loss.item()) <= 1e-5 * abs(ref_loss.item()), (step, total, ref_loss)
+    train_against_reference(reference, sharded, batches(), rank, n)
 
     assert_parameters_match(sharded, reference)
     if rank == 0:

@@ -3,12 +3,15 @@ and fsdp-train (the C++ reference model) on the same configuration and data give
 1e-5 relative over 20 steps in float32, and each writes the same run report beside its metrics.jsonl
 (train/run_report.h: every series, the last save marked).
 
-    test_train_vs_fsdp_train.py FSDP_RUN FSDP_TRAIN RANKS seed|load
+    test_train_vs_fsdp_train.py FSDP_RUN FSDP_TRAIN RANKS seed|load|torchtitan
 
 seed: each front end initialises its own weights from training.seed (both draw model/init.h's values),
       the Python job under plain fsdp-run (it joins the launcher's store);
 load: both read one safetensors file of the torch model's own init through checkpoint.initial_load_path,
-      the Python job under fsdp-run --no-store (torch's env:// store).
+      the Python job under fsdp-run --no-store (torch's env:// store);
+torchtitan: TorchTitan v0.2.2's debug_model.toml as both front ends read it (weights by seed), with its
+      activation checkpointing (selective, every 2nd block full), then "full" and "selective op" in the
+      Python front end: each equals fsdp-train's run of the file.
 """
 import os
 import re
@@ -18,7 +21,8 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.environ["FSDP_PYTHON_PATH"])
-from train_runs import assert_losses_match, job_flags, run_fsdp_train, run_python  # noqa: E402
+from train_runs import (TORCHTITAN_FLAGS, assert_losses_match, job_flags, run_fsdp_train, run_python,  # noqa: E402
+                        write_torchtitan_debug_toml)
 
 
 def write_initial_weights(path, folder, ranks):
@@ -42,8 +46,23 @@ def report_marks(folder):
     return sorted(re.findall(r'data-series="(\w+)"', page)), len(re.findall(r'data-event="checkpoint"', page))
 
 
+def torchtitan_file(fsdp_run, fsdp_train, ranks):
+    with tempfile.TemporaryDirectory(prefix="fsdp-train-vs-tt-") as folder:
+        config = dict(config=write_torchtitan_debug_toml(os.path.join(folder, "debug_model.toml")),
+                      model=TORCHTITAN_FLAGS)
+        cc = run_fsdp_train(fsdp_run, fsdp_train, os.path.join(folder, "cpp"), ranks, **config)
+        for ac in ([], ["--activation_checkpoint.mode", "full"], ["--activation_checkpoint.selective_ac_option", "op"]):
+            py, _ = run_python(fsdp_run, os.path.join(folder, "python" + "_".join(ac)), ranks, extra=ac, **config)
+            what = " ".join(ac) or "as the file says (selective, every 2nd block)"
+            assert_losses_match(py, cc, f"fsdp_runtime.train against fsdp-train, TorchTitan's debug_model.toml, {what}")
+            print(f"TorchTitan's debug_model.toml at {ranks} ranks, activation checkpointing {what}: {len(py)} "
+                  f"losses equal fsdp-train's ({cc[0]['loss']:.5f} -> {cc[-1]['loss']:.5f})", flush=True)
+
+
 def main():
     fsdp_run, fsdp_train, ranks, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    if mode == "torchtitan":
+        return torchtitan_file(fsdp_run, fsdp_train, ranks)
     with tempfile.TemporaryDirectory(prefix="fsdp-train-vs-") as folder:
         load = []
         if mode == "load":

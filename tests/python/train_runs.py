@@ -4,6 +4,7 @@ their own. Each run returns its per-step records (metrics.file, JSONL) and, for 
 final weights (checkpoint.enable: step-<steps>/model.safetensors)."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -21,12 +22,28 @@ def model_flags():
     return [] if os.environ.get("FSDP_EQUIVALENCE") == "full" else TINY
 
 
-def job_flags(folder, ranks, replicate=1):
+# TorchTitan v0.2.2's torchtitan/models/llama3/train_configs/debug_model.toml, kept once in the project
+# (tests/train/config_torchtitan_test.cc's kDebugModelToml), and what it needs beside a TorchTitan
+# checkout: the corpus and tokenizer in place of c4_test's, float32, short windows, 2 of its 6 layers.
+TORCHTITAN_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train", "config_torchtitan_test.cc")
+TORCHTITAN_FLAGS = ["--training.dataset", "tiny_corpus", "--model.hf_assets_path", "",
+                    "--training.mixed_precision_param", "float32", "--training.seq_len", "16", "--model.n_layers", "2"]
+
+
+def write_torchtitan_debug_toml(path):
+    with open(TORCHTITAN_TESTS) as f:
+        text = re.search(r'kDebugModelToml = R"\((.*?)\)";', f.read(), re.S).group(1)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def job_flags(folder, ranks, replicate=1, config=CONFIG, model=None):
     dp = ranks
-    return ["--config", CONFIG, "--job.dump_folder", folder, "--training.steps", str(STEPS),
+    return ["--config", config, "--job.dump_folder", folder, "--training.steps", str(STEPS),
             "--training.local_batch_size", str(GLOBAL_BATCH // dp), "--training.global_batch_size", str(GLOBAL_BATCH),
             "--parallelism.data_parallel_replicate_degree", str(replicate), "--metrics.file", "metrics.jsonl",
-            "--metrics.log_freq", "5"] + model_flags()
+            "--metrics.log_freq", "5"] + (model_flags() if model is None else model)
 
 
 def run(cmd, what):
@@ -43,13 +60,13 @@ def records(folder):
         return [r for r in map(json.loads, f) if "event" not in r]  # steps, not checkpoint events
 
 
-def run_python(fsdp_run, folder, ranks, replicate=1, extra=(), launcher_store=False):
+def run_python(fsdp_run, folder, ranks, replicate=1, extra=(), launcher_store=False, **config):
     """The Python front end at `ranks` ranks (HSDP: replicate x ranks/replicate); (records, final weights).
     launcher_store: fsdp-run serves the rendezvous (the job joins it through _C.RunStore); otherwise
     --no-store, and torch's env:// store on rank 0."""
     from fsdp_runtime.safetensors import load_file
 
-    flags = job_flags(folder, ranks, replicate) + ["--checkpoint.enable", "true", "--checkpoint.interval",
+    flags = job_flags(folder, ranks, replicate, **config) + ["--checkpoint.enable", "true", "--checkpoint.interval",
                                                    str(STEPS)] + list(extra)
     store = [] if launcher_store else ["--no-store"]
     run([fsdp_run] + store + ["--nproc", str(ranks), "--", sys.executable, "-m", "fsdp_runtime.train"] + flags,
@@ -57,8 +74,8 @@ def run_python(fsdp_run, folder, ranks, replicate=1, extra=(), launcher_store=Fa
     return records(folder), load_file(os.path.join(folder, "checkpoint", f"step-{STEPS}", "model.safetensors"))
 
 
-def run_fsdp_train(fsdp_run, fsdp_train, folder, ranks, extra=()):
-    run([fsdp_run, "--nproc", str(ranks), "--", fsdp_train] + job_flags(folder, ranks) + list(extra),
+def run_fsdp_train(fsdp_run, fsdp_train, folder, ranks, extra=(), **config):
+    run([fsdp_run, "--nproc", str(ranks), "--", fsdp_train] + job_flags(folder, ranks, **config) + list(extra),
         f"fsdp-train at {ranks} ranks")
     return records(folder)
 

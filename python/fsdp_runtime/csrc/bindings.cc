@@ -21,7 +21,8 @@
 #include "runtime/fsdp_unit.h"
 #include "runtime/overlap.h"
 #include "runtime/process_groups.h"
-#include "spec/job_spec.h"
+#include "spec/mesh.h"
+#include "spec/policy.h"
 
 namespace py = pybind11;
 using fsdp::torch_backend::ProcessGroupFsdp;
@@ -68,6 +69,41 @@ at::Tensor view_of(float* data, std::vector<int64_t> shape) {
   return torch::from_blob(data, shape, torch::TensorOptions().dtype(torch::kFloat32));
 }
 
+// The dtypes a unit carries (its all-gather and reduce-scatter run them): float32, bfloat16, float16.
+fsdp::DataType float_type(const std::string& unit, const char* what, const std::string& s) {
+  auto t = fsdp::parse_data_type(s);
+  TORCH_CHECK_VALUE(
+      t && (*t == fsdp::DataType::kFloat32 || *t == fsdp::DataType::kBfloat16 || *t == fsdp::DataType::kFloat16),
+      "fsdp unit '", unit, "': ", what, " '", s, "' is not float32, bfloat16 or float16");
+  return *t;
+}
+// param_dtype: what the all-gather carries (the full parameters torch sees stay float32 buffers holding
+// values rounded to it); reduce_dtype: what the reduce-scatter carries.
+fsdp::spec::Policy policy(const std::string& unit, const std::string& param_dtype, const std::string& reduce_dtype,
+                          int64_t reshard_group) {
+  fsdp::spec::Policy p;
+  p.param_dtype = float_type(unit, "param_dtype", param_dtype);
+  p.reduce_dtype = float_type(unit, "reduce_dtype", reduce_dtype);
+  if (reshard_group > 0) {
+    p.reshard.mode = fsdp::spec::Reshard::Mode::kGroup;
+    p.reshard.group = reshard_group;
+  }
+  return p;
+}
+
+// fully_shard's arguments under the job's rules (spec/mesh.h, spec/policy.h validate), checked before
+// fully_shard changes anything: the mesh fills the group, the prefetch depth, the reshard group divides
+// the shard degree, the dtypes. ValueError with the rule's one text. Returns the reshard group (0: none).
+int64_t validate_fully_shard(int64_t world_size, int64_t replicate, int64_t shard, const std::string& reshard,
+                             const std::string& param_dtype, const std::string& reduce_dtype, int64_t prefetch) {
+  const auto mesh = fsdp::spec::Mesh::for_world(world_size, replicate, shard);
+  auto p = policy("fully_shard", param_dtype, reduce_dtype, 0);
+  p.reshard = fsdp::spec::Reshard::parse(reshard);
+  p.prefetch = prefetch;
+  fsdp::spec::validate(p, mesh.shard_degree());
+  return p.reshard.mode == fsdp::spec::Reshard::Mode::kGroup ? p.reshard.group : 0;
+}
+
 class TorchUnit {
  public:
   TorchUnit(std::shared_ptr<ShardingGroups> groups, int index, const std::string& name,
@@ -90,16 +126,41 @@ class TorchUnit {
   }
   at::Tensor master_shard() { return view_of(unit_.master_shard().data(), {int64_t(unit_.master_shard().size())}); }
   at::Tensor grad_shard() { return view_of(unit_.grad_shard().data(), {int64_t(unit_.grad_shard().size())}); }
-  // All-gathers (if sharded) and returns views of the full parameters.
-  std::vector<at::Tensor> unshard() {
+  ~TorchUnit() { empty_compute(); }
+  TorchUnit(const TorchUnit&) = delete;
+  TorchUnit& operator=(const TorchUnit&) = delete;
+
+  // The flat tensor (numel of the unit, param-major, the compute dtype) whose storage the module's
+  // persistent parameters view (FSDP2's unsharded parameters). unshard() fills that storage, reshard()
+  // empties it: the StorageImpl stays the same object, so every parameter and every view autograd saved
+  // of one sees the full values whenever the unit is unsharded, and nothing outside it is rebuilt.
+  void bind_compute(const at::Tensor& flat) {
+    TORCH_CHECK_VALUE(flat.device().is_cpu() && flat.is_contiguous() && flat.storage_offset() == 0 &&
+                          flat.numel() == unit_.layout().numel() &&
+                          (flat.scalar_type() == at::kFloat || flat.scalar_type() == at::kBFloat16 ||
+                           flat.scalar_type() == at::kHalf),
+                      "fsdp unit '", unit_.name(), "': bind_compute wants a contiguous CPU float32, bfloat16 or ",
+                      "float16 tensor of ", unit_.layout().numel(), " elements");
+    empty_compute();
+    compute_ = flat;
+    empty_compute();
+  }
+
+  // All-gathers (if sharded; waits for a started one) and fills the bound compute storage.
+  void gather() {
+    py::gil_scoped_release release;
+    // torch's optimizer writes the master shard through its own view: whatever the unit derived from
+    // the shard (its MXFP8 encoding) is stale. Asking for the writable shard says so.
+    if (!unit_.unsharded()) unit_.master_shard();
     {
-      py::gil_scoped_release release;
-      // torch's optimizer writes the master shard through its own view: whatever the unit derived from
-      // the shard (its MXFP8 encoding) is stale. Asking for the writable shard says so.
-      if (!unit_.unsharded()) unit_.master_shard();
       WaitSpan wait(*groups_);
       unit_.wait_unshard();
     }
+    fill_compute();
+  }
+  // gather(), and views of the full float32 parameters (for state dicts; the step uses the bound ones).
+  std::vector<at::Tensor> unshard() {
+    gather();
     std::vector<at::Tensor> out;
     for (size_t i = 0; i < shapes_.size(); ++i) out.push_back(view_of(const_cast<float*>(unit_.params()[i]), shapes_[i]));
     return out;
@@ -111,7 +172,10 @@ class TorchUnit {
     unit_.start_unshard();
   }
   // keep_for_backward: after forward under reshard_after_forward = k, keep this rank's 1/k slice.
-  void reshard(bool keep_for_backward) { unit_.reshard(keep_for_backward); }
+  void reshard(bool keep_for_backward) {
+    empty_compute();
+    unit_.reshard(keep_for_backward);
+  }
   bool unsharded() const { return unit_.unsharded(); }
   // Views of the full gradients (zeroed when first asked for after a reduce); backward adds into them.
   std::vector<at::Tensor> grads() { return grad_tensors(unit_.grads()); }
@@ -150,6 +214,32 @@ class TorchUnit {
     for (size_t i = 0; i < shapes_.size(); ++i) out.push_back(view_of(views[i], shapes_[i]));
     return out;
   }
+  // float32: the storage points at the unit's full buffer (no copy; the unit owns and frees it). A
+  // 16-bit compute dtype: the storage holds its own copy, converted once per unshard from the runtime's
+  // float32 full buffer (the runtime keeps its full parameters in float32, runtime/fsdp_unit.h).
+  void fill_compute() {
+    if (!compute_.defined() || !unit_.unsharded()) return;
+    c10::StorageImpl* impl = compute_.storage().unsafeGetStorageImpl();
+    auto* full = const_cast<float*>(unit_.params()[0]);
+    const size_t bytes = static_cast<size_t>(compute_.numel()) * compute_.element_size();
+    if (compute_.scalar_type() == at::kFloat) {
+      if (impl->data() == full) return;
+      impl->set_data_ptr_noswap(c10::DataPtr(full, c10::Device(c10::kCPU)));  // not owning
+      impl->set_nbytes(bytes);
+      return;
+    }
+    if (impl->nbytes() == bytes) return;  // filled by an earlier unshard of this gather
+    impl->set_data_ptr_noswap(impl->allocator()->allocate(bytes));
+    impl->set_nbytes(bytes);
+    compute_.copy_(view_of(full, {compute_.numel()}));
+  }
+  void empty_compute() {
+    if (!compute_.defined()) return;
+    c10::StorageImpl* impl = compute_.storage().unsafeGetStorageImpl();
+    impl->set_data_ptr_noswap(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+    impl->set_nbytes(0);
+  }
+
   static fsdp::spec::UnitSpec spec(const std::string& name, const std::vector<std::string>& names,
                                    const std::vector<std::vector<int64_t>>& shapes) {
     TORCH_CHECK_VALUE(names.size() == shapes.size() && !names.empty(), "fsdp unit '", name,
@@ -159,30 +249,10 @@ class TorchUnit {
     for (size_t i = 0; i < names.size(); ++i) s.params.push_back({names[i], shapes[i], fsdp::DataType::kFloat32});
     return s;
   }
-  static fsdp::DataType float_type(const std::string& unit, const char* what, const std::string& s) {
-    auto t = fsdp::parse_data_type(s);
-    TORCH_CHECK_VALUE(t && (*t == fsdp::DataType::kFloat32 || *t == fsdp::DataType::kBfloat16 ||
-                            *t == fsdp::DataType::kFloat16),
-                      "fsdp unit '", unit, "': ", what, " '", s, "' is not float32, bfloat16 or float16");
-    return *t;
-  }
-  // param_dtype: what the all-gather carries (the full parameters torch sees stay float32 buffers holding
-  // values rounded to it); reduce_dtype: what the reduce-scatter carries.
-  static fsdp::spec::Policy policy(const std::string& unit, const std::string& param_dtype,
-                                   const std::string& reduce_dtype, int64_t reshard_group) {
-    fsdp::spec::Policy p;
-    p.param_dtype = float_type(unit, "param_dtype", param_dtype);
-    p.reduce_dtype = float_type(unit, "reduce_dtype", reduce_dtype);
-    if (reshard_group > 0) {
-      p.reshard.mode = fsdp::spec::Reshard::Mode::kGroup;
-      p.reshard.group = reshard_group;
-    }
-    return p;
-  }
-
   std::shared_ptr<ShardingGroups> groups_;
   std::vector<std::vector<int64_t>> shapes_;
   fsdp::runtime::FsdpUnit unit_;
+  at::Tensor compute_;  // bind_compute()'s tensor (undefined: none bound)
 };
 
 }  // namespace
@@ -224,15 +294,8 @@ PYBIND11_MODULE(_C, m) {
   // FSDP_TIMEOUT_SEC as its one declaration (common/knobs.h) resolves it, default included: the
   // Python trainer's process-group timeout, with no second copy of the default in Python.
   m.def("timeout_sec", [] { return fsdp::knobs::kTimeoutSec.get(); });
-  // The job's rules (spec/job_spec.h) for fully_shard's arguments: one home, one error text (ValueError).
-  m.def(
-      "check_reshard_group",
-      [](int64_t group, int64_t shard_degree) {
-        fsdp::spec::check_reshard_group({fsdp::spec::Reshard::Mode::kGroup, group}, shard_degree);
-      },
-      py::arg("group"), py::arg("shard_degree"));
-  m.def("check_mesh_fills_world", &fsdp::spec::check_mesh_fills_world, py::arg("replicate"), py::arg("shard"),
-        py::arg("world_size"));
+  m.def("validate_fully_shard", &validate_fully_shard, py::arg("world_size"), py::arg("replicate"), py::arg("shard"),
+        py::arg("reshard"), py::arg("param_dtype"), py::arg("reduce_dtype"), py::arg("prefetch"));
 
   py::class_<ShardingGroups, std::shared_ptr<ShardingGroups>>(m, "ShardingGroups")
       .def(py::init([](ProcessGroupFsdp& pg, int64_t replicate, int64_t reshard_group) {
@@ -270,9 +333,11 @@ PYBIND11_MODULE(_C, m) {
                     const std::vector<std::vector<int64_t>>&, const std::string&, const std::string&>(),
            py::arg("groups"), py::arg("index"), py::arg("name"), py::arg("param_names"), py::arg("shapes"),
            py::arg("param_dtype") = "float32", py::arg("reduce_dtype") = "float32", py::keep_alive<1, 2>())
+      .def("bind_compute", &TorchUnit::bind_compute)
       .def("load_full", &TorchUnit::load_full)
       .def("master_shard", &TorchUnit::master_shard, py::keep_alive<0, 1>())
       .def("grad_shard", &TorchUnit::grad_shard, py::keep_alive<0, 1>())
+      .def("gather", &TorchUnit::gather)
       .def("unshard", &TorchUnit::unshard)
       .def("start_unshard", &TorchUnit::start_unshard)
       .def("reshard", &TorchUnit::reshard, py::arg("keep_for_backward") = false)

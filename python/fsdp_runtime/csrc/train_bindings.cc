@@ -15,6 +15,7 @@
 #include "model/ops.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "sharding/cost_model.h"
+#include "spec/policy.h"
 #include "train/config.h"
 #include "train/data_setup.h"
 #include "train/dataset.h"
@@ -194,6 +195,10 @@ void bind_train(py::module_& m) {
       .def("no_effect_line", [](const JobConfig& c) { return c.config.no_effect_line(); })
       .def("check_fits_machine_memory", [](const JobConfig& c) { c.config.check_fits_machine_memory(); })
       .def("model", &model_dims)
+      // What transformer block `layer` (0-based) does under activation_checkpoint (spec::block_ac, the
+      // rule fsdp-train's blocks follow): "none", "selective" (the op-level policy) or "full".
+      .def("block_ac", [](const JobConfig& c,
+                          int64_t layer) { return std::string(spec::name(spec::block_ac(c.config.policy(), layer))); })
       .def("lr", [](const JobConfig& c, int64_t step) { return c.config.lr_schedule().at(step); })
       .def("resolve_path", [](const JobConfig& c, const std::string& p) { return c.config.resolve_path(p); })
       .def("mesh", [](const JobConfig& c) {

@@ -13,6 +13,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 
 @dataclasses.dataclass
@@ -130,6 +131,7 @@ class Llama(nn.Module):
         # they are not state (a function of the arguments).
         self.freqs = rope_table(a.dim // a.n_heads, a.seq_len, a.rope_theta, a.rope_scaling)
         self.mask = torch.full((a.seq_len, a.seq_len), float("-inf")).triu(1)
+        self.checkpointed = [False] * a.n_layers  # set_activation_checkpointing
         self.init_weights(a.init_scheme)
 
     @torch.no_grad()
@@ -159,9 +161,19 @@ class Llama(nn.Module):
 
     def forward(self, tokens):  # tokens (B, T) int64 -> logits (B, T, vocab)
         h = self.tok_embeddings(tokens)
-        for layer in self.layers:
-            h = layer(h, self.freqs, self.mask)
+        for layer, recompute in zip(self.layers, self.checkpointed):
+            if recompute:  # keeps the block's input only; its forward reruns inside its backward
+                h = checkpoint(layer, h, self.freqs, self.mask, use_reentrant=False)
+            else:
+                h = layer(h, self.freqs, self.mask)
         return self.output(self.norm(h))
+
+    def set_activation_checkpointing(self, modes):
+        """modes[i] for block i, as spec::block_ac gives it: "none", "full", or "selective" (TorchTitan's
+        op-level policy). torch 1.13 has no selective policy for torch.utils.checkpoint (TorchTitan's
+        needs create_selective_checkpoint_contexts, torch 2.4), so a "selective" block recomputes its
+        whole forward here: more recompute than TorchTitan's op policy, the same values."""
+        self.checkpointed = [m != "none" for m in modes]
 
 
 def flops_per_token(a):

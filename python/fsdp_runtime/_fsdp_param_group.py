@@ -1,0 +1,169 @@
+"""One unit's torch side (FSDP2's FSDPParamGroup with its FSDPParams): the module's own nn.Parameter
+objects, kept for the module's life, over the storage of one flat compute tensor the runtime unit
+(runtime/fsdp_unit.h through _C.FsdpUnit) fills when it unshards and empties when it reshards.
+
+    flat (numel of the unit, compute dtype, param-major)   <- bind_compute: unshard fills its storage,
+      p0 = flat[0:n0].view(shape0)   (the same nn.Parameter     reshard empties it (size 0)
+      p1 = flat[n0:n0+n1].view(...)   every step, a leaf)
+
+A float32 unit's storage points at the runtime's full buffer (no copy); a bfloat16 / float16 unit's
+holds one converted copy per all-gather (the runtime keeps its full parameters in float32). Views that
+autograd saved in forward share that storage, so they see the values again once the unit is gathered
+for backward: no saved-tensor hooks. The module attribute is the parameter while unsharded and None
+otherwise (FSDP2 swaps the sharded and the unsharded parameter the same way).
+
+Each parameter's gradient arrives through a post-hook on its AccumulateGrad node (registered once):
+it is copied (first time) or added into the unit's full-gradient buffer and the parameter's .grad is
+dropped; once the unit's last gradient is in, the unit reshards and starts its reduce-scatter.
+"""
+import torch
+
+from ._fsdp_state import RootContext, TrainingState
+
+
+class UnitState:
+    def __init__(self, module, unit, groups, pg, slots, names, params, shard, reshard_after_forward, mp_policy,
+                 prefetch):
+        self.module = module
+        self.unit = unit
+        self.groups = groups    # ShardingGroups (shard / replicate communicators, memory tracker)
+        self.pg = pg            # the torch process group the unit was made over
+        self.slots = slots      # [(owning submodule, attribute name)], the unit's parameters in order
+        self.names = names      # their names relative to the unit's module
+        self.params = params    # the persistent nn.Parameters (views of the bound flat tensor)
+        self.shapes = [tuple(p.shape) for p in params]
+        self.shard = shard      # nn.Parameter over the master shard: what the optimizer steps
+        self.reshard_after_forward = reshard_after_forward  # True, False or the group size k
+        self.mp_policy = mp_policy
+        self.param_dtype = mp_policy.param_dtype if mp_policy.param_dtype not in (None, torch.float32) else None
+        self.prefetch = prefetch     # units whose all-gather this one starts ahead of them
+        self.training_state = TrainingState.IDLE
+        self.ctx = None              # the RootContext of the forward that last ran this unit
+        self.root_ctx = None         # this unit's own, when it is the outermost of a forward
+        self.post_hook_id = None     # the forward hook's key in module._forward_hooks (run last)
+        self.attached = False        # the module attributes are the parameters
+        self.gathering = False       # an all-gather started (a prefetch) and not waited for yet
+        self.prefetches_used = 0     # all-gathers found already started when the unit needed them
+        self.requires_sync = True
+        self.pending = set()         # parameter indices whose gradient this backward has not produced yet
+        self.grads = None            # views of the unit's full gradients during backward
+        self.grads_fresh = False     # those views were allocated by this backward and not zeroed
+        self.accumulators = []       # the AccumulateGrad nodes the gradient hooks hang on (kept alive)
+        self.trainable = [i for i, p in enumerate(params) if p.requires_grad]
+
+    def bind(self, flat):
+        """Makes the parameters views of `flat` (their values already loaded into the unit), hands its
+        storage to the unit, and hooks each trainable parameter's gradient once."""
+        offset = 0
+        with torch.no_grad():
+            for p in self.params:
+                p.data = flat[offset:offset + p.numel()].view(p.shape)
+                offset += p.numel()
+        with torch.enable_grad():  # (a view checks its storage's size: before the unit empties it)
+            for i in self.trainable:
+                acc = self.params[i].expand_as(self.params[i]).grad_fn.next_functions[0][0]
+                acc.register_hook(self._grad_hook(i))
+                self.accumulators.append(acc)
+        self.unit.bind_compute(flat)
+        self._detach_attributes()
+
+    # --- parameters ---
+    @property
+    def compute(self):
+        """The tensors torch computes with while the unit is unsharded ([] when resharded)."""
+        return self.params if self.attached else []
+
+    def start_unshard(self):
+        if not self.unit.unsharded and not self.gathering:
+            self.unit.start_unshard()
+            self.gathering = True
+
+    def unshard(self):
+        """Gathers (or waits for the prefetch); the parameters' storage holds the full values."""
+        self.gathering = False
+        self.unit.gather()
+        if not self.attached:
+            for (owner, name), p in zip(self.slots, self.params):
+                owner.__dict__[name] = p
+            self.attached = True
+
+    def reshard(self, keep_for_backward=False):
+        """Frees the full parameters (keep_for_backward: but the 1/k slice of reshard_after_forward=k)."""
+        if self.gathering:  # a prefetch nobody used: let it land (the engine writes into the unit)
+            self.gathering = False
+            self.unit.gather()
+        self._detach_attributes()
+        self.unit.reshard(keep_for_backward)
+
+    def _detach_attributes(self):
+        for owner, name in self.slots:
+            owner.__dict__[name] = None  # the parameter lives on in self.params, its storage empty
+        self.attached = False
+
+    # --- backward ---
+    def pre_backward(self):
+        """Before the unit's backward reads its parameters (the hook on its forward's outputs, or the
+        forward a checkpoint reruns in backward): gather them and start the prefetches behind it."""
+        if self.training_state is TrainingState.PRE_BACKWARD:
+            return
+        ctx = self.ctx
+        ctx.begin_backward()
+        self.training_state = TrainingState.PRE_BACKWARD
+        ctx.in_backward.append(self)
+        self.prefetches_used += self.gathering
+        self.start_unshard()  # its own all-gather first, then the prefetches behind it
+        ctx.prefetch(ctx.post_order, self, -1)
+        self.unshard()
+        self.pending = set(self.trainable)
+
+    def _grad_hook(self, i):
+        param = self.params[i]
+
+        def hook(grad_inputs, grad_outputs):  # after AccumulateGrad wrote param.grad
+            grad, param.grad = param.grad, None
+            if grad is not None:
+                self.take_grad(i, grad)
+        return hook
+
+    def take_grad(self, i, grad):
+        if self.training_state is not TrainingState.PRE_BACKWARD:
+            self.pre_backward()  # gradients without the output hook (outputs it could not see)
+        if self.grads is None:
+            # Not zeroed when new: each parameter's first gradient is copied in (one pass instead of a
+            # zeroing and an add), and post_backward zeroes the ones backward never produced.
+            self.grads, self.grads_fresh = self.unit.grads_for_overwrite()
+        if self.grads_fresh and i in self.pending:
+            self.grads[i].copy_(grad)
+        else:
+            self.grads[i].add_(grad)
+        self.pending.discard(i)
+        if not self.pending:
+            self.post_backward()
+
+    def post_backward(self):
+        """All of the unit's gradients are in: free the full parameters and start the reduce-scatter."""
+        self.reshard()  # also drops a slice reshard_after_forward=k kept that backward did not gather
+        if self.training_state is TrainingState.PRE_BACKWARD:
+            self.training_state = TrainingState.POST_BACKWARD
+        if self.grads is None:
+            return
+        if self.grads_fresh:
+            for i in self.pending:  # parameters this backward did not reach: no gradient is zero
+                self.grads[i].zero_()
+        self.grads = None
+        self.grads_fresh = False
+        self.pending = set()
+        if not self.requires_sync:
+            return  # the full gradients accumulate until a backward with sync on
+        if self.shard.grad is None:  # zero_grad(set_to_none=True) dropped the previous gradient
+            self.unit.zero_grad_shard()
+        self.ctx.reduce(self)
+
+    def finish_reduce(self):
+        self.unit.finish_reduce_grads()
+        self.shard.grad = self.unit.grad_shard()
+
+    def root_context(self):
+        if self.root_ctx is None:
+            self.root_ctx = RootContext(self)
+        return self.root_ctx

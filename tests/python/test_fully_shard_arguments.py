@@ -1,0 +1,98 @@
+"""fully_shard's arguments are checked by the job's rules (spec/, through _C) before anything changes: a
+refused call leaves the module as it was (its class, its parameters, forward and backward), with the
+rule's C++ text. And the root of a forward is decided per forward: a block called alone, the root of
+that call, still reshards after its forward inside the model later, as after a forward that raised."""
+import copy
+
+import torch
+import torch.distributed as dist
+
+from spawn import main
+
+
+def refused_call_changes_nothing(rank, n):
+    import fsdp_runtime
+
+    torch.manual_seed(3)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
+    reference = copy.deepcopy(module)
+    cls, params = type(module), dict(module.named_parameters())
+    bad_calls = [
+        (dict(prefetch=-1), "prefetch depth is -1"),
+        (dict(prefetch=9), "prefetch depth is 9"),
+        (dict(mesh=(2, n)), "data_parallel_replicate_degree (2)"),
+        (dict(reshard_after_forward=n + 1), "must divide parallelism.data_parallel_shard_degree"),
+        (dict(mp_policy=fsdp_runtime.MixedPrecisionPolicy(param_dtype=torch.float64)), "param_dtype 'float64'"),
+        (dict(mp_policy=fsdp_runtime.MixedPrecisionPolicy(reduce_dtype=torch.int32)), "reduce_dtype 'int32'"),
+    ]
+    for kwargs, text in bad_calls:
+        try:
+            fsdp_runtime.fully_shard(module[0], **kwargs)
+        except ValueError as e:
+            assert text in str(e), (kwargs, str(e))
+        else:
+            raise AssertionError(f"fully_shard(**{kwargs}) was accepted at {n} ranks")
+        assert type(module) is cls and not hasattr(module[0], "_fsdp_state"), kwargs
+        assert dict(module.named_parameters()) == params, kwargs
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(1))
+    module(x).sum().backward()
+    reference(x).sum().backward()
+    for name, p in module.named_parameters():
+        ref = dict(reference.named_parameters())[name]
+        assert torch.equal(p.detach(), ref.detach()) and torch.equal(p.grad, ref.grad), name
+    dist.barrier()
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.fail = False
+
+    def forward(self, x):
+        if self.fail:
+            raise RuntimeError("this block's forward failed")
+        return torch.tanh(self.lin(x))
+
+
+def root_decided_per_forward(rank, n):
+    import fsdp_runtime
+
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(Block(), Block(), torch.nn.Linear(4, 2))  # the root's own unit: the Linear
+    reference = copy.deepcopy(model)
+    for block in model[:2]:
+        fsdp_runtime.fully_shard(block)
+    fsdp_runtime.fully_shard(model)
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(2))
+    alone = model[0](x)  # model[0] is the root of this call: it keeps its parameters until its backward
+    assert model[0].lin.weight is not None
+    alone.sum().backward()
+    assert model[0].lin.weight is None, "the block did not reshard after its backward"
+    with torch.no_grad():
+        assert torch.allclose(model[0](x), reference[0](x)) and model[0].lin.weight is None
+    out = model(x)
+    assert model[0].lin.weight is None, "a block once called alone kept its parameters inside the model"
+    out.sum().backward()
+    assert model[0].lin.weight is None and model[1].lin.weight is None
+    assert torch.allclose(out, reference(x), rtol=1e-5, atol=1e-6)
+    # A forward that raised inside the model: the root's next forward starts afresh and reshards its blocks.
+    model[1].fail = True
+    try:
+        model(x)
+    except RuntimeError:
+        pass
+    model[1].fail = False
+    out = model(x)
+    assert model[0].lin.weight is None and model[1].lin.weight is None, "a forward after a failed one kept parameters"
+    from fsdp_runtime import _fsdp_state
+    assert getattr(_fsdp_state._forward, "ctx", None) is None, "the failed forward's state is still open"
+    out.sum().backward()
+    assert torch.allclose(out, reference(x), rtol=1e-5, atol=1e-6)
+    if rank == 0:
+        print(f"fully_shard arguments at {n} ranks: refused calls change nothing; the root is per forward",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main(refused_call_changes_nothing, root_decided_per_forward)
