@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps build run test test-asan test-tsan test-sanitize equivalence fuzz fuzz-smoke fuzz-build pip-install-check clean
+.PHONY: all deps build run test bench-recovery test-asan test-tsan test-sanitize equivalence fuzz fuzz-smoke fuzz-build pip-install-check clean
 
 all: build
 
@@ -34,6 +34,11 @@ test: build
 # bound in one run per collective); regenerates docs/benchmarks.md and its plots (docs/benchmarks_*.svg).
 bench: build
 	bench/run_standard.sh $(BUILD)
+
+# What a lost rank costs (docs/fault_tolerance.md): recovery in the job at 2, 3, 4 ranks split into its
+# phases, the same kill with restart from a checkpoint, and the redundancy's step time, interleaved.
+bench-recovery: build
+	bench/ft_recovery.sh $(BUILD)
 
 # The full equivalence check (CI runs the same tests on a tiny model): the debug model for 20 steps at
 # N = 2, 3, 4 and HSDP 2 x 2, reshard on/off/2, 2 accumulation steps, against the 1-rank run within 1e-5

@@ -38,6 +38,7 @@ struct RecoveryRecord {
   double agree_seconds = 0, shrink_seconds = 0, reshard_seconds = 0;
   std::chrono::steady_clock::time_point detected;  // when the failure reached the step loop
   std::optional<StepStats> kept_step;              // the interrupted step when it was kept (every member had voted)
+  double detected_unix = 0;  // the same as wall-clock seconds, for tools that line it up with a kill
   std::string line() const;  // "recovery: rank 2 lost at step 5 (why); ... 3 ranks go on from step 4 ..."
 };
 

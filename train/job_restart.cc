@@ -1,6 +1,9 @@
 #include "train/job_restart.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <stdexcept>
@@ -35,10 +38,11 @@ bool fault_kill_due(int rank, int64_t step, KillPoint point) {
     const KillPoint want = std::string(when) == "after"         ? KillPoint::kAfterStep
                            : std::string(when) == "before_vote" ? KillPoint::kBeforeVote
                            : std::string(when) == "after_vote"  ? KillPoint::kAfterVote
+                           : std::string(when) == "stop"        ? KillPoint::kStopAfterStep
                                                                 : KillPoint::kInvalid;
     if (n < 2 || n > 3 || want_rank < 0 || want_step < 1 || want == KillPoint::kInvalid) {
       throw std::invalid_argument(std::string(knobs::kFaultKillAfterStep.env) + "='" + spec +
-                                  "': wants RANK:STEP[:after|before_vote|after_vote][,...], e.g. 1:4 (rank 1 "
+                                  "': wants RANK:STEP[:after|before_vote|after_vote|stop][,...], e.g. 1:4 (rank 1 "
                                   "SIGKILLs itself after step 4)");
     }
     due = due || (want_rank == rank && want_step == step && want == point);
@@ -55,7 +59,19 @@ void announce_restart(int64_t resumed_step, bool checkpoints_enabled, MetricsLog
 }
 
 void kill_self_if_due(int rank, int64_t step, runtime::checkpoint::Checkpointer* ckpt, KillPoint point) {
+  if (point == KillPoint::kAfterStep && fault_kill_due(rank, step, KillPoint::kStopAfterStep)) {
+    std::fprintf(stderr, "fsdp-train: fault injection: rank %d (pid %d) stops itself (SIGSTOP) after step %lld\n", rank,
+                 static_cast<int>(::getpid()), static_cast<long long>(step));
+    std::fflush(stderr);
+    std::raise(SIGSTOP);
+    return;
+  }
   if (!fault_kill_due(rank, step, point)) return;
+  // When it died, for the recovery benchmark (detect = the survivors' detected_unix minus this).
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::fprintf(stderr, "fsdp-train: fault injection: rank %d SIGKILLs itself in step %lld at unix %.6f\n", rank,
+               static_cast<long long>(step), now);
+  std::fflush(stderr);
   if (ckpt) ckpt->wait();  // the save is done, as the test's "after step STEP's checkpoint" promises
   std::raise(SIGKILL);
 }

@@ -21,10 +21,11 @@ std::string restart_detail(int64_t resumed_step, bool checkpoints_enabled);
 void announce_restart(int64_t resumed_step, bool checkpoints_enabled, MetricsLogger& metrics, std::ostream* log);
 
 // Where in step STEP a fault-injected rank dies: after the step (and its checkpoint save), or, with a
-// commit vote (fault_tolerance), just before voting (its redundancy already sent) or just after it.
-enum class KillPoint { kAfterStep, kBeforeVote, kAfterVote, kInvalid };
+// commit vote (fault_tolerance), just before voting (its redundancy already sent) or just after it; or,
+// instead of dying, freezes itself after the step (SIGSTOP, as a hung host) until someone sends SIGCONT.
+enum class KillPoint { kAfterStep, kBeforeVote, kAfterVote, kStopAfterStep, kInvalid };
 
-// FSDP_FAULT_KILL_AFTER_STEP=RANK:STEP[:after|before_vote|after_vote][,...] on the job's first start: true
+// FSDP_FAULT_KILL_AFTER_STEP=RANK:STEP[:after|before_vote|after_vote|stop][,...] on the job's first start: true
 // when one entry names this rank (as launched), `step` and `point`. Throws std::invalid_argument naming the
 // variable when an entry is malformed.
 bool fault_kill_due(int rank, int64_t step, KillPoint point = KillPoint::kAfterStep);

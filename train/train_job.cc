@@ -1,6 +1,7 @@
 #include "train/train_job.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -458,6 +459,7 @@ RecoveryRecord recover(const TrainConfig& config, const JobOptions& job, const T
   }
   RecoveryRecord record;
   record.detected = Clock::now();
+  record.detected_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   trainer = recover_from_lost_rank(config, *job.elastic, std::move(trainer), opts, data.source(), why, record);
   observers.attach(*trainer);
   if (config.checkpoint.enable_checkpoint) ckpt = make_checkpointer(config, *trainer, job.elastic->comm());
@@ -468,7 +470,9 @@ RecoveryRecord recover(const TrainConfig& config, const JobOptions& job, const T
     out.metrics = std::make_unique<MetricsLogger>(o);
   }
   if (job.elastic->rank() == 0 && out.log) *out.log << "fsdp-train: " << record.line() << "\n" << std::flush;
-  out.metrics->log_event({"recovery", record.resumed_after, record.line()});
+  char detected[48];
+  std::snprintf(detected, sizeof(detected), "; detected at unix %.6f", record.detected_unix);
+  out.metrics->log_event({"recovery", record.resumed_after, record.line() + detected});
   if (observers.tracing) {
     observers.trace.complete(Track::kCompute, "recovery (epoch " + std::to_string(record.epoch) + ")",
                              to_us(record.detected), to_us(Clock::now()) - to_us(record.detected));

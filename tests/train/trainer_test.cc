@@ -73,6 +73,7 @@ struct TrainRun {
   const char* ac = "none";  // spec::parse_ac form: none, selective:op, selective:K, full
   // > world: the global batch is this many data ranks' (fault tolerance after a lost rank), dealt round-robin.
   int data_parallel = 0;
+  spec::Redundancy redundancy = spec::Redundancy::kNone;  // buddy: the trainer keeps and updates the mirror
 };
 
 struct Result {
@@ -92,6 +93,7 @@ TrainerOptions options_for(const TrainRun& r) {
   }
   o.fsdp.policy.micro_batch = r.global_batch / (dp * r.accum);
   if (r.data_parallel > 0) o.data_parallel_size = r.data_parallel;
+  o.fsdp.policy.redundancy = r.redundancy;
   o.fsdp.mesh = spec::Mesh::for_world(r.world, r.replicate).with_expert_parallel(r.ep);
   o.fsdp.policy.param_dtype = r.param_dtype;
   o.fsdp.policy.reduce_dtype = DataType::kFloat32;
@@ -411,6 +413,23 @@ TrainRun debug_shape_run() {
 
 TEST(TrainerMemory, DebugModelPeakMatchesThePlan) {
   expect_within_five_percent(compare_memory(debug_shape_run(), debug_shape(), 64));
+}
+
+// fault_tolerance's buddy mirror in the trainer's step (its exchange, the vote's place, its update): the
+// peak is the plan's to the byte, and training is bitwise the same as without it.
+TEST(TrainerMemory, DebugModelPeakWithTheBuddyMirrorIsThePlansAndTrainingUnchanged) {
+  TrainRun r = debug_shape_run();
+  r.redundancy = spec::Redundancy::kBuddy;
+  const MemoryComparison buddy = compare_memory(r, debug_shape(), 64);
+  EXPECT_EQ(buddy.measured, buddy.predicted) << buddy.breakdown;
+  EXPECT_GT(buddy.measured, compare_memory(debug_shape_run(), debug_shape(), 64).measured);
+  TrainRun tiny;
+  tiny.world = 3;
+  const Result plain = train(tiny);
+  tiny.redundancy = spec::Redundancy::kBuddy;
+  const Result mirrored = train(tiny);
+  EXPECT_EQ(mirrored.losses, plain.losses);
+  EXPECT_EQ(mirrored.params, plain.params);
 }
 
 struct MemoryCase {
