@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps build run test bench-recovery test-asan test-tsan test-sanitize equivalence fuzz fuzz-smoke fuzz-build pip-install-check clean
+.PHONY: all deps build run test bench-recovery chaos test-asan test-tsan test-sanitize equivalence fuzz fuzz-smoke fuzz-build pip-install-check clean
 
 all: build
 
@@ -39,6 +39,11 @@ bench: build
 # phases, the same kill with restart from a checkpoint, and the redundancy's step time, interleaved.
 bench-recovery: build
 	bench/ft_recovery.sh $(BUILD)
+
+# A 4-rank fault-tolerant job with a random rank SIGKILLed every 2 s down to 2 ranks, against the run
+# nobody killed (docs/fault_tolerance.md). Not in CI.
+chaos: build
+	bench/chaos.sh $(BUILD)
 
 # The full equivalence check (CI runs the same tests on a tiny model): the debug model for 20 steps at
 # N = 2, 3, 4 and HSDP 2 x 2, reshard on/off/2, 2 accumulation steps, against the 1-rank run within 1e-5

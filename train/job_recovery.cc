@@ -36,9 +36,13 @@ void check_fits_at(const TrainConfig& config, int world_size) {
 }  // namespace
 
 std::string RecoveryRecord::line() const {
-  char times[160];
-  std::snprintf(times, sizeof(times), "agree %.3f s, reconnect %.3f s, reshard %.3f s", agree_seconds, shrink_seconds,
-                reshard_seconds);
+  char times[200];
+  int n = std::snprintf(times, sizeof(times),
+                        "detected %.3f s into the step; agree %.3f s, reconnect %.3f s, reshard %.3f s",
+                        detected_into_step, agree_seconds, shrink_seconds, reshard_seconds);
+  if (first_step_seconds >= 0 && n > 0 && n < static_cast<int>(sizeof(times))) {
+    std::snprintf(times + n, sizeof(times) - static_cast<size_t>(n), ", first step after %.3f s", first_step_seconds);
+  }
   return "recovery: rank" + std::string(lost.size() > 1 ? "s " : " ") + rank_list(lost) + " lost in step " +
          std::to_string(failed_step) + " (" + why + "); " + std::to_string(world_size) + " rank(s) go on in epoch " +
          std::to_string(epoch) + " from step " + std::to_string(resumed_after) + " (" + times + ")";

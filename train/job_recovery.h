@@ -39,6 +39,9 @@ struct RecoveryRecord {
   std::chrono::steady_clock::time_point detected;  // when the failure reached the step loop
   std::optional<StepStats> kept_step;              // the interrupted step when it was kept (every member had voted)
   double detected_unix = 0;  // the same as wall-clock seconds, for tools that line it up with a kill
+  double detected_into_step = 0;   // seconds from the failed step's start to the failure reaching the loop
+  double first_step_seconds = -1;  // the first step after the recovery (the redone one), once it ran
+  double recovery_seconds() const { return agree_seconds + shrink_seconds + reshard_seconds; }
   std::string line() const;  // "recovery: rank 2 lost at step 5 (why); ... 3 ranks go on from step 4 ..."
 };
 

@@ -449,7 +449,7 @@ struct JobOutput {
 
 RecoveryRecord recover(const TrainConfig& config, const JobOptions& job, const TrainerOptions& opts, JobBatches& data,
                        std::unique_ptr<Trainer>& trainer, std::unique_ptr<runtime::checkpoint::Checkpointer>& ckpt,
-                       JobObservers& observers, JobOutput& out, const std::string& why) {
+                       JobObservers& observers, JobOutput& out, Clock::time_point step_start, const std::string& why) {
   if (ckpt) {
     try {
       ckpt->wait();  // a save in flight finishes or fails; a save the lost rank never finished is not committed
@@ -459,6 +459,7 @@ RecoveryRecord recover(const TrainConfig& config, const JobOptions& job, const T
   }
   RecoveryRecord record;
   record.detected = Clock::now();
+  record.detected_into_step = std::chrono::duration<double>(record.detected - step_start).count();
   record.detected_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   trainer = recover_from_lost_rank(config, *job.elastic, std::move(trainer), opts, data.source(), why, record);
   observers.attach(*trainer);
@@ -469,15 +470,20 @@ RecoveryRecord recover(const TrainConfig& config, const JobOptions& job, const T
     o.append = true;
     out.metrics = std::make_unique<MetricsLogger>(o);
   }
+  return record;
+}
+
+// A recovery said once the first step after it finished (its time is part of the line): on rank 0's
+// console, as a `recovery` event in metrics.jsonl (with the detection's wall-clock time) and in the trace.
+void announce_recovery(RecoveryRecord& record, const JobOptions& job, JobOutput& out, JobObservers& observers) {
   if (job.elastic->rank() == 0 && out.log) *out.log << "fsdp-train: " << record.line() << "\n" << std::flush;
   char detected[48];
   std::snprintf(detected, sizeof(detected), "; detected at unix %.6f", record.detected_unix);
   out.metrics->log_event({"recovery", record.resumed_after, record.line() + detected});
   if (observers.tracing) {
     observers.trace.complete(Track::kCompute, "recovery (epoch " + std::to_string(record.epoch) + ")",
-                             to_us(record.detected), to_us(Clock::now()) - to_us(record.detected));
+                             to_us(record.detected), record.recovery_seconds() * 1e6);
   }
-  return record;
 }
 
 }  // namespace
@@ -533,6 +539,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   BlockCacheStats cache_after_warmup;
   int64_t faults_after_warmup = 0;
   const int64_t first_step = trainer->steps_done() + 1;
+  std::optional<RecoveryRecord> recovered;  // said once the first step after it is done
   for (int64_t s = first_step; s <= config.training.steps; ++s) {
     if (s == first_step + 1) {  // leave the first (warm-up) step out
       overlap.clear();
@@ -542,16 +549,22 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     const double all_to_all_before = observers.all_to_all_seconds;
     step_overlap.clear();
     StepStats st;
+    const auto step_start = Clock::now();
     try {
       st = trainer->step();
+      if (recovered) {
+        recovered->first_step_seconds = st.seconds;
+        announce_recovery(*recovered, job, out, observers);
+        recovered.reset();
+      }
     } catch (const CommError& e) {
       if (job.elastic == nullptr) throw;
-      const RecoveryRecord r = recover(config, job, opts, data, trainer, ckpt, observers, out, e.what());
-      if (!r.kept_step) {
-        s = r.resumed_after;  // the loop goes on with the interrupted step, redone
+      recovered = recover(config, job, opts, data, trainer, ckpt, observers, out, step_start, e.what());
+      if (!recovered->kept_step) {
+        s = recovered->resumed_after;  // the loop goes on with the interrupted step, redone
         continue;
       }
-      st = *r.kept_step;  // kept: every member had voted for it
+      st = *recovered->kept_step;  // kept: every member had voted for it
     }
     result.steps.push_back(st);
     if (result.steps.size() > 1) {
@@ -569,6 +582,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     if (job.stop_after_step > 0 && s >= job.stop_after_step) break;
     kill_self_if_due(rank, s, ckpt.get());  // fault injection (tests): FSDP_FAULT_KILL_AFTER_STEP
   }
+  if (recovered) announce_recovery(*recovered, job, out, observers);  // no step came after it
   if (ckpt) ckpt->wait();
 
   summarize_steps(*trainer, metrics_options.planned_memory_bytes, overlap, cache_after_warmup, faults_after_warmup,
