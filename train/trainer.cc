@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <string>
 
+#include "collectives/types/errors.h"
 #include "model/embedding.h"
 #include "model/init.h"
 #include "model/output_head.h"
@@ -212,7 +214,13 @@ StepStats Trainer::step() {
         options_.fsdp.policy.micro_batch * options_.fsdp.policy.seq_len * accum *
         static_cast<int64_t>(std::count_if(data_ranks_.begin(), data_ranks_.end(), [](int64_t d) { return d >= 0; }));
     pending_ = Pending{stats};
-    if (!options_.commit || options_.commit(step)) apply_pending_step();
+    if (options_.commit && !options_.commit(step)) {
+      // Another rank's recovery closed the vote first: a member was lost, and this rank recovers too.
+      throw AbortedError(
+          ErrorContext{world_.rank(), -1, "step_commit_vote", static_cast<uint64_t>(step), 0},
+          "step " + std::to_string(step) + " was dropped: another rank closed its vote (a member was lost)");
+    }
+    apply_pending_step(/*prefetch=*/true);
   }
   pending_.reset();
   fsdp_->zero_grad();
@@ -227,19 +235,31 @@ void Trainer::sync_redundancy() {
   if (mirror_) mirror_->sync();
 }
 
-std::optional<StepStats> Trainer::apply_pending_step() {
+std::optional<StepStats> Trainer::apply_pending_step(bool prefetch) {
   if (!pending_) return std::nullopt;
   const auto t0 = Clock::now();
-  // The next step's first all-gathers start as each unit is updated, unless a commit vote guards the step:
-  // then nothing collective may start (and fail) halfway through the updates.
+  // The next step's first all-gathers start as each unit is updated, so they overlap the remaining
+  // updates. A failure to start one must not stop the updates halfway (a shard half-updated is lost for
+  // recovery): it is held until every unit and the mirror are updated, then thrown.
+  std::exception_ptr failed;
   std::function<void(int)> after_unit;
-  if (!options_.commit) after_unit = [this](int u) { fsdp_->prefetch_next_step(u); };
+  if (prefetch) {
+    after_unit = [this, &failed](int u) {
+      if (failed) return;
+      try {
+        fsdp_->prefetch_next_step(u);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    };
+  }
   const StepStats stats = pending_->stats;
   optimizer_->step(*fsdp_, stats.lr, after_unit);
   if (mirror_) mirror_->apply(stats.lr);
   step_ = stats.step;
   pending_.reset();
   record("optimizer", t0);
+  if (failed) std::rethrow_exception(failed);
   return stats;
 }
 

@@ -59,7 +59,8 @@ struct TrainerOptions {
   int64_t data_parallel_size = 0;
   // Called once per step once this rank holds everything the optimizer step needs (gradients reduced and
   // clipped, the redundancy's gradients received), before anything is updated: fault tolerance's commit
-  // vote. false, or an exception, leaves the step unapplied (apply_pending_step() can still apply it).
+  // vote. false (another rank's recovery dropped the step: step() throws AbortedError) or an exception leaves
+  // the step unapplied (apply_pending_step() can still apply it when the job decides to keep it).
   std::function<bool(int64_t step)> commit;
 };
 
@@ -104,7 +105,8 @@ class Trainer {
   int64_t steps_done() const { return step_; }
   // A step whose commit was interrupted (the vote threw) but that the job decided to keep: applies its
   // optimizer update from the gradients it still holds and returns its stats. Empty when none is pending.
-  std::optional<StepStats> apply_pending_step();
+  // `prefetch`: start the next step's first all-gathers as units are updated (not over a broken world).
+  std::optional<StepStats> apply_pending_step(bool prefetch = false);
   // The redundancy (policy.redundancy = buddy on more than one rank), or null.
   runtime::BuddyMirror* mirror() { return mirror_.get(); }
   // Collective: refills the mirrors from their owners (after the shards were loaded or rebuilt).
