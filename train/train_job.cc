@@ -25,6 +25,7 @@
 #include "train/data_setup.h"
 #include "train/dataset.h"
 #include "train/job_batches.h"
+#include "train/job_observers.h"
 #include "train/job_recovery.h"
 #include "train/job_restart.h"
 #include "train/metrics.h"
@@ -34,11 +35,6 @@ namespace fsdp::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double to_us(Clock::time_point t) {
-  return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count()) /
-         1000.0;
-}
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -402,41 +398,6 @@ void log_data_source(std::ostream& log, const TrainConfig& config, const TokenSo
         << " tokens\n";
   }
 }
-
-// Trace and overlap figures of the trainer in hand: compute spans from its thread, collectives from the
-// progress engine. Set again on the trainer a recovery builds.
-struct JobObservers {
-  bool tracing = false;
-  Trace& trace;
-  runtime::OverlapMeter& overlap;
-  runtime::OverlapMeter& step_overlap;  // the step in hand
-  double all_to_all_seconds = 0;
-
-  void attach(Trainer& trainer) {
-    trainer.set_compute_observer([this](std::string_view what, Clock::time_point start, Clock::time_point end) {
-      overlap.compute(start, end);
-      step_overlap.compute(start, end);
-      if (tracing) trace.complete(Track::kCompute, what, to_us(start), to_us(end) - to_us(start));
-    });
-    runtime::FsdpModel* fsdp = &trainer.fsdp();
-    fsdp->set_comm_observer([this, fsdp](CollectiveKind kind, std::string_view what, int unit, Clock::time_point start,
-                                         Clock::time_point end, int64_t bytes) {
-      overlap.communication(kind, start, end);
-      step_overlap.communication(kind, start, end);
-      if (tracing) {
-        trace.complete(Track::kCommunication, std::string(what) + " " + fsdp->unit(unit).name(), to_us(start),
-                       to_us(end) - to_us(start), bytes);
-      }
-    });
-    // Expert parallelism's all-to-alls: inside the blocks' compute spans (the compute waits for them), so
-    // timed on their own rather than counted as hidden by the overlap meter.
-    trainer.set_exchange_observer(
-        [this](std::string_view what, Clock::time_point start, Clock::time_point end, int64_t bytes) {
-          all_to_all_seconds += std::chrono::duration<double>(end - start).count();
-          if (tracing) trace.complete(Track::kCommunication, what, to_us(start), to_us(end) - to_us(start), bytes);
-        });
-  }
-};
 
 // A step that failed on a lost member, under fault_tolerance.enable: the survivors' trainer replaces the
 // old one (train/job_recovery.h), the checkpointer follows it to the new world, and the recovery is said on
