@@ -42,23 +42,19 @@ bool ElasticWorld::commit(int64_t step) {
 
 bool ElasticWorld::close(int64_t step) { return commit_ ? commit_->close(step) : true; }
 
-std::vector<int> ElasticWorld::lost_members() {
+std::vector<int> ElasticWorld::lost_peers() {
   std::vector<int> lost;
   for (int r = 0; r < size(); ++r) {
-    if (r == rank()) continue;
-    if (!world_->transport->lost_reason(r).empty()) lost.push_back(members_[static_cast<size_t>(r)]);
+    if (r != rank() && !world_->transport->lost_reason(r).empty()) lost.push_back(r);
   }
   return lost;
 }
 
 std::string ElasticWorld::describe_lost() {
   std::string out;
-  for (int r = 0; r < size(); ++r) {
-    if (r == rank()) continue;
-    const std::string why = world_->transport->lost_reason(r);
-    if (why.empty()) continue;
+  for (int r : lost_peers()) {
     out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(members_[static_cast<size_t>(r)]) + " (" +
-           why + ")";
+           world_->transport->lost_reason(r) + ")";
   }
   return out;
 }

@@ -48,9 +48,8 @@ class ElasticWorld {
   // Resolves `step` after a failure: true when it committed (every member voted before anyone closed it).
   bool close(int64_t step);
 
-  // Members of this epoch that look lost (their process exited, their connection closed, the heartbeat or
-  // the launcher said so), as original ranks; and the same as one line naming each and why.
-  std::vector<int> lost_members();
+  // Members of this epoch that look lost (their process exited, their connection closed, the heartbeat
+  // declared them frozen), as one line naming each by its launch rank and why; empty when none.
   std::string describe_lost();
 
   // Agrees with the survivors on who is left (d.survivors in this epoch's numbering, d.launch_ranks the
@@ -66,6 +65,8 @@ class ElasticWorld {
 
  private:
   void connect(const ProcessEnv& env);
+  // The same members, by their rank in this epoch.
+  std::vector<int> lost_peers();
   std::string epoch_prefix(int64_t epoch) const;
 
   ProcessEnv original_;
