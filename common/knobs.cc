@@ -84,6 +84,9 @@ const Knob<double> kRendezvousTimeoutSec{"FSDP_RENDEZVOUS_TIMEOUT_SEC",
 const Knob<bool> kStoreExternal{"FSDP_STORE_EXTERNAL", false,
                                 "the store at MASTER_ADDR:MASTER_PORT is served by someone else (fsdp-store); rank 0 "
                                 "does not start one"};
+const Knob<bool> kFtJoin{"FSDP_FT_JOIN", false,
+                         "this process replaces a lost rank of a running fault-tolerant job (fault_tolerance.enable): "
+                         "it joins through the store at a step boundary and receives its state from the members"};
 const Knob<double> kHeartbeatTimeoutSec{"FSDP_HEARTBEAT_TIMEOUT_SEC", 20.0,
                                         "seconds without a heartbeat (through the store) after which a rank counts as "
                                         "frozen and the job fails naming it; 0: no heartbeat",
@@ -347,6 +350,7 @@ std::vector<KnobInfo> all_knobs() {
           info_of(kTransport),
           info_of(kRendezvousTimeoutSec),
           info_of(kStoreExternal),
+          info_of(kFtJoin),
           info_of(kHeartbeatTimeoutSec),
           info_of(kStoreMaxConnections),
           info_of(kStoreIdleTimeoutSec),

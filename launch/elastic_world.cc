@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "collectives/types/errors.h"
+#include "launch/grow_agreement.h"
+#include "launch/store_client.h"
 
 namespace fsdp::launch {
 
@@ -18,7 +20,74 @@ ElasticWorld::ElasticWorld(const ProcessEnv& env, WorldOptions options) : origin
   if (env.rank == 0 && store_) store_->set(job_prefix_ + "ft/enabled", "1");
 }
 
+ElasticWorld::ElasticWorld(const ProcessEnv& env, WorldOptions options, Joining)
+    : original_(env), options_(std::move(options)) {
+  job_prefix_ = options_.key_prefix.empty() ? job_key_prefix() : options_.key_prefix;
+  if (env.master_addr.empty() || env.master_port == 0) {
+    throw InvalidArgument("FSDP_FT_JOIN: rank " + std::to_string(env.rank) +
+                          " joins a running job through its store: set MASTER_ADDR and MASTER_PORT to it");
+  }
+  StoreClientOptions so;
+  so.connect_timeout = options_.rendezvous_timeout;
+  so.timeout = options_.rendezvous_timeout;
+  so.secret = options_.secret.key;
+  so.rank = env.rank;
+  store_ = std::make_shared<StoreClient>(env.master_addr, env.master_port, so);
+}
+
+std::unique_ptr<ElasticWorld> ElasticWorld::join(const ProcessEnv& env, WorldOptions options,
+                                                 std::chrono::milliseconds timeout) {
+  std::unique_ptr<ElasticWorld> ew(new ElasticWorld(env, std::move(options), Joining{}));
+  const int64_t ticket = post_join(*ew->store_, ew->job_prefix_, env.rank);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Admission a;
+  if (!wait_for_admission(*ew->store_, ew->job_prefix_, ticket, &a,
+                          [deadline] { return std::chrono::steady_clock::now() >= deadline; })) {
+    return nullptr;
+  }
+  const std::vector<int>& ranks = a.decision.launch_ranks;
+  const auto at =
+      std::find(ranks.begin() + static_cast<std::ptrdiff_t>(a.decision.survivors.size()), ranks.end(), env.rank);
+  if (at == ranks.end()) {
+    throw Fenced("rank " + std::to_string(env.rank) + " asked to join (ticket " + std::to_string(ticket) +
+                 ") but the grow that decided it left it out: " + encode_decision(a.decision));
+  }
+  ew->admitted_ = a.last_ticket;
+  ew->last_grow_ = a.decision;
+  ew->enter(a.decision, static_cast<int>(at - ranks.begin()));
+  return ew;
+}
+
 ElasticWorld::~ElasticWorld() = default;
+
+void ElasticWorld::enter(const RecoveryDecision& d, int new_rank) {
+  members_ = d.launch_ranks;
+  epoch_ = d.epoch;
+  ProcessEnv env = original_;
+  env.rank = new_rank;
+  env.world_size = static_cast<int>(members_.size());
+  env.local_rank = env.rank;
+  env.local_world_size = env.world_size;
+  connect(env);
+}
+
+int64_t ElasticWorld::grow_ticket() const { return commit_ ? parse_grow_annotation(commit_->last_decision()) : 0; }
+
+RecoveryDecision ElasticWorld::grow(int64_t committed_step, std::chrono::milliseconds timeout) {
+  if (!store_) throw InvalidArgument("fault tolerance: this job has no store to grow through");
+  const int64_t last = grow_ticket();
+  const auto start = std::chrono::steady_clock::now();
+  last_grow_ = agree_on_grow(*store_, job_prefix_, epoch_ + 1, members_, committed_step, admitted_, last, timeout);
+  last_agree_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  admitted_ = last;
+  retired_ = std::move(world_);
+  enter(last_grow_, retired_->env.rank);  // the members keep their ranks; newcomers come last
+  return last_grow_;
+}
+
+void ElasticWorld::mark_finished() {
+  if (store_) launch::mark_finished(*store_, job_prefix_);
+}
 
 std::string ElasticWorld::epoch_prefix(int64_t epoch) const {
   return epoch == 0 ? job_prefix_ : job_prefix_ + "epoch" + std::to_string(epoch) + "/";
@@ -32,6 +101,13 @@ void ElasticWorld::connect(const ProcessEnv& env) {
   commit_ = store_ ? std::make_unique<StepCommit>(store_, job_prefix_ + "ft/epoch" + std::to_string(epoch_) + "/",
                                                   rank(), size())
                    : nullptr;
+  // The step's last voter asks whether a newcomer waits: one round trip, on that rank only.
+  if (commit_) {
+    commit_->set_annotation([this] {
+      const int64_t tickets = join_tickets(*store_, job_prefix_);
+      return tickets > admitted_ ? grow_annotation(tickets) : std::string();
+    });
+  }
 }
 
 bool ElasticWorld::commit(int64_t step) {
@@ -81,14 +157,7 @@ RecoveryDecision ElasticWorld::shrink(int64_t committed_step, std::chrono::milli
   const int new_rank =
       static_cast<int>(std::find(d.survivors.begin(), d.survivors.end(), rank()) - d.survivors.begin());
   retired_ = std::move(world_);
-  members_ = d.launch_ranks;
-  epoch_ = d.epoch;
-  ProcessEnv env = original_;
-  env.rank = new_rank;
-  env.world_size = static_cast<int>(members_.size());
-  env.local_rank = env.rank;
-  env.local_world_size = env.world_size;
-  connect(env);
+  enter(d, new_rank);
   return d;
 }
 

@@ -8,6 +8,10 @@
 //                      auto d = ew.shrink(last_committed, timeout);  // agree, reconnect without the lost
 //                      ... rebuild the job's state over ew.comm(), then ew.release_retired();
 //
+// Growing back (launch/grow_agreement.h): a replacement process starts with ElasticWorld::join, which waits
+// until the members admit it at a step boundary; the members learn of it through commit() (grow_ticket()
+// != 0 after the step) and call grow(step, timeout), which reconnects a world with the newcomers last.
+//
 // The store must outlive every rank (fsdp-run's, or fsdp-store's): the constructor refuses a store that rank
 // 0 serves. Rank 0 writes "<job>ft/enabled", which tells fsdp-run that a rank's exit is not the job's end.
 #pragma once
@@ -28,6 +32,11 @@ class ElasticWorld {
  public:
   // Connects epoch 0 (connect_world). Throws InvalidArgument when the store is served by rank 0.
   ElasticWorld(const ProcessEnv& env, WorldOptions options);
+  // A newcomer (FSDP_FT_JOIN=1, env.rank its launch rank): posts its ticket and waits until a grow admits
+  // it, then connects that epoch's world. Null when the job finished first. Throws TimeoutError after
+  // `timeout` without admission.
+  static std::unique_ptr<ElasticWorld> join(const ProcessEnv& env, WorldOptions options,
+                                            std::chrono::milliseconds timeout);
   ~ElasticWorld();
   ElasticWorld(const ElasticWorld&) = delete;
   ElasticWorld& operator=(const ElasticWorld&) = delete;
@@ -48,6 +57,18 @@ class ElasticWorld {
   // Resolves `step` after a failure: true when it committed (every member voted before anyone closed it).
   bool close(int64_t step);
 
+  // After a committed step: the last newcomer's ticket to admit now (grow()), or 0 when none waits.
+  int64_t grow_ticket() const;
+  // Every member, after the step grow_ticket() said so: agrees on the next epoch (the members in order,
+  // then the newcomers), retires this epoch's world (still healthy: release_retired() shuts it down
+  // with a barrier among the old members) and connects the grown one. Throws TimeoutError/CommError
+  // when the new world cannot connect.
+  RecoveryDecision grow(int64_t committed_step, std::chrono::milliseconds timeout);
+  // A newcomer's admission (epoch, the step it joins after); a member's last grow. Empty otherwise.
+  const RecoveryDecision& last_grow() const { return last_grow_; }
+  // The job ended: a newcomer still waiting gives up (rank 0 of the last epoch calls it).
+  void mark_finished();
+
   // Members of this epoch that look lost (their process exited, their connection closed, the heartbeat
   // declared them frozen), as one line naming each by its launch rank and why; empty when none.
   std::string describe_lost();
@@ -64,7 +85,11 @@ class ElasticWorld {
   double last_agree_seconds() const { return last_agree_seconds_; }
 
  private:
+  struct Joining {};
+  ElasticWorld(const ProcessEnv& env, WorldOptions options, Joining);
   void connect(const ProcessEnv& env);
+  // Moves to the world of decision `d`, as rank `new_rank` of it.
+  void enter(const RecoveryDecision& d, int new_rank);
   // The same members, by their rank in this epoch.
   std::vector<int> lost_peers();
   std::string epoch_prefix(int64_t epoch) const;
@@ -78,6 +103,8 @@ class ElasticWorld {
   std::unique_ptr<StepCommit> commit_;
   std::vector<int> members_;
   int64_t epoch_ = 0;
+  int64_t admitted_ = 0;  // the last newcomer's ticket admitted so far (the same on every member)
+  RecoveryDecision last_grow_;
   double last_agree_seconds_ = 0;
 };
 

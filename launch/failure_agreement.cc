@@ -16,15 +16,6 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kSlice{10};
 
-// The key's value if it is there now; never waits (KeyValueStore's timeout 0 only looks).
-std::optional<std::string> peek(KeyValueStore& store, const std::string& key) {
-  try {
-    return store.get(key, milliseconds(0));
-  } catch (const TimeoutError&) {
-    return std::nullopt;
-  }
-}
-
 bool parse_int64(const std::string& text, int64_t* value) {
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, *value);
@@ -66,17 +57,15 @@ std::vector<int> launch_ranks_of(KeyValueStore& store, const std::string& job_pr
   return d.launch_ranks;
 }
 
-// ft/current only moves forward: a slow survivor of an earlier epoch never overwrites a later decision.
-void publish_current(KeyValueStore& store, const std::string& key, const RecoveryDecision& d) {
-  const std::string text = encode_decision(d);
-  for (;;) {
-    const std::optional<std::string> current = peek(store, key);
-    if (current && decode_decision(*current).epoch >= d.epoch) return;
-    if (store.compare_set(key, current.value_or(""), text) == text) return;
+}  // namespace
+
+std::optional<std::string> peek(KeyValueStore& store, const std::string& key) {
+  try {
+    return store.get(key, milliseconds(0));
+  } catch (const TimeoutError&) {
+    return std::nullopt;
   }
 }
-
-}  // namespace
 
 std::string encode_decision(const RecoveryDecision& d) {
   return "epoch " + std::to_string(d.epoch) + " step " + std::to_string(d.committed_step) + " survivors " +
@@ -92,12 +81,23 @@ RecoveryDecision decode_decision(const std::string& text) {
   const bool ok = w[0] == "epoch" && parse_int64(w[1], &d.epoch) && w[2] == "step" &&
                   parse_int64(w[3], &d.committed_step) && w[4] == "survivors" && parse_list(w[5], &d.survivors) &&
                   w[6] == "launch" && parse_list(w[7], &d.launch_ranks) && !(in >> rest) &&
-                  d.survivors.size() == d.launch_ranks.size();
+                  d.survivors.size() <= d.launch_ranks.size();
   if (!ok) {
     throw InvalidArgument("not a recovery decision: '" + text.substr(0, 200) +
                           "' (expected 'epoch E step S survivors a,b,.. launch x,y,..')");
   }
   return d;
+}
+
+// ft/current only moves forward: a slow survivor of an earlier epoch never overwrites a later decision.
+void publish_current(KeyValueStore& store, const std::string& job_prefix, const RecoveryDecision& d) {
+  const std::string key = job_prefix + "ft/current";
+  const std::string text = encode_decision(d);
+  for (;;) {
+    const std::optional<std::string> current = peek(store, key);
+    if (current && decode_decision(*current).epoch >= d.epoch) return;
+    if (store.compare_set(key, current.value_or(""), text) == text) return;
+  }
 }
 
 bool current_decision(KeyValueStore& store, const std::string& job_prefix, RecoveryDecision* out) {
@@ -167,7 +167,7 @@ RecoveryDecision agree_on_failure(KeyValueStore& store, const std::string& job_p
                  " (the survivors went on without it): exiting [launch rank " +
                  std::to_string(launch[static_cast<size_t>(old_rank)]) + "; decision " + encode_decision(d) + "]");
   }
-  publish_current(store, job_prefix + "ft/current", d);
+  publish_current(store, job_prefix, d);
   return d;
 }
 

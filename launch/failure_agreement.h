@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -23,9 +24,12 @@ struct RecoveryDecision {
   int64_t epoch = 0;
   std::vector<int> survivors;  // ranks of the world before `epoch`, ascending: new rank = position
   int64_t committed_step = 0;  // the highest committed step any survivor posted
-  // The survivors' ranks as the launcher started them (RANK), same order: epoch e-1's decision maps
-  // old ranks to them (identity at epoch 1). fsdp-run judges the job by these.
+  // The new world's ranks as the launcher started them (RANK), in new rank order: the survivors' (epoch
+  // e-1's decision maps old ranks to them; identity at epoch 1), then after a grow the newcomers'
+  // (launch/grow_agreement.h). fsdp-run judges the job by these.
   std::vector<int> launch_ranks;
+  // Newcomers at the end of launch_ranks (a grow); 0 after a loss.
+  int joined() const { return static_cast<int>(launch_ranks.size() - survivors.size()); }
 
   bool operator==(const RecoveryDecision&) const = default;
 };
@@ -49,6 +53,12 @@ RecoveryDecision agree_on_failure(KeyValueStore& store, const std::string& job_p
                                   int old_size, int64_t committed_step,
                                   const std::function<std::vector<int>()>& known_lost,
                                   std::chrono::milliseconds timeout);
+
+// The key's value if it is there now; never waits (KeyValueStore's timeout 0 only looks).
+std::optional<std::string> peek(KeyValueStore& store, const std::string& key);
+
+// Moves ft/current forward to `d` (never back to an earlier epoch's decision).
+void publish_current(KeyValueStore& store, const std::string& job_prefix, const RecoveryDecision& d);
 
 // ft/current's decision, if one was recorded (the launcher's read; never waits).
 bool current_decision(KeyValueStore& store, const std::string& job_prefix, RecoveryDecision* out);

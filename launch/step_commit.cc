@@ -5,7 +5,7 @@
 namespace fsdp::launch {
 namespace {
 
-constexpr const char* kCommit = "commit";
+const std::string kCommit = "commit";
 constexpr const char* kAbort = "abort";
 
 }  // namespace
@@ -21,13 +21,13 @@ StepCommit::StepCommit(std::shared_ptr<KeyValueStore> store, std::string prefix,
 bool StepCommit::vote(int64_t step, const std::function<std::string()>& lost, std::chrono::milliseconds timeout) {
   const std::string decision = key(step, "decision");
   const int64_t votes = store_->add(key(step, "votes"), 1);
-  if (votes == size_) return store_->compare_set(decision, "", kCommit) == kCommit;
+  if (votes == size_) return decided(store_->compare_set(decision, "", annotate_ ? kCommit + annotate_() : kCommit));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const ErrorContext ctx{rank_, -1, "step_commit_vote", static_cast<uint64_t>(step), 0};
   for (;;) {
     try {
       // A torch store may not wake a get on a key compare_set created: each slice asks again.
-      return store_->get(decision, kSlice) == kCommit;
+      return decided(store_->get(decision, kSlice));
     } catch (const TimeoutError&) {
     }
     if (const std::string why = lost ? lost() : std::string(); !why.empty()) {
@@ -43,6 +43,13 @@ bool StepCommit::vote(int64_t step, const std::function<std::string()>& lost, st
   }
 }
 
-bool StepCommit::close(int64_t step) { return store_->compare_set(key(step, "decision"), "", kAbort) == kCommit; }
+bool StepCommit::decided(const std::string& value) {
+  last_decision_ = value;
+  return value.rfind(kCommit, 0) == 0;
+}
+
+bool StepCommit::close(int64_t step) {
+  return store_->compare_set(key(step, "decision"), "", kAbort).rfind(kCommit, 0) == 0;
+}
 
 }  // namespace fsdp::launch

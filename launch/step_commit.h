@@ -4,7 +4,9 @@
 // compare_set is atomic at the store's server, so every voter and every closer of every epoch reads
 // the one decision a step gets. Keys, under `prefix` ("fsdp/<run>/ft/epoch3/"):
 //   step<s>/votes     add()ed by each voter
-//   step<s>/decision  "commit" or "abort", written once by compare_set from ""
+//   step<s>/decision  "commit" or "abort", written once by compare_set from ""; the last voter may
+//                     annotate a commit ("commit grow 3": a newcomer is waiting, launch/grow_agreement.h),
+//                     which every voter then reads with it at no extra round trip
 #pragma once
 
 #include <chrono>
@@ -34,6 +36,10 @@ class StepCommit {
   bool vote(int64_t step, const std::function<std::string()>& lost, std::chrono::milliseconds timeout);
   // Recovery's resolution of `step`: "abort" unless it was already committed; true when committed.
   bool close(int64_t step);
+  // What the last voter appends to "commit" (" grow 3"); asked once per step, by that voter only.
+  void set_annotation(std::function<std::string()> annotate) { annotate_ = std::move(annotate); }
+  // The last decision vote() read, annotation included ("commit grow 3"); empty before any.
+  const std::string& last_decision() const { return last_decision_; }
 
   static constexpr std::chrono::milliseconds kSlice{20};
 
@@ -42,6 +48,10 @@ class StepCommit {
 
   std::shared_ptr<KeyValueStore> store_;
   std::string prefix_;
+  bool decided(const std::string& value);  // records it; true for a commit
+
+  std::function<std::string()> annotate_;
+  std::string last_decision_;
   int rank_;
   int size_;
 };

@@ -15,6 +15,12 @@ bool alive(const OldShards& old, int rank) {
   return std::binary_search(old.survivors.begin(), old.survivors.end(), rank);
 }
 
+// The new rank of survivor `old_rank` (a holder).
+int new_rank_of(const OldShards& old, int old_rank) {
+  const std::vector<int>& order = old.new_members.empty() ? old.survivors : old.new_members;
+  return static_cast<int>(std::find(order.begin(), order.end(), old_rank) - order.begin());
+}
+
 // Old shard j of the unit holds real rows of some parameter (otherwise it is padding: zeros).
 bool has_real_rows(const spec::UnitShardLayout& layout, int64_t j) {
   for (const auto& p : layout.params()) {
@@ -23,14 +29,35 @@ bool has_real_rows(const spec::UnitShardLayout& layout, int64_t j) {
   return false;
 }
 
+// new_members names each survivor once and newcomers as -1.
+bool members_match(const OldShards& old) {
+  if (old.new_members.empty()) return true;
+  std::vector<int> olds;
+  for (int m : old.new_members) {
+    if (m >= 0)
+      olds.push_back(m);
+    else if (m != -1)
+      return false;
+  }
+  std::sort(olds.begin(), olds.end());
+  return olds == old.survivors;
+}
+
+int64_t new_size(const OldShards& old) {
+  return static_cast<int64_t>(old.new_members.empty() ? old.survivors.size() : old.new_members.size());
+}
+
 void check_arguments(const OldShards& old, const FsdpModel& target, const Communicator& new_world) {
   std::ostringstream why;
   if (old.survivors.empty() || !std::is_sorted(old.survivors.begin(), old.survivors.end()) ||
       std::adjacent_find(old.survivors.begin(), old.survivors.end()) != old.survivors.end() ||
       old.survivors.front() < 0 || old.survivors.back() >= old.old_size) {
     why << "survivors must be distinct old ranks in [0, " << old.old_size << "), ascending";
-  } else if (static_cast<int64_t>(old.survivors.size()) != new_world.size()) {
-    why << old.survivors.size() << " survivors but a new world of " << new_world.size();
+  } else if (!members_match(old)) {
+    why << "new_members must name each survivor once and newcomers as -1";
+  } else if (new_size(old) != new_world.size()) {
+    why << new_size(old) << " members (" << old.survivors.size() << " survivors) but a new world of "
+        << new_world.size();
   } else if (target.mesh().replicate_degree() != 1 || target.expert_parallel() != 1 ||
              target.mesh().shard_degree() != new_world.size()) {
     why << "the target must be plain FSDP over the new world (shard degree " << target.mesh().shard_degree()
@@ -62,7 +89,7 @@ void check_recoverable(const OldShards& old, const spec::ModelSpec& model) {
 // Every shard this survivor must send is there, agreed over the new world before any broadcast.
 void check_held(const OldShards& old, const spec::ModelSpec& model, const HeldShard& held, int whats,
                 Communicator& new_world) {
-  const int me = old.survivors[static_cast<size_t>(new_world.rank())];
+  const int me = old_rank_of(old, new_world.rank());
   std::string missing;
   for (size_t u = 0; u < model.units.size() && missing.empty(); ++u) {
     const spec::UnitShardLayout layout(model.units[u], old.old_size);
@@ -91,14 +118,13 @@ void check_held(const OldShards& old, const spec::ModelSpec& model, const HeldSh
 // new rank of its holder into chunk j; padding-only shards stay zero.
 void gather_old(const OldShards& old, const spec::UnitShardLayout& layout, const HeldShard& held, int unit, int what,
                 Communicator& new_world, float* flat) {
-  const int me = old.survivors[static_cast<size_t>(new_world.rank())];
+  const int me = old_rank_of(old, new_world.rank());
   const auto chunk = static_cast<size_t>(layout.chunk_numel());
   std::vector<Work> works;
   for (int j = 0; j < old.old_size; ++j) {
     if (!has_real_rows(layout, j)) continue;
     const int holder = shard_holder(old, j);
-    const auto root =
-        static_cast<int>(std::lower_bound(old.survivors.begin(), old.survivors.end(), holder) - old.survivors.begin());
+    const int root = new_rank_of(old, holder);
     float* dst = flat + static_cast<size_t>(j) * chunk;
     const void* src = holder == me ? static_cast<const void*>(held(unit, j, what).data()) : dst;
     works.push_back(new_world.broadcast(src, dst, chunk, DataType::kFloat32, root));
@@ -107,6 +133,11 @@ void gather_old(const OldShards& old, const spec::UnitShardLayout& layout, const
 }
 
 }  // namespace
+
+int old_rank_of(const OldShards& old, int new_rank) {
+  const auto i = static_cast<size_t>(new_rank);
+  return old.new_members.empty() ? old.survivors.at(i) : old.new_members.at(i);
+}
 
 int shard_holder(const OldShards& old, int j) {
   if (alive(old, j)) return j;

@@ -35,6 +35,19 @@ void check_fits_at(const TrainConfig& config, int world_size) {
 
 }  // namespace
 
+runtime::HeldShard shards_held_by(Trainer& t, int source_rank) {
+  return [&t, source_rank](int unit, int old_rank, int what) -> std::span<const float> {
+    if (old_rank == source_rank) {
+      if (what == 0) return t.fsdp().unit(unit).master_shard();
+      return t.optimizer().state(unit).at(static_cast<size_t>(what - 1));
+    }
+    runtime::BuddyMirror* mirror = t.mirror();
+    if (mirror == nullptr || mirror->mirrored_rank() != old_rank) return {};
+    if (what == 0) return mirror->params(unit);
+    return mirror->state(unit).at(static_cast<size_t>(what - 1));
+  };
+}
+
 std::string RecoveryRecord::line() const {
   char times[200];
   int n = std::snprintf(times, sizeof(times),
@@ -74,17 +87,7 @@ std::unique_ptr<Trainer> recover_from_lost_rank(const TrainConfig& config, launc
   const std::vector<int> source_members = ew.members();  // the old trainer's layout, by original rank
   const int source_rank = ew.rank();
   const int64_t data_parallel = original.fsdp.mesh ? original.fsdp.mesh->data_parallel_size() : source_members.size();
-  // This rank's copies of the old shards: its own and its mirror's.
-  const auto held = [&](int unit, int old_rank, int what) -> std::span<const float> {
-    if (old_rank == source_rank) {
-      if (what == 0) return old->fsdp().unit(unit).master_shard();
-      return old->optimizer().state(unit).at(static_cast<size_t>(what - 1));
-    }
-    runtime::BuddyMirror* mirror = old->mirror();
-    if (mirror == nullptr || mirror->mirrored_rank() != old_rank) return {};
-    if (what == 0) return mirror->params(unit);
-    return mirror->state(unit).at(static_cast<size_t>(what - 1));
-  };
+  const runtime::HeldShard held = shards_held_by(*old, source_rank);
   for (;;) {  // a member lost during recovery starts the next epoch from the same old state
     const auto agree_start = Clock::now();
     const launch::RecoveryDecision d = ew.shrink(committed, config.fault_tolerance.recovery_timeout);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "launch/elastic_world.h"
+#include "runtime/live_reshard.h"
 #include "train/config.h"
 #include "train/trainer.h"
 
@@ -54,6 +55,9 @@ class RecoveryImpossible : public std::runtime_error {
 // The trainer options for the epoch `ew` is in now: its mesh and the original data ranks dealt over it.
 TrainerOptions options_for_epoch(const TrainerOptions& original, const launch::ElasticWorld& ew,
                                  int64_t data_parallel_size);
+
+// What `t` (rank `source_rank` of its world) holds of that world's shards: its own and its mirror's.
+runtime::HeldShard shards_held_by(Trainer& t, int source_rank);
 
 // Runs steps 1-4 above. `old` is the trainer whose step failed (its state is read, never changed except to
 // apply a kept step); returns the trainer to go on with, over ew.comm(). The caller sets its observers and

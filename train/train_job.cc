@@ -24,7 +24,9 @@
 #include "train/config_paths.h"
 #include "train/data_setup.h"
 #include "train/dataset.h"
+#include "train/job_announce.h"
 #include "train/job_batches.h"
+#include "train/job_grow.h"
 #include "train/job_observers.h"
 #include "train/job_recovery.h"
 #include "train/job_restart.h"
@@ -402,12 +404,6 @@ void log_data_source(std::ostream& log, const TrainConfig& config, const TokenSo
 // A step that failed on a lost member, under fault_tolerance.enable: the survivors' trainer replaces the
 // old one (train/job_recovery.h), the checkpointer follows it to the new world, and the recovery is said on
 // the console, in metrics.jsonl and in the trace.
-// Rank 0's console and metrics file: a survivor that becomes rank 0 after rank 0 was lost takes them over.
-struct JobOutput {
-  std::ostream* log = nullptr;
-  std::unique_ptr<MetricsLogger> metrics;
-};
-
 RecoveryRecord recover(const TrainConfig& config, const JobOptions& job, const TrainerOptions& opts, JobBatches& data,
                        std::unique_ptr<Trainer>& trainer, std::unique_ptr<runtime::checkpoint::Checkpointer>& ckpt,
                        JobObservers& observers, JobOutput& out, Clock::time_point step_start, const std::string& why) {
@@ -434,17 +430,20 @@ RecoveryRecord recover(const TrainConfig& config, const JobOptions& job, const T
   return record;
 }
 
-// A recovery said once the first step after it finished (its time is part of the line): on rank 0's
-// console, as a `recovery` event in metrics.jsonl (with the detection's wall-clock time) and in the trace.
-void announce_recovery(RecoveryRecord& record, const JobOptions& job, JobOutput& out, JobObservers& observers) {
-  if (job.elastic->rank() == 0 && out.log) *out.log << "fsdp-train: " << record.line() << "\n" << std::flush;
-  char detected[48];
-  std::snprintf(detected, sizeof(detected), "; detected at unix %.6f", record.detected_unix);
-  out.metrics->log_event({"recovery", record.resumed_after, record.line() + detected});
-  if (observers.tracing) {
-    observers.trace.complete(Track::kCompute, "recovery (epoch " + std::to_string(record.epoch) + ")",
-                             to_us(record.detected), record.recovery_seconds() * 1e6);
-  }
+// A newcomer waits (the step's commit said so; not after the last step): grow, the checkpointer follows.
+std::optional<GrowRecord> grow_if_asked(const TrainConfig& config, const JobOptions& job, const TrainerOptions& opts,
+                                        JobBatches& data, std::unique_ptr<Trainer>& trainer,
+                                        std::unique_ptr<runtime::checkpoint::Checkpointer>& ckpt,
+                                        JobObservers& observers, int64_t step) {
+  if (job.elastic == nullptr || job.elastic->grow_ticket() == 0 || step >= config.training.steps) return std::nullopt;
+  if (ckpt) ckpt->wait();
+  ckpt.reset();
+  GrowRecord record;
+  trainer =
+      grow_job(*job.elastic, std::move(trainer), opts, data.source(), record, config.fault_tolerance.recovery_timeout);
+  observers.attach(*trainer);
+  if (config.checkpoint.enable_checkpoint) ckpt = make_checkpointer(config, *trainer, job.elastic->comm());
+  return record;
 }
 
 }  // namespace
@@ -472,7 +471,10 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   const std::string data_source = describe_data(*source, job_tokenizer(config));
   if (job.log) log_data_source(*job.log, config, *source, opts.fsdp.policy.seq_len);
   JobBatches data(source, data_loader_options(config, rank));
-  auto trainer = std::make_unique<Trainer>(opts, world, data.source());
+  const bool newcomer = job.elastic && joined_as_newcomer(*job.elastic);  // state from the members; rank > 0
+  std::optional<GrowRecord> grown = newcomer ? std::optional<GrowRecord>(GrowRecord{}) : std::nullopt;  // said later
+  auto trainer = newcomer ? join_job(*job.elastic, opts, data.source(), *grown)
+                          : std::make_unique<Trainer>(opts, world, data.source());
 
   const bool tracing = !config.metrics.trace_file.empty();
   Trace trace(rank, tracing);
@@ -484,12 +486,13 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   // Checkpoints: resume from the latest (or load_step), then save every interval and at the end.
   const std::string hash = model_config_hash(config);
   std::unique_ptr<runtime::checkpoint::Checkpointer> ckpt;
-  if (config.checkpoint.enable_checkpoint) {
+  if (config.checkpoint.enable_checkpoint && newcomer) ckpt = make_checkpointer(config, *trainer, world);
+  if (config.checkpoint.enable_checkpoint && !newcomer) {
     ckpt = open_checkpoints(config, opts, *trainer, world, data.own(), data_source, hash, job, result);
     trainer->sync_redundancy();  // the loaded shards into their mirrors
   }
 
-  const MetricsOptions metrics_options = job_metrics_options(config, rank, job.log);
+  const MetricsOptions metrics_options = job_metrics_options(config, newcomer ? world.rank() : rank, job.log);
   JobOutput out{job.log, std::make_unique<MetricsLogger>(metrics_options)};
   if (metrics_options.print) {
     *job.log << "memory: percentages are of " << job_memory_capacity(sharding::chip_preset("cpu")).describe() << "\n";
@@ -515,9 +518,10 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       st = trainer->step();
       if (recovered) {
         recovered->first_step_seconds = st.seconds;
-        announce_recovery(*recovered, job, out, observers);
+        announce_recovery(*recovered, job.elastic->rank(), out, observers);
         recovered.reset();
       }
+      if (grown) announce_grow(grown, st.seconds, job.elastic->rank(), out, observers);
     } catch (const CommError& e) {
       if (job.elastic == nullptr) throw;
       recovered = recover(config, job, opts, data, trainer, ckpt, observers, out, step_start, e.what());
@@ -542,8 +546,10 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     }
     if (job.stop_after_step > 0 && s >= job.stop_after_step) break;
     kill_self_if_due(rank, s, ckpt.get());  // fault injection (tests): FSDP_FAULT_KILL_AFTER_STEP
+    if (auto g = grow_if_asked(config, job, opts, data, trainer, ckpt, observers, s)) grown = std::move(g);
   }
-  if (recovered) announce_recovery(*recovered, job, out, observers);  // no step came after it
+  if (recovered) announce_recovery(*recovered, job.elastic->rank(), out, observers);  // no step came after it
+  if (job.elastic && job.elastic->rank() == 0) job.elastic->mark_finished();          // newcomers still waiting exit
   if (ckpt) ckpt->wait();
 
   summarize_steps(*trainer, metrics_options.planned_memory_bytes, overlap, cache_after_warmup, faults_after_warmup,

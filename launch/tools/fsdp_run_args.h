@@ -20,6 +20,9 @@ struct Args {
   // --max-restarts K (torchrun's): after a rank fails, stop every rank and start the whole job again, at
   // most K times; across nodes the launchers agree on each restart through node 0's store.
   int max_restarts = 0;
+  // --replace-lost K: in fault-tolerance mode, start a replacement for a lost rank (same RANK,
+  // FSDP_FT_JOIN=1) once the survivors went on without it; at most K replacements in all.
+  int replace_lost = 0;
   std::vector<std::string> command;
 
   int world_size() const { return nnodes * nproc; }

@@ -29,6 +29,16 @@ bool FaultToleranceLink::record_exit(int rank, const std::string& cause) {
   }
 }
 
+bool FaultToleranceLink::clear_exit(int rank) {
+  try {
+    store_.erase(prefix_ + "ft/exited/" + std::to_string(rank));
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fsdp-run: cannot clear rank %d's exit in the store: %s\n", rank, e.what());
+    return false;
+  }
+}
+
 bool FaultToleranceLink::decision(RecoveryDecision* out) {
   try {
     return current_decision(store_, prefix_, out);

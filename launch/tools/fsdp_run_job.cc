@@ -62,8 +62,6 @@ void catch_signals() {
 }
 
 bool Job::start(const std::string& program, std::vector<std::vector<std::string>>& envs) {
-  std::vector<std::string> argv_strings = a_.command;
-  std::vector<char*> child_argv = c_array(argv_strings);
   // --bind-to core: the CPUs this process may use, in order; rank r gets the r-th (decided here: the
   // child between fork and exec only makes the system call).
   std::vector<int> cpus;
@@ -84,56 +82,69 @@ bool Job::start(const std::string& program, std::vector<std::vector<std::string>
       return false;
     }
   }
-  for (int r = 0; r < a_.nproc; ++r) {
-    int out[2] = {-1, -1}, err[2] = {-1, -1};
-    if (a_.tag_output && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) {
-      std::fprintf(stderr, "fsdp-run: pipe: %s\n", std::strerror(errno));
-      return false;
-    }
-    std::vector<char*> child_env = c_array(envs[r]);
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      std::fprintf(stderr, "fsdp-run: fork: %s\n", std::strerror(errno));
-      g_signal = SIGTERM;  // stop what was started
-      break;
-    }
-    if (pid == 0) {
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      for (int sig : kForwarded) ::sigaction(sig, &dfl, nullptr);
-      ::signal(SIGPIPE, SIG_DFL);
-      // Dies with fsdp-run, even if fsdp-run is SIGKILLed.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(1);
-      if (a_.tag_output) {
-        ::dup2(out[1], 1);
-        ::dup2(err[1], 2);
-      }
-      if (!cpus.empty()) {
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(cpus[static_cast<size_t>(r)], &one);
-        if (::sched_setaffinity(0, sizeof(one), &one) != 0) {
-          const char msg[] = "fsdp-run: --bind-to core: sched_setaffinity failed\n";
-          (void)!::write(2, msg, sizeof(msg) - 1);
-          ::_exit(127);
-        }
-      }
-      ::execve(program.c_str(), child_argv.data(), child_env.data());
-      const char msg[] = "fsdp-run: exec failed\n";
-      (void)!::write(2, msg, sizeof(msg) - 1);
-      ::_exit(127);
-    }
-    children_[r] = {pid, true, 0};
+  program_ = program;
+  envs_ = &envs;
+  cpus_ = std::move(cpus);
+  for (int r = 0; r < a_.nproc && !fork_failed_; ++r) {
+    if (!spawn(r, false)) return false;
+  }
+  return true;
+}
+
+bool Job::spawn(int r, bool joining) {
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+  if (a_.tag_output && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) {
+    std::fprintf(stderr, "fsdp-run: pipe: %s\n", std::strerror(errno));
+    return false;
+  }
+  std::vector<std::string> env = envs_->at(static_cast<size_t>(r));
+  if (joining) env.push_back("FSDP_FT_JOIN=1");
+  std::vector<char*> child_env = c_array(env);
+  std::vector<std::string> argv_strings = a_.command;
+  std::vector<char*> child_argv = c_array(argv_strings);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    std::fprintf(stderr, "fsdp-run: fork: %s\n", std::strerror(errno));
+    g_signal = SIGTERM;  // stop what was started
+    fork_failed_ = true;
+    return true;
+  }
+  if (pid == 0) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig : kForwarded) ::sigaction(sig, &dfl, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    // Dies with fsdp-run, even if fsdp-run is SIGKILLed.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
     if (a_.tag_output) {
-      ::close(out[1]);
-      ::close(err[1]);
-      const std::string prefix = "[rank " + std::to_string(rank_of(r)) + "] ";
-      for (auto [fd, to] : {std::pair{out[0], 1}, std::pair{err[0], 2}}) {
-        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-        streams_.push_back(Stream{fd, to, prefix, {}});
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+    }
+    if (!cpus_.empty()) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpus_[static_cast<size_t>(r)], &one);
+      if (::sched_setaffinity(0, sizeof(one), &one) != 0) {
+        const char msg[] = "fsdp-run: --bind-to core: sched_setaffinity failed\n";
+        (void)!::write(2, msg, sizeof(msg) - 1);
+        ::_exit(127);
       }
+    }
+    ::execve(program_.c_str(), child_argv.data(), child_env.data());
+    const char msg[] = "fsdp-run: exec failed\n";
+    (void)!::write(2, msg, sizeof(msg) - 1);
+    ::_exit(127);
+  }
+  children_[r] = {pid, true, 0};
+  if (a_.tag_output) {
+    ::close(out[1]);
+    ::close(err[1]);
+    const std::string prefix = "[rank " + std::to_string(rank_of(r)) + "] ";
+    for (auto [fd, to] : {std::pair{out[0], 1}, std::pair{err[0], 2}}) {
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+      streams_.push_back(Stream{fd, to, prefix, {}});
     }
   }
   return true;
@@ -319,6 +330,7 @@ void Job::note_ft_exit(int r) {
   ft_->record_exit(rank_of(r), describe_status(status));
   if (!failed(status)) return;
   ft_failed_.push_back(r);
+  if (replaced_ < a_.replace_lost) awaiting_[static_cast<size_t>(r)] = 1;
   if (first_failed_ < 0 || (WIFSIGNALED(status) && !WIFSIGNALED(children_[first_failed_].status))) first_failed_ = r;
   if (ft_killed_[r]) return;  // said when it was killed
   std::fprintf(stderr, "fsdp-run: rank %d %s; the job goes on without it (fault_tolerance)\n", rank_of(r),
@@ -368,10 +380,39 @@ void Job::judge_by_decision(Outcome* o) {
   }
 }
 
+// --replace-lost: a rank that failed in fault-tolerance mode is started again, with the same RANK and
+// FSDP_FT_JOIN=1, once the survivors' latest decision went on without it (so no agreement still reads its
+// exited key, which is cleared for the newcomer) and while a member of that decision still runs. The
+// newcomer joins the job at a step boundary (launch/grow_agreement.h).
+void Job::replace_lost() {
+  if (!ft_on_ || signal_received_ || std::find(awaiting_.begin(), awaiting_.end(), 1) == awaiting_.end()) return;
+  RecoveryDecision d;
+  if (!ft_->decision(&d)) return;
+  bool member_running = false;
+  for (int r = 0; r < a_.nproc; ++r) {
+    const bool member = std::find(d.launch_ranks.begin(), d.launch_ranks.end(), rank_of(r)) != d.launch_ranks.end();
+    member_running = member_running || (member && children_[r].running);
+  }
+  for (int r = 0; r < a_.nproc && member_running; ++r) {
+    const auto i = static_cast<size_t>(r);
+    if (!awaiting_[i] || std::find(d.launch_ranks.begin(), d.launch_ranks.end(), rank_of(r)) != d.launch_ranks.end()) {
+      continue;
+    }
+    if (replaced_ >= a_.replace_lost || !ft_->clear_exit(rank_of(r))) continue;
+    awaiting_[i] = 0;
+    ++replaced_;
+    std::erase(ft_failed_, r);  // the newcomer is judged, not the process it replaces
+    std::fprintf(stderr, "fsdp-run: replacing lost rank %d (%d of --replace-lost %d): it joins the running job\n",
+                 rank_of(r), replaced_, a_.replace_lost);
+    if (!spawn(r, true)) awaiting_[i] = 1;
+  }
+}
+
 Outcome Job::supervise() {
   while (relay_output()) {
     forward_signals();
     reap();
+    replace_lost();
     hear_other_nodes();
     escalate();
     kill_stopped_at_end();

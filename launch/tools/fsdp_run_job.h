@@ -35,7 +35,12 @@ struct Child {
 class Job {
  public:
   Job(const Args& a, double grace_sec, double term_delay_sec)
-      : a_(a), grace_sec_(grace_sec), term_delay_sec_(term_delay_sec), children_(a.nproc), ft_killed_(a.nproc, 0) {}
+      : a_(a),
+        grace_sec_(grace_sec),
+        term_delay_sec_(term_delay_sec),
+        children_(a.nproc),
+        ft_killed_(a.nproc, 0),
+        awaiting_(a.nproc, 0) {}
 
   // Forks every rank; false when a pipe could not be made (nothing more is started then).
   bool start(const std::string& program, std::vector<std::vector<std::string>>& envs);
@@ -63,6 +68,9 @@ class Job {
   static Clock::duration seconds(double s) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
   }
+  // Forks child r (again, for a replacement: `joining` adds FSDP_FT_JOIN=1); false when a pipe failed.
+  bool spawn(int r, bool joining);
+  void replace_lost();
   bool relay_output();  // false once every stream closed and no rank runs (or the drain gave up)
   void forward_signals();
   void reap();
@@ -94,6 +102,12 @@ class Job {
   bool ft_on_ = false;           // the ranks enabled fault tolerance: exits are recorded, not fatal
   std::vector<int> ft_failed_;   // ranks (children) that failed in FT mode, in order
   std::vector<char> ft_killed_;  // stopped ranks killed here once every other rank had ended
+  std::vector<char> awaiting_;   // --replace-lost: failed ranks to start again once the job went on without them
+  int replaced_ = 0;             // replacements started
+  std::string program_;          // what start() ran, for replacements
+  std::vector<std::vector<std::string>>* envs_ = nullptr;
+  std::vector<int> cpus_;  // --bind-to core
+  bool fork_failed_ = false;
   // Deadlines; kNever when not armed (std::optional here trips g++ 12's -Wmaybe-uninitialized).
   static constexpr Clock::time_point kNever = Clock::time_point::max();
   Clock::time_point term_at_ = kNever, kill_at_ = kNever, drain_until_ = kNever;

@@ -15,6 +15,7 @@
 
 #include "collectives/types/errors.h"
 #include "launch/store.h"
+#include "tests/launch/store_clients.h"
 
 namespace fsdp::launch {
 namespace {
@@ -22,12 +23,7 @@ namespace {
 using namespace std::chrono_literals;
 constexpr const char* kJob = "fsdp/t/";
 
-std::unique_ptr<StoreClient> client_of(const StoreServer& server) {
-  StoreClientOptions options;
-  options.connect_timeout = 5s;
-  options.timeout = 5s;
-  return std::make_unique<StoreClient>("127.0.0.1", server.port(), options);
-}
+using testing::client_of;
 
 struct Participant {
   int old_rank = 0;

@@ -6,11 +6,15 @@
 #     the ranks named SIGKILL themselves (FSDP_FAULT_KILL_AFTER_STEP); the survivors agree, shrink, rebuild
 #     the lost shards from their buddy mirrors and redo the step; rank 0 says so in one line and in
 #     metrics.jsonl.
+#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN CONFIG FOLDER NPROC RANK:STEP replace
+#     the same under fsdp-run --replace-lost 1: a replacement of the lost rank joins at a step boundary and
+#     the job grows back to NPROC ranks (rank 0's grow line and metrics.jsonl event; fsdp-run's last decision
+#     has every rank), then finishes every step.
 #   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN CONFIG FOLDER 3 freeze
 #     rank 1 freezes itself (SIGSTOP) after step 3; the heartbeat declares it lost and the survivors go on;
 #     once their recovery line is out the test wakes it (SIGCONT), and it must exit saying it was fenced.
 set -u
-run=$1 train=$2 config=$3 dir=$4 nproc=$5 fault=$6
+run=$1 train=$2 config=$3 dir=$4 nproc=$5 fault=$6 replace=${7:-}
 rm -rf "$dir" && mkdir -p "$dir" || exit 1
 steps=6
 [ "$fault" = freeze ] && steps=200  # long enough that the survivors are still training when it wakes
@@ -43,12 +47,24 @@ if [ "$fault" = freeze ]; then
     fail "the woken rank did not say it was fenced"
   echo "the woken rank was fenced"
 else
-  FSDP_FAULT_KILL_AFTER_STEP=$fault "$run" --nproc "$nproc" -- "$train" "$@" --job.dump_folder "$dir/faulty" \
-    >"$dir/faulty.log" 2>&1
+  launcher_flags=
+  [ "$replace" = replace ] && launcher_flags="--replace-lost 1"
+  # shellcheck disable=SC2086
+  FSDP_FAULT_KILL_AFTER_STEP=$fault "$run" --nproc "$nproc" $launcher_flags -- "$train" "$@" \
+    --job.dump_folder "$dir/faulty" >"$dir/faulty.log" 2>&1
   status=$?
   cat "$dir/faulty.log"
   grep -q "fsdp-train: recovery: rank ${fault%%:*} lost in step" "$dir/faulty.log" || fail "no recovery line"
   grep -q '^{"event":"recovery",' "$dir/faulty/metrics.jsonl" || fail "no recovery event in metrics.jsonl"
+  if [ "$replace" = replace ]; then
+    grew=$(sed -n "s/.*fsdp-train: grow: rank ${fault%%:*} joined after step \([0-9]*\); $nproc rank(s) go on.*/\1/p" \
+      "$dir/faulty.log")
+    [ -n "$grew" ] && [ "$grew" -lt $steps ] || fail "no grow line back to $nproc ranks before the last step"
+    grep -q '^{"event":"grow",' "$dir/faulty/metrics.jsonl" || fail "no grow event in metrics.jsonl"
+    grep -q "fsdp-run: fault_tolerance: the last decision (.*) went on without rank(s) none" "$dir/faulty.log" ||
+      fail "the last steps did not run at $nproc ranks"
+    echo "the job grew back to $nproc ranks after step $grew"
+  fi
 fi
 [ $status -eq 0 ] || fail "fsdp-run exited $status"
 losses "$dir/whole/metrics.jsonl" >"$dir/want"

@@ -67,6 +67,9 @@ int main(int argc, char** argv) {
     }
     const launch::ProcessEnv env = launch::detect_process_env(flags.overrides);
     rank = env.rank;
+    // A replacement for a lost rank (fsdp-run --replace-lost, or by hand): it says nothing as rank 0.
+    const bool joining = knobs::kFtJoin.get();
+    const bool says = rank == 0 && !joining;
     train::TrainConfig config = train::load_train_config(command_line);
     if (command_line.print_config) {  // whether or not the data, tokenizer or memory are there
       config.resolve_keys(env.world_size);
@@ -78,7 +81,7 @@ int main(int argc, char** argv) {
     config.validate(env.world_size);  // keys, every path and the memory fit: all mistakes, before anything starts
     // Flight recorder dumps go to the job's dump folder unless FSDP_FLIGHT_RECORDER_DIR chose.
     if (!knobs::kFlightRecorderDir.is_set()) FlightRecorder::instance().set_dump_dir(config.job.dump_folder);
-    if (rank == 0) {
+    if (says) {
       if (const std::string line = config.no_effect_line(); !line.empty()) std::cout << "fsdp-train: " << line << '\n';
       if (config.job.print_config) std::cout << "# fsdp-train configuration\n" << config.to_toml() << '\n';
     }
@@ -87,17 +90,26 @@ int main(int argc, char** argv) {
     const launch::ThreadBudget threads = launch::decide_thread_budget(
         launch::available_cores(), env.local_world_size, launch::user_set_thread_count());
     if (!threads.from_user) model::ops::set_blas_threads(threads.threads);
-    if (rank == 0) std::cout << "fsdp-train: " << threads.describe << '\n';
+    if (says) std::cout << "fsdp-train: " << threads.describe << '\n';
 
     launch::WorldOptions world_options;
     if (!flags.transport.empty()) world_options.transport = flags.transport;
-    if (config.fault_tolerance.enable) {
+    if (joining && !config.fault_tolerance.enable) {
+      throw InvalidArgument("FSDP_FT_JOIN=1 joins a running fault-tolerant job: set --fault_tolerance.enable true");
+    } else if (joining) {
+      std::cout << "fsdp-train: rank " << rank << " asks to join the running job (FSDP_FT_JOIN)\n" << std::flush;
+      elastic = launch::ElasticWorld::join(env, world_options, world_options.rendezvous_timeout);
+      if (!elastic) {
+        std::cout << "fsdp-train: rank " << rank << ": the job finished before it admitted this rank\n";
+        return 0;
+      }
+    } else if (config.fault_tolerance.enable) {
       elastic = std::make_unique<launch::ElasticWorld>(env, world_options);
     } else {
       world.emplace(launch::connect_world(env, world_options));
     }
     launch::World& first_world = elastic ? elastic->world() : *world;
-    if (rank == 0) {
+    if (says) {
       std::cout << "fsdp-train: " << config.job.description << ": " << env.world_size << " rank(s) from " << env.source
                 << " on " << first_world.topology.host_count << " host(s) over " << first_world.transport_name
                 << ", shard " << config.parallelism.data_parallel_shard_degree << " x replicate "
@@ -105,7 +117,7 @@ int main(int argc, char** argv) {
                 << std::flush;
     }
     train::JobOptions job;
-    job.log = rank == 0 || config.metrics.save_for_all_ranks ? &std::cout : nullptr;
+    job.log = says || config.metrics.save_for_all_ranks ? &std::cout : nullptr;
     job.elastic = elastic.get();
     job.console = &std::cout;
     train::run_training_job(config, *first_world.comm, job);

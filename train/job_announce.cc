@@ -1,0 +1,36 @@
+#include "train/job_announce.h"
+
+#include <cstdio>
+
+namespace fsdp::train {
+namespace {
+
+void announce(const std::string& kind, const std::string& line, const std::string& more, int64_t step, int64_t epoch,
+              std::chrono::steady_clock::time_point start, double seconds, int rank, JobOutput& out,
+              JobObservers& observers) {
+  if (rank == 0 && out.log) *out.log << "fsdp-train: " << line << "\n" << std::flush;
+  out.metrics->log_event({kind, step, line + more});
+  if (observers.tracing) {
+    observers.trace.complete(Track::kCompute, kind + " (epoch " + std::to_string(epoch) + ")", to_us(start),
+                             seconds * 1e6);
+  }
+}
+
+}  // namespace
+
+void announce_recovery(const RecoveryRecord& r, int rank, JobOutput& out, JobObservers& observers) {
+  char detected[48];  // the detection's wall-clock time, which make bench-recovery lines up with the kill's
+  std::snprintf(detected, sizeof(detected), "; detected at unix %.6f", r.detected_unix);
+  announce("recovery", r.line(), detected, r.resumed_after, r.epoch, r.detected, r.recovery_seconds(), rank, out,
+           observers);
+}
+
+void announce_grow(std::optional<GrowRecord>& grown, double step_seconds, int rank, JobOutput& out,
+                   JobObservers& observers) {
+  grown->first_step_seconds = step_seconds;
+  announce("grow", grown->line(), "", grown->after_step, grown->epoch, grown->started, grown->grow_seconds(), rank, out,
+           observers);
+  grown.reset();
+}
+
+}  // namespace fsdp::train

@@ -1,0 +1,29 @@
+// How fsdp-train says a recovery or a grow (docs/fault_tolerance.md, "Observability"): once the first step
+// after it finished (that step's time is part of the line), one line on rank 0's console, an event in
+// metrics.jsonl and a span in the trace.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <ostream>
+
+#include "train/job_grow.h"
+#include "train/job_observers.h"
+#include "train/job_recovery.h"
+#include "train/metrics.h"
+
+namespace fsdp::train {
+
+// Rank 0's console and metrics file: a survivor that becomes rank 0 after rank 0 was lost takes them over.
+struct JobOutput {
+  std::ostream* log = nullptr;
+  std::unique_ptr<MetricsLogger> metrics;
+};
+
+// `rank`: this rank in the job's current epoch (rank 0 prints).
+void announce_recovery(const RecoveryRecord& record, int rank, JobOutput& out, JobObservers& observers);
+// Times the grow's first step (`step_seconds`), says it, and forgets it.
+void announce_grow(std::optional<GrowRecord>& grown, double step_seconds, int rank, JobOutput& out,
+                   JobObservers& observers);
+
+}  // namespace fsdp::train
