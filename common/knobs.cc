@@ -172,8 +172,9 @@ const Knob<int64_t> kFaultKillAfterCheckpointFiles{
     "fault injection for tests: a rank SIGKILLs itself after writing this many files of one checkpoint (0: off)", 0};
 const Knob<std::string> kFaultKillAfterStep{
     "FSDP_FAULT_KILL_AFTER_STEP", "",
-    "fault injection for tests: RANK:STEP, fsdp-train's rank RANK SIGKILLs itself once step STEP (and its checkpoint "
-    "save) is done, on the job's first start only (FSDP_RESTART_COUNT 0)"};
+    "fault injection for tests: RANK:STEP[:WHEN][,...], fsdp-train's rank RANK SIGKILLs itself in step STEP at WHEN "
+    "(default after: once the step and its checkpoint save are done; common/fault_injection.h lists the points), on "
+    "the job's first start only (FSDP_RESTART_COUNT 0)"};
 
 namespace {
 

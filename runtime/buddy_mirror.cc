@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "common/fault_injection.h"
+
 namespace fsdp::runtime {
 namespace {
 
@@ -92,6 +94,7 @@ void BuddyMirror::exchange_grads() {
   }
   std::vector<Work> works;
   post_exchange(works, {{out.data(), out.size()}}, {{grads_.data(), grads_.size()}});
+  fault::point(fault::When::kInMirror);  // tests: a rank lost with its exchange half done
   for (auto& w : works) w.wait();
 }
 

@@ -9,16 +9,11 @@
 
 #include "train/job_grow.h"
 #include "train/job_observers.h"
+#include "train/job_output.h"
 #include "train/job_recovery.h"
 #include "train/metrics.h"
 
 namespace fsdp::train {
-
-// Rank 0's console and metrics file: a survivor that becomes rank 0 after rank 0 was lost takes them over.
-struct JobOutput {
-  std::ostream* log = nullptr;
-  std::unique_ptr<MetricsLogger> metrics;
-};
 
 // `rank`: this rank in the job's current epoch (rank 0 prints).
 void announce_recovery(const RecoveryRecord& record, int rank, JobOutput& out, JobObservers& observers);

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "collectives/types/errors.h"
+#include "common/fault_injection.h"
 #include "runtime/live_reshard.h"
 
 namespace fsdp::train {
@@ -115,6 +116,7 @@ std::unique_ptr<Trainer> recover_from_lost_rank(const TrainConfig& config, launc
                                std::to_string(config.fault_tolerance.min_world_size));
     }
     check_fits_at(config, ew.size());
+    fault::point(fault::When::kInRecovery, record.failed_step);  // tests: a survivor lost during recovery
     const auto reshard_start = Clock::now();
     try {
       auto fresh = std::make_unique<Trainer>(options_for_epoch(original, ew, data_parallel), ew.comm(), batches);

@@ -1,5 +1,5 @@
 // A job started again by `fsdp-run --max-restarts` (FSDP_RESTART_COUNT > 0): what its rank 0 says and
-// metrics.jsonl records about the restart, and the fault hook its test kills a rank with.
+// metrics.jsonl records about the restart, and the fault hook its tests kill a rank with after a step.
 #pragma once
 
 #include <cstdint>
@@ -20,19 +20,8 @@ std::string restart_detail(int64_t resumed_step, bool checkpoints_enabled);
 // "recovery" event at `resumed_step` in metrics.jsonl. Nothing on the first start.
 void announce_restart(int64_t resumed_step, bool checkpoints_enabled, MetricsLogger& metrics, std::ostream* log);
 
-// Where in step STEP a fault-injected rank dies: after the step (and its checkpoint save), or, with a
-// commit vote (fault_tolerance), just before voting (its redundancy already sent) or just after it; or,
-// instead of dying, freezes itself after the step (SIGSTOP, as a hung host) until someone sends SIGCONT.
-enum class KillPoint { kAfterStep, kBeforeVote, kAfterVote, kStopAfterStep, kInvalid };
-
-// FSDP_FAULT_KILL_AFTER_STEP=RANK:STEP[:after|before_vote|after_vote|stop][,...] on the job's first start: true
-// when one entry names this rank (as launched), `step` and `point`. Throws std::invalid_argument naming the
-// variable when an entry is malformed.
-bool fault_kill_due(int rank, int64_t step, KillPoint point = KillPoint::kAfterStep);
-
-// When fault_kill_due: waits for `ckpt`'s save in flight (when not null), then SIGKILLs this process, as
-// a lost rank dies.
-void kill_self_if_due(int rank, int64_t step, runtime::checkpoint::Checkpointer* ckpt,
-                      KillPoint point = KillPoint::kAfterStep);
+// Fault injection after step `step` (common/fault_injection.h's `after` and `stop`): when due, waits for
+// `ckpt`'s save in flight (when not null), then SIGKILLs this process, as a lost rank dies; or freezes it.
+void kill_self_if_due(int64_t step, runtime::checkpoint::Checkpointer* ckpt);
 
 }  // namespace fsdp::train

@@ -8,6 +8,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "common/fault_injection.h"
 #include "common/host_memory.h"
 #include "common/output_files.h"
 #include "common/process_memory.h"
@@ -28,6 +29,7 @@
 #include "train/job_batches.h"
 #include "train/job_grow.h"
 #include "train/job_observers.h"
+#include "train/job_output.h"
 #include "train/job_recovery.h"
 #include "train/job_restart.h"
 #include "train/metrics.h"
@@ -422,10 +424,7 @@ RecoveryRecord recover(const TrainConfig& config, const JobOptions& job, const T
   observers.attach(*trainer);
   if (config.checkpoint.enable_checkpoint) ckpt = make_checkpointer(config, *trainer, job.elastic->comm());
   if (job.elastic->rank() == 0 && out.log == nullptr && job.console != nullptr) {
-    out.log = job.console;
-    MetricsOptions o = job_metrics_options(config, 0, out.log);
-    o.append = true;
-    out.metrics = std::make_unique<MetricsLogger>(o);
+    take_over_rank0_output(out, job.console, job_metrics_options(config, 0, job.console), record.resumed_after);
   }
   return record;
 }
@@ -446,20 +445,24 @@ std::optional<GrowRecord> grow_if_asked(const TrainConfig& config, const JobOpti
   return record;
 }
 
+// fault_tolerance's commit vote of each step, with its fault injection points (tests).
+std::function<bool(int64_t)> commit_vote(launch::ElasticWorld* ew) {
+  return [ew](int64_t step) {
+    fault::point(fault::When::kBeforeVote, step);
+    const bool committed = ew->commit(step);
+    fault::point(fault::When::kAfterVote, step);
+    return committed;
+  };
+}
+
 }  // namespace
 
 JobResult run_training_job(const TrainConfig& config, Communicator& world, const JobOptions& job) {
   check_paths(config);
   TrainerOptions opts = trainer_options(config);
   const int launched_rank = job.elastic ? job.elastic->original_rank() : world.rank();
-  if (job.elastic) {
-    opts.commit = [ew = job.elastic, launched_rank](int64_t step) {
-      kill_self_if_due(launched_rank, step, nullptr, KillPoint::kBeforeVote);  // fault injection (tests)
-      const bool committed = ew->commit(step);
-      kill_self_if_due(launched_rank, step, nullptr, KillPoint::kAfterVote);
-      return committed;
-    };
-  }
+  fault::arm(launched_rank);  // FSDP_FAULT_KILL_AFTER_STEP (tests): refused here when malformed
+  if (job.elastic) opts.commit = commit_vote(job.elastic);
   if (!config.parallelism.plan_file.empty()) {
     opts.fsdp.plan = std::make_shared<const proto::ShardingPlan>(runtime::read_plan_file(config.parallelism.plan_file));
   }
@@ -492,8 +495,9 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     trainer->sync_redundancy();  // the loaded shards into their mirrors
   }
 
-  const MetricsOptions metrics_options = job_metrics_options(config, newcomer ? world.rank() : rank, job.log);
-  JobOutput out{job.log, std::make_unique<MetricsLogger>(metrics_options)};
+  const int64_t output_rank = newcomer ? world.rank() : rank;
+  const MetricsOptions metrics_options = job_metrics_options(config, output_rank, job.log);
+  JobOutput out{job.log, std::make_unique<MetricsLogger>(metrics_options), output_rank};
   if (metrics_options.print) {
     *job.log << "memory: percentages are of " << job_memory_capacity(sharding::chip_preset("cpu")).describe() << "\n";
   }
@@ -536,16 +540,26 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       step_seconds.push_back(st.seconds);
       all_to_all_per_step.push_back(observers.all_to_all_seconds - all_to_all_before);
     }
-    out.metrics->log(StepRecord{st.step, st.loss, st.grad_norm, st.lr, st.tokens, st.seconds,
-                                trainer->tracker().peak_total(), st.skipped, hidden_share(step_overlap)});
-    if (ckpt && (s == config.training.steps || s % config.checkpoint.interval == 0)) {
-      save_checkpoint(config, opts, *ckpt, trainer->fsdp(),
-                      training_state(data.position_after(s), opts, s, data_source), s, hash);
+    out.log_step(StepRecord{st.step, st.loss, st.grad_norm, st.lr, st.tokens, st.seconds,
+                            trainer->tracker().peak_total(), st.skipped, hidden_share(step_overlap)});
+    while (ckpt && (s == config.training.steps || s % config.checkpoint.interval == 0)) {
+      try {
+        save_checkpoint(config, opts, *ckpt, trainer->fsdp(),
+                        training_state(data.position_after(s), opts, s, data_source), s, hash);
+      } catch (const CommError& e) {  // a member lost during the save: recover, then save step s again
+        if (job.elastic == nullptr) throw;
+        if (recovered) announce_recovery(*recovered, job.elastic->rank(), out, observers);
+        const std::string why = "in the checkpoint save of step " + std::to_string(s) + ": " + e.what();
+        recovered = recover(config, job, opts, data, trainer, ckpt, observers, out, Clock::now(), why);
+        recovered->failed_step = s;  // no step was interrupted: the save of step s was
+        continue;
+      }
       out.metrics->log_event({"checkpoint", s, runtime::checkpoint::step_dir_name(s)});
-      refresh_run_report(*out.metrics, rank, out.log);  // a run that dies later keeps the page of this save
+      refresh_run_report(*out.metrics, out.rank, out.log);  // a run that dies later keeps the page of this save
+      break;
     }
     if (job.stop_after_step > 0 && s >= job.stop_after_step) break;
-    kill_self_if_due(rank, s, ckpt.get());  // fault injection (tests): FSDP_FAULT_KILL_AFTER_STEP
+    kill_self_if_due(s, ckpt.get());  // fault injection (tests): FSDP_FAULT_KILL_AFTER_STEP
     if (auto g = grow_if_asked(config, job, opts, data, trainer, ckpt, observers, s)) grown = std::move(g);
   }
   if (recovered) announce_recovery(*recovered, job.elastic->rank(), out, observers);  // no step came after it
@@ -561,7 +575,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     }
   }
   if (tracing) write_merged_trace(config, last_world, trace, out.log);
-  const std::string report = refresh_run_report(*out.metrics, rank, out.log);
+  const std::string report = refresh_run_report(*out.metrics, out.rank, out.log);
   if (out.log != nullptr && (job.log == nullptr || metrics_options.print)) {
     out.metrics->print_summary();
     print_job_summary(*out.log, result, !step_seconds.empty(), trainer->fsdp().expert_parallel(), report);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "collectives/types/errors.h"
+#include "common/fault_injection.h"
 #include "model/embedding.h"
 #include "model/init.h"
 #include "model/output_head.h"
@@ -119,6 +120,7 @@ double Trainer::micro_step(int64_t step, int64_t micro, int64_t data_rank, bool 
   fsdp_->set_requires_gradient_sync(last_micro);
   runtime::FsdpModel& fsdp = *fsdp_;
   const int last = fsdp.num_units() - 1;
+  const int middle = fsdp.num_units() / 2;  // a block: where the in-step fault points fire (tests)
   float* x = hidden_.data();
 
   // Forward: unit 0 embeds, units 1..L are blocks, the last unit is the head.
@@ -129,6 +131,7 @@ double Trainer::micro_step(int64_t step, int64_t micro, int64_t data_rank, bool 
   fsdp.post_forward(0);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const BlockUnits b = block_units_[i];
+    if (b.dense == middle) fault::point(fault::When::kInForward);  // its all-gather posted by the prefetch
     w = fsdp.pre_forward(b.dense);
     if (b.experts >= 0) w = block_params(w, fsdp.pre_forward(b.experts), merged_params_);
     t0 = Clock::now();
@@ -169,6 +172,7 @@ double Trainer::micro_step(int64_t step, int64_t micro, int64_t data_rank, bool 
     record("backward", b.dense, t0);
     if (b.experts >= 0) fsdp.post_backward(b.experts);
     fsdp.post_backward(b.dense);
+    if (b.dense == middle && last_micro) fault::point(fault::When::kInBackward);  // its reduce-scatter in flight
   }
   fsdp.pre_backward(0);
   t0 = Clock::now();
@@ -183,9 +187,12 @@ StepStats Trainer::step() {
   const auto start = Clock::now();
   if (pending_) throw std::logic_error("trainer: step " + std::to_string(pending_->stats.step) + " is still pending");
   const int64_t step = step_ + 1;
+  fault::set_step(step);
   StepStats stats;
   stats.step = step;
   const int64_t accum = options_.fsdp.policy.grad_accum;
+  const auto with_rows = std::count_if(data_ranks_.begin(), data_ranks_.end(), [](int64_t d) { return d >= 0; });
+  stats.tokens = options_.fsdp.policy.micro_batch * options_.fsdp.policy.seq_len * accum * with_rows;
   double local_loss = 0;
   for (size_t d = 0; d < data_ranks_.size(); ++d) {
     for (int64_t m = 0; m < accum; ++m) {
@@ -210,9 +217,6 @@ StepStats Trainer::step() {
     step_ = step;
   } else {
     if (mirror_) mirror_->exchange_grads();  // the buddy's clipped gradient shard, for its mirror
-    stats.tokens =
-        options_.fsdp.policy.micro_batch * options_.fsdp.policy.seq_len * accum *
-        static_cast<int64_t>(std::count_if(data_ranks_.begin(), data_ranks_.end(), [](int64_t d) { return d >= 0; }));
     pending_ = Pending{stats};
     if (options_.commit && !options_.commit(step)) {
       // Another rank's recovery closed the vote first: a member was lost, and this rank recovers too.
@@ -224,9 +228,6 @@ StepStats Trainer::step() {
   }
   pending_.reset();
   fsdp_->zero_grad();
-  stats.tokens =
-      options_.fsdp.policy.micro_batch * options_.fsdp.policy.seq_len * accum *
-      static_cast<int64_t>(std::count_if(data_ranks_.begin(), data_ranks_.end(), [](int64_t d) { return d >= 0; }));
   stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return stats;
 }
@@ -242,17 +243,15 @@ std::optional<StepStats> Trainer::apply_pending_step(bool prefetch) {
   // updates. A failure to start one must not stop the updates halfway (a shard half-updated is lost for
   // recovery): it is held until every unit and the mirror are updated, then thrown.
   std::exception_ptr failed;
-  std::function<void(int)> after_unit;
-  if (prefetch) {
-    after_unit = [this, &failed](int u) {
-      if (failed) return;
-      try {
-        fsdp_->prefetch_next_step(u);
-      } catch (...) {
-        failed = std::current_exception();
-      }
-    };
-  }
+  const auto after_unit = [this, &failed, prefetch](int u) {
+    if (u == fsdp_->num_units() / 2) fault::point(fault::When::kInOptimizer);  // half the units updated (tests)
+    if (!prefetch || failed) return;
+    try {
+      fsdp_->prefetch_next_step(u);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  };
   const StepStats stats = pending_->stats;
   optimizer_->step(*fsdp_, stats.lr, after_unit);
   if (mirror_) mirror_->apply(stats.lr);

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "common/fault_injection.h"
 #include "proto/checkpoint.pb.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/metadata_file.h"
@@ -282,6 +283,7 @@ void Checkpointer::run_save(SaveJob& job) {
     }
   }
   job.snapshot.release();  // written (or failed): the host copy is no longer needed
+  fault::point(fault::When::kInCheckpoint, job.step);  // tests: a rank lost after its file, before the commit
 
   // 2. Gather every rank's index: this is also the barrier that orders the commit after all writes.
   std::string mine;

@@ -1,28 +1,35 @@
 #!/bin/sh
 # fault_tolerance.enable under fsdp-run, against the same job nobody disturbed: every step's loss must equal
-# the uninterrupted run's within 1e-5 relative (the N-rank == 1-rank bar) and fsdp-run must exit 0.
+# the uninterrupted run's within 1e-5 relative (the N-rank == 1-rank bar), and so must the final parameters
+# (the last checkpoint of each run, exported by fsdp-ckpt and compared per module by same_weights.py);
+# fsdp-run must exit 0. Both runs save a checkpoint every 2 steps.
 #
-#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN CONFIG FOLDER NPROC RANK:STEP[:WHEN][,...]
-#     the ranks named SIGKILL themselves (FSDP_FAULT_KILL_AFTER_STEP); the survivors agree, shrink, rebuild
-#     the lost shards from their buddy mirrors and redo the step; rank 0 says so in one line and in
-#     metrics.jsonl.
-#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN CONFIG FOLDER NPROC RANK:STEP replace
-#     the same under fsdp-run --replace-lost 1: a replacement of the lost rank joins at a step boundary and
+#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN FSDP_CKPT CONFIG FOLDER NPROC RANK:STEP[:WHEN][,...] [restart|end|replace]
+#     the ranks named SIGKILL themselves where WHEN says (FSDP_FAULT_KILL_AFTER_STEP, common/fault_injection.h);
+#     the survivors agree, shrink, rebuild the lost shards from their buddy mirrors and redo the step; rank 0
+#     names every lost rank in its recovery line and in metrics.jsonl.
+#     restart: in-job recovery is impossible (both copies of a shard lost): under fsdp-run --max-restarts 1
+#     the job restarts from its checkpoint, and the steps it logs after the restart are compared.
+#     end: the same without --max-restarts: fsdp-run must exit non-zero and the log say why.
+#     replace: under fsdp-run --replace-lost 1 a replacement of the lost rank joins at a step boundary and
 #     the job grows back to NPROC ranks (rank 0's grow line and metrics.jsonl event; fsdp-run's last decision
 #     has every rank), then finishes every step.
-#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN CONFIG FOLDER 3 freeze
+#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN FSDP_CKPT CONFIG FOLDER 3 freeze
 #     rank 1 freezes itself (SIGSTOP) after step 3; the heartbeat declares it lost and the survivors go on;
 #     once their recovery line is out the test wakes it (SIGCONT), and it must exit saying it was fenced.
 set -u
-run=$1 train=$2 config=$3 dir=$4 nproc=$5 fault=$6 replace=${7:-}
+run=$1 train=$2 ckpt=$3 config=$4 dir=$5 nproc=$6 fault=$7 mode=${8:-}
+here=$(dirname "$0")
 rm -rf "$dir" && mkdir -p "$dir" || exit 1
-steps=6
-[ "$fault" = freeze ] && steps=200  # long enough that the survivors are still training when it wakes
+steps=6 interval=2
+[ "$fault" = freeze ] && steps=200 interval=100  # long enough that the survivors are still training when it wakes
 set -- --config "$config" --model.dim 16 --model.n_layers 1 --model.n_heads 2 --model.n_kv_heads 1 \
   --model.multiple_of 16 --training.steps $steps --training.local_batch_size 2 --training.seq_len 16 \
-  --training.mixed_precision_param float32 --metrics.file metrics.jsonl --fault_tolerance.enable true
+  --training.mixed_precision_param float32 --metrics.file metrics.jsonl --fault_tolerance.enable true \
+  --checkpoint.enable true --checkpoint.interval $interval
 fail() { echo "FAILED: $*"; exit 1; }
 losses() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/p' "$1"; }
+both_copies="cannot recover in the job: live_reshard: both copies (the shard and its buddy mirror) of old shards are lost"
 
 "$run" --nproc "$nproc" -- "$train" "$@" --job.dump_folder "$dir/whole" >"$dir/whole.log" 2>&1 ||
   { cat "$dir/whole.log"; fail "the uninterrupted run"; }
@@ -48,15 +55,32 @@ if [ "$fault" = freeze ]; then
   echo "the woken rank was fenced"
 else
   launcher_flags=
-  [ "$replace" = replace ] && launcher_flags="--replace-lost 1"
+  [ "$mode" = restart ] && launcher_flags="--max-restarts 1"
+  [ "$mode" = replace ] && launcher_flags="--replace-lost 1"
   # shellcheck disable=SC2086
   FSDP_FAULT_KILL_AFTER_STEP=$fault "$run" --nproc "$nproc" $launcher_flags -- "$train" "$@" \
     --job.dump_folder "$dir/faulty" >"$dir/faulty.log" 2>&1
   status=$?
   cat "$dir/faulty.log"
-  grep -q "fsdp-train: recovery: rank ${fault%%:*} lost in step" "$dir/faulty.log" || fail "no recovery line"
-  grep -q '^{"event":"recovery",' "$dir/faulty/metrics.jsonl" || fail "no recovery event in metrics.jsonl"
-  if [ "$replace" = replace ]; then
+  if [ "$mode" = restart ] || [ "$mode" = end ]; then
+    grep -qF "$both_copies" "$dir/faulty.log" || fail "no line saying both copies of a shard were lost"
+    if [ "$mode" = end ]; then
+      [ $status -ne 0 ] || fail "fsdp-run exited 0 after both copies of a shard were lost"
+      grep -q "^fsdp-run: failed: " "$dir/faulty.log" || fail "no failure line from fsdp-run"
+      echo "the job ended naming why: both copies of a shard were lost (fsdp-run exited $status)"
+      exit 0
+    fi
+    grep -q "^fsdp-run: restart 1 of 1: " "$dir/faulty.log" || fail "no restart line from fsdp-run"
+    grep -q "^\[rank 0\] resumed from .*/checkpoint/step-" "$dir/faulty.log" || fail "the restart did not resume"
+  else
+    lost=$(sed -n 's/.*fsdp-train: recovery: ranks\{0,1\} \([0-9, and]*\) lost in step.*/\1/p' "$dir/faulty.log" |
+      tr ',' ' ' | sed 's/ and / /g' | tr '\n' ' ')
+    for entry in $(echo "$fault" | tr ',' ' '); do
+      echo " $lost " | grep -q " ${entry%%:*} " || fail "no recovery line naming rank ${entry%%:*} (named: $lost)"
+    done
+    grep -q '^{"event":"recovery",' "$dir/faulty/metrics.jsonl" || fail "no recovery event in metrics.jsonl"
+  fi
+  if [ "$mode" = replace ]; then
     grew=$(sed -n "s/.*fsdp-train: grow: rank ${fault%%:*} joined after step \([0-9]*\); $nproc rank(s) go on.*/\1/p" \
       "$dir/faulty.log")
     [ -n "$grew" ] && [ "$grew" -lt $steps ] || fail "no grow line back to $nproc ranks before the last step"
@@ -69,7 +93,18 @@ fi
 [ $status -eq 0 ] || fail "fsdp-run exited $status"
 losses "$dir/whole/metrics.jsonl" >"$dir/want"
 losses "$dir/faulty/metrics.jsonl" >"$dir/got"
-[ "$(wc -l <"$dir/want")" -eq $steps ] && [ "$(wc -l <"$dir/got")" -eq $steps ] || fail "not every step was logged"
-paste "$dir/want" "$dir/got" | awk '{ d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > 1e-5 * $2) bad = 1 }
-  END { exit bad }' || fail "the losses differ by more than 1e-5 relative"
-echo "every step's loss equals the uninterrupted run's within 1e-5 relative"
+[ "$(wc -l <"$dir/want")" -eq $steps ] || fail "the uninterrupted run did not log every step"
+# Every step after a restart's resume (the restarted run's metrics.jsonl starts there), else every step.
+first=1
+[ "$mode" = restart ] && first=$(head -n 1 "$dir/got" | cut -d' ' -f1)
+[ "$(wc -l <"$dir/got")" -eq $((steps - first + 1)) ] || fail "not every step was logged"
+sed -n "$first,\$p" "$dir/want" | paste - "$dir/got" |
+  awk '{ d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > 1e-5 * $2) bad = 1 } END { exit bad }' ||
+  fail "the losses differ by more than 1e-5 relative"
+for run_dir in whole faulty; do
+  "$ckpt" export "$dir/$run_dir/checkpoint/step-$steps" --out "$dir/$run_dir.safetensors" >/dev/null ||
+    fail "no final checkpoint of the $run_dir run"
+done
+python3 "$here/same_weights.py" "$dir/whole.safetensors" "$dir/faulty.safetensors" ||
+  fail "the final parameters differ by more than 1e-5 relative"
+echo "every step's loss and the final parameters equal the uninterrupted run's within 1e-5 relative"
