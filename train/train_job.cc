@@ -401,12 +401,27 @@ void log_data_source(std::ostream& log, const TrainConfig& config, const TokenSo
   }
 }
 
+// A recovery said once the first step after it finished (its time is part of the line): on rank 0's
+// console, as a `recovery` event in metrics.jsonl (with the detection's wall-clock time) and in the trace.
+void announce_recovery(RecoveryRecord& record, const JobOptions& job, JobOutput& out, JobObservers& observers) {
+  if (job.elastic->rank() == 0 && out.log) *out.log << "fsdp-train: " << record.line() << "\n" << std::flush;
+  char detected[48];
+  std::snprintf(detected, sizeof(detected), "; detected at unix %.6f", record.detected_unix);
+  out.metrics->log_event({"recovery", record.resumed_after, record.line() + detected});
+  if (observers.tracing) {
+    observers.trace.complete(Track::kCompute, "recovery (epoch " + std::to_string(record.epoch) + ")",
+                             to_us(record.detected), record.recovery_seconds() * 1e6);
+  }
+}
+
 // A step that failed on a lost member, under fault_tolerance.enable: the survivors' trainer replaces the
 // old one (train/job_recovery.h), the checkpointer follows it to the new world, and the recovery is said on
-// the console, in metrics.jsonl and in the trace.
-RecoveryRecord recover(const TrainConfig& config, const JobOptions& job, const TrainerOptions& opts, JobBatches& data,
-                       std::unique_ptr<Trainer>& trainer, std::unique_ptr<runtime::checkpoint::Checkpointer>& ckpt,
-                       JobObservers& observers, JobOutput& out, Clock::time_point step_start, const std::string& why) {
+// the console, in metrics.jsonl and in the trace once the first step after it finished (`recovered` holds it
+// until then; one still held, a failure in the redone step, is said now, after the takeover of rank 0's output).
+void recover(const TrainConfig& config, const JobOptions& job, const TrainerOptions& opts, JobBatches& data,
+             std::unique_ptr<Trainer>& trainer, std::unique_ptr<runtime::checkpoint::Checkpointer>& ckpt,
+             JobObservers& observers, JobOutput& out, Clock::time_point step_start, const std::string& why,
+             std::optional<RecoveryRecord>& recovered) {
   if (ckpt) {
     try {
       ckpt->wait();  // a save in flight finishes or fails; a save the lost rank never finished is not committed
@@ -424,20 +439,8 @@ RecoveryRecord recover(const TrainConfig& config, const JobOptions& job, const T
   if (job.elastic->rank() == 0 && out.log == nullptr && job.console != nullptr) {
     take_over_rank0_output(out, job.console, job_metrics_options(config, 0, job.console), record.resumed_after);
   }
-  return record;
-}
-
-// A recovery said once the first step after it finished (its time is part of the line): on rank 0's
-// console, as a `recovery` event in metrics.jsonl (with the detection's wall-clock time) and in the trace.
-void announce_recovery(RecoveryRecord& record, const JobOptions& job, JobOutput& out, JobObservers& observers) {
-  if (job.elastic->rank() == 0 && out.log) *out.log << "fsdp-train: " << record.line() << "\n" << std::flush;
-  char detected[48];
-  std::snprintf(detected, sizeof(detected), "; detected at unix %.6f", record.detected_unix);
-  out.metrics->log_event({"recovery", record.resumed_after, record.line() + detected});
-  if (observers.tracing) {
-    observers.trace.complete(Track::kCompute, "recovery (epoch " + std::to_string(record.epoch) + ")",
-                             to_us(record.detected), record.recovery_seconds() * 1e6);
-  }
+  if (recovered) announce_recovery(*recovered, job, out, observers);
+  recovered = std::move(record);
 }
 
 // fault_tolerance's commit vote of each step, with its fault injection points (tests).
@@ -517,7 +520,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       }
     } catch (const CommError& e) {
       if (job.elastic == nullptr) throw;
-      recovered = recover(config, job, opts, data, trainer, ckpt, observers, out, step_start, e.what());
+      recover(config, job, opts, data, trainer, ckpt, observers, out, step_start, e.what(), recovered);
       if (!recovered->kept_step) {
         s = recovered->resumed_after;  // the loop goes on with the interrupted step, redone
         continue;
@@ -537,9 +540,8 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
                         training_state(data.position_after(s), opts, s, data_source), s, hash);
       } catch (const CommError& e) {  // a member lost during the save: recover, then save step s again
         if (job.elastic == nullptr) throw;
-        if (recovered) announce_recovery(*recovered, job, out, observers);
         const std::string why = "in the checkpoint save of step " + std::to_string(s) + ": " + e.what();
-        recovered = recover(config, job, opts, data, trainer, ckpt, observers, out, Clock::now(), why);
+        recover(config, job, opts, data, trainer, ckpt, observers, out, Clock::now(), why, recovered);
         recovered->failed_step = s;  // no step was interrupted: the save of step s was
         continue;
       }
