@@ -538,6 +538,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       try {
         save_checkpoint(config, opts, *ckpt, trainer->fsdp(),
                         training_state(data.position_after(s), opts, s, data_source), s, hash);
+        if (s == config.training.steps) ckpt->wait();  // an async last save's failure is recovered here too
       } catch (const CommError& e) {  // a member lost during the save: recover, then save step s again
         if (job.elastic == nullptr) throw;
         const std::string why = "in the checkpoint save of step " + std::to_string(s) + ": " + e.what();

@@ -4,13 +4,14 @@
 # (the last checkpoint of each run, exported by fsdp-ckpt and compared per module by same_weights.py);
 # fsdp-run must exit 0. Both runs save a checkpoint every 2 steps.
 #
-#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN FSDP_CKPT CONFIG FOLDER NPROC RANK:STEP[:WHEN][,...] [restart|end]
+#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN FSDP_CKPT CONFIG FOLDER NPROC RANK:STEP[:WHEN][,...] [restart|end|async]
 #     the ranks named SIGKILL themselves where WHEN says (FSDP_FAULT_KILL_AFTER_STEP, common/fault_injection.h);
 #     the survivors agree, shrink, rebuild the lost shards from their buddy mirrors and redo the step; rank 0
 #     names every lost rank in its recovery line and in metrics.jsonl.
 #     restart: in-job recovery is impossible (both copies of a shard lost): under fsdp-run --max-restarts 1
 #     the job restarts from its checkpoint, and the steps it logs after the restart are compared.
 #     end: the same without --max-restarts: fsdp-run must exit non-zero and the log say why.
+#     async: both runs save with checkpoint.async_mode = "async".
 #   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN FSDP_CKPT CONFIG FOLDER 3 freeze
 #     rank 1 freezes itself (SIGSTOP) after step 3; the heartbeat declares it lost and the survivors go on;
 #     once their recovery line is out the test wakes it (SIGCONT), and it must exit saying it was fenced.
@@ -18,12 +19,13 @@ set -u
 run=$1 train=$2 ckpt=$3 config=$4 dir=$5 nproc=$6 fault=$7 mode=${8:-}
 here=$(dirname "$0")
 rm -rf "$dir" && mkdir -p "$dir" || exit 1
-steps=6 interval=2
+steps=6 interval=2 async=
+[ "$mode" = async ] && async="--checkpoint.async_mode async"
 [ "$fault" = freeze ] && steps=200 interval=100  # long enough that the survivors are still training when it wakes
 set -- --config "$config" --model.dim 16 --model.n_layers 1 --model.n_heads 2 --model.n_kv_heads 1 \
   --model.multiple_of 16 --training.steps $steps --training.local_batch_size 2 --training.seq_len 16 \
   --training.mixed_precision_param float32 --metrics.file metrics.jsonl --fault_tolerance.enable true \
-  --checkpoint.enable true --checkpoint.interval $interval
+  --checkpoint.enable true --checkpoint.interval $interval $async
 fail() { echo "FAILED: $*"; exit 1; }
 losses() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/p' "$1"; }
 both_copies="cannot recover in the job: live_reshard: both copies (the shard and its buddy mirror) of old shards are lost"
@@ -58,7 +60,7 @@ else
     --job.dump_folder "$dir/faulty" >"$dir/faulty.log" 2>&1
   status=$?
   cat "$dir/faulty.log"
-  if [ -n "$mode" ]; then
+  if [ "$mode" = restart ] || [ "$mode" = end ]; then
     grep -qF "$both_copies" "$dir/faulty.log" || fail "no line saying both copies of a shard were lost"
     if [ "$mode" = end ]; then
       [ $status -ne 0 ] || fail "fsdp-run exited 0 after both copies of a shard were lost"
