@@ -77,6 +77,9 @@ else
       echo " $lost " | grep -q " ${entry%%:*} " || fail "no recovery line naming rank ${entry%%:*} (named: $lost)"
     done
     grep -q '^{"event":"recovery",' "$dir/faulty/metrics.jsonl" || fail "no recovery event in metrics.jsonl"
+    for page in "$dir"/faulty/report.rank*.html; do  # the successor of a lost rank 0 writes rank 0's page
+      [ -e "$page" ] && fail "$page written: the page of metrics.jsonl is report.html"
+    done
   fi
 fi
 [ $status -eq 0 ] || fail "fsdp-run exited $status"
