@@ -405,10 +405,12 @@ void log_data_source(std::ostream& log, const TrainConfig& config, const TokenSo
 
 // A step that failed on a lost member, under fault_tolerance.enable: the survivors' trainer replaces the
 // old one (train/job_recovery.h), the checkpointer follows it to the new world, and the recovery is said on
-// the console, in metrics.jsonl and in the trace.
-RecoveryRecord recover(const TrainConfig& config, const JobOptions& job, const TrainerOptions& opts, JobBatches& data,
-                       std::unique_ptr<Trainer>& trainer, std::unique_ptr<runtime::checkpoint::Checkpointer>& ckpt,
-                       JobObservers& observers, JobOutput& out, Clock::time_point step_start, const std::string& why) {
+// the console, in metrics.jsonl and in the trace once the first step after it finished (`recovered` holds it
+// until then; one still held, a failure in the redone step, is said now, after the takeover of rank 0's output).
+void recover(const TrainConfig& config, const JobOptions& job, const TrainerOptions& opts, JobBatches& data,
+             std::unique_ptr<Trainer>& trainer, std::unique_ptr<runtime::checkpoint::Checkpointer>& ckpt,
+             JobObservers& observers, JobOutput& out, Clock::time_point step_start, const std::string& why,
+             std::optional<RecoveryRecord>& recovered) {
   if (ckpt) {
     try {
       ckpt->wait();  // a save in flight finishes or fails; a save the lost rank never finished is not committed
@@ -426,7 +428,8 @@ RecoveryRecord recover(const TrainConfig& config, const JobOptions& job, const T
   if (job.elastic->rank() == 0 && out.log == nullptr && job.console != nullptr) {
     take_over_rank0_output(out, job.console, job_metrics_options(config, 0, job.console), record.resumed_after);
   }
-  return record;
+  if (recovered) announce_recovery(*recovered, job.elastic->rank(), out, observers);
+  recovered = std::move(record);
 }
 
 // A newcomer waits (the step's commit said so; not after the last step): grow, the checkpointer follows.
@@ -528,7 +531,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       if (grown) announce_grow(grown, st.seconds, job.elastic->rank(), out, observers);
     } catch (const CommError& e) {
       if (job.elastic == nullptr) throw;
-      recovered = recover(config, job, opts, data, trainer, ckpt, observers, out, step_start, e.what());
+      recover(config, job, opts, data, trainer, ckpt, observers, out, step_start, e.what(), recovered);
       if (!recovered->kept_step) {
         s = recovered->resumed_after;  // the loop goes on with the interrupted step, redone
         continue;
@@ -546,11 +549,11 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
       try {
         save_checkpoint(config, opts, *ckpt, trainer->fsdp(),
                         training_state(data.position_after(s), opts, s, data_source), s, hash);
+        if (s == config.training.steps) ckpt->wait();  // an async last save's failure is recovered here too
       } catch (const CommError& e) {  // a member lost during the save: recover, then save step s again
         if (job.elastic == nullptr) throw;
-        if (recovered) announce_recovery(*recovered, job.elastic->rank(), out, observers);
         const std::string why = "in the checkpoint save of step " + std::to_string(s) + ": " + e.what();
-        recovered = recover(config, job, opts, data, trainer, ckpt, observers, out, Clock::now(), why);
+        recover(config, job, opts, data, trainer, ckpt, observers, out, Clock::now(), why, recovered);
         recovered->failed_step = s;  // no step was interrupted: the save of step s was
         continue;
       }

@@ -4,13 +4,14 @@
 # (the last checkpoint of each run, exported by fsdp-ckpt and compared per module by same_weights.py);
 # fsdp-run must exit 0. Both runs save a checkpoint every 2 steps.
 #
-#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN FSDP_CKPT CONFIG FOLDER NPROC RANK:STEP[:WHEN][,...] [restart|end|replace]
+#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN FSDP_CKPT CONFIG FOLDER NPROC RANK:STEP[:WHEN][,...] [restart|end|async|replace]
 #     the ranks named SIGKILL themselves where WHEN says (FSDP_FAULT_KILL_AFTER_STEP, common/fault_injection.h);
 #     the survivors agree, shrink, rebuild the lost shards from their buddy mirrors and redo the step; rank 0
 #     names every lost rank in its recovery line and in metrics.jsonl.
 #     restart: in-job recovery is impossible (both copies of a shard lost): under fsdp-run --max-restarts 1
 #     the job restarts from its checkpoint, and the steps it logs after the restart are compared.
 #     end: the same without --max-restarts: fsdp-run must exit non-zero and the log say why.
+#     async: both runs save with checkpoint.async_mode = "async".
 #     replace: under fsdp-run --replace-lost 1 a replacement of the lost rank joins at a step boundary and
 #     the job grows back to NPROC ranks (rank 0's grow line and metrics.jsonl event; fsdp-run's last decision
 #     has every rank), then finishes every step.
@@ -21,12 +22,13 @@ set -u
 run=$1 train=$2 ckpt=$3 config=$4 dir=$5 nproc=$6 fault=$7 mode=${8:-}
 here=$(dirname "$0")
 rm -rf "$dir" && mkdir -p "$dir" || exit 1
-steps=6 interval=2
+steps=6 interval=2 async=
+[ "$mode" = async ] && async="--checkpoint.async_mode async"
 [ "$fault" = freeze ] && steps=200 interval=100  # long enough that the survivors are still training when it wakes
 set -- --config "$config" --model.dim 16 --model.n_layers 1 --model.n_heads 2 --model.n_kv_heads 1 \
   --model.multiple_of 16 --training.steps $steps --training.local_batch_size 2 --training.seq_len 16 \
   --training.mixed_precision_param float32 --metrics.file metrics.jsonl --fault_tolerance.enable true \
-  --checkpoint.enable true --checkpoint.interval $interval
+  --checkpoint.enable true --checkpoint.interval $interval $async
 fail() { echo "FAILED: $*"; exit 1; }
 losses() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/p' "$1"; }
 both_copies="cannot recover in the job: live_reshard: both copies (the shard and its buddy mirror) of old shards are lost"
@@ -79,6 +81,9 @@ else
       echo " $lost " | grep -q " ${entry%%:*} " || fail "no recovery line naming rank ${entry%%:*} (named: $lost)"
     done
     grep -q '^{"event":"recovery",' "$dir/faulty/metrics.jsonl" || fail "no recovery event in metrics.jsonl"
+    for page in "$dir"/faulty/report.rank*.html; do  # the successor of a lost rank 0 writes rank 0's page
+      [ -e "$page" ] && fail "$page written: the page of metrics.jsonl is report.html"
+    done
   fi
   if [ "$mode" = replace ]; then
     grew=$(sed -n "s/.*fsdp-train: grow: rank ${fault%%:*} joined after step \([0-9]*\); $nproc rank(s) go on.*/\1/p" \
