@@ -50,8 +50,11 @@ RecoveryDecision agree_on_grow(KeyValueStore& store, const std::string& job_pref
   d.committed_step = committed_step;
   d.launch_ranks = members;
   for (int r = 0; r < static_cast<int>(members.size()); ++r) d.survivors.push_back(r);
+  // Each pending ticket's launch rank (-1: no entry in time), newest first: a rank whose earlier
+  // newcomer died before admission is represented by its latest one.
   const auto deadline = Clock::now() + timeout;
-  for (int64_t t = admitted + 1; t <= last_ticket; ++t) {
+  std::vector<int> newcomers;
+  for (int64_t t = last_ticket; t > admitted; --t) {
     std::optional<std::string> entry = peek(store, entry_key(job_prefix, t));
     while (!entry && Clock::now() < deadline) {
       std::this_thread::sleep_for(kSlice);
@@ -64,10 +67,13 @@ RecoveryDecision agree_on_grow(KeyValueStore& store, const std::string& job_pref
       } catch (const std::exception&) {
       }
     }
-    // A newcomer that vanished before its entry, or one for a rank still here (its launcher's mistake).
-    if (rank < 0 || std::find(d.launch_ranks.begin(), d.launch_ranks.end(), rank) != d.launch_ranks.end()) continue;
-    d.launch_ranks.push_back(rank);
+    // Not a member already (its launcher's mistake), not named twice, not known to have exited.
+    const auto named = [&](const std::vector<int>& v) { return std::find(v.begin(), v.end(), rank) != v.end(); };
+    if (rank < 0 || named(members) || named(newcomers)) continue;
+    if (peek(store, job_prefix + "ft/exited/" + std::to_string(rank))) continue;
+    newcomers.push_back(rank);
   }
+  d.launch_ranks.insert(d.launch_ranks.end(), newcomers.rbegin(), newcomers.rend());  // in ticket order
   const std::string key = job_prefix + "ft/epoch" + std::to_string(new_epoch) + "/decision";
   const RecoveryDecision stored = decode_decision(store.compare_set(key, "", encode_decision(d)));
   const std::string admitted_text = "epoch " + std::to_string(new_epoch) + " tickets " + std::to_string(last_ticket);

@@ -8,7 +8,8 @@
 // count (one store round trip, on that rank only) and annotates the commit ("commit grow T",
 // launch/step_commit.h), so every member reads the same answer with the decision it waits for anyway.
 // After that step each member calls agree_on_grow: the decision of epoch E = every member, in order, then
-// the newcomers of tickets (admitted, T] (a newcomer whose entry never appears is skipped), written once
+// the newcomers of tickets (admitted, T] in ticket order (a newcomer whose entry never appears, or whose
+// exit the launcher recorded, is skipped; of two tickets of one launch rank the later counts), written once
 // by compare_set, so each member and newcomer reads the same one.
 #pragma once
 
