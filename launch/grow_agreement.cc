@@ -32,6 +32,25 @@ int64_t parse_grow_annotation(const std::string& decision) {
   }
 }
 
+void wait_until_replaceable(KeyValueStore& store, const std::string& job_prefix, int launch_rank,
+                            const std::function<bool()>& give_up) {
+  for (;;) {
+    RecoveryDecision d;
+    if (current_decision(store, job_prefix, &d) &&
+        std::find(d.launch_ranks.begin(), d.launch_ranks.end(), launch_rank) == d.launch_ranks.end()) {
+      break;
+    }
+    if (give_up && give_up()) {
+      throw TimeoutError(ErrorContext{launch_rank, -1, "join", 0, 0},
+                         "rank " + std::to_string(launch_rank) +
+                             " is still a member of the running job (no decision in '" + job_prefix +
+                             "ft/current' went on without it): nothing to replace");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  store.erase(job_prefix + "ft/exited/" + std::to_string(launch_rank));
+}
+
 int64_t post_join(KeyValueStore& store, const std::string& job_prefix, int launch_rank) {
   const int64_t ticket = store.add(job_prefix + "ft/join/tickets", 1);
   store.set(entry_key(job_prefix, ticket), std::to_string(launch_rank));

@@ -28,6 +28,11 @@ namespace fsdp::launch {
 std::string grow_annotation(int64_t last_ticket);
 int64_t parse_grow_annotation(const std::string& decision);
 
+// Before a newcomer posts: waits until the survivors' latest decision (ft/current) went on without
+// `launch_rank` (so no agreement still reads its ft/exited key), then clears that key, so the grow does
+// not take the newcomer for the lost process. `give_up` as in wait_for_admission.
+void wait_until_replaceable(KeyValueStore& store, const std::string& job_prefix, int launch_rank,
+                            const std::function<bool()>& give_up);
 // A newcomer's entry: returns its ticket.
 int64_t post_join(KeyValueStore& store, const std::string& job_prefix, int launch_rank);
 // How many newcomers ever asked to join (one round trip).
