@@ -38,11 +38,12 @@ ElasticWorld::ElasticWorld(const ProcessEnv& env, WorldOptions options, Joining)
 std::unique_ptr<ElasticWorld> ElasticWorld::join(const ProcessEnv& env, WorldOptions options,
                                                  std::chrono::milliseconds timeout) {
   std::unique_ptr<ElasticWorld> ew(new ElasticWorld(env, std::move(options), Joining{}));
-  const int64_t ticket = post_join(*ew->store_, ew->job_prefix_, env.rank);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto expired = [deadline] { return std::chrono::steady_clock::now() >= deadline; };
+  wait_until_replaceable(*ew->store_, ew->job_prefix_, env.rank, expired);
+  const int64_t ticket = post_join(*ew->store_, ew->job_prefix_, env.rank);
   Admission a;
-  if (!wait_for_admission(*ew->store_, ew->job_prefix_, ticket, &a,
-                          [deadline] { return std::chrono::steady_clock::now() >= deadline; })) {
+  if (!wait_for_admission(*ew->store_, ew->job_prefix_, ticket, &a, expired)) {
     return nullptr;
   }
   const std::vector<int>& ranks = a.decision.launch_ranks;

@@ -32,6 +32,25 @@ int64_t parse_grow_annotation(const std::string& decision) {
   }
 }
 
+void wait_until_replaceable(KeyValueStore& store, const std::string& job_prefix, int launch_rank,
+                            const std::function<bool()>& give_up) {
+  for (;;) {
+    RecoveryDecision d;
+    if (current_decision(store, job_prefix, &d) &&
+        std::find(d.launch_ranks.begin(), d.launch_ranks.end(), launch_rank) == d.launch_ranks.end()) {
+      break;
+    }
+    if (give_up && give_up()) {
+      throw TimeoutError(ErrorContext{launch_rank, -1, "join", 0, 0},
+                         "rank " + std::to_string(launch_rank) +
+                             " is still a member of the running job (no decision in '" + job_prefix +
+                             "ft/current' went on without it): nothing to replace");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  store.erase(job_prefix + "ft/exited/" + std::to_string(launch_rank));
+}
+
 int64_t post_join(KeyValueStore& store, const std::string& job_prefix, int launch_rank) {
   const int64_t ticket = store.add(job_prefix + "ft/join/tickets", 1);
   store.set(entry_key(job_prefix, ticket), std::to_string(launch_rank));
@@ -50,8 +69,11 @@ RecoveryDecision agree_on_grow(KeyValueStore& store, const std::string& job_pref
   d.committed_step = committed_step;
   d.launch_ranks = members;
   for (int r = 0; r < static_cast<int>(members.size()); ++r) d.survivors.push_back(r);
+  // Each pending ticket's launch rank (-1: no entry in time), newest first: a rank whose earlier
+  // newcomer died before admission is represented by its latest one.
   const auto deadline = Clock::now() + timeout;
-  for (int64_t t = admitted + 1; t <= last_ticket; ++t) {
+  std::vector<int> newcomers;
+  for (int64_t t = last_ticket; t > admitted; --t) {
     std::optional<std::string> entry = peek(store, entry_key(job_prefix, t));
     while (!entry && Clock::now() < deadline) {
       std::this_thread::sleep_for(kSlice);
@@ -64,10 +86,13 @@ RecoveryDecision agree_on_grow(KeyValueStore& store, const std::string& job_pref
       } catch (const std::exception&) {
       }
     }
-    // A newcomer that vanished before its entry, or one for a rank still here (its launcher's mistake).
-    if (rank < 0 || std::find(d.launch_ranks.begin(), d.launch_ranks.end(), rank) != d.launch_ranks.end()) continue;
-    d.launch_ranks.push_back(rank);
+    // Not a member already (its launcher's mistake), not named twice, not known to have exited.
+    const auto named = [&](const std::vector<int>& v) { return std::find(v.begin(), v.end(), rank) != v.end(); };
+    if (rank < 0 || named(members) || named(newcomers)) continue;
+    if (peek(store, job_prefix + "ft/exited/" + std::to_string(rank))) continue;
+    newcomers.push_back(rank);
   }
+  d.launch_ranks.insert(d.launch_ranks.end(), newcomers.rbegin(), newcomers.rend());  // in ticket order
   const std::string key = job_prefix + "ft/epoch" + std::to_string(new_epoch) + "/decision";
   const RecoveryDecision stored = decode_decision(store.compare_set(key, "", encode_decision(d)));
   const std::string admitted_text = "epoch " + std::to_string(new_epoch) + " tickets " + std::to_string(last_ticket);

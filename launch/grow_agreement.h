@@ -8,7 +8,8 @@
 // count (one store round trip, on that rank only) and annotates the commit ("commit grow T",
 // launch/step_commit.h), so every member reads the same answer with the decision it waits for anyway.
 // After that step each member calls agree_on_grow: the decision of epoch E = every member, in order, then
-// the newcomers of tickets (admitted, T] (a newcomer whose entry never appears is skipped), written once
+// the newcomers of tickets (admitted, T] in ticket order (a newcomer whose entry never appears, or whose
+// exit the launcher recorded, is skipped; of two tickets of one launch rank the later counts), written once
 // by compare_set, so each member and newcomer reads the same one.
 #pragma once
 
@@ -27,6 +28,11 @@ namespace fsdp::launch {
 std::string grow_annotation(int64_t last_ticket);
 int64_t parse_grow_annotation(const std::string& decision);
 
+// Before a newcomer posts: waits until the survivors' latest decision (ft/current) went on without
+// `launch_rank` (so no agreement still reads its ft/exited key), then clears that key, so the grow does
+// not take the newcomer for the lost process. `give_up` as in wait_for_admission.
+void wait_until_replaceable(KeyValueStore& store, const std::string& job_prefix, int launch_rank,
+                            const std::function<bool()>& give_up);
 // A newcomer's entry: returns its ticket.
 int64_t post_join(KeyValueStore& store, const std::string& job_prefix, int launch_rank);
 // How many newcomers ever asked to join (one round trip).

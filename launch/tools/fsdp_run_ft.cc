@@ -29,6 +29,15 @@ bool FaultToleranceLink::record_exit(int rank, const std::string& cause) {
   }
 }
 
+bool FaultToleranceLink::exit_recorded(int rank) {
+  try {
+    return peek(store_, prefix_ + "ft/exited/" + std::to_string(rank)).has_value();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fsdp-run: cannot read rank %d's exit from the store: %s\n", rank, e.what());
+    return true;
+  }
+}
+
 bool FaultToleranceLink::clear_exit(int rank) {
   try {
     store_.erase(prefix_ + "ft/exited/" + std::to_string(rank));

@@ -23,6 +23,8 @@ class FaultToleranceLink {
   bool enabled();
   // "<job>ft/exited/<rank>" = cause ("was killed by signal 9 (SIGKILL)"); false if the store refused.
   bool record_exit(int rank, const std::string& cause);
+  // Whether "<job>ft/exited/<rank>" is still there (a newcomer that replaced the rank cleared it).
+  bool exit_recorded(int rank);
   // Removes "<job>ft/exited/<rank>" before a replacement of that rank starts; false if the store refused.
   bool clear_exit(int rank);
   // The latest recorded decision; false when none (or it cannot be read: said on stderr).

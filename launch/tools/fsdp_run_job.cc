@@ -372,6 +372,7 @@ void Job::judge_by_decision(Outcome* o) {
   *o = Outcome{};
   for (int r : ft_failed_) {
     if (std::find(d.launch_ranks.begin(), d.launch_ranks.end(), rank_of(r)) == d.launch_ranks.end()) continue;
+    if (!ft_->exit_recorded(rank_of(r))) continue;  // a newcomer started elsewhere replaced it (and cleared it)
     o->rank_failed = true;
     o->what = "rank " + std::to_string(rank_of(r)) + " " + describe_status(children_[r].status) +
               " (a survivor of epoch " + std::to_string(d.epoch) + ")";

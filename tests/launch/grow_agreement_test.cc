@@ -90,10 +90,21 @@ TEST(GrowAgreement, AMissingEntryIsSkippedAndAWaitingNewcomerSeesTheEnd) {
   const int64_t ticket = post_join(*store, kJob, 2);
   const RecoveryDecision d = agree_on_grow(*store, kJob, 1, {0, 1}, 7, 0, 1, 50ms);
   EXPECT_EQ(d, (RecoveryDecision{1, {0, 1}, 7, {0, 1}}));  // ticket 2 waits for the next step's grow
+  // Of two tickets of rank 3 the later counts; rank 4's newcomer exited before admission (the launcher's key).
+  post_join(*store, kJob, 3);
+  post_join(*store, kJob, 4);
+  const int64_t last = post_join(*store, kJob, 3);
+  store->set(std::string(kJob) + "ft/exited/4", "was killed by signal 9 (SIGKILL)");
+  const RecoveryDecision grown = agree_on_grow(*store, kJob, 2, {0, 1}, 8, 2, last, 50ms);
+  EXPECT_EQ(grown, (RecoveryDecision{2, {0, 1}, 8, {0, 1, 3}}));
   mark_finished(*store, kJob);
   Admission a;
   EXPECT_FALSE(wait_for_admission(*store, kJob, ticket, &a, nullptr));
   EXPECT_THROW(wait_for_admission(*store, "fsdp/other/", 1, &a, [] { return true; }), TimeoutError);
+  // Rank 1 is a member of the latest decision: nothing to replace; rank 4 is not, and its exit is cleared.
+  EXPECT_THROW(wait_until_replaceable(*store, kJob, 1, [] { return true; }), TimeoutError);
+  wait_until_replaceable(*store, kJob, 4, [] { return true; });
+  EXPECT_FALSE(store->erase(std::string(kJob) + "ft/exited/4"));
 }
 
 }  // namespace
