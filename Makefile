@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps build run test bench-recovery chaos test-asan test-tsan test-sanitize equivalence fuzz fuzz-smoke fuzz-build pip-install-check clean
+.PHONY: all deps build run test bench-recovery bench-ft-cost chaos test-asan test-tsan test-sanitize equivalence fuzz fuzz-smoke fuzz-build pip-install-check clean
 
 all: build
 
@@ -39,6 +39,12 @@ bench: build
 # phases, the same kill with restart from a checkpoint, and the redundancy's step time, interleaved.
 bench-recovery: build
 	bench/ft_recovery.sh $(BUILD)
+
+# The redundancy's cost in step time: 2 ranks, fault_tolerance on and off interleaved, PAIRS pairs
+# (docs/fault_tolerance.md). Not in CI.
+PAIRS ?= 6
+bench-ft-cost: build
+	bench/ft_cost.sh $(BUILD) $(PAIRS)
 
 # A 4-rank fault-tolerant job with a random rank SIGKILLed every 2 s down to 2 ranks, against the run
 # nobody killed (docs/fault_tolerance.md). Not in CI.

@@ -5,21 +5,16 @@
 #      kill to the survivors' detection, agreement, reconnect, reshard, and the redone step's time;
 #   2. the same kill with restart from the checkpoint (fault_tolerance off, --max-restarts 1, a checkpoint
 #      every 5 steps): the whole job's wall time against an unkilled one;
-#   3. the redundancy's cost: median step time with fault_tolerance on and off, interleaved, 2 ranks.
+#   3. the redundancy's cost: median step time with fault_tolerance on and off, interleaved, 2 ranks
+#      (bench/ft_cost.sh, also `make bench-ft-cost`).
 #
 #   bench/ft_recovery.sh [BUILD_DIR] [REPEATS]
 set -eu
 BUILD=${1:-build}
 REPEATS=${2:-3}
 OUT=$BUILD/bench-results/ft_recovery
-RUN=$BUILD/launch/fsdp-run
-TRAIN=$BUILD/train/fsdp-train
-rm -rf "$OUT" && mkdir -p "$OUT"
+. "$(dirname "$0")/ft_common.sh"
 COMMON="--config configs/debug_model.toml --training.steps 20 --training.mixed_precision_param float32 --metrics.log_freq 100"
-
-# The step seconds of the records in a metrics.jsonl, one per line.
-step_seconds() { sed -n 's/.*"step_time_s":\([0-9.e-]*\).*/\1/p' "$1"; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "== recovery in the job (kill after step 10 of 20)"
 for n in 2 3 4; do
@@ -56,12 +51,5 @@ for n in 2 4; do
   done
 done
 
-echo "== the redundancy's step time (2 ranks, 30 steps, fault_tolerance on/off interleaved; median of steps 2-30)"
-for i in $(seq "$REPEATS"); do
-  for ft in false true; do
-    d=$OUT/cost_${ft}_$i
-    "$RUN" --nproc 2 -- "$TRAIN" $COMMON --training.steps 30 --fault_tolerance.enable $ft --metrics.file metrics.jsonl \
-      --job.dump_folder "$d" >"$d.log" 2>&1
-    echo "fault_tolerance=$ft  median step $(step_seconds "$d/metrics.jsonl" | sed 1d | median) s"
-  done
-done
+echo "== the redundancy's step time (2 ranks, 40 steps, fault_tolerance on/off interleaved; median of steps 2-40)"
+"$(dirname "$0")/ft_cost.sh" "$BUILD" 6

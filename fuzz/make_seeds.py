@@ -74,18 +74,23 @@ write("tcp_handshake", "wrong_job", tcp_hello(3, 0, size=8))
 # frames of a 4-byte little-endian length and a StoreRequest / StoreResponse (proto/store.proto)
 def store_frame(msg):
     return struct.pack("<I", len(msg)) + msg
-def request(op, keys=(), value=None, delta=None, expected=None, desired=None, timeout_ms=None):
+def request(op, keys=(), value=None, delta=None, expected=None, desired=None, timeout_ms=None, target=None):
     m = field_varint(1, op) + b"".join(field_bytes(2, k) for k in keys)
     if value is not None: m += field_bytes(3, value)
     if delta is not None: m += field_varint(4, delta & 0xFFFFFFFFFFFFFFFF)
     if expected is not None: m += field_bytes(5, expected)
     if desired is not None: m += field_bytes(6, desired)
     if timeout_ms is not None: m += field_varint(7, timeout_ms)
+    if target is not None: m += field_varint(8, target)
     return store_frame(m)
 write("store_frame", "rendezvous", b"\0" + request(1, [b"fsdp/default/tcp/0"], value=b"127.0.0.1:41237") +
       request(2, [b"fsdp/default/tcp/1"], timeout_ms=30000) + request(3, [b"a", b"b"], timeout_ms=100))
 write("store_frame", "counters", b"\0" + request(4, [b"barrier"], delta=1) + request(4, [b"barrier"], delta=-5) +
       request(5, [b"leader"], expected=b"", desired=b"0") + request(6, [b"leader"]) + request(7))
+def vote(decision=b"step1/decision"):
+    return request(8, [b"step1/votes", decision], delta=1, desired=b"commit", timeout_ms=20, target=2)
+write("store_frame", "votes", b"\0" + vote() + vote() + request(5, [b"step2/decision"], expected=b"", desired=b"abort") +
+      vote(b"step2/decision") + request(8, [b"step1/votes"]))
 write("store_frame", "bad_requests", b"\0" + request(0) + request(1) + request(3) + request(9, [b"k"]))
 write("store_frame", "replies", b"\1" + store_frame(field_bytes(2, b"127.0.0.1:41237")) +
       store_frame(field_varint(1, 1) + field_bytes(4, b"key 'x' still missing") + field_bytes(5, b"x")) +

@@ -55,7 +55,8 @@ void decode_stream(const uint8_t* data, size_t size, uint32_t limit) {
       fsdp::proto::StoreResponse response;
       const StoreData::Outcome outcome = store.apply(message, &response);
       const bool waits = message.op() == fsdp::proto::StoreRequest::OP_GET ||
-                         message.op() == fsdp::proto::StoreRequest::OP_WAIT;
+                         message.op() == fsdp::proto::StoreRequest::OP_WAIT ||
+                         message.op() == fsdp::proto::StoreRequest::OP_VOTE;
       if (outcome.park && (!waits || store.missing_keys(message).empty())) __builtin_trap();
     }
   }

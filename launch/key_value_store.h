@@ -34,6 +34,16 @@ class KeyValueStore {
   // case it can be told apart in). A key created this way may not wake torch's waiters (torch <= 2.x
   // servers wake them on set only): poll with timeouts, as StepCommit does.
   virtual std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) = 0;
+  // A counting vote: adds 1 to the counter at `counter`; the add that makes it `target` writes `value`
+  // into `decision` unless it holds one (compare_set from ""); returns the decision, waiting up to
+  // `timeout` while it is missing (TimeoutError: the vote stays counted; get() the decision to wait
+  // on). Here in up to three round trips; StoreClient asks its server for it in one (OP_VOTE), and
+  // the server's creating the decision wakes every waiting voter.
+  virtual std::string vote(const std::string& counter, const std::string& decision, int64_t target,
+                           const std::string& value, std::chrono::milliseconds timeout) {
+    if (add(counter, 1) == target) return compare_set(decision, "", value);
+    return get(decision, timeout);
+  }
   // Removes key; true if it existed.
   virtual bool erase(const std::string& key) = 0;
   // Where the store is, for error messages: "the store 10.0.0.7:29500".

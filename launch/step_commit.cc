@@ -19,26 +19,29 @@ StepCommit::StepCommit(std::shared_ptr<KeyValueStore> store, std::string prefix,
 }
 
 bool StepCommit::vote(int64_t step, const std::function<std::string()>& lost, std::chrono::milliseconds timeout) {
-  const std::string decision = key(step, "decision");
-  const int64_t votes = store_->add(key(step, "votes"), 1);
-  if (votes == size_) return decided(store_->compare_set(decision, "", annotate_ ? kCommit + annotate_() : kCommit));
+  const std::string votes = key(step, "votes"), decision = key(step, "decision");
+  if (annotate_ && store_->add(votes, 1) == size_) {  // the last voter annotates the commit itself
+    return decided(store_->compare_set(decision, "", kCommit + annotate_()));
+  }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const ErrorContext ctx{rank_, -1, "step_commit_vote", static_cast<uint64_t>(step), 0};
-  for (;;) {
+  const auto counted = [&] {
+    return std::to_string(store_->add(votes, 0)) + " of " + std::to_string(size_) + " votes";
+  };
+  // The first slice counts this vote and waits for the decision (one round trip with the project's
+  // store, whose creating the decision wakes it); the next slices only wait. A torch store may not
+  // wake a get on a key compare_set created: each slice asks again.
+  for (bool voted = static_cast<bool>(annotate_);; voted = true) {
     try {
-      // A torch store may not wake a get on a key compare_set created: each slice asks again.
-      return decided(store_->get(decision, kSlice));
+      return decided(voted ? store_->get(decision, kSlice) : store_->vote(votes, decision, size_, kCommit, kSlice));
     } catch (const TimeoutError&) {
     }
     if (const std::string why = lost ? lost() : std::string(); !why.empty()) {
-      throw PeerLostDuringVote(ctx, "step " + std::to_string(step) + " not decided (" + std::to_string(votes) + " of " +
-                                        std::to_string(size_) + " votes when this rank voted): " + why);
+      throw PeerLostDuringVote(ctx, "step " + std::to_string(step) + " not decided (" + counted() + "): " + why);
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       throw TimeoutError(ctx, "step " + std::to_string(step) + " not decided within " +
-                                  std::to_string(timeout.count()) +
-                                  " ms: " + std::to_string(store_->add(key(step, "votes"), 0)) + " of " +
-                                  std::to_string(size_) + " votes at " + store_->describe());
+                                  std::to_string(timeout.count()) + " ms: " + counted() + " at " + store_->describe());
     }
   }
 }

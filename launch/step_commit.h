@@ -1,5 +1,6 @@
 // One commit decision per training step, agreed through the store (torchft's should_commit): every rank
-// votes once it holds all it needs to apply step s; the vote that completes the count writes "commit";
+// votes once it holds all it needs to apply step s; the vote that completes the count writes "commit"
+// (at the store's server, in the same request: KeyValueStore::vote);
 // a survivor resolving a step whose voters may be dead writes "abort" unless "commit" came first.
 // compare_set is atomic at the store's server, so every voter and every closer of every epoch reads
 // the one decision a step gets. Keys, under `prefix` ("fsdp/<run>/ft/epoch3/"):
@@ -30,9 +31,10 @@ class StepCommit {
  public:
   StepCommit(std::shared_ptr<KeyValueStore> store, std::string prefix, int rank, int size);
 
-  // Votes for `step` and waits for its decision in slices of kSlice, asking `lost` after each empty
-  // one: a non-empty answer (a lost peer, named) throws PeerLostDuringVote; past `timeout`,
-  // TimeoutError naming the step and the votes counted. True when the step is committed.
+  // Votes for `step` (KeyValueStore::vote: one store round trip with the project's store) and waits
+  // for its decision in slices of kSlice, asking `lost` after each empty one: a non-empty answer (a
+  // lost peer, named) throws PeerLostDuringVote; past `timeout`, TimeoutError naming the step and the
+  // votes counted. True when the step is committed.
   bool vote(int64_t step, const std::function<std::string()>& lost, std::chrono::milliseconds timeout);
   // Recovery's resolution of `step`: "abort" unless it was already committed; true when committed.
   bool close(int64_t step);

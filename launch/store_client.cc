@@ -301,6 +301,24 @@ std::string StoreClient::compare_set(const std::string& key, const std::string& 
   return impl_->call(request, impl_->options().timeout, key_subject(key)).value();
 }
 
+std::string StoreClient::vote(const std::string& counter, const std::string& decision, int64_t target,
+                              const std::string& value, std::chrono::milliseconds timeout) {
+  StoreRequest request;
+  request.set_op(StoreRequest::OP_VOTE);
+  request.add_keys(counter);
+  request.add_keys(decision);
+  request.set_delta(1);
+  request.set_target(target);
+  request.set_desired(value);
+  request.set_timeout_ms(timeout.count());
+  try {
+    return impl_->call(request, timeout + impl_->options().timeout, key_subject(decision)).value();
+  } catch (const InvalidArgument& e) {
+    if (std::string(e.what()).find("unknown store op") == std::string::npos) throw;
+    return KeyValueStore::vote(counter, decision, target, value, timeout);
+  }
+}
+
 bool StoreClient::erase(const std::string& key) {
   return impl_->call(keyed_request(StoreRequest::OP_DELETE, key), impl_->options().timeout, key_subject(key))
              .number() != 0;

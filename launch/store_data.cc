@@ -33,6 +33,42 @@ std::vector<std::string> StoreData::missing_keys(const StoreRequest& request) co
   return missing;
 }
 
+bool StoreData::add(const std::string& key, int64_t delta, StoreResponse* response, Outcome* outcome, int64_t* next) {
+  auto it = values_.find(key);
+  int64_t current = 0;
+  if (it != values_.end() && !parse_int64(it->second, &current)) {
+    reject(response, "store_add on key '" + key + "', which holds '" + it->second.substr(0, 64) +
+                         "', not a decimal int64 counter");
+    return false;
+  }
+  if (__builtin_add_overflow(current, delta, next)) {
+    reject(response, "store_add on key '" + key + "' overflows int64: " + std::to_string(current) + " + " +
+                         std::to_string(delta));
+    return false;
+  }
+  if (it == values_.end()) {
+    values_.emplace(key, std::to_string(*next));
+    outcome->created = true;
+  } else {
+    it->second = std::to_string(*next);
+  }
+  return true;
+}
+
+std::string StoreData::compare_set(const std::string& key, const std::string& expected, const std::string& desired,
+                                   Outcome* outcome) {
+  auto it = values_.find(key);
+  const std::string current = it == values_.end() ? std::string() : it->second;
+  if (current != expected) return current;
+  if (it == values_.end()) {
+    values_.emplace(key, desired);
+    outcome->created = true;
+  } else {
+    it->second = desired;
+  }
+  return desired;
+}
+
 StoreData::Outcome StoreData::apply(StoreRequest& request, StoreResponse* response) {
   Outcome outcome;
   if (const std::string why = store_request_error(request); !why.empty()) {
@@ -52,43 +88,25 @@ StoreData::Outcome StoreData::apply(StoreRequest& request, StoreResponse* respon
       if (request.op() == StoreRequest::OP_GET) response->set_value(values_.at(request.keys(0)));
       break;
     case StoreRequest::OP_ADD: {
-      const std::string& key = request.keys(0);
-      auto it = values_.find(key);
-      int64_t current = 0;
-      if (it != values_.end() && !parse_int64(it->second, &current)) {
-        reject(response, "store_add on key '" + key + "', which holds '" + it->second.substr(0, 64) +
-                             "', not a decimal int64 counter");
-        break;
-      }
       int64_t next = 0;
-      if (__builtin_add_overflow(current, request.delta(), &next)) {
-        reject(response, "store_add on key '" + key + "' overflows int64: " + std::to_string(current) + " + " +
-                             std::to_string(request.delta()));
-        break;
-      }
-      if (it == values_.end()) {
-        values_.emplace(key, std::to_string(next));
-        outcome.created = true;
-      } else {
-        it->second = std::to_string(next);
-      }
-      response->set_number(next);
+      if (add(request.keys(0), request.delta(), response, &outcome, &next)) response->set_number(next);
       break;
     }
-    case StoreRequest::OP_COMPARE_SET: {
-      const std::string& key = request.keys(0);
-      auto it = values_.find(key);
-      const std::string current = it == values_.end() ? std::string() : it->second;
-      if (current != request.expected()) {
-        response->set_value(current);
-        break;
+    case StoreRequest::OP_COMPARE_SET:
+      response->set_value(compare_set(request.keys(0), request.expected(), request.desired(), &outcome));
+      break;
+    case StoreRequest::OP_VOTE: {
+      int64_t count = 0;
+      if (request.delta() != 0) {
+        if (!add(request.keys(0), request.delta(), response, &outcome, &count)) break;
+        if (count == request.target()) compare_set(request.keys(1), "", request.desired(), &outcome);
+        request.set_delta(0);  // counted: applied again once the decision exists, it only reads it
       }
-      response->set_value(request.desired());
+      auto it = values_.find(request.keys(1));
       if (it == values_.end()) {
-        values_.emplace(key, request.desired());
-        outcome.created = true;
+        outcome.park = true;
       } else {
-        it->second = request.desired();
+        response->set_value(it->second);
       }
       break;
     }

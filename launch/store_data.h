@@ -18,14 +18,15 @@ namespace fsdp::launch {
 class StoreData {
  public:
   struct Outcome {
-    bool park = false;     // a GET or WAIT whose keys are not all held: nothing changed, no response yet
+    bool park = false;     // a GET, WAIT or VOTE whose keys are not all held: no response yet (a VOTE counted)
     bool created = false;  // a key was created: parked requests may now be answered
   };
 
   // Applies `request` (proto/store.proto gives each op's semantics) and fills `response`, unless the
   // request must park. A malformed request (store_request_error), an ADD on a value that is not a
   // decimal int64 or past int64 are answered STATUS_INVALID_ARGUMENT, naming the key. A SET's value
-  // is moved out of `request`. A parked request applied again once its keys exist gets its answer.
+  // is moved out of `request`. A parked request applied again once its keys exist gets its answer (a
+  // VOTE is rewritten as it parks, so that it is counted once).
   Outcome apply(proto::StoreRequest& request, proto::StoreResponse* response);
 
   // The keys of `request` not held, in request order.
@@ -34,6 +35,13 @@ class StoreData {
   size_t size() const { return values_.size(); }
 
  private:
+  // OP_ADD's arithmetic on the counter at key: false (response rejected) for a value that is not a
+  // decimal int64 or an overflow; else *next is the new value.
+  bool add(const std::string& key, int64_t delta, proto::StoreResponse* response, Outcome* outcome, int64_t* next);
+  // OP_COMPARE_SET's: the key's value after the call.
+  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired,
+                          Outcome* outcome);
+
   std::unordered_map<std::string, std::string> values_;
 };
 

@@ -69,6 +69,8 @@ const char* store_op_name(int op) {
       return "store_delete";
     case StoreRequest::OP_NUM_KEYS:
       return "store_num_keys";
+    case StoreRequest::OP_VOTE:
+      return "store_vote";
     default:
       return "store_unknown";
   }
@@ -88,6 +90,11 @@ std::string store_request_error(const StoreRequest& request) {
       return {};
     case StoreRequest::OP_WAIT:
       if (request.keys_size() == 0) return "store_wait needs at least one key";
+      return {};
+    case StoreRequest::OP_VOTE:
+      if (request.keys_size() != 2) {
+        return "store_vote takes two keys (the counter, the decision), got " + std::to_string(request.keys_size());
+      }
       return {};
     case StoreRequest::OP_NUM_KEYS:
       return {};

@@ -357,8 +357,8 @@ class StoreServer::Impl {
   void handle(const SessionPtr& session, StoreRequest request) {
     StoreResponse response;
     const StoreData::Outcome outcome = data_.apply(request, &response);
+    if (outcome.created) wake_parked();  // a VOTE may create its counter and still park
     if (outcome.park) return park(session, std::move(request));
-    if (outcome.created) wake_parked();
     respond(session, response);
   }
 

@@ -79,23 +79,49 @@ void BuddyMirror::sync() {
   for (auto& w : works) w.wait();
 }
 
-void BuddyMirror::exchange_grads() {
+void BuddyMirror::begin_exchange() {
+  if (!exchange_.empty()) {
+    throw std::logic_error("BuddyMirror::begin_exchange on shard rank " + std::to_string(comm_.rank()) +
+                           ": the previous exchange was not ended (call end_exchange)");
+  }
   if (!holds_grads()) {
     grads_.reset_for_overwrite(tracker_, MemoryCategory::kRedundancy, static_cast<size_t>(offsets_.back()));
   }
   // One packed message each way: faster than a message per unit in every measurement (10-15% on the
-  // debug model, 3-4x under heavy load: docs/fault_tolerance.md), for a copy of the rank's grad shards
-  // that lives only while the exchange runs.
-  TrackedBuffer<float> out;
-  out.reset_for_overwrite(tracker_, MemoryCategory::kRedundancy, grads_.size());
+  // debug model, 3-4x under heavy load: docs/fault_tolerance.md); the copy also frees the owner's
+  // shards for clipping while the message is in flight.
+  packed_.reset_for_overwrite(tracker_, MemoryCategory::kRedundancy, grads_.size());
   for (int u = 0; u < model_.num_units(); ++u) {
     const std::span<const float> g = std::as_const(model_.unit(u)).grad_shard();
-    std::copy(g.begin(), g.end(), out.data() + offsets_[u]);
+    std::copy(g.begin(), g.end(), packed_.data() + offsets_[u]);
   }
-  std::vector<Work> works;
-  post_exchange(works, {{out.data(), out.size()}}, {{grads_.data(), grads_.size()}});
+  post_exchange(exchange_, {{packed_.data(), packed_.size()}}, {{grads_.data(), grads_.size()}});
   fault::point(fault::When::kInMirror);  // tests: a rank lost with its exchange half done
-  for (auto& w : works) w.wait();
+}
+
+void BuddyMirror::end_exchange(float clip_scale) {
+  while (!exchange_.empty()) {
+    exchange_.back().wait();  // a failure leaves it and the rest to the destructor
+    exchange_.pop_back();
+  }
+  packed_.release();
+  if (clip_scale != 1.0f) {
+    for (float& g : grads_) g *= clip_scale;  // FsdpModel::clip_grad_norm's multiply
+  }
+}
+
+void BuddyMirror::exchange_grads() {
+  begin_exchange();
+  end_exchange(1.0f);
+}
+
+BuddyMirror::~BuddyMirror() {
+  for (auto& w : exchange_) {
+    try {
+      w.wait();
+    } catch (...) {  // the step failed already; its error is the one reported
+    }
+  }
 }
 
 void BuddyMirror::apply(double lr) { apply(lr, opt_.steps_taken()); }
@@ -103,7 +129,7 @@ void BuddyMirror::apply(double lr) { apply(lr, opt_.steps_taken()); }
 void BuddyMirror::apply(double lr, int64_t step) {
   if (!holds_grads()) {
     throw std::logic_error("BuddyMirror::apply on shard rank " + std::to_string(comm_.rank()) +
-                           ": no gradients received (call exchange_grads first)");
+                           ": no gradients received (call exchange_grads, or begin_exchange and end_exchange, first)");
   }
   for (int u = 0; u < model_.num_units(); ++u) {
     const auto n = static_cast<size_t>(offsets_[u + 1] - offsets_[u]);

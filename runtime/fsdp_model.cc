@@ -129,13 +129,17 @@ double FsdpModel::clip_grad_norm(double max_norm) {
   double total = local;
   groups_.shard_reduce->all_reduce(&local, &total, 1, DataType::kFloat64, ReduceOp::sum()).wait();
   const double norm = std::sqrt(total);
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
-    const auto scale = static_cast<float>(max_norm / (norm + 1e-6));
+  if (const float scale = clip_scale(norm, max_norm); scale != 1.0f) {
     for (auto& unit : units_) {
       for (float& g : unit->grad_shard()) g *= scale;
     }
   }
   return norm;
+}
+
+float FsdpModel::clip_scale(double norm, double max_norm) {
+  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) return static_cast<float>(max_norm / (norm + 1e-6));
+  return 1.0f;
 }
 
 void FsdpModel::zero_grad() {

@@ -91,6 +91,9 @@ class FsdpModel {
   // Global L2 norm of the sharded gradients (one all-reduce); scales them by max_norm / norm when
   // above max_norm (max_norm <= 0: no clipping). Returns the norm before clipping.
   double clip_grad_norm(double max_norm);
+  // The factor clip_grad_norm multiplies every gradient by at this norm (fp32; 1 when it leaves them):
+  // a copy of a grad shard taken before clipping (BuddyMirror::begin_exchange) is clipped bitwise alike.
+  static float clip_scale(double norm, double max_norm);
   void zero_grad();
   // Drops all transient buffers and unsharded gradients (after an abandoned step).
   void discard_step();

@@ -66,7 +66,7 @@ class Builder {
   Program build() {
     const int64_t accum = std::max<int64_t>(1, s_.policy.grad_accum);
     begin_segment(0);
-    receive_buddy_grads(false);  // the previous step's, live through its optimizer as in every step
+    receive_buddy_grads();  // the previous step's, live through its optimizer as in every step
     for (int u = 0; u < n_; ++u) optimizer_unit(u);
     update_mirror();
     // The first micro-step runs behind the prefetched all-gathers; the ones without sync in between are
@@ -81,9 +81,10 @@ class Builder {
       begin_segment(1);
       micro_step(true);
     }
+    begin_buddy_exchange();                           // behind the loss and the norm's reductions
     blocking(s_.step_sync, SpanKind::kStepSync, -1);  // the loss
     blocking(s_.step_sync, SpanKind::kStepSync, -1);  // clip_grad_norm
-    receive_buddy_grads(true);
+    end_buddy_exchange();
     for (int u = 0; u < n_; ++u) optimizer_unit(u);
     update_mirror();
     p_.segments.back().end = p_.instructions.size();
@@ -96,14 +97,26 @@ class Builder {
     p_.segments.push_back(Segment{p_.instructions.size(), p_.instructions.size(), repeat});
   }
 
-  // BuddyMirror::exchange_grads and apply (runtime/buddy_mirror.h); nothing without buddy redundancy.
-  // The exchange sends a packed copy of the rank's own grad shards, freed when it ends.
-  void receive_buddy_grads(bool exchange) {
+  // BuddyMirror::begin_exchange, end_exchange and apply (runtime/buddy_mirror.h); nothing without buddy
+  // redundancy. The exchange sends a packed copy of the rank's own grad shards, freed when it ends; it
+  // runs on the progress engine while the step's loss and norm are reduced.
+  void receive_buddy_grads() {  // the previous step's, held from its exchange to its update
     if (s_.buddy_grad_bytes <= 0) return;
-    buddy_ += s_.buddy_grad_bytes * (exchange ? 2 : 1);
+    buddy_ += s_.buddy_grad_bytes;
     memory();
-    if (!exchange) return;
-    blocking(s_.buddy_exchange, SpanKind::kBuddyExchange, -1);
+  }
+  void begin_buddy_exchange() {
+    if (s_.buddy_grad_bytes <= 0) return;
+    buddy_ += 2 * s_.buddy_grad_bytes;
+    memory();
+    exchange_call_ = call(s_.buddy_exchange, SpanKind::kBuddyExchange, -1);
+    if (s_.buddy_exchange.seconds > 0)
+      p_.instructions.push_back(
+          Instruction{.op = Op::kIssue, .kind = SpanKind::kBuddyExchange, .call = exchange_call_});
+  }
+  void end_buddy_exchange() {
+    if (s_.buddy_grad_bytes <= 0) return;
+    if (s_.buddy_exchange.seconds > 0) wait(exchange_call_);
     buddy_ -= s_.buddy_grad_bytes;
     memory();
   }
@@ -294,6 +307,7 @@ class Builder {
   std::vector<char> encoded_;  // the unit's MXFP8 shard encoding is current (quantised since the optimizer)
   int pending_ = -1;      // unit whose reduce-scatter is pending
   int reduce_call_ = -1;  // its call, -1 when it had nothing to send
+  int exchange_call_ = -1;  // the buddy exchange's, in flight over the step's reductions
   int64_t ag_ = 0, up_ = 0, kept_bytes_ = 0, ug_ = 0, rs_ = 0, act_ = 0;
   int64_t buddy_ = 0;  // the buddy's received grad shards (buddy redundancy)
 };

@@ -36,7 +36,7 @@ enum class SpanKind : uint8_t {
   kAllToAll,       // expert parallelism's token exchange, blocking
   kStepSync,       // the loss and gradient-norm all-reduces over the world, blocking
   kMxfp8Codec,     // MXFP8 quantise / decode on the training thread (compute)
-  kBuddyExchange,  // buddy redundancy: the grad shards sent to the mirror holder, the buddy's received; blocking
+  kBuddyExchange,  // buddy redundancy: the grad shards sent to the mirror holder, the buddy's received (reduce stream)
   kMirrorUpdate,   // buddy redundancy: the optimizer update of the mirror (compute)
 };
 std::string_view name(SpanKind k);

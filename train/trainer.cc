@@ -202,11 +202,15 @@ StepStats Trainer::step() {
     }
   }
   local_loss *= static_cast<double>(share_);
+  // The buddy's gradient shard travels while the loss and the norm are reduced; it is clipped on arrival.
+  if (mirror_) mirror_->begin_exchange();
   // Every rank holds the same global mean afterwards, so all take the same decision about it.
   world_.all_reduce(&local_loss, &stats.loss, 1, DataType::kFloat64, ReduceOp{ReduceKind::kAvg, 1.0}).wait();
   stats.grad_norm = fsdp_->clip_grad_norm(options_.max_norm);
   stats.lr = options_.lr.at(step);
+  if (mirror_) mirror_->end_exchange(runtime::FsdpModel::clip_scale(stats.grad_norm, options_.max_norm));
   if (!std::isfinite(stats.loss) || !std::isfinite(stats.grad_norm)) {
+    if (mirror_) mirror_->drop_grads();
     if (!options_.skip_nonfinite) {
       throw NonFiniteLoss("step " + std::to_string(step) + ": " +
                           (std::isfinite(stats.loss) ? "gradient norm" : "loss") + " is not finite (loss " +
@@ -216,7 +220,6 @@ StepStats Trainer::step() {
     stats.skipped = true;
     step_ = step;
   } else {
-    if (mirror_) mirror_->exchange_grads();  // the buddy's clipped gradient shard, for its mirror
     pending_ = Pending{stats};
     if (options_.commit && !options_.commit(step)) {
       // Another rank's recovery closed the vote first: a member was lost, and this rank recovers too.

@@ -26,6 +26,26 @@ std::shared_ptr<KeyValueStore> client_of(const StoreServer& server) {
 
 const std::function<std::string()> kNobodyLost = [] { return std::string(); };
 
+// A store without its own vote (torch's, through an adapter): KeyValueStore::vote's round trips.
+class PlainStore : public KeyValueStore {
+ public:
+  explicit PlainStore(std::shared_ptr<KeyValueStore> store) : s_(std::move(store)) {}
+  void set(const std::string& k, const std::string& v) override { s_->set(k, v); }
+  std::string get(const std::string& k) override { return s_->get(k); }
+  std::string get(const std::string& k, std::chrono::milliseconds t) override { return s_->get(k, t); }
+  void wait(const std::vector<std::string>& k) override { s_->wait(k); }
+  void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override { s_->wait(k, t); }
+  int64_t add(const std::string& k, int64_t d) override { return s_->add(k, d); }
+  std::string compare_set(const std::string& k, const std::string& e, const std::string& d) override {
+    return s_->compare_set(k, e, d);
+  }
+  bool erase(const std::string& k) override { return s_->erase(k); }
+  std::string describe() const override { return s_->describe(); }
+
+ private:
+  std::shared_ptr<KeyValueStore> s_;
+};
+
 TEST(StepCommit, EveryRankVotesEveryStepCommits) {
   StoreServer server;
   constexpr int kSize = 4;
@@ -46,8 +66,15 @@ TEST(StepCommit, EveryRankVotesEveryStepCommits) {
 
 // Ranks 0..2 vote; rank 3 votes at a random moment while a survivor closes the step at another:
 // whoever lands first, every voter and the closer read the same decision.
-TEST(StepCommit, CloseRacingTheLastVoteGivesEveryoneOneAnswer) {
+// With the store's one-request vote, and with KeyValueStore's round trips.
+class StepCommitRace : public ::testing::TestWithParam<bool> {};
+
+TEST_P(StepCommitRace, CloseRacingTheLastVoteGivesEveryoneOneAnswer) {
   StoreServer server;
+  const auto client = [&] {
+    auto c = client_of(server);
+    return GetParam() ? c : std::make_shared<PlainStore>(c);
+  };
   constexpr int kSize = 4;
   std::mt19937 rng(12345);
   int commits = 0, aborts = 0;
@@ -58,13 +85,13 @@ TEST(StepCommit, CloseRacingTheLastVoteGivesEveryoneOneAnswer) {
     std::vector<std::thread> threads;
     for (int r = 0; r < kSize; ++r) {
       threads.emplace_back([&, r] {
-        StepCommit commit(client_of(server), prefix, r, kSize);
+        StepCommit commit(client(), prefix, r, kSize);
         if (r == kSize - 1) std::this_thread::sleep_for(std::chrono::microseconds(vote_delay_us));
         answer[r] = commit.vote(7, kNobodyLost, 10s);
       });
     }
     threads.emplace_back([&] {
-      StepCommit commit(client_of(server), prefix, 0, kSize);
+      StepCommit commit(client(), prefix, 0, kSize);
       std::this_thread::sleep_for(std::chrono::microseconds(close_delay_us));
       answer[kSize] = commit.close(7);
     });
@@ -74,6 +101,9 @@ TEST(StepCommit, CloseRacingTheLastVoteGivesEveryoneOneAnswer) {
   }
   EXPECT_EQ(commits + aborts, 60);
 }
+
+INSTANTIATE_TEST_SUITE_P(Store, StepCommitRace, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "one_request" : "round_trips"; });
 
 TEST(StepCommit, VoterWhoseLostFiresThrowsNamingThePeer) {
   StoreServer server;

@@ -116,5 +116,54 @@ TEST(StoreData, RequestsParkCreateAndRefuseAsTheServerAnswersThem) {
   EXPECT_EQ(data.size(), 2u);
 }
 
+// OP_VOTE (KeyValueStore::vote in one request): each vote is counted once, parked or not; the vote
+// that reaches the target writes the decision (unless one is there: an "abort" written first stays),
+// creating it so the parked voters wake and read it; a vote needs its two keys.
+TEST(StoreData, VoteCountsOnceDecidesAtTheTargetAndParksUntilDecided) {
+  StoreData data;
+  StoreResponse r;
+  const auto vote = [] {
+    StoreRequest v = request(StoreRequest::OP_VOTE, {"votes", "decision"});
+    v.set_delta(1);
+    v.set_target(3);
+    v.set_desired("commit");
+    return v;
+  };
+  StoreRequest first = vote(), second = vote(), third = vote();
+  EXPECT_TRUE(data.apply(first, &r).park);
+  EXPECT_EQ(data.missing_keys(first), std::vector<std::string>{"decision"});
+  EXPECT_TRUE(data.apply(first, &r).park);  // applied again while undecided: not counted again
+  EXPECT_TRUE(data.apply(second, &r).park);
+  r.Clear();
+  const StoreData::Outcome last = data.apply(third, &r);
+  EXPECT_FALSE(last.park);
+  EXPECT_TRUE(last.created);  // the decision: parked voters wake
+  EXPECT_EQ(r.value(), "commit");
+  for (StoreRequest* parked : {&first, &second}) {
+    r.Clear();
+    EXPECT_FALSE(data.apply(*parked, &r).park);
+    EXPECT_EQ(r.value(), "commit");
+  }
+  StoreRequest count = request(StoreRequest::OP_ADD, {"votes"});
+  r.Clear();
+  data.apply(count, &r);
+  EXPECT_EQ(r.number(), 3);
+
+  StoreRequest closed = request(StoreRequest::OP_COMPARE_SET, {"decision2"});
+  closed.set_desired("abort");
+  data.apply(closed, &r);
+  StoreRequest late = vote();
+  late.set_keys(1, "decision2");
+  late.set_target(4);  // the counter reads 4 after it: it would decide, but the abort came first
+  r.Clear();
+  EXPECT_FALSE(data.apply(late, &r).park);
+  EXPECT_EQ(r.value(), "abort");
+
+  StoreRequest bad = request(StoreRequest::OP_VOTE, {"votes"});
+  r.Clear();
+  data.apply(bad, &r);
+  EXPECT_EQ(r.error(), "store_vote takes two keys (the counter, the decision), got 1");
+}
+
 }  // namespace
 }  // namespace fsdp::launch

@@ -1,5 +1,6 @@
 // The buddy mirror (runtime/buddy_mirror.h): after K steps of AdamW or SGD with clipping, every rank's
-// mirror equals, bit for bit, the master shard and optimizer state of the rank it mirrors.
+// mirror equals, bit for bit, the master shard and optimizer state of the rank it mirrors, whether the
+// gradients travelled before the clip (clipped on arrival: the trainer's order) or after it.
 #include "runtime/buddy_mirror.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@ using testing::InProcJob;
 struct Case {
   int n;
   bool sgd;
+  bool exchange_after_clip = false;
 };
 
 class BuddyMirrorBitwise : public ::testing::TestWithParam<Case> {};
@@ -30,7 +32,7 @@ TEST_P(BuddyMirrorBitwise, MirrorEqualsTheBuddysShardAfterSteps) {
     EXPECT_EQ(run->mirror->mirrored_rank(), (world.rank() + 1) % c.n);
     EXPECT_EQ(run->mirror->mirror_holder(), (world.rank() - 1 + c.n) % c.n);
     for (int s = 0; s < 4; ++s) {
-      testing::mirrored_step(*run, world, s);
+      testing::mirrored_step(*run, world, s, 12, 0.3, c.exchange_after_clip);
       EXPECT_FALSE(run->mirror->holds_grads()) << "the received gradients outlive apply";
     }
     for (int what = 0; what <= run->opt->state_count(); ++what) {
@@ -46,9 +48,11 @@ TEST_P(BuddyMirrorBitwise, MirrorEqualsTheBuddysShardAfterSteps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, BuddyMirrorBitwise,
-                         ::testing::Values(Case{3, false}, Case{3, true}, Case{4, false}, Case{4, true}),
+                         ::testing::Values(Case{3, false}, Case{3, true}, Case{4, false}, Case{4, true},
+                                           Case{3, false, true}, Case{4, true, true}),
                          [](const auto& info) {
-                           return "n" + std::to_string(info.param.n) + (info.param.sgd ? "_sgd" : "_adamw");
+                           return "n" + std::to_string(info.param.n) + (info.param.sgd ? "_sgd" : "_adamw") +
+                                  (info.param.exchange_after_clip ? "_after_clip" : "");
                          });
 
 TEST(BuddyMirror, ApplyWithoutGradientsNamesTheCall) {

@@ -25,7 +25,8 @@ std::unique_ptr<MirroredRun> make_mirrored_run(Communicator& world, bool sgd, bo
   return run;
 }
 
-void mirrored_step(MirroredRun& run, Communicator& world, int step, int64_t global_batch, double max_norm) {
+void mirrored_step(MirroredRun& run, Communicator& world, int step, int64_t global_batch, double max_norm,
+                   bool exchange_after_clip) {
   const ToyModel& toy = run.toy;
   runtime::FsdpModel& fsdp = *run.model;
   const int64_t local = global_batch / world.size();
@@ -48,8 +49,10 @@ void mirrored_step(MirroredRun& run, Communicator& world, int step, int64_t glob
     fsdp.post_backward(u);
   }
   fsdp.finalize_backward();
-  fsdp.clip_grad_norm(max_norm);
-  if (run.mirror) run.mirror->exchange_grads();
+  if (run.mirror && !exchange_after_clip) run.mirror->begin_exchange();
+  const double norm = fsdp.clip_grad_norm(max_norm);
+  if (run.mirror && !exchange_after_clip) run.mirror->end_exchange(runtime::FsdpModel::clip_scale(norm, max_norm));
+  if (run.mirror && exchange_after_clip) run.mirror->exchange_grads();
   run.opt->step(fsdp, 0.05, [&](int u) { fsdp.prefetch_next_step(u); });
   if (run.mirror) run.mirror->apply(0.05);
   fsdp.zero_grad();

@@ -28,9 +28,10 @@ struct MirroredRun {
 std::unique_ptr<MirroredRun> make_mirrored_run(Communicator& world, bool sgd, bool mirrored = true);
 std::unique_ptr<runtime::ShardedOptimizer> make_optimizer(runtime::FsdpModel& model, bool sgd, MemoryTracker& tracker);
 // One training step on samples of `global_batch` per step, as the trainer orders it: forward, backward,
-// clip at max_norm, exchange_grads, optimizer.step (prefetching the next step's first all-gathers),
-// apply, zero_grad.
-void mirrored_step(MirroredRun& run, Communicator& world, int step, int64_t global_batch = 12, double max_norm = 0.3);
+// begin_exchange, clip at max_norm, end_exchange with the clip's factor, optimizer.step (prefetching the
+// next step's first all-gathers), apply, zero_grad. `exchange_after_clip`: exchange_grads after the clip.
+void mirrored_step(MirroredRun& run, Communicator& world, int step, int64_t global_batch = 12, double max_norm = 0.3,
+                   bool exchange_after_clip = false);
 
 // Each rank sends its mirror of buffer `what` (0 params, k state k - 1) to the rank it mirrors, which
 // compares it with its own bit for bit (collective); returns the differing elements this rank found.
