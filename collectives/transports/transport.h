@@ -148,6 +148,19 @@ class Transport {
   std::vector<std::string> declared_lost_;  // by peer; empty: not declared
 };
 
+// The lowest endpoint but this one that lost_reason reports gone (`why` set), or -1: every endpoint of the
+// transport, not only one communicator's members. A collective that has waited long on live peers asks
+// it: where groups were split from one world (HSDP's shard and replica groups), a live peer may have
+// stopped on a loss in another group, and the job recovers (or ends) as a whole.
+inline int first_lost_endpoint(Transport& transport, std::string& why) {
+  for (int p = 0; p < transport.size(); ++p) {
+    if (p == transport.rank()) continue;
+    why = transport.lost_reason(p);
+    if (!why.empty()) return p;
+  }
+  return -1;
+}
+
 // "; also lost: rank 1 (why)" for every endpoint but this one and `known` that lost_reason reports
 // gone, or empty. A PeerLostError carries it, so a survivor whose neighbour exited only because it
 // lost a peer itself still names the rank that died first.
