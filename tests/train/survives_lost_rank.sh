@@ -2,21 +2,22 @@
 # fault_tolerance.enable under fsdp-run, against the same job nobody disturbed: every step's loss must equal
 # the uninterrupted run's within 1e-5 relative (the N-rank == 1-rank bar) and fsdp-run must exit 0.
 #
-#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN CONFIG FOLDER NPROC RANK:STEP[:WHEN][,...]
+#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN CONFIG FOLDER NPROC RANK:STEP[:WHEN][,...] [KEYS]
 #     the ranks named SIGKILL themselves (FSDP_FAULT_KILL_AFTER_STEP); the survivors agree, shrink, rebuild
-#     the lost shards from their buddy mirrors and redo the step; rank 0 says so in one line and in
-#     metrics.jsonl.
+#     the lost shards from their buddy mirrors (or the other replicas) and redo the step; rank 0 says so in
+#     one line and in metrics.jsonl. KEYS: more fsdp-train flags for both runs, one word each
+#     ("--parallelism.data_parallel_replicate_degree 2": HSDP).
 #   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN CONFIG FOLDER 3 freeze
 #     rank 1 freezes itself (SIGSTOP) after step 3; the heartbeat declares it lost and the survivors go on;
 #     once their recovery line is out the test wakes it (SIGCONT), and it must exit saying it was fenced.
 set -u
-run=$1 train=$2 config=$3 dir=$4 nproc=$5 fault=$6
+run=$1 train=$2 config=$3 dir=$4 nproc=$5 fault=$6 keys=${7:-}
 rm -rf "$dir" && mkdir -p "$dir" || exit 1
 steps=6
 [ "$fault" = freeze ] && steps=200  # long enough that the survivors are still training when it wakes
 set -- --config "$config" --model.dim 16 --model.n_layers 1 --model.n_heads 2 --model.n_kv_heads 1 \
   --model.multiple_of 16 --training.steps $steps --training.local_batch_size 2 --training.seq_len 16 \
-  --training.mixed_precision_param float32 --metrics.file metrics.jsonl --fault_tolerance.enable true
+  --training.mixed_precision_param float32 --metrics.file metrics.jsonl --fault_tolerance.enable true $keys
 fail() { echo "FAILED: $*"; exit 1; }
 losses() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/p' "$1"; }
 
