@@ -57,8 +57,9 @@ std::string EpochLayout::describe() const {
     return "HSDP " + std::to_string(mesh.replicate_degree()) + " x " + std::to_string(mesh.shard_degree()) +
            " (the replicas are the redundancy)";
   }
-  if (redundancy == spec::Redundancy::kBuddy && mesh.world_size() > 1)
+  if (redundancy == spec::Redundancy::kBuddy && mesh.world_size() > 1) {
     return "FSDP over " + size + " with the buddy mirror";
+  }
   return "FSDP over " + size + " without redundancy (" + (mirror_dropped ? "the buddy mirror does not fit; " : "") +
          "the next loss means a restart)";
 }

@@ -157,6 +157,31 @@ TEST(ShmFaults, LossOutsideTheGroupFailsAWaitOnALivePeer) {
   }
 }
 
+// The ranks a shrink left out are no longer looked at: the survivors' collective waits on a slow live
+// peer for over a second and completes, though the rank they shrank away from is dead.
+TEST(ShmFaults, ShrunkAwayRankDoesNotFailTheSurvivors) {
+  const std::string job = unique_job_name("test");
+  auto codes = run_processes(3, 30s, [&](int rank) {
+    CommOptions o;
+    o.timeout = 20s;
+    auto world = Communicator::create(make_shm_transport(job, rank, 3, 10s), o);
+    world->barrier().wait();
+    if (rank == 0) ::raise(SIGKILL);
+    const int lost[] = {0};
+    auto survivors = world->shrink(lost);
+    if (rank == 1) std::this_thread::sleep_for(1500ms);  // rank 2 waits on it past the world check
+    std::vector<float> x(1 << 16, 1.f);
+    try {
+      survivors->all_reduce(x.data(), x.data(), x.size(), DataType::kFloat32, ReduceOp::sum()).wait();
+    } catch (const CommError& e) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+      return 2;
+    }
+    return x[0] == 2.f ? 0 : 3;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{128 + SIGKILL, 0, 0}));
+}
+
 TEST(ShmFaults, RankThatNeverAttachesTimesOut) {
   const std::string job = unique_job_name("test");
   auto codes = run_processes(1, 30s, [&job](int) {
