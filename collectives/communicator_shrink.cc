@@ -43,6 +43,7 @@ std::unique_ptr<Communicator> Communicator::shrink(std::span<const int> excluded
   std::sort(sorted.begin(), sorted.end());
   for (int r : sorted) context = splitmix64(context ^ static_cast<uint64_t>(r));
   context &= ~kPointToPointBit;
+  for (int r : sorted) impl_->transport->retire_peer(impl_->group.endpoints[static_cast<size_t>(r)]);
   std::vector<int> endpoints;
   int new_rank = -1;
   for (size_t i = 0; i < members.size(); ++i) {

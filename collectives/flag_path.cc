@@ -32,6 +32,9 @@ constexpr int kCheckEvery = 256;
 constexpr auto kMinNap = std::chrono::microseconds(20);
 constexpr auto kMaxNap = std::chrono::microseconds(320);
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(10);
+// After this long on a live peer, every endpoint of the world is looked at (first_lost_endpoint), as the
+// engine does: the peer may have stopped on a loss in another group split from the same world.
+constexpr auto kOthersCheckAfter = std::chrono::seconds(1);
 
 long long to_ms(Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 
@@ -238,6 +241,7 @@ bool FlagOp::peer_posted(int p, bool block, Clock::time_point give_up) {
   const int spin = segment_->oversubscribed() ? kSpinRoundsOversubscribed : kSpinRounds;
   auto nap = kMinNap;
   auto next_liveness = Clock::now() + kLivenessPeriod;
+  const auto check_others_from = Clock::now() + kOthersCheckAfter;
   for (int round = 1;; ++round) {
     if (posted()) return true;
     if (round < spin) {
@@ -257,11 +261,13 @@ bool FlagOp::peer_posted(int p, bool block, Clock::time_point give_up) {
     const auto now = Clock::now();
     if (now >= next_liveness) {
       next_liveness = now + kLivenessPeriod;
-      std::string why = segment_->transport().lost_reason(segment_->endpoint(p));
+      int lost = segment_->endpoint(p);
+      std::string why = segment_->transport().lost_reason(lost);
+      if (why.empty() && now >= check_others_from) lost = first_lost_endpoint(segment_->transport(), why);
       if (!why.empty() && !posted()) {
         ErrorContext ctx = ctx_;
-        ctx.peer = segment_->endpoint(p);
-        throw PeerLostError(ctx, why + other_lost_peers(segment_->transport(), segment_->endpoint(p)));
+        ctx.peer = lost;
+        throw PeerLostError(ctx, why + other_lost_peers(segment_->transport(), lost));
       }
     }
     if (now >= give_up && give_up < deadline_) return false;

@@ -58,30 +58,41 @@ void check_arguments(const OldShards& old, const FsdpModel& target, const Commun
   } else if (new_size(old) != new_world.size()) {
     why << new_size(old) << " members (" << old.survivors.size() << " survivors) but a new world of "
         << new_world.size();
-  } else if (target.mesh().replicate_degree() != 1 || target.expert_parallel() != 1 ||
-             target.mesh().shard_degree() != new_world.size()) {
-    why << "the target must be plain FSDP over the new world (shard degree " << target.mesh().shard_degree()
-        << ", replicate " << target.mesh().replicate_degree() << ", expert parallel " << target.expert_parallel()
-        << ")";
+  } else if (old.old_size % old.shards() != 0) {
+    why << "an old world of " << old.old_size << " ranks is no whole number of shard groups of " << old.shards();
+  } else if (target.expert_parallel() != 1 || target.mesh().world_size() != new_world.size()) {
+    why << "the target must be FSDP or HSDP over the new world (" << target.mesh().replicate_degree() << " x "
+        << target.mesh().shard_degree() << ", expert parallel " << target.expert_parallel() << ")";
   }
   if (!why.str().empty()) throw std::invalid_argument("live_reshard: " + why.str());
+}
+
+// Old ranks r, r + S, ... holding shard j: "2" in plain FSDP, "0, 2" in HSDP 2 x 2.
+std::string ranks_of_shard(const OldShards& old, int j) {
+  std::string ranks;
+  for (int64_t r = j; r < old.old_size; r += old.shards()) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  return ranks;
 }
 
 void check_recoverable(const OldShards& old, const spec::ModelSpec& model) {
   std::ostringstream lost;
   for (size_t u = 0; u < model.units.size(); ++u) {
-    const spec::UnitShardLayout layout(model.units[u], old.old_size);
+    const spec::UnitShardLayout layout(model.units[u], old.shards());
     std::string ranks;
-    for (int j = 0; j < old.old_size; ++j) {
+    for (int j = 0; j < old.shards(); ++j) {
       if (shard_holder(old, j) < 0 && has_real_rows(layout, j)) {
-        ranks += (ranks.empty() ? "" : ", ") + std::to_string(j);
+        ranks += (ranks.empty() ? "" : "; ") + ranks_of_shard(old, j);
       }
     }
     if (!ranks.empty()) lost << "; unit " << u << " (" << model.units[u].name << "): old ranks " << ranks;
   }
   if (!lost.str().empty()) {
-    throw UnrecoverableLoss("live_reshard: both copies (the shard and its buddy mirror) of old shards are lost" +
-                            lost.str() + " (old world " + std::to_string(old.old_size) +
+    const bool replicas = old.old_size > old.shards();
+    throw UnrecoverableLoss(std::string("live_reshard: every copy (") +
+                            (replicas       ? "one per replica"
+                             : old.mirrored ? "the shard and its buddy mirror"
+                                            : "the only one: no redundancy") +
+                            ") of old shards is lost" + lost.str() + " (old world " + std::to_string(old.old_size) +
                             "; restart from the checkpoint)");
   }
 }
@@ -92,13 +103,15 @@ void check_held(const OldShards& old, const spec::ModelSpec& model, const HeldSh
   const int me = old_rank_of(old, new_world.rank());
   std::string missing;
   for (size_t u = 0; u < model.units.size() && missing.empty(); ++u) {
-    const spec::UnitShardLayout layout(model.units[u], old.old_size);
-    for (int j = 0; j < old.old_size && missing.empty(); ++j) {
-      if (shard_holder(old, j) != me || !has_real_rows(layout, j)) continue;
+    const spec::UnitShardLayout layout(model.units[u], old.shards());
+    for (int j = 0; j < old.shards() && missing.empty(); ++j) {
+      const ShardSource source = shard_source(old, j);
+      if (source.holder != me || !has_real_rows(layout, j)) continue;
       for (int w = 0; w < whats; ++w) {
-        if (held(static_cast<int>(u), j, w).size() != static_cast<size_t>(layout.chunk_numel())) {
-          missing = "unit " + std::to_string(u) + " old shard " + std::to_string(j) + " what " + std::to_string(w) +
-                    ": holds " + std::to_string(held(static_cast<int>(u), j, w).size()) + " elements, want " +
+        const size_t got = held(static_cast<int>(u), source.owner, w).size();
+        if (got != static_cast<size_t>(layout.chunk_numel())) {
+          missing = "unit " + std::to_string(u) + " old rank " + std::to_string(source.owner) + "'s shard what " +
+                    std::to_string(w) + ": holds " + std::to_string(got) + " elements, want " +
                     std::to_string(layout.chunk_numel());
           break;
         }
@@ -121,12 +134,12 @@ void gather_old(const OldShards& old, const spec::UnitShardLayout& layout, const
   const int me = old_rank_of(old, new_world.rank());
   const auto chunk = static_cast<size_t>(layout.chunk_numel());
   std::vector<Work> works;
-  for (int j = 0; j < old.old_size; ++j) {
+  for (int j = 0; j < old.shards(); ++j) {
     if (!has_real_rows(layout, j)) continue;
-    const int holder = shard_holder(old, j);
-    const int root = new_rank_of(old, holder);
+    const ShardSource source = shard_source(old, j);
+    const int root = new_rank_of(old, source.holder);
     float* dst = flat + static_cast<size_t>(j) * chunk;
-    const void* src = holder == me ? static_cast<const void*>(held(unit, j, what).data()) : dst;
+    const void* src = source.holder == me ? static_cast<const void*>(held(unit, source.owner, what).data()) : dst;
     works.push_back(new_world.broadcast(src, dst, chunk, DataType::kFloat32, root));
   }
   for (auto& w : works) w.wait();
@@ -139,10 +152,18 @@ int old_rank_of(const OldShards& old, int new_rank) {
   return old.new_members.empty() ? old.survivors.at(i) : old.new_members.at(i);
 }
 
-int shard_holder(const OldShards& old, int j) {
-  if (alive(old, j)) return j;
-  const int mirror = static_cast<int>((j - 1 + old.old_size) % old.old_size);
-  return alive(old, mirror) ? mirror : -1;
+ShardSource shard_source(const OldShards& old, int j) {
+  const int64_t s = old.shards();
+  for (int64_t r = j; r < old.old_size; r += s) {
+    if (alive(old, static_cast<int>(r))) return {static_cast<int>(r), static_cast<int>(r)};
+  }
+  if (old.mirrored && s > 1) {
+    for (int64_t r = j; r < old.old_size; r += s) {
+      const int64_t holder = r - j + (j - 1 + s) % s;  // r's predecessor in its shard group
+      if (alive(old, static_cast<int>(holder))) return {static_cast<int>(holder), static_cast<int>(r)};
+    }
+  }
+  return {};
 }
 
 void live_reshard(const OldShards& old, const spec::ModelSpec& model, const HeldShard& held, FsdpModel& target,
@@ -154,7 +175,7 @@ void live_reshard(const OldShards& old, const spec::ModelSpec& model, const Held
   target.discard_step();
   MemoryTracker scratch;  // transient, outside the rank's tracked step: recovery, not training
   for (int u = 0; u < target.num_units(); ++u) {
-    const spec::UnitShardLayout layout(model.units[static_cast<size_t>(u)], old.old_size);
+    const spec::UnitShardLayout layout(model.units[static_cast<size_t>(u)], old.shards());
     FsdpUnit& unit = target.unit(u);
     if (layout.numel() != unit.layout().numel()) {
       throw std::invalid_argument("live_reshard: unit " + std::to_string(u) + " has " + std::to_string(layout.numel()) +

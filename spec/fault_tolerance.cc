@@ -25,4 +25,16 @@ void validate(const FaultTolerance& ft, int64_t world_size) {
   }
 }
 
+Mesh mesh_after_loss(const Mesh& original, int64_t survivors) {
+  if (survivors < 1 || survivors > original.world_size()) {
+    throw SpecError("mesh_after_loss: " + std::to_string(survivors) + " survivors of a world of " +
+                    std::to_string(original.world_size()));
+  }
+  const int64_t shard = original.shard_degree();
+  if (original.replicate_degree() > 1 && survivors % shard == 0 && survivors / shard >= 2) {
+    return Mesh::for_world(survivors, survivors / shard, shard);
+  }
+  return Mesh::for_world(survivors, 1);
+}
+
 }  // namespace fsdp::spec

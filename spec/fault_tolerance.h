@@ -11,11 +11,15 @@
 //           rank (r + 1) % S; every step it receives that rank's reduced (clipped) gradient shard, 1/S of
 //           the model, and applies the same optimizer update to the mirror. Costs one more copy of the
 //           shard state per rank and one gradient shard of traffic per rank per step.
+// On HSDP (replicate > 1) the replicas are the redundancy and no mirror is kept; fault_tolerance.redundancy
+// then says what the job keeps once a loss leaves it plain FSDP (mesh_after_loss).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <string_view>
+
+#include "spec/mesh.h"
 
 namespace fsdp::spec {
 
@@ -30,9 +34,22 @@ struct FaultTolerance {
   // A survivor waits this long for every rank of the old world to report alive or be known lost before
   // the agreement is decided without the silent ones.
   std::chrono::milliseconds recovery_timeout{30000};
-  // The redundancy the job actually keeps: enable ? redundancy : kNone.
+  // The redundancy the job actually keeps on plain FSDP: enable ? redundancy : kNone.
   Redundancy effective_redundancy() const { return enable ? redundancy : Redundancy::kNone; }
+  // The same on `mesh`: kNone on HSDP, whose replicas already hold every shard.
+  Redundancy effective_redundancy(const Mesh& mesh) const {
+    return mesh.replicate_degree() > 1 ? Redundancy::kNone : effective_redundancy();
+  }
 };
+
+// The mesh a job of `original`'s mesh goes on with after a loss leaves `survivors` ranks
+// (docs/fault_tolerance.md#hsdp). HSDP R x S keeps its shard degree when the survivors still make two or
+// more whole replicas: (survivors / S) x S, the replicas again the redundancy. Otherwise (and always for
+// plain FSDP) plain FSDP over every survivor, whose redundancy is fault_tolerance.redundancy (the buddy
+// mirror, or none: the next loss then means a restart). Every survivor is used and the rule depends on the
+// original mesh and the count only, so every epoch's mesh is the same on every rank. Throws SpecError for
+// fewer than one survivor or more than the original world.
+Mesh mesh_after_loss(const Mesh& original, int64_t survivors);
 
 // Throws SpecError naming the key (fault_tolerance.min_world_size, ...) for a minimum world size below 1
 // or above the world, or a non-positive recovery timeout.

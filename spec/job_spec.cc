@@ -70,16 +70,22 @@ void check_expert_parallel(const ModelSpec& model, int64_t ep, int64_t shard_deg
 void check_fault_tolerance(const JobSpec& job) {
   const FaultTolerance& ft = job.fault_tolerance;
   validate(ft, job.mesh.world_size());
-  if (job.policy.redundancy != ft.effective_redundancy()) {
+  const Redundancy kept = ft.effective_redundancy(job.mesh);
+  if (job.policy.redundancy != kept) {
+    const bool hsdp = job.mesh.replicate_degree() > 1;
     throw SpecError("policy.redundancy = " + std::string(name(job.policy.redundancy)) +
-                    " but the [fault_tolerance] section keeps " + std::string(name(ft.effective_redundancy())));
+                    " but the [fault_tolerance] section keeps " + std::string(name(kept)) +
+                    (hsdp ? " on HSDP (replicate " + std::to_string(job.mesh.replicate_degree()) +
+                                ": the replicas hold every shard; fault_tolerance.redundancy = buddy turns the "
+                                "mirror on once a loss leaves plain FSDP)"
+                          : ""));
   }
   if (!ft.enable) return;
-  // In-job recovery re-plans a plain FSDP mesh; replica groups and expert groups are not rebuilt yet.
-  if (job.mesh.replicate_degree() > 1 || job.mesh.expert_parallel_degree() > 1) {
-    throw SpecError(
-        "fault_tolerance.enable = true needs plain FSDP (parallelism.data_parallel_replicate_degree = 1 "
-        "and expert_parallel_degree = 1): recovery does not rebuild replica or expert groups yet");
+  // In-job recovery re-plans FSDP and HSDP meshes (mesh_after_loss); expert groups are not rebuilt yet.
+  if (job.mesh.expert_parallel_degree() > 1) {
+    throw SpecError("fault_tolerance.enable = true needs parallelism.expert_parallel_degree = 1 (it is " +
+                    std::to_string(job.mesh.expert_parallel_degree()) +
+                    "): recovery does not rebuild expert groups yet");
   }
 }
 

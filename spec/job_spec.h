@@ -46,8 +46,8 @@ void check_reshard_group(const Reshard& reshard, int64_t shard_degree);
 void check_expert_parallel_degree(int64_t ep, int64_t shard_degree);
 // That, and for ep > 1 a MoE model whose experts it divides.
 void check_expert_parallel(const ModelSpec& model, int64_t ep, int64_t shard_degree);
-// The [fault_tolerance] section's own rules, that policy.redundancy is what it keeps, and that in-job
-// recovery runs on a plain FSDP mesh.
+// The [fault_tolerance] section's own rules, that policy.redundancy is what it keeps on the mesh (no
+// mirror on HSDP), and that in-job recovery runs without expert parallelism.
 void check_fault_tolerance(const JobSpec& job);
 
 }  // namespace fsdp::spec

@@ -498,12 +498,13 @@ const std::vector<Field>& fields() {
     // [fault_tolerance] (docs/fault_tolerance.md): TorchTitan's enable; the rest is ours.
     f.push_back(bool_field("fault_tolerance", "enable", FSDP_ACC(bool, fault_tolerance.enable), true,
                            "a lost rank does not end the job: the survivors shrink, re-plan and redo the step "
-                           "(plain FSDP under fsdp-run; docs/fault_tolerance.md)"));
+                           "(FSDP or HSDP under fsdp-run; docs/fault_tolerance.md)"));
     f.push_back(enum_field<spec::Redundancy>(
         "fault_tolerance", "redundancy", FSDP_ACC(spec::Redundancy, fault_tolerance.redundancy),
         {{"buddy", spec::Redundancy::kBuddy}, {"none", spec::Redundancy::kNone}}, false,
         "with enable: buddy keeps a mirror of the next rank's shard and optimizer state (one gradient shard "
-        "sent per step); none keeps nothing, so a lost rank means a restart from the checkpoint"));
+        "sent per step); none keeps nothing, so a lost rank means a restart from the checkpoint. On HSDP the "
+        "replicas are the redundancy; this is what the job keeps once a loss leaves it plain FSDP"));
     f.push_back(int_field("fault_tolerance", "min_world_size", FSDP_ACC(int64_t, fault_tolerance.min_world_size), false,
                           "with enable: fewer survivors than this end the job (or restart it)", positive));
     f.push_back(Field{"fault_tolerance",

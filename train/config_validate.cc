@@ -97,7 +97,8 @@ spec::Policy TrainConfig::policy() const {
   p.micro_batch = training.local_batch_size;
   p.seq_len = training.seq_len;
   p.grad_accum = training.gradient_accumulation_steps;
-  p.redundancy = fault_tolerance.effective_redundancy();
+  p.redundancy =
+      resolved_mesh ? fault_tolerance.effective_redundancy(*resolved_mesh) : fault_tolerance.effective_redundancy();
   return p;
 }
 

@@ -16,11 +16,14 @@ int64_t data_parallel_of(const TrainerOptions& original, const launch::ElasticWo
   return original.fsdp.mesh ? original.fsdp.mesh->data_parallel_size() : ew.original_size();
 }
 
-// The old layout as the grow decision describes it: every member of the old world holds its own shard;
-// new rank i is old rank i, the newcomers come after them.
-runtime::OldShards old_layout(const launch::RecoveryDecision& d) {
+// The old layout as the grow decision describes it: every member of the old world holds its own shard
+// (under HSDP, the lowest member of each shard index sends it); new rank i is old rank i, the newcomers
+// come after them. The old mesh is the one the job planned at the old size (plan_epoch), which a newcomer
+// computes as the members do.
+runtime::OldShards old_layout(const TrainConfig& config, const launch::RecoveryDecision& d) {
   runtime::OldShards old;
   old.old_size = static_cast<int64_t>(d.survivors.size());
+  old.shard_degree = plan_epoch(config, static_cast<int>(old.old_size)).mesh.shard_degree();
   old.survivors = d.survivors;
   old.steps_taken = d.committed_step;
   old.new_members = d.survivors;
@@ -28,14 +31,15 @@ runtime::OldShards old_layout(const launch::RecoveryDecision& d) {
   return old;
 }
 
-std::unique_ptr<Trainer> rebuild(launch::ElasticWorld& ew, const launch::RecoveryDecision& d,
-                                 const TrainerOptions& original, const BatchSource& batches,
+std::unique_ptr<Trainer> rebuild(const TrainConfig& config, launch::ElasticWorld& ew,
+                                 const launch::RecoveryDecision& d, const TrainerOptions& original, const BatchSource& batches,
                                  const runtime::HeldShard& held, const spec::ModelSpec* old_model, GrowRecord& record) {
   const auto start = Clock::now();
-  auto fresh =
-      std::make_unique<Trainer>(options_for_epoch(original, ew, data_parallel_of(original, ew)), ew.comm(), batches);
+  const EpochLayout layout = plan_epoch(config, ew.size());
+  auto fresh = std::make_unique<Trainer>(options_for_epoch(original, layout, ew, data_parallel_of(original, ew)),
+                                         ew.comm(), batches);
   // The newcomer has no old model: the spec does not depend on the world size.
-  runtime::live_reshard(old_layout(d), old_model ? *old_model : fresh->fsdp().model(), held, fresh->fsdp(),
+  runtime::live_reshard(old_layout(config, d), old_model ? *old_model : fresh->fsdp().model(), held, fresh->fsdp(),
                         fresh->optimizer(), ew.comm());
   fresh->set_steps_done(d.committed_step);
   fresh->sync_redundancy();
@@ -65,7 +69,7 @@ std::string GrowRecord::line() const {
          std::to_string(epoch) + " (" + times + ")";
 }
 
-std::unique_ptr<Trainer> grow_job(launch::ElasticWorld& ew, std::unique_ptr<Trainer> old,
+std::unique_ptr<Trainer> grow_job(const TrainConfig& config, launch::ElasticWorld& ew, std::unique_ptr<Trainer> old,
                                   const TrainerOptions& original, const BatchSource& batches, GrowRecord& record,
                                   std::chrono::milliseconds timeout) {
   record.started = Clock::now();
@@ -73,17 +77,17 @@ std::unique_ptr<Trainer> grow_job(launch::ElasticWorld& ew, std::unique_ptr<Trai
   const launch::RecoveryDecision d = ew.grow(old->steps_done(), timeout);
   record.agree_seconds = ew.last_agree_seconds();
   record.reconnect_seconds = seconds_since(record.started) - record.agree_seconds;
-  auto fresh = rebuild(ew, d, original, batches, shards_held_by(*old, source_rank), &old->fsdp().model(), record);
+  auto fresh = rebuild(config, ew, d, original, batches, shards_held_by(*old, source_rank), &old->fsdp().model(), record);
   old.reset();
   ew.release_retired();
   return fresh;
 }
 
-std::unique_ptr<Trainer> join_job(launch::ElasticWorld& ew, const TrainerOptions& original, const BatchSource& batches,
-                                  GrowRecord& record) {
+std::unique_ptr<Trainer> join_job(const TrainConfig& config, launch::ElasticWorld& ew, const TrainerOptions& original,
+                                  const BatchSource& batches, GrowRecord& record) {
   record.started = Clock::now();
   const runtime::HeldShard nothing = [](int, int, int) { return std::span<const float>(); };
-  return rebuild(ew, ew.last_grow(), original, batches, nothing, nullptr, record);
+  return rebuild(config, ew, ew.last_grow(), original, batches, nothing, nullptr, record);
 }
 
 bool joined_as_newcomer(const launch::ElasticWorld& ew) {

@@ -40,12 +40,13 @@ struct GrowRecord {
 
 // A member's grow after committed step `step` (every member calls it when ew.grow_ticket() != 0).
 // Returns the trainer to go on with, over ew.comm(); `old` is released, then the retired world.
-std::unique_ptr<Trainer> grow_job(launch::ElasticWorld& ew, std::unique_ptr<Trainer> old,
+std::unique_ptr<Trainer> grow_job(const TrainConfig& config, launch::ElasticWorld& ew, std::unique_ptr<Trainer> old,
                                   const TrainerOptions& original, const BatchSource& batches, GrowRecord& record,
                                   std::chrono::milliseconds timeout);
 
 // The newcomer's side, once ElasticWorld::join admitted it: its trainer, holding its part of the state.
-std::unique_ptr<Trainer> join_job(launch::ElasticWorld& ew, const TrainerOptions& original, const BatchSource& batches,
+std::unique_ptr<Trainer> join_job(const TrainConfig& config, launch::ElasticWorld& ew, const TrainerOptions& original,
+                                  const BatchSource& batches,
                                   GrowRecord& record);
 
 // Whether this process is a newcomer that joined (its world came from ElasticWorld::join).

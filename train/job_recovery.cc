@@ -21,17 +21,20 @@ std::string rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
-// The re-plan's memory check: the planner's peak at the new size against this host (TrainConfig's fit).
-void check_fits_at(const TrainConfig& config, int world_size) {
+// The planner's peak of `config` on `mesh` with `redundancy` against this host (TrainConfig's fit), or the
+// refusal.
+std::string fit_problem(const TrainConfig& config, const spec::Mesh& mesh, spec::Redundancy redundancy) {
   TrainConfig c = config;
-  c.resolved_mesh = spec::Mesh::for_world(world_size, 1);
-  c.parallelism.data_parallel_replicate_degree = 1;
-  c.parallelism.data_parallel_shard_degree = world_size;
+  c.resolved_mesh = mesh;
+  c.parallelism.data_parallel_replicate_degree = mesh.replicate_degree();
+  c.parallelism.data_parallel_shard_degree = mesh.shard_degree();
+  c.fault_tolerance.redundancy = redundancy;
   try {
     c.check_fits_machine_memory();
   } catch (const ConfigError& e) {
-    throw RecoveryImpossible("the job no longer fits at " + std::to_string(world_size) + " rank(s): " + e.what());
+    return e.what();
   }
+  return "";
 }
 
 }  // namespace
@@ -59,13 +62,43 @@ std::string RecoveryRecord::line() const {
   }
   return "recovery: rank" + std::string(lost.size() > 1 ? "s " : " ") + rank_list(lost) + " lost in step " +
          std::to_string(failed_step) + " (" + why + "); " + std::to_string(world_size) + " rank(s) go on in epoch " +
-         std::to_string(epoch) + " from step " + std::to_string(resumed_after) + " (" + times + ")";
+         std::to_string(epoch) + " from step " + std::to_string(resumed_after) + " as " + layout + " (" + times + ")";
 }
 
-TrainerOptions options_for_epoch(const TrainerOptions& original, const launch::ElasticWorld& ew,
-                                 int64_t data_parallel_size) {
+std::string EpochLayout::describe() const {
+  const std::string size = std::to_string(mesh.world_size()) + " rank" + (mesh.world_size() > 1 ? "s" : "");
+  if (mesh.replicate_degree() > 1) {
+    return "HSDP " + std::to_string(mesh.replicate_degree()) + " x " + std::to_string(mesh.shard_degree()) +
+           " (the replicas are the redundancy)";
+  }
+  if (redundancy == spec::Redundancy::kBuddy && mesh.world_size() > 1) {
+    return "FSDP over " + size + " with the buddy mirror";
+  }
+  return "FSDP over " + size + " without redundancy (" + (mirror_dropped ? "the buddy mirror does not fit; " : "") +
+         "the next loss means a restart)";
+}
+
+EpochLayout plan_epoch(const TrainConfig& config, int world_size) {
+  EpochLayout layout{spec::mesh_after_loss(config.mesh(), world_size)};
+  layout.redundancy = config.fault_tolerance.effective_redundancy(layout.mesh);
+  std::string problem = fit_problem(config, layout.mesh, layout.redundancy);
+  if (!problem.empty() && layout.redundancy == spec::Redundancy::kBuddy &&
+      fit_problem(config, layout.mesh, spec::Redundancy::kNone).empty()) {
+    layout.redundancy = spec::Redundancy::kNone;
+    layout.mirror_dropped = true;
+    problem.clear();
+  }
+  if (!problem.empty()) {
+    throw RecoveryImpossible("the job no longer fits at " + std::to_string(world_size) + " rank(s): " + problem);
+  }
+  return layout;
+}
+
+TrainerOptions options_for_epoch(const TrainerOptions& original, const EpochLayout& layout,
+                                 const launch::ElasticWorld& ew, int64_t data_parallel_size) {
   TrainerOptions o = original;
-  o.fsdp.mesh = spec::Mesh::for_world(ew.size(), 1);
+  o.fsdp.mesh = layout.mesh;
+  o.fsdp.policy.redundancy = layout.redundancy;
   o.fsdp.plan = nullptr;  // a plan file describes the original world
   o.data_parallel_size = data_parallel_size;
   o.data_ranks = ew.size() == data_parallel_size ? std::vector<int64_t>{}
@@ -88,6 +121,7 @@ std::unique_ptr<Trainer> recover_from_lost_rank(const TrainConfig& config, launc
   const std::vector<int> source_members = ew.members();  // the old trainer's layout, by original rank
   const int source_rank = ew.rank();
   const int64_t data_parallel = original.fsdp.mesh ? original.fsdp.mesh->data_parallel_size() : source_members.size();
+  // This rank's copies of the old shards: its own and its mirror's (the other replicas send their own).
   const runtime::HeldShard held = shards_held_by(*old, source_rank);
   for (;;) {  // a member lost during recovery starts the next epoch from the same old state
     const auto agree_start = Clock::now();
@@ -115,12 +149,15 @@ std::unique_ptr<Trainer> recover_from_lost_rank(const TrainConfig& config, launc
                                " rank(s) left, fewer than fault_tolerance.min_world_size = " +
                                std::to_string(config.fault_tolerance.min_world_size));
     }
-    check_fits_at(config, ew.size());
+    const EpochLayout layout = plan_epoch(config, ew.size());
+    record.layout = layout.describe();
     fault::point(fault::When::kInRecovery, record.failed_step);  // tests: a survivor lost during recovery
     const auto reshard_start = Clock::now();
     try {
-      auto fresh = std::make_unique<Trainer>(options_for_epoch(original, ew, data_parallel), ew.comm(), batches);
-      const runtime::OldShards shards{static_cast<int64_t>(source_members.size()), survivors_in_source, committed};
+      auto fresh =
+          std::make_unique<Trainer>(options_for_epoch(original, layout, ew, data_parallel), ew.comm(), batches);
+      const runtime::OldShards shards{static_cast<int64_t>(source_members.size()), survivors_in_source, committed,
+                                      old->fsdp().mesh().shard_degree(), old->mirror() != nullptr};
       runtime::live_reshard(shards, old->fsdp().model(), held, fresh->fsdp(), fresh->optimizer(), ew.comm());
       fresh->set_steps_done(committed);
       fresh->sync_redundancy();

@@ -5,10 +5,12 @@
 //      had not yet), else dropped; every survivor then stands at the same last committed step S;
 //   2. the survivors agree on who is left and reconnect without the lost (a new epoch);
 //   3. re-plan: the same model and global batch at the new size (the original data ranks dealt round-robin,
-//      TrainerOptions::data_ranks), refused when the planner's peak no longer fits this host;
-//   4. the new trainer's shards and optimizer state are rebuilt from the old ones and the redundancy's
-//      mirrors (runtime/live_reshard.h), its mirror synced, its step set to S.
-// A member lost during any of it starts the next epoch from the same old state. Both copies of a shard lost,
+//      TrainerOptions::data_ranks) on spec::mesh_after_loss's mesh (HSDP stays HSDP while whole replicas
+//      remain, else plain FSDP with fault_tolerance.redundancy), refused when the planner's peak no longer
+//      fits this host (the buddy mirror alone not fitting: the job goes on without it, and says so);
+//   4. the new trainer's shards and optimizer state are rebuilt from the old ones, the other replicas' and
+//      the redundancy's mirrors (runtime/live_reshard.h), its mirror synced, its step set to S.
+// A member lost during any of it starts the next epoch from the same old state. Every copy of a shard lost,
 // fewer survivors than fault_tolerance.min_world_size, or a re-plan that does not fit ends the job with the
 // reason (fsdp-run --max-restarts then restarts it from its checkpoint).
 #pragma once
@@ -35,6 +37,7 @@ struct RecoveryRecord {
   std::string why;            // the error that started it
   int64_t epoch = 0;          // the epoch the job went on in
   int world_size = 0;         // its size
+  std::string layout;         // its mesh and redundancy: "FSDP over 3 ranks with the buddy mirror"
   // Seconds: resolving the step in flight and agreeing, reconnecting, rebuilding the state.
   double agree_seconds = 0, shrink_seconds = 0, reshard_seconds = 0;
   std::chrono::steady_clock::time_point detected;  // when the failure reached the step loop
@@ -52,9 +55,20 @@ class RecoveryImpossible : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The trainer options for the epoch `ew` is in now: its mesh and the original data ranks dealt over it.
-TrainerOptions options_for_epoch(const TrainerOptions& original, const launch::ElasticWorld& ew,
-                                 int64_t data_parallel_size);
+// The layout a job goes on in at `world_size` survivors: spec::mesh_after_loss of the config's mesh and
+// the redundancy the config keeps on it, without the buddy mirror where only the mirror does not fit this
+// host. Throws RecoveryImpossible when even that does not fit.
+struct EpochLayout {
+  spec::Mesh mesh;
+  spec::Redundancy redundancy = spec::Redundancy::kNone;
+  bool mirror_dropped = false;   // the config asked for the buddy mirror; it does not fit
+  std::string describe() const;  // "HSDP 2 x 2 (the replicas are the redundancy)", ...
+};
+EpochLayout plan_epoch(const TrainConfig& config, int world_size);
+
+// The trainer options for the epoch `ew` is in now: its layout and the original data ranks dealt over it.
+TrainerOptions options_for_epoch(const TrainerOptions& original, const EpochLayout& layout,
+                                 const launch::ElasticWorld& ew, int64_t data_parallel_size);
 
 // What `t` (rank `source_rank` of its world) holds of that world's shards: its own and its mirror's.
 runtime::HeldShard shards_held_by(Trainer& t, int source_rank);

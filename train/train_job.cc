@@ -442,7 +442,7 @@ std::optional<GrowRecord> grow_if_asked(const TrainConfig& config, const JobOpti
   ckpt.reset();
   GrowRecord record;
   trainer =
-      grow_job(*job.elastic, std::move(trainer), opts, data.source(), record, config.fault_tolerance.recovery_timeout);
+      grow_job(config, *job.elastic, std::move(trainer), opts, data.source(), record, config.fault_tolerance.recovery_timeout);
   observers.attach(*trainer);
   if (config.checkpoint.enable_checkpoint) ckpt = make_checkpointer(config, *trainer, job.elastic->comm());
   return record;
@@ -479,7 +479,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   JobBatches data(source, data_loader_options(config, rank));
   const bool newcomer = job.elastic && joined_as_newcomer(*job.elastic);  // state from the members; rank > 0
   std::optional<GrowRecord> grown = newcomer ? std::optional<GrowRecord>(GrowRecord{}) : std::nullopt;  // said later
-  auto trainer = newcomer ? join_job(*job.elastic, opts, data.source(), *grown)
+  auto trainer = newcomer ? join_job(config, *job.elastic, opts, data.source(), *grown)
                           : std::make_unique<Trainer>(opts, world, data.source());
 
   const bool tracing = !config.metrics.trace_file.empty();

@@ -8,9 +8,10 @@ namespace fsdp {
 
 namespace {
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
-// A collective that has waited this long on live peers also looks at its other members: one of them
-// lost (dead, or declared frozen) means the peers it waits on have stopped too, and it would otherwise
-// wait for the whole timeout. Not at once: a /proc read per member per check costs nothing only rarely.
+// A collective that has waited this long on live peers also looks at every other endpoint of its world
+// (first_lost_endpoint): one of them lost (dead, or declared frozen) means the peers it waits on have
+// stopped too, in this group or another split from the same world, and it would otherwise wait for the
+// whole timeout. Not at once: a /proc read per endpoint per check costs nothing only rarely.
 constexpr auto kMembersCheckAfter = std::chrono::seconds(1);
 // An idle engine naps this long at a time (a submission that skipped the wake-up waits at most
 // this), for kNapPhase after its last work, then sleeps until woken.
@@ -47,16 +48,6 @@ std::exception_ptr timeout_error(const Op& op) {
   }
   what << "; raise FSDP_TIMEOUT_SEC or CommOptions::timeout if the peer is only slow";
   return std::make_exception_ptr(TimeoutError(ctx, what.str()));
-}
-// The first other member of op's communicator the transport reports lost (its endpoint; `why` set), or
-// -1. A collective waiting on a live peer whose own peer died would otherwise wait out its timeout.
-int lost_member(Transport& transport, const Op& op, std::string& why) {
-  for (int endpoint : op.endpoints()) {
-    if (endpoint == transport.rank()) continue;
-    why = transport.lost_reason(endpoint);
-    if (!why.empty()) return endpoint;
-  }
-  return -1;
 }
 
 }  // namespace
@@ -350,7 +341,7 @@ bool ProgressEngine::poll(Clock::time_point now) {
         int peer = r->peer();
         std::string why = s->transport.lost_reason(peer);
         if (why.empty() && op == s->head && now - op->started_at() > kMembersCheckAfter) {
-          peer = lost_member(s->transport, *op, why);
+          peer = first_lost_endpoint(s->transport, why);
         }
         if (why.empty()) continue;
         // A peer may finish its part (e.g. a barrier message) and exit before we read it: drain what

@@ -134,6 +134,17 @@ class Transport {
     if (declared_lost_.size() <= static_cast<size_t>(peer)) declared_lost_.resize(static_cast<size_t>(peer) + 1);
     if (declared_lost_[static_cast<size_t>(peer)].empty()) declared_lost_[static_cast<size_t>(peer)] = why;
   }
+  // An endpoint a shrink left out (Communicator::shrink): first_lost_endpoint no longer looks at it, so
+  // the survivors' collectives are not failed by the very loss they shrank away from. Any thread.
+  void retire_peer(int peer) {
+    std::lock_guard lock(failure_mu_);
+    if (retired_.size() <= static_cast<size_t>(peer)) retired_.resize(static_cast<size_t>(peer) + 1, false);
+    retired_[static_cast<size_t>(peer)] = true;
+  }
+  bool retired(int peer) const {
+    std::lock_guard lock(failure_mu_);
+    return static_cast<size_t>(peer) < retired_.size() && retired_[static_cast<size_t>(peer)];
+  }
   // Empty when `peer` looks alive: what check_peer says, else why it was declared lost.
   std::string lost_reason(int peer) {
     std::string why = check_peer(peer);
@@ -146,7 +157,23 @@ class Transport {
   mutable std::mutex failure_mu_;
   std::string failure_;
   std::vector<std::string> declared_lost_;  // by peer; empty: not declared
+  std::vector<bool> retired_;               // by peer: left out by a shrink
 };
+
+// The lowest endpoint but this one (and those a shrink retired) that lost_reason reports gone (`why`
+// set), or -1: every endpoint of the transport, not only one communicator's members. A collective that
+// has waited long on live peers asks it: where groups were split from one world (HSDP's shard and
+// replica groups), a live peer may have stopped on a loss in another group, and the job recovers (or
+// ends) as a whole.
+inline int first_lost_endpoint(Transport& transport, std::string& why) {
+  why.clear();
+  for (int p = 0; p < transport.size(); ++p) {
+    if (p == transport.rank() || transport.retired(p)) continue;
+    why = transport.lost_reason(p);
+    if (!why.empty()) return p;
+  }
+  return -1;
+}
 
 // "; also lost: rank 1 (why)" for every endpoint but this one and `known` that lost_reason reports
 // gone, or empty. A PeerLostError carries it, so a survivor whose neighbour exited only because it

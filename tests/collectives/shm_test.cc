@@ -117,6 +117,71 @@ TEST_P(ShmKilledPeer, IsReportedQuickly) {
 
 INSTANTIATE_TEST_SUITE_P(Collectives, ShmKilledPeer, ::testing::Values("all_gather", "all_to_all"));
 
+// A rank lost outside the group a collective runs in (HSDP: rank 3's shard and replica groups both miss
+// rank 0): rank 2 waits in group {1, 2} on rank 1, alive but gone elsewhere (it never calls); after a
+// second it looks at the whole world and fails naming rank 0, long before its 20 s timeout. The engine
+// (a 256 KiB all-gather) and the flag path (an 8-byte all-reduce) alike.
+TEST(ShmFaults, LossOutsideTheGroupFailsAWaitOnALivePeer) {
+  for (const std::string collective : {"all_gather", "all_reduce"}) {
+    const std::string job = unique_job_name("test");
+    auto codes = run_processes(3, 30s, [&](int rank) {
+      CommOptions o;
+      o.timeout = 20s;
+      auto world = Communicator::create(make_shm_transport(job, rank, 3, 10s), o);
+      int64_t pid = ::getpid(), pids[3] = {0, 0, 0};
+      world->all_gather(&pid, pids, 1, DataType::kInt64).wait();
+      auto group = world->split(rank == 0 ? -1 : 0, rank);
+      if (rank == 0) ::raise(SIGKILL);
+      if (rank == 1) {
+        std::this_thread::sleep_for(25s);  // alive, never calls; rank 2 kills it when done
+        return 5;
+      }
+      std::vector<float> shard(1 << 16, 1.f), full(1 << 17);
+      const auto start = std::chrono::steady_clock::now();
+      int code = 0;
+      try {
+        if (collective == "all_gather") {
+          group->all_gather(shard.data(), full.data(), shard.size(), DataType::kFloat32).wait();
+        } else {
+          group->all_reduce(shard.data(), shard.data(), 2, DataType::kFloat32, ReduceOp::sum()).wait();
+        }
+        code = 2;
+      } catch (const PeerLostError& e) {
+        code = mentions_all(e.what(), {"rank 0", collective}) ? 0 : 3;
+        if (code == 0 && std::chrono::steady_clock::now() - start > 5s) code = 4;
+      }
+      ::kill(static_cast<pid_t>(pids[1]), SIGKILL);
+      return code;
+    });
+    EXPECT_EQ(codes, (std::vector<int>{128 + SIGKILL, 128 + SIGKILL, 0})) << collective;
+  }
+}
+
+// The ranks a shrink left out are no longer looked at: the survivors' collective waits on a slow live
+// peer for over a second and completes, though the rank they shrank away from is dead.
+TEST(ShmFaults, ShrunkAwayRankDoesNotFailTheSurvivors) {
+  const std::string job = unique_job_name("test");
+  auto codes = run_processes(3, 30s, [&](int rank) {
+    CommOptions o;
+    o.timeout = 20s;
+    auto world = Communicator::create(make_shm_transport(job, rank, 3, 10s), o);
+    world->barrier().wait();
+    if (rank == 0) ::raise(SIGKILL);
+    const int lost[] = {0};
+    auto survivors = world->shrink(lost);
+    if (rank == 1) std::this_thread::sleep_for(1500ms);  // rank 2 waits on it past the world check
+    std::vector<float> x(1 << 16, 1.f);
+    try {
+      survivors->all_reduce(x.data(), x.data(), x.size(), DataType::kFloat32, ReduceOp::sum()).wait();
+    } catch (const CommError& e) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+      return 2;
+    }
+    return x[0] == 2.f ? 0 : 3;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{128 + SIGKILL, 0, 0}));
+}
+
 TEST(ShmFaults, RankThatNeverAttachesTimesOut) {
   const std::string job = unique_job_name("test");
   auto codes = run_processes(1, 30s, [&job](int) {

@@ -1,7 +1,8 @@
-// The in-memory reshard (runtime/live_reshard.h): N ranks train a few steps with buddy mirrors, one (or
-// two) of them is lost, and the survivors rebuild the sharded state at the new size from their own
-// shards and mirrors: the whole parameters and optimizer state equal those before, bit for bit. Growing
-// back, a newcomer that holds nothing receives its part the same way.
+// The in-memory reshard (runtime/live_reshard.h): N ranks train a few steps with buddy mirrors (or as HSDP,
+// whose replicas are the redundancy), one (or two) of them is lost, and the survivors rebuild the sharded
+// state at the new size from their own shards, the other replicas' and the mirrors: the whole parameters
+// and optimizer state equal those before, bit for bit. Growing back, a newcomer that holds nothing
+// receives its part the same way.
 #include "runtime/live_reshard.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <mutex>
 
 #include "redundancy_support.h"
+#include "spec/fault_tolerance.h"
 #include "tests/collectives/test_support.h"
 
 namespace fsdp::runtime {
@@ -38,15 +40,14 @@ bool bitwise_equal(const Whole& a, const Whole& b) {
   return true;
 }
 
-// This rank's copies of old shards: its own and the one its mirror holds.
-HeldShard held_by(testing::MirroredRun& run) {
-  return [&run](int unit, int old_rank, int what) -> std::span<const float> {
-    const int me = static_cast<int>(run.model->unit(unit).shard_rank());
+// This rank's copies of old shards: its own (old rank `me`) and the one its mirror holds.
+HeldShard held_by(testing::MirroredRun& run, int me) {
+  return [&run, me](int unit, int old_rank, int what) -> std::span<const float> {
     if (old_rank == me) {
       if (what == 0) return run.model->unit(unit).master_shard();
       return run.opt->state(unit)[static_cast<size_t>(what - 1)];
     }
-    if (old_rank == run.mirror->mirrored_rank()) {
+    if (run.mirror && old_rank == run.mirror->mirrored_rank()) {
       if (what == 0) return run.mirror->params(unit);
       return run.mirror->state(unit)[static_cast<size_t>(what - 1)];
     }
@@ -54,17 +55,21 @@ HeldShard held_by(testing::MirroredRun& run) {
   };
 }
 
-// n ranks train 3 steps; the ranks in `lost` leave; the survivors reshard. Returns how many survivors
-// threw UnrecoverableLoss (the rest matched the state before bitwise, or failed the test).
-int shrink_and_reshard(int n, std::vector<int> lost, bool sgd) {
+// n ranks (replicate x n / replicate; plain FSDP keeps buddy mirrors, HSDP none) train 3 steps; the ranks
+// in `lost` leave; the survivors reshard into spec::mesh_after_loss's mesh. Returns how many survivors threw
+// UnrecoverableLoss (the rest matched the state before bitwise, or failed the test).
+int shrink_and_reshard(int n, std::vector<int> lost, bool sgd, int replicate = 1) {
+  const spec::Mesh mesh = spec::Mesh::for_world(n, replicate);
+  const bool mirrored = replicate == 1;
   InProcJob job(n);
   std::atomic<int> unrecoverable{0};
   job.run([&](Communicator& world) {
-    auto run = testing::make_mirrored_run(world, sgd);
+    auto run = testing::make_mirrored_run(world, sgd, mirrored, mesh);
     for (int s = 0; s < 3; ++s) testing::mirrored_step(*run, world, s);
+    // This rank's replica's whole state: a survivor's reshard must match it whichever replica sent it.
     const Whole before = gather_all(*run->model, *run->opt);
     if (std::find(lost.begin(), lost.end(), world.rank()) != lost.end()) return;  // this rank is gone
-    OldShards old{n, {}, run->opt->steps_taken()};
+    OldShards old{n, {}, run->opt->steps_taken(), mesh.shard_degree(), mirrored};
     for (int r = 0; r < n; ++r) {
       if (std::find(lost.begin(), lost.end(), r) == lost.end()) old.survivors.push_back(r);
     }
@@ -72,11 +77,13 @@ int shrink_and_reshard(int n, std::vector<int> lost, bool sgd) {
     testing::MirroredRun next;  // the job at the new size, its state from the reshard
     FsdpOptions options;
     options.policy.param_dtype = DataType::kFloat32;
-    options.policy.redundancy = spec::Redundancy::kBuddy;
+    options.mesh = spec::mesh_after_loss(mesh, shrunk->size());
+    const bool mirror_after = options.mesh->replicate_degree() == 1 && shrunk->size() > 1;
+    if (mirror_after) options.policy.redundancy = spec::Redundancy::kBuddy;
     next.model = std::make_unique<FsdpModel>(next.toy.spec(), options, *shrunk, next.tracker);
     next.opt = testing::make_optimizer(*next.model, sgd, next.tracker);
     try {
-      live_reshard(old, run->toy.spec(), held_by(*run), *next.model, *next.opt, *shrunk);
+      live_reshard(old, run->toy.spec(), held_by(*run, world.rank()), *next.model, *next.opt, *shrunk);
     } catch (const UnrecoverableLoss& e) {
       ++unrecoverable;
       EXPECT_NE(std::string(e.what()).find("old ranks"), std::string::npos) << e.what();
@@ -84,12 +91,15 @@ int shrink_and_reshard(int n, std::vector<int> lost, bool sgd) {
     }
     EXPECT_EQ(next.opt->steps_taken(), 3);
     EXPECT_TRUE(bitwise_equal(gather_all(*next.model, *next.opt), before))
-        << "old world " << n << ", lost rank " << lost[0] << ", new rank " << shrunk->rank();
-    // Training goes on at the new size with a new mirror, kept bitwise as before.
-    next.mirror = std::make_unique<BuddyMirror>(*next.model, *next.opt, next.tracker);
-    next.mirror->sync();
+        << "old world " << replicate << " x " << n / replicate << ", lost rank " << lost[0] << ", new rank "
+        << shrunk->rank() << " of " << options.mesh->replicate_degree() << " x " << options.mesh->shard_degree();
+    // Training goes on at the new size, with a new mirror where it is plain FSDP, kept bitwise as before.
+    if (mirror_after) {
+      next.mirror = std::make_unique<BuddyMirror>(*next.model, *next.opt, next.tracker);
+      next.mirror->sync();
+    }
     for (int s = 3; s < 5; ++s) testing::mirrored_step(next, *shrunk, s);
-    for (int what = 0; what <= next.opt->state_count(); ++what) {
+    for (int what = 0; mirror_after && what <= next.opt->state_count(); ++what) {
       EXPECT_EQ(testing::mirror_mismatches(next, what), 0) << "new rank " << shrunk->rank() << " buffer " << what;
     }
   });
@@ -155,7 +165,7 @@ void grow_back(int n, int newcomer_at, bool sgd) {
       ADD_FAILURE() << "a newcomer was asked for a shard";
       return {};
     };
-    live_reshard(old, next.toy.spec(), newcomer ? nothing : held_by(*run), *next.model, *next.opt, *grown);
+    live_reshard(old, next.toy.spec(), newcomer ? nothing : held_by(*run, my_old), *next.model, *next.opt, *grown);
     EXPECT_EQ(next.opt->steps_taken(), 3);
     const Whole after = gather_all(*next.model, *next.opt);
     {
@@ -203,7 +213,7 @@ std::string reshard_from_nothing(const OldShards& old) {
 }
 
 TEST(LiveReshard, NewMembersMustNameEachSurvivorOnce) {
-  const std::string e = reshard_from_nothing(OldShards{2, {0, 1}, 0, {0, 0}});
+  const std::string e = reshard_from_nothing(OldShards{2, {0, 1}, 0, 0, true, {0, 0}});
   EXPECT_EQ(e.rfind("invalid: ", 0), 0u) << e;
   EXPECT_NE(e.find("new_members"), std::string::npos) << e;
 }
@@ -217,6 +227,39 @@ TEST(LiveReshard, HolderAndMessageAreExact) {
   const std::string e = reshard_from_nothing(old);
   EXPECT_EQ(e.rfind("unrecoverable: ", 0), 0u) << e;
   EXPECT_NE(e.find("unit 0 (fc0): old ranks 2"), std::string::npos) << e;
+}
+
+// HSDP 2 x 2 into FSDP over the 3 survivors (spec::mesh_after_loss), each rank lost in turn: its shard
+// comes from the other replica's rank of the same shard index.
+TEST(LiveReshard, HsdpTwoByTwoEachRankLostInTurn) {
+  for (bool sgd : {false, true}) {
+    for (int lost = 0; lost < 4; ++lost) {
+      EXPECT_EQ(shrink_and_reshard(4, {lost}, sgd, /*replicate=*/2), 0) << "lost " << lost;
+    }
+  }
+}
+
+TEST(LiveReshard, HsdpKeepsGoingWhileEveryShardHasAReplica) {
+  EXPECT_EQ(shrink_and_reshard(4, {0, 3}, false, 2), 0);  // shard 0 from rank 2, shard 1 from rank 1: FSDP 2
+  EXPECT_EQ(shrink_and_reshard(6, {1, 4}, false, 3), 0);  // 3 x 2 into HSDP 2 x 2
+}
+
+TEST(LiveReshard, HsdpLosingEveryReplicaOfAShardIsUnrecoverable) {
+  EXPECT_EQ(shrink_and_reshard(4, {0, 2}, false, 2), 2);  // shard 0 lived on ranks 0 and 2
+}
+
+TEST(LiveReshard, ShardSourceRules) {
+  // HSDP 2 x 2 without mirrors: the lowest surviving rank of the shard index, itself the owner.
+  const OldShards hsdp{4, {1, 2, 3}, 0, 2, false};
+  EXPECT_EQ(shard_source(hsdp, 0).holder, 2);
+  EXPECT_EQ(shard_source(hsdp, 0).owner, 2);
+  EXPECT_EQ(shard_source(hsdp, 1).holder, 1);
+  EXPECT_EQ(shard_holder(OldShards{4, {1, 3}, 0, 2, false}, 0), -1);
+  // Plain FSDP over 4 with mirrors: rank 1's shard from its mirror holder 0.
+  const OldShards plain{4, {0, 2, 3}, 0};
+  EXPECT_EQ(shard_source(plain, 1).holder, 0);
+  EXPECT_EQ(shard_source(plain, 1).owner, 1);
+  EXPECT_EQ(shard_holder(OldShards{4, {0, 2, 3}, 0, 0, false}, 1), -1);  // no mirror: gone
 }
 
 }  // namespace

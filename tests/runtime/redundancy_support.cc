@@ -11,10 +11,12 @@ std::unique_ptr<runtime::ShardedOptimizer> make_optimizer(runtime::FsdpModel& mo
   return std::make_unique<runtime::AdamW>(model, runtime::AdamWConfig{0.9, 0.95, 1e-8, 0.01}, tracker);
 }
 
-std::unique_ptr<MirroredRun> make_mirrored_run(Communicator& world, bool sgd, bool mirrored) {
+std::unique_ptr<MirroredRun> make_mirrored_run(Communicator& world, bool sgd, bool mirrored,
+                                               const std::optional<spec::Mesh>& mesh) {
   auto run = std::make_unique<MirroredRun>();
   runtime::FsdpOptions options;
   options.policy.param_dtype = DataType::kFloat32;
+  options.mesh = mesh;
   if (mirrored) options.policy.redundancy = spec::Redundancy::kBuddy;
   run->model = std::make_unique<runtime::FsdpModel>(run->toy.spec(), options, world, run->tracker);
   run->model->init_parameters([&](int u, std::span<float* const> p) { run->toy.init(u, p); });

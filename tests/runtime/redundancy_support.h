@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "collectives/communicator.h"
@@ -24,8 +25,9 @@ struct MirroredRun {
 };
 
 // fp32 FSDP of the toy model over `world`, AdamW or SGD with momentum and weight decay, mirrored and
-// synced after init (without `mirrored`: no mirror, the same steps).
-std::unique_ptr<MirroredRun> make_mirrored_run(Communicator& world, bool sgd, bool mirrored = true);
+// synced after init (without `mirrored`: no mirror, the same steps; `mesh`: HSDP, never mirrored).
+std::unique_ptr<MirroredRun> make_mirrored_run(Communicator& world, bool sgd, bool mirrored = true,
+                                               const std::optional<spec::Mesh>& mesh = std::nullopt);
 std::unique_ptr<runtime::ShardedOptimizer> make_optimizer(runtime::FsdpModel& model, bool sgd, MemoryTracker& tracker);
 // One training step on samples of `global_batch` per step, as the trainer orders it: forward, backward,
 // begin_exchange, clip at max_norm, end_exchange with the clip's factor, optimizer.step (prefetching the

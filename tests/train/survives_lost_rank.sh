@@ -4,7 +4,7 @@
 # (the last checkpoint of each run, exported by fsdp-ckpt and compared per module by same_weights.py);
 # fsdp-run must exit 0. Both runs save a checkpoint every 2 steps.
 #
-#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN FSDP_CKPT CONFIG FOLDER NPROC RANK:STEP[:WHEN][,...] [restart|end|async|replace]
+#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN FSDP_CKPT CONFIG FOLDER NPROC RANK:STEP[:WHEN][,...] [restart|end|async|replace|hsdp]
 #     the ranks named SIGKILL themselves where WHEN says (FSDP_FAULT_KILL_AFTER_STEP, common/fault_injection.h);
 #     the survivors agree, shrink, rebuild the lost shards from their buddy mirrors and redo the step; rank 0
 #     names every lost rank in its recovery line and in metrics.jsonl.
@@ -15,6 +15,8 @@
 #     replace: under fsdp-run --replace-lost 1 a replacement of the lost rank joins at a step boundary and
 #     the job grows back to NPROC ranks (rank 0's grow line and metrics.jsonl event; fsdp-run's last decision
 #     has every rank), then finishes every step.
+#     hsdp: both runs are HSDP 2 x 2 (the replicas are the redundancy; after a loss the job goes on as
+#     spec::mesh_after_loss says).
 #   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN FSDP_CKPT CONFIG FOLDER 3 freeze
 #     rank 1 freezes itself (SIGSTOP) after step 3; the heartbeat declares it lost and the survivors go on;
 #     once their recovery line is out the test wakes it (SIGCONT), and it must exit saying it was fenced.
@@ -24,14 +26,16 @@ here=$(dirname "$0")
 rm -rf "$dir" && mkdir -p "$dir" || exit 1
 steps=6 interval=2 async=
 [ "$mode" = async ] && async="--checkpoint.async_mode async"
+keys=
+[ "$mode" = hsdp ] && keys="--parallelism.data_parallel_replicate_degree 2"
 [ "$fault" = freeze ] && steps=200 interval=100  # long enough that the survivors are still training when it wakes
 set -- --config "$config" --model.dim 16 --model.n_layers 1 --model.n_heads 2 --model.n_kv_heads 1 \
   --model.multiple_of 16 --training.steps $steps --training.local_batch_size 2 --training.seq_len 16 \
   --training.mixed_precision_param float32 --metrics.file metrics.jsonl --fault_tolerance.enable true \
-  --checkpoint.enable true --checkpoint.interval $interval $async
+  --checkpoint.enable true --checkpoint.interval $interval $async $keys
 fail() { echo "FAILED: $*"; exit 1; }
 losses() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/p' "$1"; }
-both_copies="cannot recover in the job: live_reshard: both copies (the shard and its buddy mirror) of old shards are lost"
+both_copies="cannot recover in the job: live_reshard: every copy (the shard and its buddy mirror) of old shards is lost"
 
 "$run" --nproc "$nproc" -- "$train" "$@" --job.dump_folder "$dir/whole" >"$dir/whole.log" 2>&1 ||
   { cat "$dir/whole.log"; fail "the uninterrupted run"; }

@@ -22,6 +22,7 @@
 #include "tests/collectives/test_support.h"
 #include "tests/train/tokenizer_fixture.h"
 #include "train/dataset.h"
+#include "train/job_recovery.h"
 
 namespace fsdp::train {
 namespace {
@@ -574,6 +575,23 @@ TEST(TrainJob, RopeScalingAndInitSchemeReachTheTrainer) {
   TrainConfig bad;
   apply_override(bad, "model.rope_high_freq_factor", "1");
   EXPECT_THROW(bad.validate(1), ConfigError);
+}
+
+// fault_tolerance on HSDP (docs/fault_tolerance.md#hsdp): no mirror while the replicas hold every shard;
+// after a loss the layout spec::mesh_after_loss gives, with the redundancy the config keeps on it.
+TEST(TrainJob, FaultToleranceOnHsdpKeepsNoMirrorAndPlansEachEpoch) {
+  TrainConfig c;
+  apply_override(c, "fault_tolerance.enable", "true");
+  apply_override(c, "parallelism.data_parallel_replicate_degree", "3");
+  c.validate(6);
+  EXPECT_EQ(c.policy().redundancy, spec::Redundancy::kNone);
+  EXPECT_EQ(plan_epoch(c, 5).describe(), "FSDP over 5 ranks with the buddy mirror");
+  EXPECT_EQ(plan_epoch(c, 5).redundancy, spec::Redundancy::kBuddy);
+  EXPECT_EQ(plan_epoch(c, 4).describe(), "HSDP 2 x 2 (the replicas are the redundancy)");
+  EXPECT_EQ(plan_epoch(c, 4).redundancy, spec::Redundancy::kNone);
+  apply_override(c, "fault_tolerance.redundancy", "none");
+  EXPECT_EQ(plan_epoch(c, 5).describe(), "FSDP over 5 ranks without redundancy (the next loss means a restart)");
+  EXPECT_EQ(plan_epoch(c, 1).describe(), "FSDP over 1 rank without redundancy (the next loss means a restart)");
 }
 
 }  // namespace
