@@ -21,7 +21,8 @@ StepCommit::StepCommit(std::shared_ptr<KeyValueStore> store, std::string prefix,
 bool StepCommit::vote(int64_t step, const std::function<std::string()>& lost, std::chrono::milliseconds timeout) {
   const std::string decision = key(step, "decision");
   const int64_t votes = store_->add(key(step, "votes"), 1);
-  if (votes == size_) return decided(store_->compare_set(decision, "", annotate_ ? kCommit + annotate_() : kCommit));
+  if (votes == size_)
+    return decided(store_->compare_set(decision, "", annotate_ ? kCommit + annotate_(step) : kCommit));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const ErrorContext ctx{rank_, -1, "step_commit_vote", static_cast<uint64_t>(step), 0};
   for (;;) {
