@@ -26,9 +26,10 @@ ElasticWorld::ElasticWorld(const ProcessEnv& env, WorldOptions options)
 ElasticWorld::ElasticWorld(const ProcessEnv& env, WorldOptions options, Joining)
     : original_(env), options_(std::move(options)) {
   job_prefix_ = options_.key_prefix.empty() ? job_key_prefix() : options_.key_prefix;
-  if (env.master_addr.empty() || env.master_port == 0) {
+  if (env.master_addr.empty() || env.master_port == 0 || !options_.external_store) {
     throw InvalidArgument("FSDP_FT_JOIN: rank " + std::to_string(env.rank) +
-                          " joins a running job through its store: set MASTER_ADDR and MASTER_PORT to it");
+                          " joins a running job through the store that outlives its ranks: set MASTER_ADDR and "
+                          "MASTER_PORT to it, and FSDP_STORE_EXTERNAL=1");
   }
   StoreClientOptions so;
   so.connect_timeout = options_.rendezvous_timeout;

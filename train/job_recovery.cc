@@ -11,15 +11,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s;
-  for (size_t i = 0; i < ranks.size(); ++i)
-    s += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
-  return s;
-}
-
 // The re-plan's memory check: the planner's peak at the new size against this host (TrainConfig's fit).
 void check_fits_at(const TrainConfig& config, int world_size) {
   TrainConfig c = config;
@@ -34,6 +25,15 @@ void check_fits_at(const TrainConfig& config, int world_size) {
 }
 
 }  // namespace
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
+  return s;
+}
 
 runtime::HeldShard shards_held_by(Trainer& t, int source_rank) {
   return [&t, source_rank](int unit, int old_rank, int what) -> std::span<const float> {
