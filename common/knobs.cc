@@ -87,6 +87,11 @@ const Knob<bool> kStoreExternal{"FSDP_STORE_EXTERNAL", false,
 const Knob<bool> kFtJoin{"FSDP_FT_JOIN", false,
                          "this process replaces a lost rank of a running fault-tolerant job (fault_tolerance.enable): "
                          "it joins through the store at a step boundary and receives its state from the members"};
+const Knob<int64_t> kFtAwaitJoinStep{
+    "FSDP_FT_AWAIT_JOIN_STEP", 0,
+    "for tests: the commit of this step waits (up to FSDP_RENDEZVOUS_TIMEOUT_SEC) until a replacement asked to join, "
+    "so the job grows back right after it whatever the machine's load (0: off)",
+    0};
 const Knob<double> kHeartbeatTimeoutSec{"FSDP_HEARTBEAT_TIMEOUT_SEC", 20.0,
                                         "seconds without a heartbeat (through the store) after which a rank counts as "
                                         "frozen and the job fails naming it; 0: no heartbeat",
@@ -352,6 +357,7 @@ std::vector<KnobInfo> all_knobs() {
           info_of(kRendezvousTimeoutSec),
           info_of(kStoreExternal),
           info_of(kFtJoin),
+          info_of(kFtAwaitJoinStep),
           info_of(kHeartbeatTimeoutSec),
           info_of(kStoreMaxConnections),
           info_of(kStoreIdleTimeoutSec),

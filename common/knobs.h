@@ -60,6 +60,7 @@ extern const Knob<std::string> kTransport;
 extern const Knob<double> kRendezvousTimeoutSec;
 extern const Knob<bool> kStoreExternal;
 extern const Knob<bool> kFtJoin;
+extern const Knob<int64_t> kFtAwaitJoinStep;
 extern const Knob<double> kHeartbeatTimeoutSec;
 extern const Knob<int64_t> kStoreMaxConnections;
 extern const Knob<double> kStoreIdleTimeoutSec;

@@ -1,14 +1,17 @@
 #include "launch/elastic_world.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "collectives/types/errors.h"
+#include "common/knobs.h"
 #include "launch/grow_agreement.h"
 #include "launch/store_client.h"
 
 namespace fsdp::launch {
 
-ElasticWorld::ElasticWorld(const ProcessEnv& env, WorldOptions options) : original_(env), options_(std::move(options)) {
+ElasticWorld::ElasticWorld(const ProcessEnv& env, WorldOptions options)
+    : original_(env), options_(std::move(options)), await_join_step_(knobs::kFtAwaitJoinStep.get()) {
   job_prefix_ = options_.key_prefix.empty() ? job_key_prefix() : options_.key_prefix;
   if (!options_.external_store && env.world_size > 1) {
     throw InvalidArgument(
@@ -23,9 +26,10 @@ ElasticWorld::ElasticWorld(const ProcessEnv& env, WorldOptions options) : origin
 ElasticWorld::ElasticWorld(const ProcessEnv& env, WorldOptions options, Joining)
     : original_(env), options_(std::move(options)) {
   job_prefix_ = options_.key_prefix.empty() ? job_key_prefix() : options_.key_prefix;
-  if (env.master_addr.empty() || env.master_port == 0) {
+  if (env.master_addr.empty() || env.master_port == 0 || !options_.external_store) {
     throw InvalidArgument("FSDP_FT_JOIN: rank " + std::to_string(env.rank) +
-                          " joins a running job through its store: set MASTER_ADDR and MASTER_PORT to it");
+                          " joins a running job through the store that outlives its ranks: set MASTER_ADDR and "
+                          "MASTER_PORT to it, and FSDP_STORE_EXTERNAL=1");
   }
   StoreClientOptions so;
   so.connect_timeout = options_.rendezvous_timeout;
@@ -104,8 +108,14 @@ void ElasticWorld::connect(const ProcessEnv& env) {
                    : nullptr;
   // The step's last voter asks whether a newcomer waits: one round trip, on that rank only.
   if (commit_) {
-    commit_->set_annotation([this] {
-      const int64_t tickets = join_tickets(*store_, job_prefix_);
+    commit_->set_annotation([this](int64_t step) {
+      int64_t tickets = join_tickets(*store_, job_prefix_);
+      // Tests (FSDP_FT_AWAIT_JOIN_STEP): this step's commit waits for the replacement, so it joins here.
+      const auto deadline = std::chrono::steady_clock::now() + options_.rendezvous_timeout;
+      while (step == await_join_step_ && tickets <= admitted_ && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        tickets = join_tickets(*store_, job_prefix_);
+      }
       return tickets > admitted_ ? grow_annotation(tickets) : std::string();
     });
   }

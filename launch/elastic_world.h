@@ -104,6 +104,7 @@ class ElasticWorld {
   std::vector<int> members_;
   int64_t epoch_ = 0;
   int64_t admitted_ = 0;  // the last newcomer's ticket admitted so far (the same on every member)
+  int64_t await_join_step_ = 0;  // FSDP_FT_AWAIT_JOIN_STEP (tests): the step whose commit waits for a newcomer
   RecoveryDecision last_grow_;
   double last_agree_seconds_ = 0;
 };

@@ -21,7 +21,7 @@ StepCommit::StepCommit(std::shared_ptr<KeyValueStore> store, std::string prefix,
 bool StepCommit::vote(int64_t step, const std::function<std::string()>& lost, std::chrono::milliseconds timeout) {
   const std::string votes = key(step, "votes"), decision = key(step, "decision");
   if (annotate_ && store_->add(votes, 1) == size_) {  // the last voter annotates the commit itself
-    return decided(store_->compare_set(decision, "", kCommit + annotate_()));
+    return decided(store_->compare_set(decision, "", kCommit + annotate_(step)));
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const ErrorContext ctx{rank_, -1, "step_commit_vote", static_cast<uint64_t>(step), 0};

@@ -38,8 +38,9 @@ class StepCommit {
   bool vote(int64_t step, const std::function<std::string()>& lost, std::chrono::milliseconds timeout);
   // Recovery's resolution of `step`: "abort" unless it was already committed; true when committed.
   bool close(int64_t step);
-  // What the last voter appends to "commit" (" grow 3"); asked once per step, by that voter only.
-  void set_annotation(std::function<std::string()> annotate) { annotate_ = std::move(annotate); }
+  // What the last voter appends to "commit" (" grow 3") for the step it is given; asked once per step, by
+  // that voter only.
+  void set_annotation(std::function<std::string(int64_t)> annotate) { annotate_ = std::move(annotate); }
   // The last decision vote() read, annotation included ("commit grow 3"); empty before any.
   const std::string& last_decision() const { return last_decision_; }
 
@@ -52,7 +53,7 @@ class StepCommit {
   std::string prefix_;
   bool decided(const std::string& value);  // records it; true for a commit
 
-  std::function<std::string()> annotate_;
+  std::function<std::string(int64_t)> annotate_;
   std::string last_decision_;
   int rank_;
   int size_;

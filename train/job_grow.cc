@@ -10,8 +10,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 int64_t data_parallel_of(const TrainerOptions& original, const launch::ElasticWorld& ew) {
   return original.fsdp.mesh ? original.fsdp.mesh->data_parallel_size() : ew.original_size();
 }
@@ -54,17 +52,13 @@ std::unique_ptr<Trainer> rebuild(const TrainConfig& config, launch::ElasticWorld
 }  // namespace
 
 std::string GrowRecord::line() const {
-  std::string who;
-  for (size_t i = 0; i < joined.size(); ++i) {
-    who += (i == 0 ? "" : i + 1 == joined.size() ? " and " : ", ") + std::to_string(joined[i]);
-  }
   char times[160];
   int n = std::snprintf(times, sizeof(times), "agree %.3f s, reconnect %.3f s, reshard %.3f s", agree_seconds,
                         reconnect_seconds, reshard_seconds);
   if (first_step_seconds >= 0 && n > 0 && n < static_cast<int>(sizeof(times))) {
     std::snprintf(times + n, sizeof(times) - static_cast<size_t>(n), ", first step after %.3f s", first_step_seconds);
   }
-  return "grow: rank" + std::string(joined.size() > 1 ? "s " : " ") + who + " joined after step " +
+  return "grow: rank" + std::string(joined.size() > 1 ? "s " : " ") + rank_list(joined) + " joined after step " +
          std::to_string(after_step) + "; " + std::to_string(world_size) + " rank(s) go on in epoch " +
          std::to_string(epoch) + " (" + times + ")";
 }

@@ -12,15 +12,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s;
-  for (size_t i = 0; i < ranks.size(); ++i)
-    s += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
-  return s;
-}
-
 // The planner's peak of `config` on `mesh` with `redundancy` against this host (TrainConfig's fit), or the
 // refusal.
 std::string fit_problem(const TrainConfig& config, const spec::Mesh& mesh, spec::Redundancy redundancy) {
@@ -38,6 +29,15 @@ std::string fit_problem(const TrainConfig& config, const spec::Mesh& mesh, spec:
 }
 
 }  // namespace
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
+  return s;
+}
 
 runtime::HeldShard shards_held_by(Trainer& t, int source_rank) {
   return [&t, source_rank](int unit, int old_rank, int what) -> std::span<const float> {

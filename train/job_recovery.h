@@ -70,6 +70,10 @@ EpochLayout plan_epoch(const TrainConfig& config, int world_size);
 TrainerOptions options_for_epoch(const TrainerOptions& original, const EpochLayout& layout,
                                  const launch::ElasticWorld& ew, int64_t data_parallel_size);
 
+// Seconds since `t` (steady clock); "1, 2 and 3": the pieces of the recovery and grow lines.
+double seconds_since(std::chrono::steady_clock::time_point t);
+std::string rank_list(const std::vector<int>& ranks);
+
 // What `t` (rank `source_rank` of its world) holds of that world's shards: its own and its mirror's.
 runtime::HeldShard shards_held_by(Trainer& t, int source_rank);
 

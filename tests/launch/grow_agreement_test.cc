@@ -44,7 +44,7 @@ TEST(GrowAgreement, MembersAndNewcomerReadOneDecision) {
     threads.emplace_back([&, r] {
       std::shared_ptr<KeyValueStore> store = client_of(server);
       StepCommit commit(store, std::string(kJob) + "ft/epoch1/", r, 3);
-      commit.set_annotation([&] {
+      commit.set_annotation([&](int64_t) {
         const int64_t t = join_tickets(*store, kJob);
         return t > 0 ? grow_annotation(t) : std::string();
       });

@@ -62,7 +62,11 @@ if [ "$fault" = freeze ]; then
 else
   launcher_flags=
   [ "$mode" = restart ] && launcher_flags="--max-restarts 1"
-  [ "$mode" = replace ] && launcher_flags="--replace-lost 1"
+  if [ "$mode" = replace ]; then  # RANK:STEP: the redone step's commit waits for the replacement
+    join_step=$((${fault#*:} + 1))
+    launcher_flags="--replace-lost 1"
+    export FSDP_FT_AWAIT_JOIN_STEP=$join_step
+  fi
   # shellcheck disable=SC2086
   FSDP_FAULT_KILL_AFTER_STEP=$fault "$run" --nproc "$nproc" $launcher_flags -- "$train" "$@" \
     --job.dump_folder "$dir/faulty" >"$dir/faulty.log" 2>&1
@@ -92,7 +96,7 @@ else
   if [ "$mode" = replace ]; then
     grew=$(sed -n "s/.*fsdp-train: grow: rank ${fault%%:*} joined after step \([0-9]*\); $nproc rank(s) go on.*/\1/p" \
       "$dir/faulty.log")
-    [ -n "$grew" ] && [ "$grew" -lt $steps ] || fail "no grow line back to $nproc ranks before the last step"
+    [ "$grew" = "$join_step" ] || fail "no grow line back to $nproc ranks after step $join_step"
     grep -q '^{"event":"grow",' "$dir/faulty/metrics.jsonl" || fail "no grow event in metrics.jsonl"
     grep -q "fsdp-run: fault_tolerance: the last decision (.*) went on without rank(s) none" "$dir/faulty.log" ||
       fail "the last steps did not run at $nproc ranks"
