@@ -35,6 +35,7 @@ class UnitState:
         self.params = params    # the persistent nn.Parameters (views of the bound flat tensor)
         self.shapes = [tuple(p.shape) for p in params]
         self.shard = shard      # nn.Parameter over the master shard: what the optimizer steps
+        self.grad_view = unit.grad_shard()  # its .grad once reduced: a view of the unit's gradient shard, made once
         self.reshard_after_forward = reshard_after_forward  # True, False or the group size k
         self.reshard_policy = reshard_policy                # ... as the schedule reads it (_C.Reshard)
         self.mp_policy = mp_policy
@@ -77,7 +78,7 @@ class UnitState:
         return self.params if self.attached else []
 
     def start_unshard(self):
-        if not self.unit.unsharded and not self.gathering:
+        if not self.gathering and not self.unit.unsharded:
             self.unit.start_unshard()
             self.gathering = True
 
@@ -110,8 +111,7 @@ class UnitState:
         if self.training_state is TrainingState.PRE_BACKWARD:
             return
         ctx = self.ctx
-        if not ctx.schedule.in_backward:  # the root's first: the end of backward, once
-            torch.autograd.Variable._execution_engine.queue_callback(ctx.finish_backward)
+        ctx.begin_backward()
         self.training_state = TrainingState.PRE_BACKWARD
         prefetch = ctx.schedule.pre_backward(self.index, self.prefetch)
         self.prefetches_used += self.gathering
@@ -169,7 +169,7 @@ class UnitState:
 
     def finish_reduce(self):
         self.unit.finish_reduce_grads()
-        self.shard.grad = self.unit.grad_shard()
+        self.shard.grad = self.grad_view
 
     def root_context(self):
         if self.root_ctx is None:

@@ -31,6 +31,7 @@ import torch
 from ._C import AfterForward, FsdpSchedule
 
 _forward = threading.local()  # .ctx: the RootContext whose forward is running on this thread
+_KEEP, _KEEP_SLICE = int(AfterForward.KEEP), int(AfterForward.KEEP_SLICE)  # what post_forward answers
 
 
 class TrainingState(enum.Enum):
@@ -46,16 +47,27 @@ class RootContext:
         self.root = root                 # the UnitState whose forward is (was) outermost
         self.schedule = FsdpSchedule()   # decides; records the order of every forward
         self.units = {}                  # unit index -> UnitState that ran under this root
+        self.callback_queued = False     # finish_backward is queued on the autograd engine
+
+    def begin_backward(self):
+        if not self.callback_queued:  # the root's first pre-backward: the end of backward, once
+            self.callback_queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self.finish_backward)
 
     def finish_backward(self):
+        self.callback_queued = False
         for index in self.schedule.backward_units:
-            self.units[index].post_backward()
+            state = self.units[index]
+            if state.training_state is TrainingState.PRE_BACKWARD:  # a gradient never came
+                state.post_backward()
         pending = self.schedule.finish_backward()
         if pending >= 0:
             self.units[pending].finish_reduce()
         for index in self.schedule.order:
             state = self.units[index]
-            state.reshard()
+            # A unit whose post-backward ran holds nothing unless a prefetch gathered it since.
+            if state.training_state is not TrainingState.POST_BACKWARD or state.attached or state.gathering:
+                state.reshard()
             state.training_state = TrainingState.IDLE
 
 
@@ -83,7 +95,7 @@ def _grad_tensors(value):
 
 def _recomputing(state):
     """A forward of a unit whose root is in backward: torch.utils.checkpoint rerunning it."""
-    return state.ctx is not None and state.ctx.schedule.in_backward and torch.is_grad_enabled()
+    return state.ctx is not None and state.ctx.callback_queued and torch.is_grad_enabled()
 
 
 def pre_forward(state, args):
@@ -123,8 +135,8 @@ def post_forward(state, output):
     if backward_follows:
         for t in _grad_tensors(output):
             t.register_hook(lambda grad: state.pre_backward())
-    if after != AfterForward.KEEP:  # (pybind11 enum values are not singletons: compare, never `is`)
-        state.reshard(keep_for_backward=after == AfterForward.KEEP_SLICE)
+    if after != _KEEP:
+        state.reshard(keep_for_backward=after == _KEEP_SLICE)
     return _output(state, output)
 
 
