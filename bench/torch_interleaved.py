@@ -16,15 +16,20 @@ the same tokens, so their losses must agree: the largest relative difference of 
 gloo over the first 20 steps is printed too (the horizon of the equivalence tests: later, rounding
 differences grow as in any two fp32 runs), so a wrong result shows before any speed is read; --check
 exits 1 where one exceeds 1e-5 (ctest python.torch_interleaved runs it for a few steps).
---before REV adds the variant "fully_shard REV": fully_shard.py as it was at git revision REV of this
-checkout, over today's extension, so a change to the front end is measured before and after in one run.
+--before REV adds the variant "fully_shard REV": the package's Python files as they were at git revision
+REV of this checkout, over today's extension, so a change to the front end is measured before and after
+in one run.
 """
 import argparse
+import atexit
+import importlib
 import os
 import socket
 import statistics
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import types
 
@@ -45,16 +50,29 @@ BASELINE = "DDP gloo"
 
 
 def fully_shard_at(rev):
-    """fully_shard as python/fsdp_runtime/fully_shard.py was at git revision `rev` (a single file then),
-    run over today's extension. Its copies of the mesh and reshard rules are left out (the benchmark
-    passes neither argument)."""
+    """fully_shard as python/fsdp_runtime/ was at git revision `rev`, run over today's extension: that
+    revision's .py files of the package become a package of their own whose _C is today's (its
+    __init__.py is not run: the backend is registered once). A revision whose fully_shard.py was a single
+    file keeps working: its copies of the mesh and reshard rules are left out (the benchmark passes
+    neither argument)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    src = subprocess.check_output(["git", "-C", here, "show", f"{rev}:python/fsdp_runtime/fully_shard.py"], text=True)
-    src = src.replace(", check_mesh_fills_world, check_reshard_group", "")
-    module = types.ModuleType(f"fsdp_runtime._fully_shard_{rev}")
-    module.__package__ = "fsdp_runtime"
-    exec(compile(src, f"{rev}:python/fsdp_runtime/fully_shard.py", "exec"), module.__dict__)
-    return module.fully_shard
+    git = ["git", "-C", here]
+    files = subprocess.check_output(git + ["ls-tree", "--full-tree", "--name-only", rev, "python/fsdp_runtime/"],
+                                    text=True).split()
+    folder = tempfile.mkdtemp(prefix="fsdp-runtime-before-")
+    atexit.register(shutil.rmtree, folder, True)
+    for path in files:
+        if path.endswith(".py") and not path.endswith("__init__.py"):
+            src = subprocess.check_output(git + ["show", f"{rev}:{path}"], text=True)
+            src = src.replace(", check_mesh_fills_world, check_reshard_group", "")
+            with open(os.path.join(folder, os.path.basename(path)), "w") as f:
+                f.write(src)
+    name = "fsdp_runtime_at_" + "".join(c if c.isalnum() else "_" for c in rev)
+    package = types.ModuleType(name)
+    package.__path__ = [folder]
+    sys.modules[name] = package
+    sys.modules[name + "._C"] = fsdp_runtime._C
+    return importlib.import_module(name + ".fully_shard").fully_shard
 
 
 def build(variant, m, gloo):
@@ -131,7 +149,7 @@ def main():
     ap.add_argument("--bind-to", choices=("core", "none"), default="core")
     ap.add_argument("--check", action="store_true", help="exit 1 where a variant's losses differ from DDP over gloo's "
                     "by more than 1e-5 relative in the first 20 steps")
-    ap.add_argument("--before", help="also run fully_shard.py as it was at this git revision")
+    ap.add_argument("--before", help="also run fully_shard as python/fsdp_runtime/ was at this git revision")
     a = ap.parse_args()
     variants = VARIANTS + ((f"fully_shard {a.before}",) if a.before else ())
     names = a.models.split(",")

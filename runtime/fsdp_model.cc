@@ -51,6 +51,7 @@ FsdpModel::FsdpModel(const spec::ModelSpec& model, const FsdpOptions& options, C
     ProcessGroups& g = model_.units[u].experts ? expert_groups_ : groups_;
     units_.push_back(std::make_unique<FsdpUnit>(static_cast<int>(u), model_.units[u], options_.policy, g, tracker_));
   }
+  schedule_ = FsdpSchedule::fixed(num_units());
 }
 
 void FsdpModel::init_parameters(const std::function<void(int unit, std::span<float* const> params)>& fn) {
@@ -64,22 +65,14 @@ void FsdpModel::init_parameters(const std::function<void(int unit, std::span<flo
   }
 }
 
-void FsdpModel::prefetch_after(int u, int direction) {
-  for (int64_t k = 1; k <= options_.policy.prefetch; ++k) {
-    const int64_t next = u + direction * k;
-    if (next < 0 || next >= num_units()) break;
-    units_[static_cast<size_t>(next)]->start_unshard();
-  }
-}
-
 void FsdpModel::prefetch_next_step(int u) {
-  if (options_.policy.prefetch > 0 && u <= options_.policy.prefetch) unit(u).start_unshard();
+  if (schedule_.next_step_gathers(u, options_.policy.prefetch)) unit(u).start_unshard();
 }
 
 std::span<const float* const> FsdpModel::pre_forward(int u) {
   FsdpUnit& unit = this->unit(u);
   unit.start_unshard();  // first unit, or prefetch off
-  prefetch_after(u, +1);
+  for (int next : schedule_.pre_forward(u, options_.policy.prefetch)) this->unit(next).start_unshard();
   unit.wait_unshard();
   return unit.params();
 }
@@ -87,14 +80,15 @@ std::span<const float* const> FsdpModel::pre_forward(int u) {
 void FsdpModel::post_forward(int u) {
   // The last unit runs backward right after forward, so it stays unsharded; "always" reshards it too
   // (one more all-gather per step, a lower peak).
-  if (!options_.policy.reshard.reshards(u, num_units())) return;
-  unit(u).reshard(/*keep_for_backward=*/options_.policy.reshard.mode == spec::Reshard::Mode::kGroup);
+  const auto after = schedule_.post_forward(u, options_.policy.reshard, /*backward_follows=*/true);
+  if (after == FsdpSchedule::AfterForward::kKeep) return;
+  unit(u).reshard(/*keep_for_backward=*/after == FsdpSchedule::AfterForward::kKeepSlice);
 }
 
 std::span<const float* const> FsdpModel::pre_backward(int u) {
   FsdpUnit& unit = this->unit(u);
   unit.start_unshard();
-  prefetch_after(u, -1);
+  for (int next : schedule_.pre_backward(u, options_.policy.prefetch)) this->unit(next).start_unshard();
   unit.wait_unshard();
   unit.grads();  // allocate (zeroed) or keep accumulating
   return unit.params();
@@ -103,18 +97,15 @@ std::span<const float* const> FsdpModel::pre_backward(int u) {
 void FsdpModel::post_backward(int u) {
   FsdpUnit& unit = this->unit(u);
   unit.reshard(false);
-  if (!sync_grads_) return;
-  // One reduce-scatter in flight: the previous unit's finishes before this one's starts, so the
-  // buffers of at most one are live (what the planner counts) while it still overlaps the next
-  // unit's backward compute.
-  if (pending_reduce_ >= 0) this->unit(pending_reduce_).finish_reduce_grads();
+  const auto reduce = schedule_.post_backward(u, sync_grads_);
+  if (!reduce.start) return;
+  if (reduce.finish_first >= 0) this->unit(reduce.finish_first).finish_reduce_grads();
   unit.start_reduce_grads();
-  pending_reduce_ = u;
 }
 
 void FsdpModel::finalize_backward() {
-  if (pending_reduce_ >= 0) unit(pending_reduce_).finish_reduce_grads();
-  pending_reduce_ = -1;
+  const int pending = schedule_.finish_backward();
+  if (pending >= 0) unit(pending).finish_reduce_grads();
 }
 
 double FsdpModel::clip_grad_norm(double max_norm) {
@@ -148,7 +139,7 @@ void FsdpModel::zero_grad() {
 
 void FsdpModel::discard_step() {
   for (auto& unit : units_) unit->release_transients();
-  pending_reduce_ = -1;
+  schedule_.discard_step();
 }
 
 std::vector<float> FsdpModel::gather_full_parameters(int u) {
@@ -168,6 +159,11 @@ std::vector<float> FsdpModel::gather_full_parameters(int u) {
 void FsdpModel::set_comm_observer(CommObserver observer) {
   observer_ = std::move(observer);
   for (auto& unit : units_) unit->set_observer(&observer_);
+}
+
+void FsdpModel::set_issue_observer(IssueObserver observer) {
+  issue_observer_ = std::move(observer);
+  for (auto& unit : units_) unit->set_issue_observer(&issue_observer_);
 }
 
 }  // namespace fsdp::runtime

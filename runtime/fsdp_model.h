@@ -11,7 +11,8 @@
 // progress engine while this unit computes); post_forward reshards per reshard_after_forward;
 // pre_backward gathers again if needed and prefetches the previous units; post_backward starts the
 // gradient reduce-scatter (it overlaps the next unit's backward) unless gradient sync is off for
-// accumulation; finalize_backward waits for the last reduce-scatter.
+// accumulation; finalize_backward waits for the last reduce-scatter. What to start, keep and finish
+// when is runtime/fsdp_schedule.h's (units 0..n-1 in that order), the same schedule fully_shard follows.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,7 @@
 
 #include "collectives/communicator.h"
 #include "common/memory_tracker.h"
+#include "runtime/fsdp_schedule.h"
 #include "runtime/fsdp_unit.h"
 #include "runtime/process_groups.h"
 #include "spec/mesh.h"
@@ -103,6 +105,9 @@ class FsdpModel {
   std::vector<float> gather_full_parameters(int u);
 
   void set_comm_observer(CommObserver observer);
+  // Told of every collective the units issue, in issue order (tests of the schedule).
+  void set_issue_observer(IssueObserver observer);
+  const FsdpSchedule& schedule() const { return schedule_; }
 
   // The next step's forward prefetch, called once unit u's shard holds its new values (after the
   // optimizer updated it): starts the all-gathers the next pre_forward(0) would wait on first (unit 0
@@ -112,8 +117,6 @@ class FsdpModel {
   void prefetch_next_step(int u);
 
  private:
-  void prefetch_after(int u, int direction);
-
   spec::ModelSpec model_;
   spec::ModelSpec full_model_;
   FsdpOptions options_;
@@ -123,8 +126,9 @@ class FsdpModel {
   ProcessGroups expert_groups_;  // expert parallelism only
   std::vector<std::unique_ptr<FsdpUnit>> units_;
   bool sync_grads_ = true;
-  int pending_reduce_ = -1;  // unit whose reduce-scatter is in flight
+  FsdpSchedule schedule_;
   CommObserver observer_;
+  IssueObserver issue_observer_;
 };
 
 }  // namespace fsdp::runtime

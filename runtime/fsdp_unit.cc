@@ -61,6 +61,7 @@ void FsdpUnit::notify(CollectiveKind kind, std::string_view what, const Work& wo
 
 void FsdpUnit::start_unshard() {
   if (unsharded() || gather_work_.valid()) return;
+  if (issue_observer_ && *issue_observer_) (*issue_observer_)(CollectiveKind::kAllGather, index_);
   const DataType type = policy_.param_dtype;
   const int64_t flat = layout_.flat_numel();
   // Written whole by the all-gather (every rank's chunk, padding included); not zeroed first. A window
@@ -173,6 +174,7 @@ void FsdpUnit::start_reduce_grads() {
   if (reduce_work_.valid()) {
     throw std::logic_error("fsdp unit '" + name_ + "': a reduce-scatter is already in flight");
   }
+  if (issue_observer_ && *issue_observer_) (*issue_observer_)(CollectiveKind::kReduceScatter, index_);
   const bool quantised = policy_.grad_comm == spec::CommPrecision::kMxfp8;
   // An MXFP8 reduce-scatter quantises straight from f32 and hands back f32 sums.
   const DataType type = quantised ? DataType::kFloat32 : policy_.reduce_dtype;

@@ -39,6 +39,10 @@ using CommObserver =
                        std::chrono::steady_clock::time_point start, std::chrono::steady_clock::time_point end,
                        int64_t bytes)>;
 
+// Told when the runtime issues a collective, before it runs: the schedule as a front end drove it (tests
+// compare the C++ and the torch front end's).
+using IssueObserver = std::function<void(CollectiveKind collective, int unit)>;
+
 class FsdpUnit {
  public:
   FsdpUnit(int index, const spec::UnitSpec& spec, const spec::Policy& policy, ProcessGroups& groups,
@@ -100,6 +104,7 @@ class FsdpUnit {
   void release_transients();
 
   void set_observer(CommObserver* observer) { observer_ = observer; }
+  void set_issue_observer(const IssueObserver* observer) { issue_observer_ = observer; }
 
  private:
   void notify(CollectiveKind kind, std::string_view what, const Work& work, int64_t bytes) const;
@@ -136,6 +141,7 @@ class FsdpUnit {
   Work reduce_work_;
   int64_t notify_bytes_ = 0;  // what the reduce-scatter in flight sends, for the observer
   CommObserver* observer_ = nullptr;
+  const IssueObserver* issue_observer_ = nullptr;
 };
 
 }  // namespace fsdp::runtime

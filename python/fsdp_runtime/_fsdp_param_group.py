@@ -14,7 +14,8 @@ otherwise (FSDP2 swaps the sharded and the unsharded parameter the same way).
 
 Each parameter's gradient arrives through a post-hook on its AccumulateGrad node (registered once):
 it is copied (first time) or added into the unit's full-gradient buffer and the parameter's .grad is
-dropped; once the unit's last gradient is in, the unit reshards and starts its reduce-scatter.
+dropped; once the unit's last gradient is in, the unit reshards and starts its reduce-scatter when its
+root's schedule says so (runtime/fsdp_schedule.h).
 """
 import torch
 
@@ -22,9 +23,10 @@ from ._fsdp_state import RootContext, TrainingState
 
 
 class UnitState:
-    def __init__(self, module, unit, groups, pg, slots, names, params, shard, reshard_after_forward, mp_policy,
-                 prefetch):
+    def __init__(self, module, index, unit, groups, pg, slots, names, params, shard, reshard_after_forward,
+                 reshard_policy, mp_policy, prefetch):
         self.module = module
+        self.index = index      # the unit's id in its roots' schedules (and the runtime unit's index)
         self.unit = unit
         self.groups = groups    # ShardingGroups (shard / replicate communicators, memory tracker)
         self.pg = pg            # the torch process group the unit was made over
@@ -33,7 +35,9 @@ class UnitState:
         self.params = params    # the persistent nn.Parameters (views of the bound flat tensor)
         self.shapes = [tuple(p.shape) for p in params]
         self.shard = shard      # nn.Parameter over the master shard: what the optimizer steps
+        self.grad_view = unit.grad_shard()  # its .grad once reduced: a view of the unit's gradient shard, made once
         self.reshard_after_forward = reshard_after_forward  # True, False or the group size k
+        self.reshard_policy = reshard_policy                # ... as the schedule reads it (_C.Reshard)
         self.mp_policy = mp_policy
         self.param_dtype = mp_policy.param_dtype if mp_policy.param_dtype not in (None, torch.float32) else None
         self.prefetch = prefetch     # units whose all-gather this one starts ahead of them
@@ -74,7 +78,7 @@ class UnitState:
         return self.params if self.attached else []
 
     def start_unshard(self):
-        if not self.unit.unsharded and not self.gathering:
+        if not self.gathering and not self.unit.unsharded:
             self.unit.start_unshard()
             self.gathering = True
 
@@ -109,10 +113,11 @@ class UnitState:
         ctx = self.ctx
         ctx.begin_backward()
         self.training_state = TrainingState.PRE_BACKWARD
-        ctx.in_backward.append(self)
+        prefetch = ctx.schedule.pre_backward(self.index, self.prefetch)
         self.prefetches_used += self.gathering
         self.start_unshard()  # its own all-gather first, then the prefetches behind it
-        ctx.prefetch(ctx.post_order, self, -1)
+        for index in prefetch:
+            ctx.units[index].start_unshard()
         self.unshard()
         self.pending = set(self.trainable)
 
@@ -153,15 +158,18 @@ class UnitState:
         self.grads = None
         self.grads_fresh = False
         self.pending = set()
-        if not self.requires_sync:
-            return  # the full gradients accumulate until a backward with sync on
+        start, finish_first = self.ctx.schedule.post_backward(self.index, self.requires_sync)
+        if not start:
+            return  # sync off: the full gradients accumulate until a backward with sync on
         if self.shard.grad is None:  # zero_grad(set_to_none=True) dropped the previous gradient
             self.unit.zero_grad_shard()
-        self.ctx.reduce(self)
+        if finish_first >= 0:  # one reduce-scatter in flight: it overlapped this unit's backward
+            self.ctx.units[finish_first].finish_reduce()
+        self.unit.start_reduce_grads()
 
     def finish_reduce(self):
         self.unit.finish_reduce_grads()
-        self.shard.grad = self.unit.grad_shard()
+        self.shard.grad = self.grad_view
 
     def root_context(self):
         if self.root_ctx is None:

@@ -2,21 +2,24 @@
 
 The root of a forward is the outermost unit whose forward runs while no other unit's is running; it is
 decided anew for every forward (a block called alone is the root of that call, and not of the next
-forward of the model around it). The root's RootContext holds what the units of that forward and its
-backward share: the order they ran in (what the prefetches follow), the units the backward touched,
-and the one reduce-scatter in flight.
+forward of the model around it). The root's RootContext holds the runtime's FSDP schedule
+(_C.FsdpSchedule, runtime/fsdp_schedule.h: the one FsdpModel follows), which decides what the units of
+that forward and its backward do: whose all-gathers to start ahead (forward in the previous forward's
+order, backward in this forward's post-forward order reversed, both recorded by the schedule), who keeps
+its parameters after forward, the one reduce-scatter in flight, whether a backward reduces at all.
+This file only acts on those answers: hooks, torch tensors, autograd callbacks.
 
 Lifecycle of one unit in a step:
   forward pre-hook   all-gathers (waits; prefetched ones were started earlier), the module's
-                     attributes become the unit's persistent parameters, and the all-gathers of the
-                     `prefetch` units that followed it in the previous forward start;
-  forward post-hook  hooks the output tensors (its pre-backward), then with reshard_after_forward
-                     frees the full parameters (True), keeps a 1/k slice (int k) or everything (False);
-                     the root keeps its parameters, as FSDP2 does;
+                     attributes become the unit's persistent parameters, and the all-gathers the
+                     schedule names start;
+  forward post-hook  hooks the output tensors (its pre-backward), then frees the full parameters, keeps
+                     a 1/k slice or keeps everything, as the schedule says (the root keeps them);
   pre-backward       (the first gradient of one of its outputs, or a forward that torch.utils.checkpoint
-                     reruns inside backward) gathers the unit again and prefetches those before it;
+                     reruns inside backward) gathers the unit again and starts the schedule's prefetches;
   gradients          each parameter's lands in the unit's full-gradient buffer; after the last one the
-                     unit frees its parameters and starts the reduce-scatter; at most one is in flight;
+                     unit frees its parameters and starts the reduce-scatter after finishing the one in
+                     flight, or keeps its gradients (sync off);
   end of backward    (a callback queued on the autograd engine) units with parameters backward never
                      reached reduce, the last reduce-scatter finishes, every unit reshards.
 """
@@ -25,7 +28,10 @@ import threading
 
 import torch
 
+from ._C import AfterForward, FsdpSchedule
+
 _forward = threading.local()  # .ctx: the RootContext whose forward is running on this thread
+_KEEP, _KEEP_SLICE = int(AfterForward.KEEP), int(AfterForward.KEEP_SLICE)  # what post_forward answers
 
 
 class TrainingState(enum.Enum):
@@ -38,52 +44,31 @@ class TrainingState(enum.Enum):
 
 class RootContext:
     def __init__(self, root):
-        self.root = root             # the UnitState whose forward is (was) outermost
-        self.depth = 0               # units whose forward is running (nested)
-        self.order = []              # units in the order this forward ran them
-        self.last_order = []         # ... and the previous forward: what forward prefetches follow
-        self.post_order = []         # units in the order their forward ended: backward runs it reversed
-        self.in_backward = []        # units this backward gathered
-        self.backward_started = False
-        self.pending_reduce = None   # the unit whose reduce-scatter is in flight
+        self.root = root                 # the UnitState whose forward is (was) outermost
+        self.schedule = FsdpSchedule()   # decides; records the order of every forward
+        self.units = {}                  # unit index -> UnitState that ran under this root
+        self.callback_queued = False     # finish_backward is queued on the autograd engine
 
     def begin_backward(self):
-        if not self.backward_started:
-            self.backward_started = True
+        if not self.callback_queued:  # the root's first pre-backward: the end of backward, once
+            self.callback_queued = True
             torch.autograd.Variable._execution_engine.queue_callback(self.finish_backward)
 
     def finish_backward(self):
-        self.backward_started = False
-        units, self.in_backward = self.in_backward, []
-        for state in units:
-            state.post_backward()
-        if self.pending_reduce is not None:
-            self.pending_reduce.finish_reduce()
-            self.pending_reduce = None
-        for state in self.order:
-            state.reshard()
+        self.callback_queued = False
+        for index in self.schedule.backward_units:
+            state = self.units[index]
+            if state.training_state is TrainingState.PRE_BACKWARD:  # a gradient never came
+                state.post_backward()
+        pending = self.schedule.finish_backward()
+        if pending >= 0:
+            self.units[pending].finish_reduce()
+        for index in self.schedule.order:
+            state = self.units[index]
+            # A unit whose post-backward ran holds nothing unless a prefetch gathered it since.
+            if state.training_state is not TrainingState.POST_BACKWARD or state.attached or state.gathering:
+                state.reshard()
             state.training_state = TrainingState.IDLE
-
-    def reduce(self, state):
-        """Starts `state`'s reduce-scatter after finishing the one in flight (it overlapped backward)."""
-        previous, self.pending_reduce = self.pending_reduce, state
-        if previous is not None:
-            previous.finish_reduce()
-        state.unit.start_reduce_grads()
-
-    @staticmethod
-    def prefetch(order, state, direction):
-        """Starts the all-gathers of the `state.prefetch` units after `state` in `order` (direction +1:
-        forward, in pre-forward order) or before it (-1: backward, in post-forward order, where the root
-        that wraps the others comes last)."""
-        if state not in order:
-            return
-        at = order.index(state)
-        for k in range(1, state.prefetch + 1):
-            nxt = at + direction * k
-            if nxt < 0 or nxt >= len(order):
-                break
-            order[nxt].start_unshard()
 
 
 def _cast_floats(value, dtype):
@@ -110,7 +95,7 @@ def _grad_tensors(value):
 
 def _recomputing(state):
     """A forward of a unit whose root is in backward: torch.utils.checkpoint rerunning it."""
-    return state.ctx is not None and state.ctx.backward_started and torch.is_grad_enabled()
+    return state.ctx is not None and state.ctx.callback_queued and torch.is_grad_enabled()
 
 
 def pre_forward(state, args):
@@ -119,20 +104,18 @@ def pre_forward(state, args):
         state.pre_backward()
         return _cast_floats(args, state.param_dtype) if cast else None
     ctx = getattr(_forward, "ctx", None)
-    if ctx is not None and ctx.root is state:  # its previous forward raised (a root never nests in itself)
-        ctx.depth, ctx = 0, None
-    if ctx is None:  # the outermost unit of this forward: its root
-        ctx = state.root_context()
+    if ctx is None:  # the outermost unit of this forward: its root (a root whose previous forward raised
+        ctx = state.root_context()  # finds its context still open: the schedule opens it anew)
         _forward.ctx = ctx
-        ctx.order, ctx.post_order = [], []
     state.ctx = ctx
-    ctx.depth += 1
-    ctx.order.append(state)
+    ctx.units[state.index] = state
     state.training_state = TrainingState.FORWARD
     state.module._forward_hooks.move_to_end(state.post_hook_id)  # after the user's hooks: they see full parameters
+    prefetch = ctx.schedule.pre_forward(state.index, state.prefetch)
     state.prefetches_used += state.gathering
     state.start_unshard()
-    ctx.prefetch(ctx.last_order, state, +1)
+    for index in prefetch:
+        ctx.units[index].start_unshard()
     state.unshard()
     return _cast_floats(args, state.param_dtype) if cast else None
 
@@ -141,22 +124,19 @@ def post_forward(state, output):
     if state.training_state is not TrainingState.FORWARD:  # a checkpoint's rerun: backward comes next
         return _output(state, output)
     ctx = state.ctx
-    ctx.depth -= 1
-    ctx.post_order.append(state)
-    if ctx.depth == 0:
+    backward_follows = torch.is_grad_enabled() and state.shard.requires_grad
+    after, ended = ctx.schedule.post_forward(state.index, state.reshard_policy, backward_follows)
+    if ended:
         _forward.ctx = None
-        for unit in ctx.last_order:  # forward prefetched a unit this forward did not run
-            if unit.gathering:
-                unit.reshard()
-        ctx.last_order = list(ctx.order)
+        for index in ctx.schedule.unused_prefetches():  # prefetched along the previous order, not run
+            if ctx.units[index].gathering:
+                ctx.units[index].reshard()
     state.training_state = TrainingState.IDLE
-    if not (torch.is_grad_enabled() and state.shard.requires_grad):
-        state.reshard()  # nothing will run backward
-    else:
+    if backward_follows:
         for t in _grad_tensors(output):
             t.register_hook(lambda grad: state.pre_backward())
-        if state.reshard_after_forward is not False and state is not ctx.root:
-            state.reshard(keep_for_backward=state.reshard_after_forward is not True)
+    if after != _KEEP:
+        state.reshard(keep_for_backward=after == _KEEP_SLICE)
     return _output(state, output)
 
 

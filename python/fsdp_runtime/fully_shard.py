@@ -12,9 +12,9 @@ During the unit's forward and backward they are the module's own nn.Parameter ob
 every step, whose storage the all-gather fills (_fsdp_param_group.py).
 
 The package splits as FSDP2 splits _fully_shard: this file is the API (arguments checked by the job's
-rules in C++ before anything changes), _fsdp_state.py the per-root step state and the hooks,
-_fsdp_param_group.py one unit's parameters and gradients, _fsdp_module.py the FSDPModule class and
-clipping, sharded_state.py the state dicts and counters.
+rules in C++ before anything changes), _fsdp_state.py the per-root step state (over the runtime's
+schedule, _C.FsdpSchedule) and the hooks, _fsdp_param_group.py one unit's parameters and gradients,
+_fsdp_module.py the FSDPModule class and clipping, sharded_state.py the state dicts and counters.
 """
 import dataclasses
 
@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from . import _fsdp_state
-from ._C import FsdpUnit, ProcessGroupFsdp, ShardingGroups, validate_fully_shard
+from ._C import FsdpUnit, ProcessGroupFsdp, Reshard, ShardingGroups, validate_fully_shard
 from ._fsdp_module import FSDPModule, _fsdp_class, clip_grad_norm_  # noqa: F401  (the package's API)
 from ._fsdp_param_group import UnitState
 
@@ -132,8 +132,8 @@ def fully_shard(module, *, group=None, mesh=None, reshard_after_forward=True, mp
                     _dtype_name(mp_policy.param_dtype), _dtype_name(mp_policy.reduce_dtype or mp_policy.param_dtype))
     unit.load_full(torch.cat([p.detach().reshape(-1) for p in params]))
     shard = torch.nn.Parameter(unit.master_shard(), requires_grad=any(p.requires_grad for p in params))
-    state = UnitState(module, unit, groups, pg, slots, names, params, shard, reshard_after_forward, mp_policy,
-                      prefetch)
+    state = UnitState(module, _unit_count[0], unit, groups, pg, slots, names, params, shard, reshard_after_forward,
+                      Reshard(_reshard_text(reshard_after_forward)), mp_policy, prefetch)
     # From here on nothing raises: the module changes all at once.
     for owner, _ in slots:
         # The parameters' order in their module, for state dicts in the unsharded module's order.

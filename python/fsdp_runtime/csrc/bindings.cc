@@ -7,6 +7,8 @@
 //   FsdpUnit          one runtime FSDP unit (runtime/fsdp_unit.h) with its buffers shown to torch as
 //                     tensors that view them (no copies): the flat master and gradient shards, and
 //                     while unsharded the full parameters and gradients. fully_shard.py drives them;
+//   FsdpSchedule      the runtime's FSDP schedule (runtime/fsdp_schedule.h) that decides for them
+//                     (schedule_bindings.cc); fsdp_model_trace: FsdpModel's collectives, to compare;
 //   TrainConfig, DataLoader, MetricsLogger, read/write_safetensors: fsdp-train's, for train.py
 //                     (train_bindings.cc).
 #include <pybind11/chrono.h>
@@ -16,9 +18,11 @@
 #include "common/knobs.h"
 #include "common/memory_tracker.h"
 #include "python/fsdp_runtime/csrc/process_group_fsdp.h"
+#include "python/fsdp_runtime/csrc/schedule_bindings.h"
 #include "python/fsdp_runtime/csrc/store_adapters.h"
 #include "python/fsdp_runtime/csrc/train_bindings.h"
 #include "runtime/fsdp_unit.h"
+#include "runtime/lifecycle_trace.h"
 #include "runtime/overlap.h"
 #include "runtime/process_groups.h"
 #include "spec/mesh.h"
@@ -44,9 +48,18 @@ struct ShardingGroups {
   using Clock = std::chrono::steady_clock;
   void waited(Clock::time_point start, Clock::time_point end) { waits.compute(start, end); }
   fsdp::runtime::OverlapMeter waits;
-  fsdp::runtime::CommObserver observer = [this](fsdp::CollectiveKind kind, std::string_view, int,
+  fsdp::runtime::CommObserver observer = [this](fsdp::CollectiveKind kind, std::string_view, int unit,
                                                 Clock::time_point start, Clock::time_point end, int64_t) {
     waits.communication(kind, start, end);
+    if (recording && kind != fsdp::CollectiveKind::kAllReduce)
+      events.emplace_back(std::string(name(kind)) + "_done", unit);
+  };
+  // While recording: each collective of the units as issued ("all_gather", unit) and finished
+  // ("all_gather_done", unit), in that order: the schedule as fully_shard drove it (tests).
+  bool recording = false;
+  std::vector<std::pair<std::string, int>> events;
+  fsdp::runtime::IssueObserver issued = [this](fsdp::CollectiveKind kind, int unit) {
+    if (recording) events.emplace_back(std::string(name(kind)), unit);
   };
 };
 
@@ -114,6 +127,7 @@ class TorchUnit {
         unit_(index, spec(name, names, shapes), policy(name, param_dtype, reduce_dtype, groups_->groups.reshard_group),
               groups_->groups, groups_->tracker) {
     unit_.set_observer(&groups_->observer);
+    unit_.set_issue_observer(&groups_->issued);
   }
 
   // Sets the master shard from the full parameters (flat float32, the unit's parameters in order).
@@ -325,6 +339,10 @@ PYBIND11_MODULE(_C, m) {
              return out;
            })
       .def("clear_overlap", [](ShardingGroups& g) { g.waits.clear(); })
+      .def(
+          "record_events", [](ShardingGroups& g, bool on) { g.recording = on; }, py::arg("on") = true)
+      // [(what, unit index)] recorded since the last call (ShardingGroups::events).
+      .def("events", [](ShardingGroups& g) { return std::exchange(g.events, {}); })
       .def_property_readonly("shard_degree", [](const ShardingGroups& g) { return g.groups.shard_degree(); })
       .def_property_readonly("replicate_degree", [](const ShardingGroups& g) { return g.groups.replicate_degree(); });
 
@@ -350,5 +368,25 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("has_unsharded_grads", &TorchUnit::has_unsharded_grads)
       .def_property_readonly("reduce_in_flight", &TorchUnit::reduce_in_flight)
       .def("zero_grad_shard", &TorchUnit::zero_grad_shard);
+  // FsdpModel's collectives over `units` one-parameter units (runtime/lifecycle_trace.h), collective
+  // over the group: [(step, "f" | "b", what, unit)], what fully_shard's schedule is compared with.
+  m.def(
+      "fsdp_model_trace",
+      [](ProcessGroupFsdp& pg, int units, int64_t prefetch, const std::string& reshard, int steps) {
+        fsdp::spec::Policy p = policy("fsdp_model_trace", "float32", "float32", 0);
+        p.reshard = fsdp::spec::Reshard::parse(reshard);
+        p.prefetch = prefetch;
+        std::vector<fsdp::runtime::LifecycleEvent> events;
+        {
+          py::gil_scoped_release release;
+          events = fsdp::runtime::trace_lifecycle(pg.communicator(), units, p, steps);
+        }
+        py::list out;
+        for (const auto& e : events) out.append(py::make_tuple(e.step, std::string(1, e.phase), e.what, e.unit));
+        return out;
+      },
+      py::arg("process_group"), py::arg("units"), py::arg("prefetch"), py::arg("reshard") = "default",
+      py::arg("steps") = 2);
+  fsdp::torch_backend::bind_schedule(m);
   fsdp::torch_backend::bind_train(m);
 }
