@@ -95,7 +95,7 @@ def fsdp_train_phases(trace_path):
 
 def print_table(models, res, steps):
     """The markdown table; returns the largest relative loss difference between the front ends."""
-    print("| model | front end | tokens/s (median) | runs | Python / fsdp-train | step (ms, rank 0) | "
+    print("| model | front end | tokens/s (median) | runs | Python / fsdp-train | step (ms, rank 0, mean) | "
           + " | ".join(PHASES) + " | largest loss difference |")
     print("|---|---|---|---|---|---|" + "---|" * len(PHASES) + "---|")
     worst = 0.0
