@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps build run test bench-recovery bench-ft-cost chaos test-asan test-tsan test-sanitize equivalence fuzz fuzz-smoke fuzz-build pip-install-check clean
+.PHONY: all deps build run test bench-trainer bench-recovery bench-ft-cost chaos test-asan test-tsan test-sanitize equivalence fuzz fuzz-smoke fuzz-build pip-install-check clean
 
 all: build
 
@@ -34,6 +34,12 @@ test: build
 # bound in one run per collective); regenerates docs/benchmarks.md and its plots (docs/benchmarks_*.svg).
 bench: build
 	bench/run_standard.sh $(BUILD)
+
+# The Python trainer (python -m fsdp_runtime.train) against fsdp-train on the same TOML, 2 ranks, interleaved:
+# tokens/s and where each one's step goes (docs/benchmarks.md). Not in CI (ctest python.trainer_vs_fsdp_train
+# runs it for 3 steps of a tiny model).
+bench-trainer: build
+	/usr/bin/python3 bench/trainer_vs_fsdp_train.py --build $(BUILD)
 
 # What a lost rank costs (docs/fault_tolerance.md): recovery in the job at 2, 3, 4 ranks split into its
 # phases, the same kill with restart from a checkpoint, and the redundancy's step time, interleaved.
