@@ -432,6 +432,29 @@ void recover(const TrainConfig& config, const JobOptions& job, const TrainerOpti
   recovered = std::move(record);
 }
 
+// Step s's checkpoint. A member lost during the save: recover, then save step s again at the new size.
+void save_step(const TrainConfig& config, const JobOptions& job, const TrainerOptions& opts, JobBatches& data,
+               std::unique_ptr<Trainer>& trainer, std::unique_ptr<runtime::checkpoint::Checkpointer>& ckpt,
+               JobObservers& observers, JobOutput& out, std::optional<RecoveryRecord>& recovered, int64_t s,
+               const std::string& hash, const std::string& data_source) {
+  for (;;) {
+    try {
+      save_checkpoint(config, opts, *ckpt, trainer->fsdp(),
+                      training_state(data.position_after(s), opts, s, data_source), s, hash);
+      if (s == config.training.steps) ckpt->wait();  // an async last save's failure is recovered here too
+    } catch (const CommError& e) {
+      if (job.elastic == nullptr) throw;
+      const std::string why = "in the checkpoint save of step " + std::to_string(s) + ": " + e.what();
+      recover(config, job, opts, data, trainer, ckpt, observers, out, Clock::now(), why, recovered);
+      recovered->failed_step = s;  // no step was interrupted: the save of step s was
+      continue;
+    }
+    out.metrics->log_event({"checkpoint", s, runtime::checkpoint::step_dir_name(s)});
+    refresh_run_report(*out.metrics, out.rank, out.log);  // a run that dies later keeps the page of this save
+    return;
+  }
+}
+
 // A newcomer waits (the step's commit said so; not after the last step): grow, the checkpointer follows.
 std::optional<GrowRecord> grow_if_asked(const TrainConfig& config, const JobOptions& job, const TrainerOptions& opts,
                                         JobBatches& data, std::unique_ptr<Trainer>& trainer,
@@ -545,21 +568,8 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     }
     out.log_step(StepRecord{st.step, st.loss, st.grad_norm, st.lr, st.tokens, st.seconds,
                             trainer->tracker().peak_total(), st.skipped, hidden_share(step_overlap)});
-    while (ckpt && (s == config.training.steps || s % config.checkpoint.interval == 0)) {
-      try {
-        save_checkpoint(config, opts, *ckpt, trainer->fsdp(),
-                        training_state(data.position_after(s), opts, s, data_source), s, hash);
-        if (s == config.training.steps) ckpt->wait();  // an async last save's failure is recovered here too
-      } catch (const CommError& e) {  // a member lost during the save: recover, then save step s again
-        if (job.elastic == nullptr) throw;
-        const std::string why = "in the checkpoint save of step " + std::to_string(s) + ": " + e.what();
-        recover(config, job, opts, data, trainer, ckpt, observers, out, Clock::now(), why, recovered);
-        recovered->failed_step = s;  // no step was interrupted: the save of step s was
-        continue;
-      }
-      out.metrics->log_event({"checkpoint", s, runtime::checkpoint::step_dir_name(s)});
-      refresh_run_report(*out.metrics, out.rank, out.log);  // a run that dies later keeps the page of this save
-      break;
+    if (ckpt && (s == config.training.steps || s % config.checkpoint.interval == 0)) {
+      save_step(config, job, opts, data, trainer, ckpt, observers, out, recovered, s, hash, data_source);
     }
     if (job.stop_after_step > 0 && s >= job.stop_after_step) break;
     kill_self_if_due(s, ckpt.get());  // fault injection (tests): FSDP_FAULT_KILL_AFTER_STEP
