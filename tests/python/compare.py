@@ -3,6 +3,22 @@ import torch
 import torch.distributed as dist
 
 
+class ChainNet(torch.nn.Module):
+    """Three tanh layers in a ModuleList and a head (5 -> 9 -> 9 -> 7 -> 2), seeded: the nested units the
+    prefetch and schedule tests wrap."""
+
+    def __init__(self, seed):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.inner = torch.nn.ModuleList([torch.nn.Linear(5, 9), torch.nn.Linear(9, 9), torch.nn.Linear(9, 7)])
+        self.head = torch.nn.Linear(7, 2)
+
+    def forward(self, x):
+        for layer in self.inner:
+            x = torch.tanh(layer(x))
+        return self.head(x)
+
+
 def assert_parameters_match(model, reference, what=""):
     """The sharded model's full parameters (gathered: collective) equal the unsharded reference's (1e-5)."""
     import fsdp_runtime

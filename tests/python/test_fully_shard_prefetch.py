@@ -7,24 +7,11 @@ import copy
 
 import torch
 
-from compare import assert_parameters_match
+from compare import ChainNet, assert_parameters_match
 from spawn import main
 
 STEPS = 3
 ROWS = 3  # per rank
-
-
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(41)
-        self.inner = torch.nn.ModuleList([torch.nn.Linear(5, 9), torch.nn.Linear(9, 9), torch.nn.Linear(9, 7)])
-        self.head = torch.nn.Linear(7, 2)
-
-    def forward(self, x):
-        for layer in self.inner:
-            x = torch.tanh(layer(x))
-        return self.head(x)
 
 
 def batches(n):
@@ -53,7 +40,7 @@ def train(rank, n, reference, prefetch):
 
 
 def prefetch_depths(rank, n):
-    reference = Net()
+    reference = ChainNet(41)
     runs = {p: train(rank, n, reference, p) for p in (0, 1, 2)}
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
     for x, y in batches(n):

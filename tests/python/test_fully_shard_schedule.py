@@ -14,22 +14,10 @@ import copy
 import torch
 import torch.distributed as dist
 
+from compare import ChainNet
 from spawn import main
 
 STEPS = 3
-
-
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(47)
-        self.inner = torch.nn.ModuleList([torch.nn.Linear(5, 9), torch.nn.Linear(9, 9), torch.nn.Linear(9, 7)])
-        self.head = torch.nn.Linear(7, 2)
-
-    def forward(self, x):
-        for layer in self.inner:
-            x = torch.tanh(layer(x))
-        return self.head(x)
 
 
 def python_trace(reference, prefetch, reshard):
@@ -64,7 +52,7 @@ def schedule_matches_fsdp_model(rank, n):
     from fsdp_runtime import _C
 
     pg = dist.distributed_c10d._get_default_group()
-    reference = Net()
+    reference = ChainNet(47)
     for reshard, text in ((True, "default"), (False, "never"), (1, "1")):
         for prefetch in (0, 1, 2):
             got = python_trace(reference, prefetch, reshard)
