@@ -10,10 +10,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int64_t data_parallel_of(const TrainerOptions& original, const launch::ElasticWorld& ew) {
-  return original.fsdp.mesh ? original.fsdp.mesh->data_parallel_size() : ew.original_size();
-}
-
 // The old layout as the grow decision describes it: every member of the old world holds its own shard
 // (under HSDP, the lowest member of each shard index sends it); new rank i is old rank i, the newcomers
 // come after them. The old mesh is the one the job planned at the old size (plan_epoch), which a newcomer
@@ -34,8 +30,7 @@ std::unique_ptr<Trainer> rebuild(const TrainConfig& config, launch::ElasticWorld
                                  const runtime::HeldShard& held, const spec::ModelSpec* old_model, GrowRecord& record) {
   const auto start = Clock::now();
   const EpochLayout layout = plan_epoch(config, ew.size());
-  auto fresh = std::make_unique<Trainer>(options_for_epoch(original, layout, ew, data_parallel_of(original, ew)),
-                                         ew.comm(), batches);
+  auto fresh = std::make_unique<Trainer>(options_for_epoch(original, layout, ew), ew.comm(), batches);
   // The newcomer has no old model: the spec does not depend on the world size.
   runtime::live_reshard(old_layout(config, d), old_model ? *old_model : fresh->fsdp().model(), held, fresh->fsdp(),
                         fresh->optimizer(), ew.comm());

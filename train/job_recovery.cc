@@ -95,7 +95,8 @@ EpochLayout plan_epoch(const TrainConfig& config, int world_size) {
 }
 
 TrainerOptions options_for_epoch(const TrainerOptions& original, const EpochLayout& layout,
-                                 const launch::ElasticWorld& ew, int64_t data_parallel_size) {
+                                 const launch::ElasticWorld& ew) {
+  const int64_t data_parallel_size = original.fsdp.mesh ? original.fsdp.mesh->data_parallel_size() : ew.original_size();
   TrainerOptions o = original;
   o.fsdp.mesh = layout.mesh;
   o.fsdp.policy.redundancy = layout.redundancy;
@@ -120,7 +121,6 @@ std::unique_ptr<Trainer> recover_from_lost_rank(const TrainConfig& config, launc
   record.resumed_after = committed;
   const std::vector<int> source_members = ew.members();  // the old trainer's layout, by original rank
   const int source_rank = ew.rank();
-  const int64_t data_parallel = original.fsdp.mesh ? original.fsdp.mesh->data_parallel_size() : source_members.size();
   // This rank's copies of the old shards: its own and its mirror's (the other replicas send their own).
   const runtime::HeldShard held = shards_held_by(*old, source_rank);
   for (;;) {  // a member lost during recovery starts the next epoch from the same old state
@@ -154,8 +154,7 @@ std::unique_ptr<Trainer> recover_from_lost_rank(const TrainConfig& config, launc
     fault::point(fault::When::kInRecovery, record.failed_step);  // tests: a survivor lost during recovery
     const auto reshard_start = Clock::now();
     try {
-      auto fresh =
-          std::make_unique<Trainer>(options_for_epoch(original, layout, ew, data_parallel), ew.comm(), batches);
+      auto fresh = std::make_unique<Trainer>(options_for_epoch(original, layout, ew), ew.comm(), batches);
       const runtime::OldShards shards{static_cast<int64_t>(source_members.size()), survivors_in_source, committed,
                                       old->fsdp().mesh().shard_degree(), old->mirror() != nullptr};
       runtime::live_reshard(shards, old->fsdp().model(), held, fresh->fsdp(), fresh->optimizer(), ew.comm());

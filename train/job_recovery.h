@@ -66,9 +66,10 @@ struct EpochLayout {
 };
 EpochLayout plan_epoch(const TrainConfig& config, int world_size);
 
-// The trainer options for the epoch `ew` is in now: its layout and the original data ranks dealt over it.
+// The trainer options for the epoch `ew` is in now: its layout and the original data ranks (the original
+// mesh's data-parallel size) dealt over it.
 TrainerOptions options_for_epoch(const TrainerOptions& original, const EpochLayout& layout,
-                                 const launch::ElasticWorld& ew, int64_t data_parallel_size);
+                                 const launch::ElasticWorld& ew);
 
 // Seconds since `t` (steady clock); "1, 2 and 3": the pieces of the recovery and grow lines.
 double seconds_since(std::chrono::steady_clock::time_point t);
