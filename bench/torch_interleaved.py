@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The torch variants at 2 ranks in the same two processes, a step of each in turn: the torch model
 fully_shard'ed on the runtime, DDP over gloo, DDP over "fsdp", and no communication at all (each rank
-trains its own replica on its half of the batch: the compute floor). Separate jobs, as bench/vs_torch.py
+trains its own replica on its half of the batch: the compute floor), and two lockstep floors: the same
+replicas meeting once per step (a 1-float all-reduce after backward: what any synchronous data-parallel
+step waits for at least) or once per unit in forward and backward (where fully_shard all-gathers and
+reduce-scatters: its synchronisation points without its bytes). Separate jobs, as bench/vs_torch.py
 runs them, spread by more than the differences between them on a shared 2-core machine; here every
 variant sees the same load, step by step, and the ratios are of medians over the same minutes.
 
@@ -45,7 +48,9 @@ from vs_torch import GLOBAL_BATCH, MODELS, llama_args  # noqa: E402  (also puts 
 import fsdp_runtime  # noqa: E402
 from fsdp_runtime.models.llama import Llama  # noqa: E402
 
-VARIANTS = ("fully_shard", "DDP gloo", "DDP fsdp", "no communication")
+VARIANTS = ("fully_shard", "DDP gloo", "DDP fsdp", "no communication", "replicas + step barrier",
+            "replicas + unit barriers")
+REPLICAS = ("no communication", "replicas + step barrier", "replicas + unit barriers")  # each rank its own model
 BASELINE = "DDP gloo"
 
 
@@ -88,7 +93,21 @@ def build(variant, m, gloo):
         return nn.parallel.DistributedDataParallel(model, process_group=gloo), model
     if variant == "DDP fsdp":
         return nn.parallel.DistributedDataParallel(model), model
+    if variant == "replicas + unit barriers":
+        for block in list(model.layers) + [model]:
+            block.register_forward_pre_hook(lambda mod, args: barrier())
+            block.register_forward_hook(barrier_in_backward)
     return model, model
+
+
+def barrier_in_backward(module, args, out):
+    out.register_hook(lambda grad: barrier())  # before the unit's backward (returns None: out stays)
+
+
+def barrier():
+    """A 1-float all-reduce: the ranks meet, no bytes to speak of move. One per step, or one per unit in
+    forward and in backward where fully_shard all-gathers: what lockstep alone costs, without any data."""
+    dist.all_reduce(torch.zeros(1))
 
 
 def step(variant, wrapped, model, opt, tokens, vocab):
@@ -99,6 +118,8 @@ def step(variant, wrapped, model, opt, tokens, vocab):
     t1 = time.perf_counter()
     opt.zero_grad(set_to_none=True)
     loss.backward()
+    if variant == "replicas + step barrier":
+        barrier()
     t2 = time.perf_counter()
     if variant.startswith("fully_shard"):
         fsdp_runtime.clip_grad_norm_(model, 1.0)
@@ -174,7 +195,7 @@ def main():
         med = {v: statistics.median(sum(p) for p in times[v][3:]) for v in variants}
         for v in variants:
             split = " / ".join(f"{statistics.median(p[k] for p in times[v][3:]) * 1e3:.1f}" for k in range(4))
-            if v == "no communication":  # each rank its own replica: not the same training
+            if v in REPLICAS:  # each rank its own replica: not the same training
                 diff = "- (own replicas)"
             else:
                 pairs = list(zip(losses[v], losses[BASELINE]))[:20]
