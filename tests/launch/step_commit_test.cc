@@ -155,7 +155,7 @@ INSTANTIATE_TEST_SUITE_P(Store, StepCommitSnapshot, ::testing::Bool(),
 // The vote's cost per step (docs/fault_tolerance.md, "Grow back"): `voters` threads vote `steps` steps back
 // to back, each its own client of one store server, the ticket counter read (a) as fsdp-train did before
 // OP_VOTE took a snapshot key: the completing voter's add, then its add(tickets, 0) and compare_set, the
-// others' get; (b) in the one request. Blocks of both alternate; prints each mode's median per-vote time.
+// others' get; (b) in the one request. Blocks of both alternate; prints each mode's per-vote time per block.
 // Run by hand: step_commit_test --gtest_also_run_disabled_tests --gtest_filter='*VoteCost*'.
 double seconds_per_vote(const StoreServer& server, int voters, int steps, bool one_request, const std::string& run) {
   const std::string tickets = run + "join/tickets";
@@ -194,9 +194,12 @@ TEST(StepCommitBench, DISABLED_VoteCostPerStep) {
       after.push_back(seconds_per_vote(server, voters, kSteps, true, run + "/after/"));
     }
     for (auto* v : {&before, &after}) std::sort(v->begin(), v->end());
-    std::printf("%d voters: round trips median %.1f us [%.1f-%.1f], one request median %.1f us [%.1f-%.1f]\n", voters,
-                before[kBlocks / 2] * 1e6, before.front() * 1e6, before.back() * 1e6, after[kBlocks / 2] * 1e6,
-                after.front() * 1e6, after.back() * 1e6);
+    const auto show = [](const std::vector<double>& v) {
+      return "min " + std::to_string(static_cast<int>(v.front() * 1e6)) + " p25 " +
+             std::to_string(static_cast<int>(v[v.size() / 4] * 1e6)) + " median " +
+             std::to_string(static_cast<int>(v[v.size() / 2] * 1e6)) + " us";
+    };
+    std::printf("%d voters: round trips %s; one request %s\n", voters, show(before).c_str(), show(after).c_str());
   }
 }
 
