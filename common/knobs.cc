@@ -89,7 +89,8 @@ const Knob<bool> kFtJoin{"FSDP_FT_JOIN", false,
                          "it joins through the store at a step boundary and receives its state from the members"};
 const Knob<int64_t> kFtAwaitJoinStep{
     "FSDP_FT_AWAIT_JOIN_STEP", 0,
-    "for tests: the commit of this step waits (up to FSDP_RENDEZVOUS_TIMEOUT_SEC) until a replacement asked to join, "
+    "for tests: every member waits before voting on this step (up to FSDP_RENDEZVOUS_TIMEOUT_SEC) until a replacement "
+    "asked to join, "
     "so the job grows back right after it whatever the machine's load (0: off)",
     0};
 const Knob<double> kHeartbeatTimeoutSec{"FSDP_HEARTBEAT_TIMEOUT_SEC", 20.0,

@@ -87,10 +87,11 @@ write("store_frame", "rendezvous", b"\0" + request(1, [b"fsdp/default/tcp/0"], v
       request(2, [b"fsdp/default/tcp/1"], timeout_ms=30000) + request(3, [b"a", b"b"], timeout_ms=100))
 write("store_frame", "counters", b"\0" + request(4, [b"barrier"], delta=1) + request(4, [b"barrier"], delta=-5) +
       request(5, [b"leader"], expected=b"", desired=b"0") + request(6, [b"leader"]) + request(7))
-def vote(decision=b"step1/decision"):
-    return request(8, [b"step1/votes", decision], delta=1, desired=b"commit", timeout_ms=20, target=2)
+def vote(decision=b"step1/decision", snapshot=(), counter=b"step1/votes"):
+    return request(8, [counter, decision, *snapshot], delta=1, desired=b"commit", timeout_ms=20, target=2)
 write("store_frame", "votes", b"\0" + vote() + vote() + request(5, [b"step2/decision"], expected=b"", desired=b"abort") +
-      vote(b"step2/decision") + request(8, [b"step1/votes"]))
+      vote(b"step2/decision") + request(8, [b"step1/votes"]) + request(4, [b"tickets"], delta=1) +
+      vote(b"step3/decision", [b"tickets"], b"step3/votes") + vote(b"step3/decision", [b"tickets"], b"step3/votes"))
 write("store_frame", "bad_requests", b"\0" + request(0) + request(1) + request(3) + request(9, [b"k"]))
 write("store_frame", "replies", b"\1" + store_frame(field_bytes(2, b"127.0.0.1:41237")) +
       store_frame(field_varint(1, 1) + field_bytes(4, b"key 'x' still missing") + field_bytes(5, b"x")) +

@@ -4,7 +4,8 @@
 // (launch/store_data.h) as the server does. The first byte picks the direction: odd, the stream is
 // replies as the client reads them. Properties: reads never pass the announced length nor hold more
 // than twice what arrived plus 4 KiB; what parses serialises to a frame that decodes to the same
-// length; only a GET or WAIT with a key missing parks.
+// length; only a GET or WAIT with a key missing, or a VOTE with its decision missing, parks; a VOTE
+// without two or three keys is refused.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -58,6 +59,11 @@ void decode_stream(const uint8_t* data, size_t size, uint32_t limit) {
                          message.op() == fsdp::proto::StoreRequest::OP_WAIT ||
                          message.op() == fsdp::proto::StoreRequest::OP_VOTE;
       if (outcome.park && (!waits || store.missing_keys(message).empty())) __builtin_trap();
+      const bool vote_keys = message.keys_size() == 2 || message.keys_size() == 3;
+      if (message.op() == fsdp::proto::StoreRequest::OP_VOTE && !vote_keys &&
+          response.status() != fsdp::proto::StoreResponse::STATUS_INVALID_ARGUMENT) {
+        __builtin_trap();
+      }
     }
   }
 }

@@ -76,7 +76,11 @@ void ElasticWorld::enter(const RecoveryDecision& d, int new_rank) {
   connect(env);
 }
 
-int64_t ElasticWorld::grow_ticket() const { return commit_ ? parse_grow_annotation(commit_->last_decision()) : 0; }
+int64_t ElasticWorld::grow_ticket() const {
+  // Every member read the same decision and holds the same admitted_, so all answer alike.
+  const int64_t tickets = commit_ ? commit_->last_snapshot().value_or(0) : 0;
+  return tickets > admitted_ ? tickets : 0;
+}
 
 RecoveryDecision ElasticWorld::grow(int64_t committed_step, std::chrono::milliseconds timeout) {
   if (!store_) throw InvalidArgument("fault tolerance: this job has no store to grow through");
@@ -103,26 +107,22 @@ void ElasticWorld::connect(const ProcessEnv& env) {
   o.key_prefix = epoch_prefix(epoch_);
   world_ = std::make_unique<World>(connect_world(env, o));
   if (world_->store) store_ = world_->store;
+  // Each commit carries the grow ticket count, read by the store in the vote's own request.
   commit_ = store_ ? std::make_unique<StepCommit>(store_, job_prefix_ + "ft/epoch" + std::to_string(epoch_) + "/",
-                                                  rank(), size())
+                                                  rank(), size(), join_tickets_key(job_prefix_))
                    : nullptr;
-  // The step's last voter asks whether a newcomer waits: one round trip, on that rank only.
-  if (commit_) {
-    commit_->set_annotation([this](int64_t step) {
-      int64_t tickets = join_tickets(*store_, job_prefix_);
-      // Tests (FSDP_FT_AWAIT_JOIN_STEP): this step's commit waits for the replacement, so it joins here.
-      const auto deadline = std::chrono::steady_clock::now() + options_.rendezvous_timeout;
-      while (step == await_join_step_ && tickets <= admitted_ && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        tickets = join_tickets(*store_, job_prefix_);
-      }
-      return tickets > admitted_ ? grow_annotation(tickets) : std::string();
-    });
-  }
 }
 
 bool ElasticWorld::commit(int64_t step) {
   if (!commit_) return true;  // one rank alone: nothing to agree on
+  // Tests (FSDP_FT_AWAIT_JOIN_STEP): every member waits for the replacement's ticket before voting on this
+  // step, so the commit carries it and the job grows right after it. A lost member ends the wait: the
+  // vote then throws.
+  const auto deadline = std::chrono::steady_clock::now() + options_.rendezvous_timeout;
+  while (step == await_join_step_ && join_tickets(*store_, job_prefix_) <= admitted_ &&
+         std::chrono::steady_clock::now() < deadline && describe_lost().empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   return commit_->vote(
       step, [this] { return describe_lost(); }, options_.comm.timeout);
 }

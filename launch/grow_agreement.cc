@@ -12,7 +12,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kSlice{10};
-constexpr const char* kGrow = " grow ";
 
 std::string entry_key(const std::string& job_prefix, int64_t ticket) {
   return job_prefix + "ft/join/" + std::to_string(ticket);
@@ -20,17 +19,7 @@ std::string entry_key(const std::string& job_prefix, int64_t ticket) {
 
 }  // namespace
 
-std::string grow_annotation(int64_t last_ticket) { return kGrow + std::to_string(last_ticket); }
-
-int64_t parse_grow_annotation(const std::string& decision) {
-  const size_t at = decision.find(kGrow);
-  if (at == std::string::npos) return 0;
-  try {
-    return std::stoll(decision.substr(at + std::string(kGrow).size()));
-  } catch (const std::exception&) {
-    throw InvalidArgument("not a grow annotation: '" + decision + "' (expected 'commit grow T')");
-  }
-}
+std::string join_tickets_key(const std::string& job_prefix) { return job_prefix + "ft/join/tickets"; }
 
 void wait_until_replaceable(KeyValueStore& store, const std::string& job_prefix, int launch_rank,
                             const std::function<bool()>& give_up) {
@@ -52,13 +41,13 @@ void wait_until_replaceable(KeyValueStore& store, const std::string& job_prefix,
 }
 
 int64_t post_join(KeyValueStore& store, const std::string& job_prefix, int launch_rank) {
-  const int64_t ticket = store.add(job_prefix + "ft/join/tickets", 1);
+  const int64_t ticket = store.add(join_tickets_key(job_prefix), 1);
   store.set(entry_key(job_prefix, ticket), std::to_string(launch_rank));
   return ticket;
 }
 
 int64_t join_tickets(KeyValueStore& store, const std::string& job_prefix) {
-  return store.add(job_prefix + "ft/join/tickets", 0);
+  return store.add(join_tickets_key(job_prefix), 0);
 }
 
 RecoveryDecision agree_on_grow(KeyValueStore& store, const std::string& job_prefix, int64_t new_epoch,

@@ -4,9 +4,10 @@
 //   ft/join/<t>            the newcomer's launch rank, set right after it took the ticket
 //   ft/join/<t>/admitted   "epoch E tickets T": the grow that admitted it (every ticket up to T was decided)
 //   ft/finished            the job ended: a newcomer still waiting exits
-// The members learn of a waiting newcomer in the step's commit vote: the last voter reads the ticket
-// count (one store round trip, on that rank only) and annotates the commit ("commit grow T",
-// launch/step_commit.h), so every member reads the same answer with the decision it waits for anyway.
+// The members learn of a waiting newcomer in the step's commit vote: ft/join/tickets is its snapshot
+// counter, so the store writes the ticket count into the decision in the vote's own request ("commit T",
+// launch/step_commit.h) and every member reads the same count with the decision it waits for anyway;
+// T beyond the members' last admitted ticket (the same on every member) means grow now.
 // After that step each member calls agree_on_grow: the decision of epoch E = every member, in order, then
 // the newcomers of tickets (admitted, T] in ticket order (a newcomer whose entry never appears, or whose
 // exit the launcher recorded, is skipped; of two tickets of one launch rank the later counts), written once
@@ -24,10 +25,6 @@
 
 namespace fsdp::launch {
 
-// The annotation of a commit that admits newcomers, and its reading: the last ticket, or 0 for none.
-std::string grow_annotation(int64_t last_ticket);
-int64_t parse_grow_annotation(const std::string& decision);
-
 // Before a newcomer posts: waits until the survivors' latest decision (ft/current) went on without
 // `launch_rank` (so no agreement still reads its ft/exited key), then clears that key, so the grow does
 // not take the newcomer for the lost process. `give_up` as in wait_for_admission.
@@ -35,7 +32,9 @@ void wait_until_replaceable(KeyValueStore& store, const std::string& job_prefix,
                             const std::function<bool()>& give_up);
 // A newcomer's entry: returns its ticket.
 int64_t post_join(KeyValueStore& store, const std::string& job_prefix, int launch_rank);
-// How many newcomers ever asked to join (one round trip).
+// The ticket counter: how many newcomers ever asked to join (the step commit's snapshot counter).
+std::string join_tickets_key(const std::string& job_prefix);
+// Its value (one round trip).
 int64_t join_tickets(KeyValueStore& store, const std::string& job_prefix);
 
 // The grow that starts epoch `new_epoch` from a world whose members are `members` (launch ranks, in

@@ -3,12 +3,31 @@
 // job started by torch rendezvouses through torch's own store.
 #pragma once
 
+#include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace fsdp::launch {
+
+// What a vote with a snapshot counter writes (KeyValueStore::vote, OP_VOTE): the value, one space,
+// the counter's decimal value ("commit 3"; a missing counter reads 0).
+inline std::string vote_decision(const std::string& value, int64_t snapshot) {
+  return value + " " + std::to_string(snapshot);
+}
+// The snapshot a decision carries: the decimal after its last space; nullopt when it has none (a
+// close's "abort", a vote without a snapshot counter).
+inline std::optional<int64_t> vote_snapshot(const std::string& decision) {
+  const size_t space = decision.rfind(' ');
+  if (space == std::string::npos) return std::nullopt;
+  int64_t n = 0;
+  const char* end = decision.data() + decision.size();
+  const auto [ptr, ec] = std::from_chars(decision.data() + space + 1, end, n);
+  if (ec != std::errc() || ptr != end || space + 1 == decision.size()) return std::nullopt;
+  return n;
+}
 
 class KeyValueStore {
  public:
@@ -37,12 +56,16 @@ class KeyValueStore {
   // A counting vote: adds 1 to the counter at `counter`; the add that makes it `target` writes `value`
   // into `decision` unless it holds one (compare_set from ""); returns the decision, waiting up to
   // `timeout` while it is missing (TimeoutError: the vote stays counted; get() the decision to wait
-  // on). Here in up to three round trips; StoreClient asks its server for it in one (OP_VOTE), and
-  // the server's creating the decision wakes every waiting voter.
+  // on). With a `snapshot` counter (a key, "" for none) the decision written is
+  // vote_decision(value, that counter's value when the vote completed): "commit 3", so every voter
+  // reads one snapshot of it with the decision at no extra round trip (the step commit's grow check).
+  // Here in up to four round trips, the snapshot read just after the completing add; StoreClient asks
+  // its server for it in one (OP_VOTE), which reads the snapshot in the same request, and the
+  // server's creating the decision wakes every waiting voter.
   virtual std::string vote(const std::string& counter, const std::string& decision, int64_t target,
-                           const std::string& value, std::chrono::milliseconds timeout) {
-    if (add(counter, 1) == target) return compare_set(decision, "", value);
-    return get(decision, timeout);
+                           const std::string& value, const std::string& snapshot, std::chrono::milliseconds timeout) {
+    if (add(counter, 1) != target) return get(decision, timeout);
+    return compare_set(decision, "", snapshot.empty() ? value : vote_decision(value, add(snapshot, 0)));
   }
   // Removes key; true if it existed.
   virtual bool erase(const std::string& key) = 0;

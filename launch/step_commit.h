@@ -5,15 +5,17 @@
 // compare_set is atomic at the store's server, so every voter and every closer of every epoch reads
 // the one decision a step gets. Keys, under `prefix` ("fsdp/<run>/ft/epoch3/"):
 //   step<s>/votes     add()ed by each voter
-//   step<s>/decision  "commit" or "abort", written once by compare_set from ""; the last voter may
-//                     annotate a commit ("commit grow 3": a newcomer is waiting, launch/grow_agreement.h),
-//                     which every voter then reads with it at no extra round trip
+//   step<s>/decision  "commit" or "abort", written once by compare_set from ""; with a snapshot counter
+//                     the commit carries that counter's value when the vote completed ("commit 3": the
+//                     grow tickets, launch/grow_agreement.h), written by the server in the vote's own
+//                     request, so every voter reads the same value at no extra round trip
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "collectives/types/errors.h"
@@ -29,7 +31,9 @@ class PeerLostDuringVote : public PeerLostError {
 
 class StepCommit {
  public:
-  StepCommit(std::shared_ptr<KeyValueStore> store, std::string prefix, int rank, int size);
+  // `snapshot`: the key of a counter whose value each commit carries (KeyValueStore::vote); "" for none.
+  StepCommit(std::shared_ptr<KeyValueStore> store, std::string prefix, int rank, int size,
+             std::string snapshot = std::string());
 
   // Votes for `step` (KeyValueStore::vote: one store round trip with the project's store) and waits
   // for its decision in slices of kSlice, asking `lost` after each empty one: a non-empty answer (a
@@ -38,11 +42,10 @@ class StepCommit {
   bool vote(int64_t step, const std::function<std::string()>& lost, std::chrono::milliseconds timeout);
   // Recovery's resolution of `step`: "abort" unless it was already committed; true when committed.
   bool close(int64_t step);
-  // What the last voter appends to "commit" (" grow 3") for the step it is given; asked once per step, by
-  // that voter only.
-  void set_annotation(std::function<std::string(int64_t)> annotate) { annotate_ = std::move(annotate); }
-  // The last decision vote() read, annotation included ("commit grow 3"); empty before any.
+  // The last decision vote() read, snapshot included ("commit 3"); empty before any.
   const std::string& last_decision() const { return last_decision_; }
+  // The snapshot counter's value the last decision carries; nullopt for an abort or without a counter.
+  std::optional<int64_t> last_snapshot() const;
 
   static constexpr std::chrono::milliseconds kSlice{20};
 
@@ -51,9 +54,9 @@ class StepCommit {
 
   std::shared_ptr<KeyValueStore> store_;
   std::string prefix_;
+  std::string snapshot_;
   bool decided(const std::string& value);  // records it; true for a commit
 
-  std::function<std::string(int64_t)> annotate_;
   std::string last_decision_;
   int rank_;
   int size_;

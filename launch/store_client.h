@@ -51,10 +51,11 @@ class StoreClient : public KeyValueStore {
   int64_t add(const std::string& key, int64_t delta) override;
   // KeyValueStore::compare_set: the swap happened exactly when the result equals desired.
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
-  // KeyValueStore::vote in one round trip (OP_VOTE); a server that does not know the op (an older
-  // fsdp-store) refuses it uncounted, and the vote then takes KeyValueStore's round trips.
+  // KeyValueStore::vote in one round trip (OP_VOTE); a server that does not know the op, or its
+  // snapshot key (an older fsdp-store), refuses it uncounted, and the vote then takes KeyValueStore's
+  // round trips.
   std::string vote(const std::string& counter, const std::string& decision, int64_t target, const std::string& value,
-                   std::chrono::milliseconds timeout) override;
+                   const std::string& snapshot, std::chrono::milliseconds timeout) override;
   // Removes key; true if it existed. ("delete" is a keyword.)
   bool erase(const std::string& key) override;
   int64_t num_keys();

@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "launch/key_value_store.h"
 #include "launch/store_frame.h"
 #include "proto/store.pb.h"
 
@@ -27,6 +28,10 @@ void reject(StoreResponse* response, const std::string& why) {
 
 std::vector<std::string> StoreData::missing_keys(const StoreRequest& request) const {
   std::vector<std::string> missing;
+  if (request.op() == StoreRequest::OP_VOTE) {  // waits on its decision only: the counters read 0 when missing
+    if (request.keys_size() > 1 && !values_.contains(request.keys(1))) missing.push_back(request.keys(1));
+    return missing;
+  }
   for (const std::string& key : request.keys()) {
     if (!values_.contains(key)) missing.push_back(key);
   }
@@ -69,6 +74,33 @@ std::string StoreData::compare_set(const std::string& key, const std::string& ex
   return desired;
 }
 
+bool StoreData::vote(StoreRequest& request, StoreResponse* response, Outcome* outcome) {
+  if (request.delta() != 0) {
+    // The snapshot is read before counting, so a counter that is not one refuses the vote uncounted;
+    // it is the same instant as the completion (one thread applies every request).
+    int64_t snapshot = 0;
+    if (request.keys_size() == 3) {
+      auto it = values_.find(request.keys(2));
+      if (it != values_.end() && !parse_int64(it->second, &snapshot)) {
+        reject(response, "store_vote's snapshot counter '" + request.keys(2) + "' holds '" + it->second.substr(0, 64) +
+                             "', not a decimal int64 counter");
+        return true;
+      }
+    }
+    int64_t count = 0;
+    if (!add(request.keys(0), request.delta(), response, outcome, &count)) return true;
+    if (count == request.target()) {
+      const std::string& value = request.desired();
+      compare_set(request.keys(1), "", request.keys_size() == 3 ? vote_decision(value, snapshot) : value, outcome);
+    }
+    request.set_delta(0);  // counted: applied again once the decision exists, it only reads it
+  }
+  auto it = values_.find(request.keys(1));
+  if (it == values_.end()) return false;
+  response->set_value(it->second);
+  return true;
+}
+
 StoreData::Outcome StoreData::apply(StoreRequest& request, StoreResponse* response) {
   Outcome outcome;
   if (const std::string why = store_request_error(request); !why.empty()) {
@@ -95,21 +127,9 @@ StoreData::Outcome StoreData::apply(StoreRequest& request, StoreResponse* respon
     case StoreRequest::OP_COMPARE_SET:
       response->set_value(compare_set(request.keys(0), request.expected(), request.desired(), &outcome));
       break;
-    case StoreRequest::OP_VOTE: {
-      int64_t count = 0;
-      if (request.delta() != 0) {
-        if (!add(request.keys(0), request.delta(), response, &outcome, &count)) break;
-        if (count == request.target()) compare_set(request.keys(1), "", request.desired(), &outcome);
-        request.set_delta(0);  // counted: applied again once the decision exists, it only reads it
-      }
-      auto it = values_.find(request.keys(1));
-      if (it == values_.end()) {
-        outcome.park = true;
-      } else {
-        response->set_value(it->second);
-      }
+    case StoreRequest::OP_VOTE:
+      outcome.park = !vote(request, response, &outcome);
       break;
-    }
     case StoreRequest::OP_DELETE:
       response->set_number(static_cast<int64_t>(values_.erase(request.keys(0))));
       break;

@@ -18,7 +18,7 @@ namespace fsdp::launch {
 class StoreData {
  public:
   struct Outcome {
-    bool park = false;     // a GET, WAIT or VOTE whose keys are not all held: no response yet (a VOTE counted)
+    bool park = false;     // a GET or WAIT whose keys are not all held, a VOTE whose decision is missing (counted)
     bool created = false;  // a key was created: parked requests may now be answered
   };
 
@@ -29,7 +29,7 @@ class StoreData {
   // VOTE is rewritten as it parks, so that it is counted once).
   Outcome apply(proto::StoreRequest& request, proto::StoreResponse* response);
 
-  // The keys of `request` not held, in request order.
+  // The keys of `request` not held, in request order; of a VOTE, its decision only (what it parks on).
   std::vector<std::string> missing_keys(const proto::StoreRequest& request) const;
 
   size_t size() const { return values_.size(); }
@@ -38,6 +38,8 @@ class StoreData {
   // OP_ADD's arithmetic on the counter at key: false (response rejected) for a value that is not a
   // decimal int64 or an overflow; else *next is the new value.
   bool add(const std::string& key, int64_t delta, proto::StoreResponse* response, Outcome* outcome, int64_t* next);
+  // OP_VOTE's: counts it once, decides at the target; false while the decision is missing (it parks).
+  bool vote(proto::StoreRequest& request, proto::StoreResponse* response, Outcome* outcome);
   // OP_COMPARE_SET's: the key's value after the call.
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired,
                           Outcome* outcome);

@@ -92,8 +92,10 @@ std::string store_request_error(const StoreRequest& request) {
       if (request.keys_size() == 0) return "store_wait needs at least one key";
       return {};
     case StoreRequest::OP_VOTE:
-      if (request.keys_size() != 2) {
-        return "store_vote takes two keys (the counter, the decision), got " + std::to_string(request.keys_size());
+      if (request.keys_size() != 2 && request.keys_size() != 3) {
+        return "store_vote takes two or three keys (the counter, the decision, optionally the snapshot counter), "
+               "got " +
+               std::to_string(request.keys_size());
       }
       return {};
     case StoreRequest::OP_NUM_KEYS:

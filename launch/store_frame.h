@@ -70,7 +70,8 @@ size_t store_body_read_size(size_t have, size_t expected);
 const char* store_op_name(int op);
 
 // Empty when a parsed request is one the server can act on; otherwise the reason it is refused with
-// STATUS_INVALID_ARGUMENT: an unknown op, a keyed op without exactly one key, a WAIT without keys.
+// STATUS_INVALID_ARGUMENT: an unknown op, a keyed op without exactly one key, a WAIT without keys, a
+// VOTE without two or three.
 std::string store_request_error(const proto::StoreRequest& request);
 
 }  // namespace fsdp::launch

@@ -1,5 +1,5 @@
 // Growing back through the store (launch/grow_agreement.h), ranks and newcomers as threads with their own
-// clients of an in-process store server: the step's last voter annotates the commit when a newcomer
+// clients of an in-process store server: the step's commit carries the ticket count when a newcomer
 // waits, every member and newcomer reads one grow decision (members first, newcomers last), a later
 // loss maps ranks to launch ranks through it, and a newcomer still waiting learns the job finished.
 #include "launch/grow_agreement.h"
@@ -22,15 +22,9 @@ constexpr const char* kJob = "fsdp/g/";
 
 using testing::client_of;
 
-TEST(GrowAgreement, AnnotationRoundTrips) {
-  EXPECT_EQ(parse_grow_annotation("commit" + grow_annotation(3)), 3);
-  EXPECT_EQ(parse_grow_annotation("commit"), 0);
-  EXPECT_EQ(parse_grow_annotation("abort"), 0);
-  EXPECT_THROW(parse_grow_annotation("commit grow x"), InvalidArgument);
-}
-
-// Three members of epoch 1 (launch ranks 0, 1, 2 after rank 3 was lost) vote on step 5 while the
-// replacement of rank 3 waits: every voter reads "commit grow 1"; all agree on epoch 2 = 0,1,2 then 3.
+// Three members of epoch 1 (launch ranks 0, 1, 2 after rank 3 was lost) vote on step 5, the ticket counter
+// their snapshot, while the replacement of rank 3 waits: every voter reads "commit 1"; all agree on epoch
+// 2 = 0,1,2 then 3.
 TEST(GrowAgreement, MembersAndNewcomerReadOneDecision) {
   StoreServer server("127.0.0.1", 0);
   auto newcomer_store = client_of(server);
@@ -43,14 +37,10 @@ TEST(GrowAgreement, MembersAndNewcomerReadOneDecision) {
   for (int r = 0; r < 3; ++r) {
     threads.emplace_back([&, r] {
       std::shared_ptr<KeyValueStore> store = client_of(server);
-      StepCommit commit(store, std::string(kJob) + "ft/epoch1/", r, 3);
-      commit.set_annotation([&](int64_t) {
-        const int64_t t = join_tickets(*store, kJob);
-        return t > 0 ? grow_annotation(t) : std::string();
-      });
+      StepCommit commit(store, std::string(kJob) + "ft/epoch1/", r, 3, join_tickets_key(kJob));
       EXPECT_TRUE(commit.vote(5, nullptr, 5s));
       votes[static_cast<size_t>(r)] = commit.last_decision();
-      const int64_t last = parse_grow_annotation(commit.last_decision());
+      const int64_t last = commit.last_snapshot().value_or(-1);
       decided[static_cast<size_t>(r)] = agree_on_grow(*store, kJob, 2, members, 5, 0, last, 5s);
     });
   }
@@ -59,7 +49,7 @@ TEST(GrowAgreement, MembersAndNewcomerReadOneDecision) {
   for (auto& t : threads) t.join();
   const RecoveryDecision want{2, {0, 1, 2}, 5, {0, 1, 2, 3}};
   for (int r = 0; r < 3; ++r) {
-    EXPECT_EQ(votes[static_cast<size_t>(r)], "commit grow 1") << "rank " << r;
+    EXPECT_EQ(votes[static_cast<size_t>(r)], "commit 1") << "rank " << r;
     EXPECT_EQ(decided[static_cast<size_t>(r)], want) << "rank " << r;
   }
   EXPECT_EQ(a.decision, want);

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "launch/key_value_store.h"
 #include "launch/store_data.h"
-
 #include "proto/store.pb.h"
 
 namespace fsdp::launch {
@@ -159,10 +159,73 @@ TEST(StoreData, VoteCountsOnceDecidesAtTheTargetAndParksUntilDecided) {
   EXPECT_FALSE(data.apply(late, &r).park);
   EXPECT_EQ(r.value(), "abort");
 
-  StoreRequest bad = request(StoreRequest::OP_VOTE, {"votes"});
-  r.Clear();
-  data.apply(bad, &r);
-  EXPECT_EQ(r.error(), "store_vote takes two keys (the counter, the decision), got 1");
+  for (size_t keys : {1u, 4u}) {
+    StoreRequest bad = request(StoreRequest::OP_VOTE, std::vector<std::string>(keys, "votes"));
+    r.Clear();
+    data.apply(bad, &r);
+    EXPECT_EQ(r.status(), StoreResponse::STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(r.error(),
+              "store_vote takes two or three keys (the counter, the decision, optionally the snapshot "
+              "counter), got " +
+                  std::to_string(keys));
+  }
+}
+
+// OP_VOTE with a snapshot counter (the step commit's grow tickets): the vote that decides writes the
+// counter's value at that moment after the value ("commit 2"), the parked voters read that same
+// decision though the counter moves on, a missing counter reads 0 and is not created (nor waited on),
+// and a snapshot key that is not a counter refuses the vote uncounted.
+TEST(StoreData, VoteWithASnapshotCounterWritesItsValueIntoTheDecision) {
+  StoreData data;
+  StoreResponse r;
+  const auto apply = [&](StoreRequest& q) {
+    r.Clear();
+    return data.apply(q, &r);
+  };
+  const auto vote = [](const std::string& decision) {
+    StoreRequest v = request(StoreRequest::OP_VOTE, {decision + "/votes", decision, "tickets"});
+    v.set_delta(1);
+    v.set_target(2);
+    v.set_desired("commit");
+    return v;
+  };
+  StoreRequest first = vote("s1"), second = vote("s1");
+  EXPECT_TRUE(apply(first).park);
+  EXPECT_EQ(data.missing_keys(first), std::vector<std::string>{"s1"});  // not the missing counter
+  EXPECT_FALSE(apply(second).park);
+  EXPECT_EQ(r.value(), "commit 0");
+  EXPECT_EQ(data.size(), 2u);  // the votes and the decision: "tickets" was only read
+
+  StoreRequest ticket = request(StoreRequest::OP_ADD, {"tickets"});
+  ticket.set_delta(2);
+  apply(ticket);
+  StoreRequest third = vote("s2"), fourth = vote("s2");
+  EXPECT_TRUE(apply(third).park);
+  EXPECT_FALSE(apply(fourth).park);
+  EXPECT_EQ(r.value(), "commit 2");
+  EXPECT_EQ(vote_snapshot(r.value()), 2);
+  ticket.set_delta(1);
+  apply(ticket);  // after the decision: the parked voter still reads the value at completion
+  EXPECT_FALSE(apply(third).park);
+  EXPECT_EQ(r.value(), "commit 2");
+
+  StoreRequest text = request(StoreRequest::OP_SET, {"tickets"});
+  text.set_value("many");
+  apply(text);
+  StoreRequest refused = vote("s3");
+  apply(refused);
+  EXPECT_EQ(r.status(), StoreResponse::STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(r.error(), "store_vote's snapshot counter 'tickets' holds 'many', not a decimal int64 counter");
+  EXPECT_EQ(data.missing_keys(request(StoreRequest::OP_GET, {"s3/votes"})), std::vector<std::string>{"s3/votes"});
+}
+
+TEST(StoreData, VoteSnapshotParsesWhatVoteDecisionWrites) {
+  EXPECT_EQ(vote_decision("commit", 3), "commit 3");
+  EXPECT_EQ(vote_snapshot(vote_decision("commit", 3)), 3);
+  EXPECT_EQ(vote_snapshot(vote_decision("commit", -7)), -7);
+  for (const char* none : {"commit", "abort", "commit ", "commit x", "commit 3x"}) {
+    EXPECT_EQ(vote_snapshot(none), std::nullopt) << none;
+  }
 }
 
 }  // namespace
