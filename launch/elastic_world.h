@@ -6,11 +6,14 @@
 //   ... ew.commit(step) once per step, before the optimizer (throws when a member is lost) ...
 //   on a lost member:  committed = ew.close(step);  // the step in flight: kept or dropped, as every rank reads
 //                      auto d = ew.shrink(last_committed, timeout);  // agree, reconnect without the lost
-//                      ... rebuild the job's state over ew.comm(), then ew.release_retired();
+//                      ... rebuild the job's state over ew.comm(); ew.agree_rebuilt(ok): every rank did,
+//                      else shrink again and rebuild from the same old state; then ew.release_retired();
 //
 // Growing back (launch/grow_agreement.h): a replacement process starts with ElasticWorld::join, which waits
 // until the members admit it at a step boundary; the members learn of it through commit() (grow_ticket()
 // != 0 after the step) and call grow(step, timeout), which reconnects a world with the newcomers last.
+// A rank lost before a grown (or shrunk) world connects: grow, shrink and join go on to the shrink from it
+// (their decision says who is left); the state is rebuilt as after any loss (train/job_recovery.h).
 //
 // The store must outlive every rank (fsdp-run's, or fsdp-store's): the constructor refuses a store that rank
 // 0 serves. Rank 0 writes "<job>ft/enabled", which tells fsdp-run that a rank's exit is not the job's end.

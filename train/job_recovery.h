@@ -9,11 +9,12 @@
 //      remain, else plain FSDP with fault_tolerance.redundancy), refused when the planner's peak no longer
 //      fits this host (the buddy mirror alone not fitting: the job goes on without it, and says so);
 //   4. the new trainer's shards and optimizer state are rebuilt from the old ones, the other replicas' and
-//      the redundancy's mirrors (runtime/live_reshard.h), its mirror synced, its step set to S.
+//      the redundancy's mirrors (runtime/live_reshard.h), its mirror synced, its step set to S; every rank
+//      of the epoch then says whether it rebuilt (ElasticWorld::agree_rebuilt: all go on, or none).
 // A member lost during any of it starts the next epoch from the same old state (change_epoch, which a grow
-// shares: a rank lost during a grow turns it into this recovery from the pre-grow state). Every copy of a shard lost,
-// fewer survivors than fault_tolerance.min_world_size, or a re-plan that does not fit ends the job with the
-// reason (fsdp-run --max-restarts then restarts it from its checkpoint).
+// shares: a rank lost during a grow turns it into this recovery from the pre-grow state). Every copy of a
+// shard lost, fewer survivors than fault_tolerance.min_world_size, or a re-plan that does not fit ends the
+// job with the reason (fsdp-run --max-restarts then restarts it from its checkpoint).
 #pragma once
 
 #include <chrono>
