@@ -124,9 +124,11 @@ void wait_keys(KeyValueStore& store, const std::vector<std::string>& keys, const
       if (left <= kAbandonSlice) throw;
     }
     if (const std::string why = deadline.abandoned(); !why.empty()) {
-      throw PeerLostError(
-          ErrorContext{rank, -1, "rendezvous", 0, 0},
-          "start-up abandoned waiting for '" + keys.front() + "'" + (keys.size() > 1 ? ".." : "") + ": " + why);
+      const std::string& k = keys.front();  // a gather's keys: "<prefix><what>/<rank>"
+      const std::string waited =
+          keys.size() == 1 ? "'" + k + "'" : "every rank's '" + k.substr(0, k.rfind('/')) + "/<rank>'";
+      throw PeerLostError(ErrorContext{rank, -1, "rendezvous", 0, 0},
+                          "start-up abandoned waiting for " + waited + ": " + why);
     }
   }
 }
