@@ -15,9 +15,10 @@
 namespace fsdp::fault {
 namespace {
 
-constexpr std::string_view kWords[] = {"after",       "stop",         "before_vote", "after_vote",    "in_forward",
-                                       "in_backward", "in_optimizer", "in_mirror",   "in_checkpoint", "in_recovery"};
-static_assert(std::size(kWords) == static_cast<size_t>(When::kInRecovery) + 1, "a word per When, in its order");
+constexpr std::string_view kWords[] = {"after",         "stop",        "before_vote",  "after_vote",
+                                       "in_forward",    "in_backward", "in_optimizer", "in_mirror",
+                                       "in_checkpoint", "in_recovery", "in_grow"};
+static_assert(std::size(kWords) == static_cast<size_t>(When::kInGrow) + 1, "a word per When, in its order");
 
 struct Entry {
   int64_t step;

@@ -29,6 +29,8 @@ enum class When : uint8_t {
   kInCheckpoint,  // in_checkpoint: step STEP's save, its shard file written, before the commit
   kInRecovery,    // in_recovery: in the recovery from a failure in step STEP, agreed and reconnected,
                   // before the shards are rebuilt (a failure during recovery)
+  kInGrow,        // in_grow: in the grow after step STEP (its commit admitted a newcomer), agreed and
+                  // reconnected, before the shards move; a member or the newcomer (a failure during a grow)
 };
 
 // "in_forward" for kInForward.

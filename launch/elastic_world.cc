@@ -59,7 +59,7 @@ std::unique_ptr<ElasticWorld> ElasticWorld::join(const ProcessEnv& env, WorldOpt
   }
   ew->admitted_ = a.last_ticket;
   ew->last_grow_ = a.decision;
-  ew->enter(a.decision, static_cast<int>(at - ranks.begin()));
+  ew->enter_living(a.decision, a.decision.committed_step, timeout);
   return ew;
 }
 
@@ -86,12 +86,12 @@ RecoveryDecision ElasticWorld::grow(int64_t committed_step, std::chrono::millise
   if (!store_) throw InvalidArgument("fault tolerance: this job has no store to grow through");
   const int64_t last = grow_ticket();
   const auto start = std::chrono::steady_clock::now();
+  connect_failures_.clear();
   last_grow_ = agree_on_grow(*store_, job_prefix_, epoch_ + 1, members_, committed_step, admitted_, last, timeout);
   last_agree_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   admitted_ = last;
   retired_ = std::move(world_);
-  enter(last_grow_, retired_->env.rank);  // the members keep their ranks; newcomers come last
-  return last_grow_;
+  return enter_living(last_grow_, committed_step, timeout);  // the members keep their ranks; newcomers come last
 }
 
 void ElasticWorld::mark_finished() {
@@ -148,30 +148,82 @@ std::string ElasticWorld::describe_lost() {
 
 RecoveryDecision ElasticWorld::shrink(int64_t committed_step, std::chrono::milliseconds timeout) {
   if (!store_) throw InvalidArgument("fault tolerance: this job has no store to agree through");
-  // In this epoch's numbering: the peers this rank sees lost (the launcher's word is read by the agreement).
-  const auto known_lost = [this] {
-    std::vector<int> lost;
-    for (int r = 0; r < size(); ++r) {
-      if (r != rank() && !world_->transport->lost_reason(r).empty()) lost.push_back(r);
-    }
-    return lost;
-  };
+  last_agree_seconds_ = 0;
+  connect_failures_.clear();
+  return enter_living(agree_without_lost(committed_step, timeout), committed_step, timeout);
+}
+
+int ElasticWorld::epoch_rank() const {
+  return static_cast<int>(std::find(members_.begin(), members_.end(), original_.rank) - members_.begin());
+}
+
+RecoveryDecision ElasticWorld::agree_without_lost(int64_t committed_step, std::chrono::milliseconds timeout) {
+  // In this epoch's numbering: the peers this rank sees lost (none where its world never connected; the
+  // launcher's word is read by the agreement).
+  const auto known_lost = [this] { return world_ ? lost_peers() : std::vector<int>{}; };
   const auto start = std::chrono::steady_clock::now();
+  const int size = static_cast<int>(members_.size());
   RecoveryDecision d =
-      agree_on_failure(*store_, job_prefix_, epoch_ + 1, rank(), size(), committed_step, known_lost, timeout);
-  last_agree_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  // Nothing of the old epoch is waited on again: its teardown aborts (Transport::failure) instead of
-  // meeting the others at a barrier.
-  world_->transport->note_failure("fault tolerance: epoch " + std::to_string(epoch_) + " ended (" +
-                                  std::to_string(size() - static_cast<int>(d.survivors.size())) + " rank(s) lost)");
-  world_->comm->abort("fault tolerance: the survivors moved to epoch " + std::to_string(d.epoch));
-  const int new_rank =
-      static_cast<int>(std::find(d.survivors.begin(), d.survivors.end(), rank()) - d.survivors.begin());
-  retired_ = std::move(world_);
-  enter(d, new_rank);
+      agree_on_failure(*store_, job_prefix_, epoch_ + 1, epoch_rank(), size, committed_step, known_lost, timeout);
+  last_agree_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Nothing of this epoch, nor of a grow's retired world (healthy until now), is waited on again: their
+  // teardown aborts (Transport::failure) instead of meeting the others, the lost among them, at a barrier.
+  const std::string why = "fault tolerance: epoch " + std::to_string(epoch_) + " ended (" +
+                          std::to_string(size - static_cast<int>(d.survivors.size())) + " rank(s) lost)";
+  for (World* w : {world_.get(), retired_.get()}) {
+    if (w) w->transport->note_failure(why);
+  }
+  if (world_) {
+    world_->comm->abort("fault tolerance: the survivors moved to epoch " + std::to_string(d.epoch));
+    // The retired world is the one the state being rebuilt lives on (a grow's, or the first failed epoch's):
+    // it stays until release_retired(); a world entered since holds nothing anyone still reads.
+    if (retired_)
+      world_.reset();
+    else
+      retired_ = std::move(world_);
+  }
   return d;
 }
 
+RecoveryDecision ElasticWorld::enter_living(RecoveryDecision d, int64_t committed_step,
+                                            std::chrono::milliseconds timeout) {
+  for (;;) {
+    // A rank of it that exited (the launcher's word) never arrives: the start-up stops waiting for it.
+    options_.abandon = [this, ranks = d.launch_ranks] {
+      for (int r : ranks) {
+        if (r != original_.rank && peek(*store_, job_prefix_ + "ft/exited/" + std::to_string(r))) {
+          return "rank " + std::to_string(r) + " exited (the launcher's word)";
+        }
+      }
+      return std::string();
+    };
+    try {
+      const auto at = std::find(d.launch_ranks.begin(), d.launch_ranks.end(), original_.rank);
+      enter(d, static_cast<int>(at - d.launch_ranks.begin()));
+      options_.abandon = nullptr;
+      entered_ = d;
+      return d;
+    } catch (const CommError& e) {  // a member of it lost before it connected (TimeoutError among them)
+      connect_failures_ += (connect_failures_.empty() ? "" : "; ") + std::string("epoch ") + std::to_string(d.epoch) +
+                           "'s world did not connect: " + e.what();
+    }
+    options_.abandon = nullptr;
+    d = agree_without_lost(committed_step, timeout);
+  }
+}
+
 void ElasticWorld::release_retired() { retired_.reset(); }
+
+bool ElasticWorld::agree_rebuilt(bool rebuilt) {
+  if (!store_ || !world_ || size() == 1) return rebuilt;
+  StepCommit vote(store_, job_prefix_ + "ft/epoch" + std::to_string(epoch_) + "/rebuilt/", rank(), size());
+  if (!rebuilt) return vote.close(0);  // "abort": this rank cannot have voted, so never a commit
+  try {
+    return vote.vote(
+        0, [this] { return describe_lost(); }, options_.comm.timeout);
+  } catch (const PeerLostDuringVote&) {
+    return vote.close(0);  // a commit stands if every rank voted before the loss
+  }
+}
 
 }  // namespace fsdp::launch

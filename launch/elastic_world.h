@@ -6,11 +6,14 @@
 //   ... ew.commit(step) once per step, before the optimizer (throws when a member is lost) ...
 //   on a lost member:  committed = ew.close(step);  // the step in flight: kept or dropped, as every rank reads
 //                      auto d = ew.shrink(last_committed, timeout);  // agree, reconnect without the lost
-//                      ... rebuild the job's state over ew.comm(), then ew.release_retired();
+//                      ... rebuild the job's state over ew.comm(); ew.agree_rebuilt(ok): every rank did,
+//                      else shrink again and rebuild from the same old state; then ew.release_retired();
 //
 // Growing back (launch/grow_agreement.h): a replacement process starts with ElasticWorld::join, which waits
 // until the members admit it at a step boundary; the members learn of it through commit() (grow_ticket()
 // != 0 after the step) and call grow(step, timeout), which reconnects a world with the newcomers last.
+// A rank lost before a grown (or shrunk) world connects: grow, shrink and join go on to the shrink from it
+// (their decision says who is left); the state is rebuilt as after any loss (train/job_recovery.h).
 //
 // The store must outlive every rank (fsdp-run's, or fsdp-store's): the constructor refuses a store that rank
 // 0 serves. Rank 0 writes "<job>ft/enabled", which tells fsdp-run that a rank's exit is not the job's end.
@@ -61,9 +64,14 @@ class ElasticWorld {
   int64_t grow_ticket() const;
   // Every member, after the step grow_ticket() said so: agrees on the next epoch (the members in order,
   // then the newcomers), retires this epoch's world (still healthy: release_retired() shuts it down
-  // with a barrier among the old members) and connects the grown one. Throws TimeoutError/CommError
-  // when the new world cannot connect.
+  // with a barrier among the old members) and connects the grown one. Returns the decision of the epoch
+  // it entered: the grown one, or, where a member or newcomer was lost before that world connected, the
+  // shrink from it that the others agreed on (connect_failures() says why). Throws Fenced as shrink does.
   RecoveryDecision grow(int64_t committed_step, std::chrono::milliseconds timeout);
+  // The decision of the epoch this rank is in (empty at epoch 0).
+  const RecoveryDecision& entered() const { return entered_; }
+  // Why the last grow, shrink or join connected a later epoch than it decided first ("" when none failed).
+  const std::string& connect_failures() const { return connect_failures_; }
   // A newcomer's admission (epoch, the step it joins after); a member's last grow. Empty otherwise.
   const RecoveryDecision& last_grow() const { return last_grow_; }
   // The job ended: a newcomer still waiting gives up (rank 0 of the last epoch calls it).
@@ -78,10 +86,16 @@ class ElasticWorld {
   // reached: see close()), then tears the current epoch's world down without waiting on anyone and connects
   // the next among the survivors. The old world is kept (retired) until release_retired(), so state that
   // lives in its communicators can be read meanwhile. Throws Fenced when the others went on without this
-  // rank, TimeoutError/CommError when the new world cannot connect.
+  // rank. Also from an epoch whose world never connected (a loss during a grow's or shrink's connect); a new
+  // world that cannot connect for a lost member is shrunk from again (connect_failures()).
   RecoveryDecision shrink(int64_t committed_step, std::chrono::milliseconds timeout);
   void release_retired();
-  // The last shrink's time to agree (the rest of it reconnected).
+  // After a grow's or shrink's rebuild of the job's state in this epoch: whether every rank of it rebuilt,
+  // one answer for all (a vote of its own, as a step's commit). A rank that could not (`rebuilt` false) or
+  // is lost makes it false everywhere, so none goes on from a half-rebuilt epoch while another starts over
+  // from the old state.
+  bool agree_rebuilt(bool rebuilt);
+  // The last shrink's or grow's time to agree, every agreement of it (the rest of it reconnected).
   double last_agree_seconds() const { return last_agree_seconds_; }
 
  private:
@@ -92,6 +106,13 @@ class ElasticWorld {
   void enter(const RecoveryDecision& d, int new_rank);
   // The same members, by their rank in this epoch.
   std::vector<int> lost_peers();
+  // This rank's position in the epoch's members, whether or not its world connected.
+  int epoch_rank() const;
+  // The agreement of a shrink from this epoch (its world connected or not); fails the worlds left behind.
+  RecoveryDecision agree_without_lost(int64_t committed_step, std::chrono::milliseconds timeout);
+  // Connects the world of `d`; while a member of it is lost before it connects, agrees on the next epoch
+  // without the lost and connects that. Returns the decision entered.
+  RecoveryDecision enter_living(RecoveryDecision d, int64_t committed_step, std::chrono::milliseconds timeout);
   std::string epoch_prefix(int64_t epoch) const;
 
   ProcessEnv original_;
@@ -106,6 +127,8 @@ class ElasticWorld {
   int64_t admitted_ = 0;  // the last newcomer's ticket admitted so far (the same on every member)
   int64_t await_join_step_ = 0;  // FSDP_FT_AWAIT_JOIN_STEP (tests): the step whose commit waits for a newcomer
   RecoveryDecision last_grow_;
+  RecoveryDecision entered_;
+  std::string connect_failures_;
   double last_agree_seconds_ = 0;
 };
 

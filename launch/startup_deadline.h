@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <string>
 
 namespace fsdp::launch {
 
@@ -25,11 +26,17 @@ class StartupDeadline {
   std::chrono::milliseconds remaining() const {
     return std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(at_ - now_()));
   }
+  // Why the start-up should stop before its deadline ("": go on), asked between slices of the waits for
+  // other ranks' keys (fault tolerance: a rank of the epoch being connected exited). None by default.
+  void set_abandon(std::function<std::string()> abandon) { abandon_ = std::move(abandon); }
+  bool can_abandon() const { return static_cast<bool>(abandon_); }
+  std::string abandoned() const { return abandon_ ? abandon_() : std::string(); }
 
  private:
   std::chrono::milliseconds total_;
   Now now_;
   Clock::time_point at_;
+  std::function<std::string()> abandon_;
 };
 
 }  // namespace fsdp::launch

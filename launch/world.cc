@@ -381,7 +381,8 @@ World connect_world(const ProcessEnv& env, const WorldOptions& options) {
   w.key_prefix = options.key_prefix.empty() ? job_key_prefix() : options.key_prefix;
   const int rank = env.rank, n = env.world_size;
   const std::string requested = resolve_transport_request(options.transport);
-  const StartupDeadline deadline(options.rendezvous_timeout);  // every wait below shares it
+  StartupDeadline deadline(options.rendezvous_timeout);  // every wait below shares it
+  deadline.set_abandon(options.abandon);
 
   // 1. The store: the caller's, or found (or served) as the launcher said.
   std::string store_host = env.master_addr;

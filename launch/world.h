@@ -23,6 +23,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,8 +33,8 @@
 #include "collectives/transports/transport.h"
 #include "common/job_secret.h"
 #include "launch/bootstrap.h"
-#include "launch/key_value_store.h"
 #include "launch/heartbeat.h"
+#include "launch/key_value_store.h"
 #include "launch/store.h"
 
 namespace fsdp::launch {
@@ -83,6 +84,9 @@ struct WorldOptions {
   // configured; a file rendezvous (mpirun on one host) then makes one, others run unauthenticated
   // with a note from rank 0. FSDP_JOB_SECRET / FSDP_JOB_SECRET_FILE.
   JobSecret secret = job_secret_from_env();
+  // Asked every ~20 ms while the start-up waits for other ranks' keys: a non-empty answer (why) ends
+  // connect_world at once with PeerLostError (ElasticWorld: a rank of the epoch it connects exited).
+  std::function<std::string()> abandon;
 };
 
 struct World {

@@ -109,6 +109,29 @@ constexpr const char* kVerdictMark = "error:";
 // keeps the store up for the ranks that did arrive to read why: they are parked in the same gather,
 // so they read it in one round trip, and those that gave up by themselves say so at once.
 constexpr milliseconds kVerdictLinger{5000};
+constexpr milliseconds kAbandonSlice{20};
+
+// store.wait(keys) within what is left of `deadline`; in slices where the deadline can be abandoned, whose
+// reason, once given, ends the wait with PeerLostError.
+void wait_keys(KeyValueStore& store, const std::vector<std::string>& keys, const StartupDeadline& deadline, int rank) {
+  if (!deadline.can_abandon()) return store.wait(keys, deadline.remaining());
+  for (;;) {
+    const milliseconds left = deadline.remaining();
+    try {
+      store.wait(keys, std::min(left, kAbandonSlice));
+      return;
+    } catch (const TimeoutError&) {
+      if (left <= kAbandonSlice) throw;
+    }
+    if (const std::string why = deadline.abandoned(); !why.empty()) {
+      const std::string& k = keys.front();  // a gather's keys: "<prefix><what>/<rank>"
+      const std::string waited =
+          keys.size() == 1 ? "'" + k + "'" : "every rank's '" + k.substr(0, k.rfind('/')) + "/<rank>'";
+      throw PeerLostError(ErrorContext{rank, -1, "rendezvous", 0, 0},
+                          "start-up abandoned waiting for " + waited + ": " + why);
+    }
+  }
+}
 
 bool is_verdict(const std::string& value) { return value.rfind(kVerdictMark, 0) == 0; }
 
@@ -173,7 +196,7 @@ std::vector<std::string> gather_all(KeyValueStore& store, const std::string& pre
   std::vector<std::string> keys;
   for (int r = 0; r < world_size; ++r) keys.push_back(rank_key(prefix, what, r));
   try {
-    store.wait(keys, deadline.remaining());
+    wait_keys(store, keys, deadline, rank);
   } catch (const TimeoutError&) {
     const Missing m = look_for_missing(store, keys);
     const std::string head = "timed out after " + ms_text(deadline.total()) + " (the whole start-up's bound) ";
@@ -211,6 +234,7 @@ std::vector<std::string> gather_all(KeyValueStore& store, const std::string& pre
 std::string get_from_rank0(KeyValueStore& store, const std::string& key, int rank, const StartupDeadline& deadline) {
   std::string value;
   try {
+    wait_keys(store, {key}, deadline, rank);
     value = store.get(key, deadline.remaining());
   } catch (const TimeoutError&) {
     throw TimeoutError(ErrorContext{rank, 0, "rendezvous", 0, 0},

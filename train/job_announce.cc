@@ -25,6 +25,16 @@ void announce_recovery(const RecoveryRecord& r, int rank, JobOutput& out, JobObs
            observers);
 }
 
+void note_recovery(const TrainConfig& config, const JobOptions& job, JobOutput& out, JobObservers& observers,
+                   RecoveryRecord record, std::optional<RecoveryRecord>& recovered) {
+  const int rank = job.elastic->rank();
+  if (rank == 0 && out.log == nullptr && job.console != nullptr) {
+    take_over_rank0_output(out, job.console, job_metrics_options(config, 0, job.console), record.resumed_after);
+  }
+  if (recovered) announce_recovery(*recovered, rank, out, observers);
+  recovered = std::move(record);
+}
+
 void announce_grow(std::optional<GrowRecord>& grown, double step_seconds, int rank, JobOutput& out,
                    JobObservers& observers) {
   grown->first_step_seconds = step_seconds;

@@ -1,5 +1,6 @@
 #include "train/job_grow.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "runtime/live_reshard.h"
@@ -10,37 +11,39 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The old layout as the grow decision describes it: every member of the old world holds its own shard
-// (under HSDP, the lowest member of each shard index sends it); new rank i is old rank i, the newcomers
-// come after them. The old mesh is the one the job planned at the old size (plan_epoch), which a newcomer
-// computes as the members do.
-runtime::OldShards old_layout(const TrainConfig& config, const launch::RecoveryDecision& d) {
-  runtime::OldShards old;
-  old.old_size = static_cast<int64_t>(d.survivors.size());
-  old.shard_degree = plan_epoch(config, static_cast<int>(old.old_size)).mesh.shard_degree();
-  old.survivors = d.survivors;
-  old.steps_taken = d.committed_step;
-  old.new_members = d.survivors;
-  old.new_members.resize(d.launch_ranks.size(), -1);
-  return old;
-}
-
-std::unique_ptr<Trainer> rebuild(const TrainConfig& config, launch::ElasticWorld& ew,
-                                 const launch::RecoveryDecision& d, const TrainerOptions& original, const BatchSource& batches,
-                                 const runtime::HeldShard& held, const spec::ModelSpec* old_model, GrowRecord& record) {
-  const auto start = Clock::now();
-  const EpochLayout layout = plan_epoch(config, ew.size());
-  auto fresh = std::make_unique<Trainer>(options_for_epoch(original, layout, ew), ew.comm(), batches);
-  // The newcomer has no old model: the spec does not depend on the world size.
-  runtime::live_reshard(old_layout(config, d), old_model ? *old_model : fresh->fsdp().model(), held, fresh->fsdp(),
-                        fresh->optimizer(), ew.comm());
-  fresh->set_steps_done(d.committed_step);
-  fresh->sync_redundancy();
-  record.reshard_seconds = seconds_since(start);
-  record.after_step = d.committed_step;
-  record.epoch = d.epoch;
-  record.world_size = static_cast<int>(d.launch_ranks.size());
-  record.joined.assign(d.launch_ranks.begin() + static_cast<std::ptrdiff_t>(d.survivors.size()), d.launch_ranks.end());
+// The grow after the committed step `from` stands at, entered through `enter` (the members' agreement, or
+// the join already done): a GrowRecord when every member and newcomer reached the grown epoch, else the
+// recovery it turned into.
+std::unique_ptr<Trainer> grow(const TrainConfig& config, launch::ElasticWorld& ew, const HeldLayout& from,
+                              const std::function<launch::RecoveryDecision()>& enter, Clock::time_point started,
+                              const TrainerOptions& original, const BatchSource& batches, GrowOutcome& outcome) {
+  EpochChange change;
+  const auto entered = [&] {
+    const launch::RecoveryDecision d = enter();
+    change.counted_on = ew.last_grow().launch_ranks;  // the members, then the newcomers the grow admitted
+    return d;
+  };
+  auto fresh = change_epoch(config, ew, from, entered, fault::When::kInGrow, from.committed, original, batches, change);
+  const launch::RecoveryDecision& d = change.decision;
+  if (change.lost.empty()) {
+    GrowRecord& g = outcome.grown.emplace();
+    g.started = started;
+    g.agree_seconds = change.agree_seconds;
+    g.reconnect_seconds = change.reconnect_seconds;
+    g.reshard_seconds = change.reshard_seconds;
+    g.after_step = d.committed_step;
+    g.epoch = d.epoch;
+    g.world_size = static_cast<int>(d.launch_ranks.size());
+    g.joined.assign(d.launch_ranks.begin() + static_cast<std::ptrdiff_t>(d.survivors.size()), d.launch_ranks.end());
+    return fresh;
+  }
+  RecoveryRecord& r = outcome.recovered.emplace();
+  change.why = "in the grow after step " + std::to_string(from.committed) + ": " + change.why;
+  r.note(change);
+  r.failed_step = r.resumed_after = from.committed;  // no step was interrupted: the grow after it was
+  r.detected = started;
+  r.detected_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
+                    seconds_since(started);
   return fresh;
 }
 
@@ -59,29 +62,40 @@ std::string GrowRecord::line() const {
 }
 
 std::unique_ptr<Trainer> grow_job(const TrainConfig& config, launch::ElasticWorld& ew, std::unique_ptr<Trainer> old,
-                                  const TrainerOptions& original, const BatchSource& batches, GrowRecord& record,
+                                  const TrainerOptions& original, const BatchSource& batches, GrowOutcome& outcome,
                                   std::chrono::milliseconds timeout) {
-  record.started = Clock::now();
-  const int source_rank = ew.rank();
-  const launch::RecoveryDecision d = ew.grow(old->steps_done(), timeout);
-  record.agree_seconds = ew.last_agree_seconds();
-  record.reconnect_seconds = seconds_since(record.started) - record.agree_seconds;
-  auto fresh = rebuild(config, ew, d, original, batches, shards_held_by(*old, source_rank), &old->fsdp().model(), record);
+  const auto started = Clock::now();
+  const HeldLayout from = held_layout(*old, ew);
+  auto fresh = grow(
+      config, ew, from, [&] { return ew.grow(from.committed, timeout); }, started, original, batches, outcome);
   old.reset();
   ew.release_retired();
   return fresh;
 }
 
 std::unique_ptr<Trainer> join_job(const TrainConfig& config, launch::ElasticWorld& ew, const TrainerOptions& original,
-                                  const BatchSource& batches, GrowRecord& record) {
-  record.started = Clock::now();
-  const runtime::HeldShard nothing = [](int, int, int) { return std::span<const float>(); };
-  return rebuild(config, ew, ew.last_grow(), original, batches, nothing, nullptr, record);
+                                  const BatchSource& batches, GrowOutcome& outcome) {
+  // The pre-grow layout, as the members planned it at their size; the newcomer holds none of it.
+  const launch::RecoveryDecision& admitted = ew.last_grow();
+  HeldLayout from;
+  from.members.assign(admitted.launch_ranks.begin(),
+                      admitted.launch_ranks.begin() + static_cast<std::ptrdiff_t>(admitted.survivors.size()));
+  const EpochLayout old = plan_epoch(config, static_cast<int>(from.members.size()));
+  from.shard_degree = old.mesh.shard_degree();
+  from.mirrored = old.redundancy == spec::Redundancy::kBuddy && from.members.size() > 1;  // as Trainer's
+  from.committed = admitted.committed_step;
+  from.held = [](int, int, int) { return std::span<const float>(); };
+  auto fresh = grow(
+      config, ew, from, [&] { return ew.entered(); }, Clock::now(), original, batches, outcome);
+  ew.release_retired();
+  return fresh;
 }
 
 bool joined_as_newcomer(const launch::ElasticWorld& ew) {
+  // Its admission's epoch, or a later one where a rank was lost before the grown world connected.
   const launch::RecoveryDecision& d = ew.last_grow();
-  return d.epoch == ew.epoch() && d.epoch > 0 && ew.rank() >= static_cast<int>(d.survivors.size());
+  const auto newcomers = d.launch_ranks.begin() + static_cast<std::ptrdiff_t>(d.survivors.size());
+  return d.epoch > 0 && std::find(newcomers, d.launch_ranks.end(), ew.original_rank()) != d.launch_ranks.end();
 }
 
 }  // namespace fsdp::train

@@ -9,17 +9,20 @@
 //   the newcomer (ElasticWorld::join returned): builds the same trainer and receives its part in the
 //     same live_reshard, holding nothing; its step count is the decision's step, its data position a
 //     function of the step (train/job_batches.h).
-// Both sync the new mirrors, so the redundancy covers the newcomer from its first step.
+// Both sync the new mirrors, so the redundancy covers the newcomer from its first step. A rank lost during
+// the grow turns it into a recovery from the pre-grow state (GrowOutcome).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "launch/elastic_world.h"
 #include "train/config.h"
+#include "train/job_recovery.h"
 #include "train/trainer.h"
 
 namespace fsdp::train {
@@ -38,16 +41,24 @@ struct GrowRecord {
   std::string line() const;
 };
 
+// What a grow ended as: `grown`, or, where a member or newcomer was lost on the way (before the grown
+// epoch connected, or during its reshard), the recovery it turned into (`recovered`): the survivors, old
+// members and newcomers alike, agreed on a shrink from the epoch they were in and rebuilt the pre-grow
+// state at the committed step there (train/job_recovery.h, change_epoch).
+struct GrowOutcome {
+  std::optional<GrowRecord> grown;
+  std::optional<RecoveryRecord> recovered;
+};
+
 // A member's grow after committed step `step` (every member calls it when ew.grow_ticket() != 0).
 // Returns the trainer to go on with, over ew.comm(); `old` is released, then the retired world.
 std::unique_ptr<Trainer> grow_job(const TrainConfig& config, launch::ElasticWorld& ew, std::unique_ptr<Trainer> old,
-                                  const TrainerOptions& original, const BatchSource& batches, GrowRecord& record,
+                                  const TrainerOptions& original, const BatchSource& batches, GrowOutcome& outcome,
                                   std::chrono::milliseconds timeout);
 
 // The newcomer's side, once ElasticWorld::join admitted it: its trainer, holding its part of the state.
 std::unique_ptr<Trainer> join_job(const TrainConfig& config, launch::ElasticWorld& ew, const TrainerOptions& original,
-                                  const BatchSource& batches,
-                                  GrowRecord& record);
+                                  const BatchSource& batches, GrowOutcome& outcome);
 
 // Whether this process is a newcomer that joined (its world came from ElasticWorld::join).
 bool joined_as_newcomer(const launch::ElasticWorld& ew);

@@ -107,69 +107,128 @@ TrainerOptions options_for_epoch(const TrainerOptions& original, const EpochLayo
   return o;
 }
 
+HeldLayout held_layout(Trainer& t, const launch::ElasticWorld& ew) {
+  return {ew.members(),      t.fsdp().mesh().shard_degree(), t.mirror() != nullptr, t.steps_done(),
+          &t.fsdp().model(), shards_held_by(t, ew.rank())};
+}
+
+namespace {
+
+// `from` as live_reshard sees it in the world of `d`: the old ranks still alive, and each new rank's old
+// rank (-1: a newcomer, which only receives).
+runtime::OldShards old_shards(const HeldLayout& from, const launch::RecoveryDecision& d) {
+  runtime::OldShards old;
+  old.old_size = static_cast<int64_t>(from.members.size());
+  old.shard_degree = from.shard_degree;
+  old.mirrored = from.mirrored;
+  old.steps_taken = from.committed;
+  for (int launch_rank : d.launch_ranks) {
+    const auto at = std::find(from.members.begin(), from.members.end(), launch_rank);
+    old.new_members.push_back(at == from.members.end() ? -1 : static_cast<int>(at - from.members.begin()));
+    if (at != from.members.end()) old.survivors.push_back(old.new_members.back());
+  }
+  std::sort(old.survivors.begin(), old.survivors.end());
+  return old;
+}
+
+// `why` and what failed after it.
+void then(std::string& why, const std::string& failure) {
+  why += (why.empty() ? "" : "; then during recovery: ") + failure;
+}
+
+// The rebuild of `from` in the epoch just entered, or the loss that interrupts it (a CommError).
+std::unique_ptr<Trainer> rebuild(launch::ElasticWorld& ew, const HeldLayout& from, const EpochLayout& layout,
+                                 const TrainerOptions& original, const BatchSource& batches) {
+  auto fresh = std::make_unique<Trainer>(options_for_epoch(original, layout, ew), ew.comm(), batches);
+  // The newcomer has no old model: the spec does not depend on the world size.
+  runtime::live_reshard(old_shards(from, ew.entered()), from.model ? *from.model : fresh->fsdp().model(), from.held,
+                        fresh->fsdp(), fresh->optimizer(), ew.comm());
+  fresh->set_steps_done(from.committed);
+  fresh->sync_redundancy();
+  return fresh;
+}
+
+}  // namespace
+
+std::unique_ptr<Trainer> change_epoch(const TrainConfig& config, launch::ElasticWorld& ew, const HeldLayout& from,
+                                      const std::function<launch::RecoveryDecision()>& enter, fault::When point,
+                                      int64_t point_step, const TrainerOptions& original, const BatchSource& batches,
+                                      EpochChange& change) {
+  for (bool first = true;; first = false) {  // a rank lost on the way: the next epoch, from the same `from`
+    const auto agree_start = Clock::now();
+    change.decision = first ? enter() : ew.shrink(from.committed, config.fault_tolerance.recovery_timeout);
+    if (!ew.connect_failures().empty()) then(change.why, ew.connect_failures());
+    change.agree_seconds += ew.last_agree_seconds();
+    change.reconnect_seconds += seconds_since(agree_start) - ew.last_agree_seconds();
+    const launch::RecoveryDecision& d = change.decision;
+    change.lost.clear();
+    for (int r : change.counted_on) {
+      if (std::find(d.launch_ranks.begin(), d.launch_ranks.end(), r) == d.launch_ranks.end()) change.lost.push_back(r);
+    }
+    if (d.committed_step != from.committed) {
+      throw RecoveryImpossible("the survivors disagree on the last committed step (" + std::to_string(from.committed) +
+                               " here, " + std::to_string(d.committed_step) + " decided)");
+    }
+    if (static_cast<int64_t>(d.launch_ranks.size()) < config.fault_tolerance.min_world_size) {
+      throw RecoveryImpossible(std::to_string(d.launch_ranks.size()) +
+                               " rank(s) left, fewer than fault_tolerance.min_world_size = " +
+                               std::to_string(config.fault_tolerance.min_world_size));
+    }
+    const EpochLayout layout = plan_epoch(config, ew.size());
+    change.layout = layout.describe();
+    fault::point(point, point_step);  // tests: a rank lost during the recovery or the grow
+    const auto reshard_start = Clock::now();
+    std::unique_ptr<Trainer> fresh;
+    try {
+      fresh = rebuild(ew, from, layout, original, batches);
+    } catch (const runtime::UnrecoverableLoss& e) {
+      throw RecoveryImpossible(e.what());  // the same on every rank, before any message
+    } catch (const CommError& e) {
+      then(change.why, e.what());
+    }
+    // Every rank rebuilt, or every rank starts over from `from` (never some from the epoch's new state).
+    if (ew.agree_rebuilt(fresh != nullptr)) {
+      change.reshard_seconds = seconds_since(reshard_start);
+      return fresh;
+    }
+    if (fresh) then(change.why, "a rank of epoch " + std::to_string(d.epoch) + " did not rebuild its state");
+  }
+}
+
 std::unique_ptr<Trainer> recover_from_lost_rank(const TrainConfig& config, launch::ElasticWorld& ew,
                                                 std::unique_ptr<Trainer> old, const TrainerOptions& original,
                                                 const BatchSource& batches, const std::string& why,
                                                 RecoveryRecord& record) {
   const auto start = Clock::now();
-  record.why = why;
   record.failed_step = old->steps_done() + 1;
   // 1. The step in flight: every survivor reads the same decision; a kept step is applied from the
   // gradients this rank still holds (it voted, so it has them).
   if (ew.close(record.failed_step)) record.kept_step = old->apply_pending_step();
-  const int64_t committed = old->steps_done();
-  record.resumed_after = committed;
-  const std::vector<int> source_members = ew.members();  // the old trainer's layout, by original rank
-  const int source_rank = ew.rank();
   // This rank's copies of the old shards: its own and its mirror's (the other replicas send their own).
-  const runtime::HeldShard held = shards_held_by(*old, source_rank);
-  for (;;) {  // a member lost during recovery starts the next epoch from the same old state
-    const auto agree_start = Clock::now();
-    const launch::RecoveryDecision d = ew.shrink(committed, config.fault_tolerance.recovery_timeout);
-    // Resolving the step in flight and agreeing; then reconnecting.
-    record.agree_seconds = std::chrono::duration<double>(agree_start - start).count() + ew.last_agree_seconds();
-    record.shrink_seconds = seconds_since(agree_start) - ew.last_agree_seconds();
-    record.epoch = d.epoch;
-    record.world_size = static_cast<int>(d.survivors.size());
-    record.lost.clear();
-    std::vector<int> survivors_in_source;  // old ranks (indices into source_members) still alive, ascending
-    for (size_t i = 0; i < source_members.size(); ++i) {
-      if (std::find(d.launch_ranks.begin(), d.launch_ranks.end(), source_members[i]) != d.launch_ranks.end()) {
-        survivors_in_source.push_back(static_cast<int>(i));
-      } else {
-        record.lost.push_back(source_members[i]);
-      }
-    }
-    if (d.committed_step != committed) {
-      throw RecoveryImpossible("the survivors disagree on the last committed step (" + std::to_string(committed) +
-                               " here, " + std::to_string(d.committed_step) + " decided)");
-    }
-    if (static_cast<int64_t>(d.survivors.size()) < config.fault_tolerance.min_world_size) {
-      throw RecoveryImpossible(std::to_string(d.survivors.size()) +
-                               " rank(s) left, fewer than fault_tolerance.min_world_size = " +
-                               std::to_string(config.fault_tolerance.min_world_size));
-    }
-    const EpochLayout layout = plan_epoch(config, ew.size());
-    record.layout = layout.describe();
-    fault::point(fault::When::kInRecovery, record.failed_step);  // tests: a survivor lost during recovery
-    const auto reshard_start = Clock::now();
-    try {
-      auto fresh = std::make_unique<Trainer>(options_for_epoch(original, layout, ew), ew.comm(), batches);
-      const runtime::OldShards shards{static_cast<int64_t>(source_members.size()), survivors_in_source, committed,
-                                      old->fsdp().mesh().shard_degree(), old->mirror() != nullptr};
-      runtime::live_reshard(shards, old->fsdp().model(), held, fresh->fsdp(), fresh->optimizer(), ew.comm());
-      fresh->set_steps_done(committed);
-      fresh->sync_redundancy();
-      record.reshard_seconds = seconds_since(reshard_start);
-      old.reset();
-      ew.release_retired();
-      return fresh;
-    } catch (const runtime::UnrecoverableLoss& e) {
-      throw RecoveryImpossible(e.what());
-    } catch (const CommError& e) {
-      record.why += "; then during recovery: " + std::string(e.what());
-    }
-  }
+  const HeldLayout from = held_layout(*old, ew);
+  record.resumed_after = from.committed;
+  EpochChange change;
+  change.counted_on = from.members;
+  change.why = why;
+  change.agree_seconds = seconds_since(start);  // resolving the step in flight
+  const auto shrink = [&] { return ew.shrink(from.committed, config.fault_tolerance.recovery_timeout); };
+  auto fresh =
+      change_epoch(config, ew, from, shrink, fault::When::kInRecovery, record.failed_step, original, batches, change);
+  record.note(change);
+  old.reset();
+  ew.release_retired();
+  return fresh;
+}
+
+void RecoveryRecord::note(const EpochChange& change) {
+  why = change.why;
+  lost = change.lost;
+  epoch = change.decision.epoch;
+  world_size = static_cast<int>(change.decision.launch_ranks.size());
+  layout = change.layout;
+  agree_seconds = change.agree_seconds;
+  shrink_seconds = change.reconnect_seconds;
+  reshard_seconds = change.reshard_seconds;
 }
 
 }  // namespace fsdp::train

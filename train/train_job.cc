@@ -403,6 +403,15 @@ void log_data_source(std::ostream& log, const TrainConfig& config, const TokenSo
   }
 }
 
+// Before the world changes: a save in flight finishes or fails (uncommitted if a lost rank never finished it).
+void drop_checkpointer(std::unique_ptr<runtime::checkpoint::Checkpointer>& ckpt) {
+  try {
+    if (ckpt) ckpt->wait();
+  } catch (const std::exception&) {
+  }
+  ckpt.reset();
+}
+
 // A step that failed on a lost member, under fault_tolerance.enable: the survivors' trainer replaces the
 // old one (train/job_recovery.h), the checkpointer follows it to the new world, and the recovery is said on
 // the console, in metrics.jsonl and in the trace once the first step after it finished (`recovered` holds it
@@ -411,13 +420,7 @@ void recover(const TrainConfig& config, const JobOptions& job, const TrainerOpti
              std::unique_ptr<Trainer>& trainer, std::unique_ptr<runtime::checkpoint::Checkpointer>& ckpt,
              JobObservers& observers, JobOutput& out, Clock::time_point step_start, const std::string& why,
              std::optional<RecoveryRecord>& recovered) {
-  if (ckpt) {
-    try {
-      ckpt->wait();  // a save in flight finishes or fails; a save the lost rank never finished is not committed
-    } catch (const std::exception&) {
-    }
-    ckpt.reset();
-  }
+  drop_checkpointer(ckpt);
   RecoveryRecord record;
   record.detected = Clock::now();
   record.detected_into_step = std::chrono::duration<double>(record.detected - step_start).count();
@@ -425,11 +428,7 @@ void recover(const TrainConfig& config, const JobOptions& job, const TrainerOpti
   trainer = recover_from_lost_rank(config, *job.elastic, std::move(trainer), opts, data.source(), why, record);
   observers.attach(*trainer);
   if (config.checkpoint.enable_checkpoint) ckpt = make_checkpointer(config, *trainer, job.elastic->comm());
-  if (job.elastic->rank() == 0 && out.log == nullptr && job.console != nullptr) {
-    take_over_rank0_output(out, job.console, job_metrics_options(config, 0, job.console), record.resumed_after);
-  }
-  if (recovered) announce_recovery(*recovered, job.elastic->rank(), out, observers);
-  recovered = std::move(record);
+  note_recovery(config, job, out, observers, std::move(record), recovered);
 }
 
 // Step s's checkpoint. A member lost during the save: recover, then save step s again at the new size.
@@ -455,20 +454,20 @@ void save_step(const TrainConfig& config, const JobOptions& job, const TrainerOp
   }
 }
 
-// A newcomer waits (the step's commit said so; not after the last step): grow, the checkpointer follows.
-std::optional<GrowRecord> grow_if_asked(const TrainConfig& config, const JobOptions& job, const TrainerOptions& opts,
-                                        JobBatches& data, std::unique_ptr<Trainer>& trainer,
-                                        std::unique_ptr<runtime::checkpoint::Checkpointer>& ckpt,
-                                        JobObservers& observers, int64_t step) {
-  if (job.elastic == nullptr || job.elastic->grow_ticket() == 0 || step >= config.training.steps) return std::nullopt;
-  if (ckpt) ckpt->wait();
-  ckpt.reset();
-  GrowRecord record;
-  trainer =
-      grow_job(config, *job.elastic, std::move(trainer), opts, data.source(), record, config.fault_tolerance.recovery_timeout);
+// A newcomer waits (the step's commit said so; not after the last step): grow, the checkpointer follows; a
+// rank lost during the grow makes it a recovery.
+void grow_if_asked(const TrainConfig& config, const JobOptions& job, const TrainerOptions& opts, JobBatches& data,
+                   std::unique_ptr<Trainer>& trainer, std::unique_ptr<runtime::checkpoint::Checkpointer>& ckpt,
+                   JobObservers& observers, JobOutput& out, int64_t step, GrowOutcome& said) {
+  if (job.elastic == nullptr || job.elastic->grow_ticket() == 0 || step >= config.training.steps) return;
+  drop_checkpointer(ckpt);
+  GrowOutcome g;
+  trainer = grow_job(config, *job.elastic, std::move(trainer), opts, data.source(), g,
+                     config.fault_tolerance.recovery_timeout);
   observers.attach(*trainer);
   if (config.checkpoint.enable_checkpoint) ckpt = make_checkpointer(config, *trainer, job.elastic->comm());
-  return record;
+  if (g.grown) said.grown = std::move(g.grown);
+  if (g.recovered) note_recovery(config, job, out, observers, std::move(*g.recovered), said.recovered);
 }
 
 // fault_tolerance's commit vote of each step, with its fault injection points (tests).
@@ -501,9 +500,11 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   if (job.log) log_data_source(*job.log, config, *source, opts.fsdp.policy.seq_len);
   JobBatches data(source, data_loader_options(config, rank));
   const bool newcomer = job.elastic && joined_as_newcomer(*job.elastic);  // state from the members; rank > 0
-  std::optional<GrowRecord> grown = newcomer ? std::optional<GrowRecord>(GrowRecord{}) : std::nullopt;  // said later
-  auto trainer = newcomer ? join_job(config, *job.elastic, opts, data.source(), *grown)
+  GrowOutcome said;  // a grow or recovery, said once the first step after it is done
+  auto trainer = newcomer ? join_job(config, *job.elastic, opts, data.source(), said)
                           : std::make_unique<Trainer>(opts, world, data.source());
+  std::optional<GrowRecord>& grown = said.grown;
+  std::optional<RecoveryRecord>& recovered = said.recovered;
 
   const bool tracing = !config.metrics.trace_file.empty();
   Trace trace(rank, tracing);
@@ -515,13 +516,13 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   // Checkpoints: resume from the latest (or load_step), then save every interval and at the end.
   const std::string hash = model_config_hash(config);
   std::unique_ptr<runtime::checkpoint::Checkpointer> ckpt;
-  if (config.checkpoint.enable_checkpoint && newcomer) ckpt = make_checkpointer(config, *trainer, world);
+  if (config.checkpoint.enable_checkpoint && newcomer) ckpt = make_checkpointer(config, *trainer, job.elastic->comm());
   if (config.checkpoint.enable_checkpoint && !newcomer) {
     ckpt = open_checkpoints(config, opts, *trainer, world, data.own(), data_source, hash, job, result);
     trainer->sync_redundancy();  // the loaded shards into their mirrors
   }
 
-  const int64_t output_rank = newcomer ? world.rank() : rank;
+  const int64_t output_rank = newcomer ? job.elastic->rank() : rank;
   const MetricsOptions metrics_options = job_metrics_options(config, output_rank, job.log);
   JobOutput out{job.log, std::make_unique<MetricsLogger>(metrics_options), output_rank};
   if (metrics_options.print) {
@@ -533,7 +534,6 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
   BlockCacheStats cache_after_warmup;
   int64_t faults_after_warmup = 0;
   const int64_t first_step = trainer->steps_done() + 1;
-  std::optional<RecoveryRecord> recovered;  // said once the first step after it is done
   for (int64_t s = first_step; s <= config.training.steps; ++s) {
     if (s == first_step + 1) {  // leave the first (warm-up) step out
       overlap.clear();
@@ -573,7 +573,7 @@ JobResult run_training_job(const TrainConfig& config, Communicator& world, const
     }
     if (job.stop_after_step > 0 && s >= job.stop_after_step) break;
     kill_self_if_due(s, ckpt.get());  // fault injection (tests): FSDP_FAULT_KILL_AFTER_STEP
-    if (auto g = grow_if_asked(config, job, opts, data, trainer, ckpt, observers, s)) grown = std::move(g);
+    grow_if_asked(config, job, opts, data, trainer, ckpt, observers, out, s, said);
   }
   if (recovered) announce_recovery(*recovered, job.elastic->rank(), out, observers);  // no step came after it
   if (job.elastic && job.elastic->rank() == 0) job.elastic->mark_finished();          // newcomers still waiting exit

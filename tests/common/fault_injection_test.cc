@@ -35,8 +35,9 @@ TEST(FaultInjection, ArmsTheEntriesOfThisRankOnly) {
 }
 
 TEST(FaultInjection, EveryWordNamesItsPoint) {
-  const When all[] = {When::kAfterStep,  When::kStop,        When::kBeforeVote, When::kAfterVote,    When::kInForward,
-                      When::kInBackward, When::kInOptimizer, When::kInMirror,   When::kInCheckpoint, When::kInRecovery};
+  const When all[] = {When::kAfterStep,    When::kStop,       When::kBeforeVote,  When::kAfterVote,
+                      When::kInForward,    When::kInBackward, When::kInOptimizer, When::kInMirror,
+                      When::kInCheckpoint, When::kInRecovery, When::kInGrow};
   for (When w : all) {
     const std::string text = "0:5:" + std::string(name(w));
     ScopedEnv spec("FSDP_FAULT_KILL_AFTER_STEP", text.c_str());
@@ -44,6 +45,7 @@ TEST(FaultInjection, EveryWordNamesItsPoint) {
     EXPECT_TRUE(due(w, 5)) << name(w);
   }
   EXPECT_EQ(name(When::kInRecovery), "in_recovery");
+  EXPECT_EQ(name(When::kInGrow), "in_grow");
   disarm();
 }
 

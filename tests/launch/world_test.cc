@@ -396,6 +396,31 @@ TEST(GatherAll, AStoreThatWentAwayIsNamedNotTheRanks) {
   EXPECT_EQ(store.calls, 2);  // the wait, then one look that found the store gone
 }
 
+// A start-up that can be abandoned (fault tolerance: a rank of the epoch exited) stops at the first slice
+// after the reason appears, with PeerLostError naming it, long before its deadline; without a reason it
+// still ends at the deadline with the usual words.
+TEST(GatherAll, AnAbandonedStartUpStopsAtOnceNamingWhy) {
+  FakeClockStore store;
+  store.set(rank_key("p/", "host", 0), "h");
+  const auto start = store.now;
+  StartupDeadline deadline(120000ms, store.clock());
+  int asked = 0;
+  deadline.set_abandon([&] { return ++asked < 3 ? std::string() : std::string("rank 1 exited"); });
+  try {
+    gather_all(store, "p/", "host", 0, 2, deadline);
+    ADD_FAILURE() << "no error";
+  } catch (const PeerLostError& e) {
+    EXPECT_NE(std::string(e.what()).find("start-up abandoned waiting for every rank's 'p/host/<rank>': rank 1 exited"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(asked, 3);
+  EXPECT_EQ(store.now - start, 60ms);  // three slices of 20 ms
+  StartupDeadline patient(100ms, store.clock());
+  patient.set_abandon([] { return std::string(); });
+  EXPECT_THROW(get_from_rank0(store, "p/job_id", 1, patient), TimeoutError);
+}
+
 // Rank 0's refusal reaches every other rank in rank 0's words, and rank 0 waits until each has read
 // it (their acknowledgements are what its wait returns on), within the one deadline.
 TEST(Verdict, EveryRankReadsRankZerosWordsBeforeRankZeroGoes) {

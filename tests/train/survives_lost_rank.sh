@@ -4,7 +4,7 @@
 # (the last checkpoint of each run, exported by fsdp-ckpt and compared per module by same_weights.py);
 # fsdp-run must exit 0. Both runs save a checkpoint every 2 steps.
 #
-#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN FSDP_CKPT CONFIG FOLDER NPROC RANK:STEP[:WHEN][,...] [restart|end|async|replace|hsdp]
+#   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN FSDP_CKPT CONFIG FOLDER NPROC RANK:STEP[:WHEN][,...] [restart|end|async|replace|grow_loss|grow_end|hsdp]
 #     the ranks named SIGKILL themselves where WHEN says (FSDP_FAULT_KILL_AFTER_STEP, common/fault_injection.h);
 #     the survivors agree, shrink, rebuild the lost shards from their buddy mirrors and redo the step; rank 0
 #     names every lost rank in its recovery line and in metrics.jsonl.
@@ -15,6 +15,10 @@
 #     replace: under fsdp-run --replace-lost 1 a replacement of the lost rank joins at a step boundary and
 #     the job grows back to NPROC ranks (rank 0's grow line and metrics.jsonl event; fsdp-run's last decision
 #     has every rank), then finishes every step.
+#     grow_loss: as replace, and a rank named again (a member, or the replacement by the lost rank's RANK)
+#     dies during the grow (WHEN in_grow, or `after` the step whose commit admitted the replacement): the
+#     grow turns into a recovery from the pre-grow state, which rank 0 says ("in the grow after step N").
+#     grow_end: as grow_loss, but the ranks lost in the grow held both copies of a shard: as end.
 #     hsdp: both runs are HSDP 2 x 2 (the replicas are the redundancy; after a loss the job goes on as
 #     spec::mesh_after_loss says).
 #   survives_lost_rank.sh FSDP_RUN FSDP_TRAIN FSDP_CKPT CONFIG FOLDER 3 freeze
@@ -62,8 +66,10 @@ if [ "$fault" = freeze ]; then
 else
   launcher_flags=
   [ "$mode" = restart ] && launcher_flags="--max-restarts 1"
-  if [ "$mode" = replace ]; then  # RANK:STEP: the redone step's commit waits for the replacement
-    join_step=$((${fault#*:} + 1))
+  case $mode in replace | grow_loss | grow_end) replacing=yes ;; *) replacing=no ;; esac
+  if [ $replacing = yes ]; then  # the redone step's commit waits for the replacement
+    first_kill=${fault%%,*} && first_kill=${first_kill#*:}
+    join_step=$((${first_kill%%:*} + 1))
     launcher_flags="--replace-lost 1"
     export FSDP_FT_AWAIT_JOIN_STEP=$join_step
   fi
@@ -72,9 +78,9 @@ else
     --job.dump_folder "$dir/faulty" >"$dir/faulty.log" 2>&1
   status=$?
   cat "$dir/faulty.log"
-  if [ "$mode" = restart ] || [ "$mode" = end ]; then
+  if [ "$mode" = restart ] || [ "$mode" = end ] || [ "$mode" = grow_end ]; then
     grep -qF "$both_copies" "$dir/faulty.log" || fail "no line saying both copies of a shard were lost"
-    if [ "$mode" = end ]; then
+    if [ "$mode" = end ] || [ "$mode" = grow_end ]; then
       [ $status -ne 0 ] || fail "fsdp-run exited 0 after both copies of a shard were lost"
       grep -q "^fsdp-run: failed: " "$dir/faulty.log" || fail "no failure line from fsdp-run"
       echo "the job ended naming why: both copies of a shard were lost (fsdp-run exited $status)"
@@ -92,6 +98,11 @@ else
     for page in "$dir"/faulty/report.rank*.html; do  # the successor of a lost rank 0 writes rank 0's page
       [ -e "$page" ] && fail "$page written: the page of metrics.jsonl is report.html"
     done
+  fi
+  if [ "$mode" = grow_loss ]; then
+    grep -q "fsdp-train: recovery: .* lost in step $join_step (in the grow after step $join_step: " "$dir/faulty.log" ||
+      fail "no recovery line saying the grow after step $join_step lost a rank"
+    echo "the grow after step $join_step turned into a recovery"
   fi
   if [ "$mode" = replace ]; then
     grew=$(sed -n "s/.*fsdp-train: grow: rank ${fault%%:*} joined after step \([0-9]*\); $nproc rank(s) go on.*/\1/p" \
