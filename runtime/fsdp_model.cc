@@ -1,10 +1,10 @@
 #include "runtime/fsdp_model.h"
 
-#include <cmath>
 #include <stdexcept>
 
 #include "collectives/kernels/reduce_kernels.h"
 #include "runtime/flat_copy.h"
+#include "runtime/grad_clip.h"
 #include "runtime/plan_check.h"
 #include "spec/expert_parallel.h"
 #include "spec/job_spec.h"
@@ -108,29 +108,12 @@ void FsdpModel::finalize_backward() {
   if (pending >= 0) unit(pending).finish_reduce_grads();
 }
 
-double FsdpModel::clip_grad_norm(double max_norm) {
-  // Sum of squares over the rank's shards (padding is zero), then over the shard group; replicas hold
-  // the same averaged shards after HSDP's all-reduce, so the shard group alone gives the global norm.
-  // Under expert parallelism the shard group's ranks also hold every expert's shards exactly once
-  // (EP rank x place in the expert FSDP group).
-  double local = 0;
-  for (auto& unit : units_) {
-    for (float g : unit->grad_shard()) local += static_cast<double>(g) * g;
-  }
-  double total = local;
-  groups_.shard_reduce->all_reduce(&local, &total, 1, DataType::kFloat64, ReduceOp::sum()).wait();
-  const double norm = std::sqrt(total);
-  if (const float scale = clip_scale(norm, max_norm); scale != 1.0f) {
-    for (auto& unit : units_) {
-      for (float& g : unit->grad_shard()) g *= scale;
-    }
-  }
-  return norm;
-}
-
-float FsdpModel::clip_scale(double norm, double max_norm) {
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) return static_cast<float>(max_norm / (norm + 1e-6));
-  return 1.0f;
+double FsdpModel::clip_grad_norm(double max_norm, double norm_type) {
+  // Every unit's shard (expert units' too) reduced over the dense shard group: runtime/grad_clip.h says
+  // why that counts each element once under HSDP and expert parallelism.
+  std::vector<std::span<float>> shards;
+  for (auto& unit : units_) shards.push_back(unit->grad_shard());
+  return runtime::clip_grad_norm(shards, {}, groups_.shard_reduce.get(), max_norm, norm_type);
 }
 
 void FsdpModel::zero_grad() {

@@ -26,6 +26,7 @@
 #include "common/memory_tracker.h"
 #include "runtime/fsdp_schedule.h"
 #include "runtime/fsdp_unit.h"
+#include "runtime/grad_clip.h"
 #include "runtime/process_groups.h"
 #include "spec/mesh.h"
 #include "spec/model_spec.h"
@@ -90,12 +91,13 @@ class FsdpModel {
   void set_requires_gradient_sync(bool sync) { sync_grads_ = sync; }
   bool requires_gradient_sync() const { return sync_grads_; }
 
-  // Global L2 norm of the sharded gradients (one all-reduce); scales them by max_norm / norm when
-  // above max_norm (max_norm <= 0: no clipping). Returns the norm before clipping.
-  double clip_grad_norm(double max_norm);
-  // The factor clip_grad_norm multiplies every gradient by at this norm (fp32; 1 when it leaves them):
-  // a copy of a grad shard taken before clipping (BuddyMirror::begin_exchange) is clipped bitwise alike.
-  static float clip_scale(double norm, double max_norm);
+  // The global norm_type-norm of the sharded gradients (one all-reduce over the shard group); scales
+  // them by runtime::clip_scale when above max_norm (max_norm <= 0: no clipping). Returns the norm before
+  // clipping. runtime/grad_clip.h, which fully_shard's clip_grad_norm_ calls too.
+  double clip_grad_norm(double max_norm, double norm_type = 2.0);
+  // The factor clip_grad_norm multiplies every gradient by at this norm (runtime::clip_scale): a copy of
+  // a grad shard taken before clipping (BuddyMirror::begin_exchange) is clipped bitwise alike.
+  static float clip_scale(double norm, double max_norm) { return runtime::clip_scale(norm, max_norm); }
   void zero_grad();
   // Drops all transient buffers and unsharded gradients (after an abandoned step).
   void discard_step();

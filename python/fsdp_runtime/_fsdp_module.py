@@ -3,8 +3,8 @@ clip_grad_norm_ over such a module."""
 import collections
 
 import torch
-import torch.distributed as dist
 
+from . import _C
 from .sharded_state import _units, full_state_dict, load_full_state_dict
 
 
@@ -42,39 +42,21 @@ def _fsdp_class(cls):
 
 
 def clip_grad_norm_(module, max_norm, norm_type=2.0):
-    """torch.nn.utils.clip_grad_norm_ over a sharded module: the norm of all its gradients, the
-    units' gradient shards reduced over their group (padding is zero) and the parameters no unit took
-    (the same on every rank) counted once; scales every gradient by max_norm / (norm + 1e-6) when that
-    is below 1. Collective. Returns the total norm (before clipping)."""
-    norm_type = float(norm_type)
+    """torch.nn.utils.clip_grad_norm_ over a sharded module, computed and applied by the runtime
+    (runtime/grad_clip.h, what fsdp-train's FsdpModel::clip_grad_norm calls): the norm_type-norm (any
+    p > 0, inf) of the units' gradient shards reduced over their shard group (padding is zero; HSDP's
+    replicas hold the same shards and count once) and of the parameters no unit took (the same on every
+    rank) counted once; every gradient scaled by max_norm / (norm + 1e-6) in float32 when the norm is
+    finite and above max_norm (max_norm <= 0: no clipping). Collective. Returns the total norm (before
+    clipping) as a float32 tensor."""
     states = [s for _, s in _units(module)]
     shards = {id(s.shard) for s in states}
-    sharded = [s.shard.grad for s in states if s.shard.grad is not None]
-    replicated = [p.grad for p in module.parameters() if id(p) not in shards and p.grad is not None]
-    pgs = {s.pg for s in states}
-    if len(pgs) > 1:
+    if len({s.pg for s in states}) > 1:
         raise ValueError("clip_grad_norm_: the module's units are over different process groups")
-    inf = norm_type == float("inf")
-
-    def local(grads):
-        if not grads:
-            return torch.zeros((), dtype=torch.float64)
-        if inf:
-            return torch.stack([g.detach().abs().max().double() for g in grads]).max()
-        return sum(g.detach().double().abs().pow(norm_type).sum() for g in grads)
-
-    total = local(sharded).reshape(1)
-    replicas = {s.groups.replicate_degree for s in states}
-    if len(replicas) > 1:
+    if len({s.groups.replicate_degree for s in states}) > 1:
         raise ValueError("clip_grad_norm_: the module's units are over different meshes")
-    if pgs:
-        dist.all_reduce(total, op=dist.ReduceOp.MAX if inf else dist.ReduceOp.SUM, group=pgs.pop())
-        if not inf:  # under HSDP every replica holds the same shards: count them once
-            total /= replicas.pop()
-    rest = local(replicated)
-    total = torch.maximum(total[0], rest) if inf else (total[0] + rest).pow(1.0 / norm_type)
-    total = total.float()
-    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
-    for g in sharded + replicated:
-        g.detach().mul_(coef.to(g.dtype))
-    return total
+    sharded = [s.shard.grad.detach() for s in states if s.shard.grad is not None]
+    replicated = [p.grad for p in module.parameters() if id(p) not in shards and p.grad is not None]
+    norm = _C.clip_grad_norm(states[0].groups if states else None, sharded, replicated, float(max_norm),
+                             float(norm_type))
+    return torch.tensor(norm, dtype=torch.float32)

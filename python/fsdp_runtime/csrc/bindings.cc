@@ -9,6 +9,8 @@
 //                     while unsharded the full parameters and gradients. fully_shard.py drives them;
 //   FsdpSchedule      the runtime's FSDP schedule (runtime/fsdp_schedule.h) that decides for them
 //                     (schedule_bindings.cc); fsdp_model_trace: FsdpModel's collectives, to compare;
+//   clip_grad_norm    clip_grad_norm_'s norm and clip (runtime/grad_clip.h, FsdpModel's too);
+//                     fsdp_model_clip_grad_norm: FsdpModel's over given gradients, to compare;
 //   TrainConfig, DataLoader, MetricsLogger, read/write_safetensors: fsdp-train's, for train.py
 //                     (train_bindings.cc).
 #include <pybind11/chrono.h>
@@ -17,11 +19,13 @@
 #include "common/dtype.h"
 #include "common/knobs.h"
 #include "common/memory_tracker.h"
+#include "python/fsdp_runtime/csrc/fsdp_model_clip.h"
 #include "python/fsdp_runtime/csrc/process_group_fsdp.h"
 #include "python/fsdp_runtime/csrc/schedule_bindings.h"
 #include "python/fsdp_runtime/csrc/store_adapters.h"
 #include "python/fsdp_runtime/csrc/train_bindings.h"
 #include "runtime/fsdp_unit.h"
+#include "runtime/grad_clip.h"
 #include "runtime/lifecycle_trace.h"
 #include "runtime/overlap.h"
 #include "runtime/process_groups.h"
@@ -115,6 +119,50 @@ int64_t validate_fully_shard(int64_t world_size, int64_t replicate, int64_t shar
   p.prefetch = prefetch;
   fsdp::spec::validate(p, mesh.shard_degree());
   return p.reshard.mode == fsdp::spec::Reshard::Mode::kGroup ? p.reshard.group : 0;
+}
+
+// fsdp_runtime.clip_grad_norm_ (runtime/grad_clip.h): `shards` the units' gradient shards (float32 views
+// of runtime memory, clipped in place), `replicated` the gradients of parameters no unit took (any
+// floating dtype: a float32 copy counts one that is not CPU float32 already, and torch scales it).
+// groups: the units' (their shard group reduces the norm); None when there are no units. Collective.
+double clip_grad_norm(ShardingGroups* groups, const std::vector<at::Tensor>& shards,
+                      const std::vector<at::Tensor>& replicated, double max_norm, double norm_type) {
+  auto span_of = [](const at::Tensor& t) {
+    return std::span<float>(t.data_ptr<float>(), static_cast<size_t>(t.numel()));
+  };
+  std::vector<std::span<float>> in_place;
+  for (const auto& t : shards) {
+    TORCH_CHECK_VALUE(t.scalar_type() == at::kFloat && t.is_contiguous() && t.device().is_cpu(),
+                      "clip_grad_norm_: a unit's gradient shard is not a contiguous CPU float32 tensor (", t.dtype(),
+                      ", ", t.device(), ")");
+    in_place.push_back(span_of(t));
+  }
+  const size_t num_shards = in_place.size();
+  std::vector<at::Tensor> copies, copied;  // float32 copies of the others, and those others
+  for (const auto& t : replicated) {
+    at::Tensor f = t.detach().to(at::kCPU, at::kFloat).contiguous();
+    if (f.data_ptr() == t.data_ptr()) {
+      in_place.push_back(span_of(f));
+    } else {
+      copies.push_back(f);
+      copied.push_back(t.detach());
+    }
+  }
+  std::vector<std::span<const float>> counted(in_place.begin(), in_place.end());
+  for (const auto& f : copies) counted.push_back(span_of(f));
+  const std::span<const std::span<const float>> all(counted);
+  double norm = 0;
+  {
+    py::gil_scoped_release release;
+    fsdp::Communicator* group = groups ? groups->groups.shard_reduce.get() : nullptr;
+    norm = fsdp::runtime::total_grad_norm(all.first(num_shards), all.subspan(num_shards), group, norm_type);
+  }
+  const float scale = fsdp::runtime::clip_scale(norm, max_norm);
+  fsdp::runtime::scale_grads(in_place, scale);
+  if (scale != 1.0f) {
+    for (auto& t : copied) t.mul_(scale);
+  }
+  return norm;
 }
 
 class TorchUnit {
@@ -269,6 +317,28 @@ class TorchUnit {
   at::Tensor compute_;  // bind_compute()'s tensor (undefined: none bound)
 };
 
+// clip_grad_norm, and FsdpModel::clip_grad_norm over `grads` (per unit, this rank's full gradients,
+// flat) fed through its backward, collective over the group: (norm, [per unit: this rank's clipped
+// gradient shard]), for a test to compare the two front ends.
+void bind_clip(py::module_& m) {
+  m.def("clip_grad_norm", &clip_grad_norm, py::arg("groups").none(true), py::arg("shards"), py::arg("replicated"),
+        py::arg("max_norm"), py::arg("norm_type") = 2.0);
+  m.def(
+      "fsdp_model_clip_grad_norm",
+      [](ProcessGroupFsdp& pg, int64_t replicate, const std::vector<std::vector<std::vector<int64_t>>>& units,
+         const std::vector<std::vector<float>>& grads, double max_norm, double norm_type) {
+        fsdp::torch_backend::ClipResult r;
+        {
+          py::gil_scoped_release release;
+          r = fsdp::torch_backend::fsdp_model_clip_grad_norm(pg.communicator(), replicate, units, grads, max_norm,
+                                                             norm_type);
+        }
+        return py::make_tuple(r.norm, r.shards);
+      },
+      py::arg("process_group"), py::arg("replicate"), py::arg("units"), py::arg("grads"), py::arg("max_norm"),
+      py::arg("norm_type"));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -387,6 +457,7 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("process_group"), py::arg("units"), py::arg("prefetch"), py::arg("reshard") = "default",
       py::arg("steps") = 2);
+  bind_clip(m);
   fsdp::torch_backend::bind_schedule(m);
   fsdp::torch_backend::bind_train(m);
 }
