@@ -13,6 +13,7 @@ import tempfile
 import torch.multiprocessing as mp
 
 from spawn import _rank_main, run_ranks
+from start_together import STARTUP_S
 
 TIMEOUT_S = 2
 
@@ -28,9 +29,12 @@ def stalled_peer(rank, n):
             print(f"rank 0 raised after {time.monotonic() - start:.1f} s: {text}", flush=True)
             assert "fsdp backend: allreduce" in text, text
             assert "rank 0" in text and "peer 1" in text, text
+            dist.distributed_c10d._get_default_store().set("gave up", "1")
             return
         raise AssertionError("all_reduce returned although rank 1 never joined")
-    time.sleep(2 * TIMEOUT_S + 1)  # never joins; leaves after rank 0 gave up
+    # Never joins; leaves once rank 0 gave up (its shutdown must not meet rank 0's all_reduce, however
+    # slowly rank 0 runs): the store's start-up bound, not the group's timeout.
+    dist.distributed_c10d._get_default_store().wait(["gave up"])
 
 
 def killed_peer(rank, n):
@@ -63,8 +67,10 @@ if __name__ == "__main__":
                  for r in range(n)]
         for p in ranks:
             p.start()
+        # One bound for the whole job, start-up (torch's import, seconds under load) included.
+        deadline = time.monotonic() + STARTUP_S
         for p in ranks:
-            p.join(timeout=30)
+            p.join(timeout=max(deadline - time.monotonic(), 0))
         codes = [p.exitcode for p in ranks]
     finally:
         for p in ranks:
