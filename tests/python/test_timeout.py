@@ -1,6 +1,9 @@
 """A collective a peer never joins, or a peer that died, fails (within the group's timeout) with a
-Python RuntimeError that carries the runtime's error text: this rank, the peer, the op."""
+Python RuntimeError that carries the runtime's error text: this rank, the peer, the op. A rank that
+starts later than the group's timeout still joins when FSDP_RENDEZVOUS_TIMEOUT_SEC bounds the start-up."""
+import datetime
 import os
+import sys
 import signal
 import time
 
@@ -55,7 +58,31 @@ def killed_peer(rank, n):
     raise AssertionError("all_reduce kept working although a peer was killed")
 
 
+def late_rank(rank, n, store_path):
+    sys.path.insert(0, os.environ["FSDP_PYTHON_PATH"])
+    import fsdp_runtime  # noqa: F401  registers the backend
+
+    if rank == n - 1:
+        time.sleep(2 * TIMEOUT_S)  # starts after the others' group timeout ran out
+    dist.init_process_group("fsdp", init_method="file://" + store_path, rank=rank, world_size=n,
+                            timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((4,), float(n))), t
+    dist.destroy_process_group()
+
+
 if __name__ == "__main__":
+    folder = tempfile.mkdtemp(prefix="fsdp-torch-test-")
+    os.environ["FSDP_RENDEZVOUS_TIMEOUT_SEC"] = str(STARTUP_S)
+    try:
+        mp.spawn(late_rank, args=(2, folder + "/store"), nprocs=2)
+    finally:
+        del os.environ["FSDP_RENDEZVOUS_TIMEOUT_SEC"]
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"a rank {2 * TIMEOUT_S} s late joins a group of timeout {TIMEOUT_S} s within FSDP_RENDEZVOUS_TIMEOUT_SEC",
+          flush=True)
+
     run_ranks(stalled_peer, 2, timeout_s=TIMEOUT_S)
     print("a stalled peer makes the collective raise naming it", flush=True)
 
