@@ -3,7 +3,6 @@ over backend "fsdp" with a 2 s timeout trains; in step 2 the last rank SIGKILLs 
 its forward (after block 0, before block 1's all-gather), as an OOM-killed rank would. The survivors
 must raise a RuntimeError naming the lost rank: each prints what it raised and how long after the step
 began, and exits 3."""
-import datetime
 import os
 import signal
 import sys
@@ -15,10 +14,14 @@ import torch.nn.functional as F
 
 import fsdp_runtime
 from fsdp_runtime.models.llama import Llama, LlamaArgs
+from start_together import init_under_torchrun
 
 TIMEOUT_S = 2
 
-dist.init_process_group("fsdp", timeout=datetime.timedelta(seconds=TIMEOUT_S))
+# torchrun stops the other workers (SIGTERM, then SIGKILL 30 s later) at its first look after the victim
+# died, which may come right after the kill: the survivors raise on their own first, whenever it comes.
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+init_under_torchrun(TIMEOUT_S)
 rank, n = dist.get_rank(), dist.get_world_size()
 torch.manual_seed(0)
 args = LlamaArgs(dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden=96, vocab=64, seq_len=8)

@@ -9,7 +9,6 @@ relative). Each survivor prints "rank R raised ...: TEXT", "rank R is rank r of 
 ... ok" and "rank R finished S steps on m ranks: its losses and parameters equal the uninterrupted
 run's".
 """
-import datetime
 import os
 import signal
 import sys
@@ -19,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 import fsdp_runtime
+from start_together import init_under_torchrun
 
 VICTIM = int(sys.argv[1])
 STEPS, KILL_AT_STEP = 6, 3
@@ -108,7 +108,7 @@ def main():
     # torchrun stops the other workers (SIGTERM, then SIGKILL 30 s later) as soon as it sees the victim
     # dead; the survivors finish first, whenever its look comes.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    dist.init_process_group("fsdp", timeout=datetime.timedelta(seconds=2))
+    init_under_torchrun(2)
     rank, n = dist.get_rank(), dist.get_world_size()
     model, optimizer = make_model()
     step, start, recovered, losses = 0, time.monotonic(), False, {}

@@ -10,12 +10,17 @@ import tempfile
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from start_together import start_together
+
 
 def _rank_main(rank, n, store_path, fn, timeout_s, args):
     sys.path.insert(0, os.environ["FSDP_PYTHON_PATH"])
     import fsdp_runtime  # noqa: F401  registers the backend
 
-    dist.init_process_group("fsdp", init_method="file://" + store_path, rank=rank, world_size=n,
+    # Every rank arrives first (start_together.py): a short group timeout must not fail the start-up.
+    store = dist.FileStore(store_path, n)
+    start_together(store, rank, n)
+    dist.init_process_group("fsdp", store=store, rank=rank, world_size=n,
                             timeout=datetime.timedelta(seconds=timeout_s))
     try:
         fn(rank, n, *args)

@@ -18,9 +18,10 @@ def main():
     n = int(sys.argv[1])
     env = dict(os.environ, PYTHONPATH=os.environ["FSDP_PYTHON_PATH"])
     start = time.monotonic()
-    # --monitor_interval 10: torchrun polls its workers every 10 s (default 5), so it does not SIGTERM the
-    # survivors before they raised on their own: this checks the runtime, not torchrun's agent.
-    p = subprocess.run([os.path.join(HERE, "torchrun.sh"), sys.executable, str(n), "--monitor_interval", "10",
+    # --monitor_interval 1: torchrun notices the dead worker within a second and stops the others, which
+    # ignore its SIGTERM (killed_job.py), so the survivors still raise on their own: this checks the
+    # runtime, not torchrun's agent.
+    p = subprocess.run([os.path.join(HERE, "torchrun.sh"), sys.executable, str(n), "--monitor_interval", "1",
                         os.path.join(HERE, "killed_job.py")], env=env, capture_output=True, text=True, timeout=120)
     wall = time.monotonic() - start
     out = p.stdout

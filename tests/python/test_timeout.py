@@ -1,6 +1,9 @@
 """A collective a peer never joins, or a peer that died, fails (within the group's timeout) with a
-Python RuntimeError that carries the runtime's error text: this rank, the peer, the op."""
+Python RuntimeError that carries the runtime's error text: this rank, the peer, the op. A rank that
+starts later than the group's timeout still joins when FSDP_RENDEZVOUS_TIMEOUT_SEC bounds the start-up."""
+import datetime
 import os
+import sys
 import signal
 import time
 
@@ -13,6 +16,7 @@ import tempfile
 import torch.multiprocessing as mp
 
 from spawn import _rank_main, run_ranks
+from start_together import STARTUP_S
 
 TIMEOUT_S = 2
 
@@ -28,9 +32,12 @@ def stalled_peer(rank, n):
             print(f"rank 0 raised after {time.monotonic() - start:.1f} s: {text}", flush=True)
             assert "fsdp backend: allreduce" in text, text
             assert "rank 0" in text and "peer 1" in text, text
+            dist.distributed_c10d._get_default_store().set("gave up", "1")
             return
         raise AssertionError("all_reduce returned although rank 1 never joined")
-    time.sleep(2 * TIMEOUT_S + 1)  # never joins; leaves after rank 0 gave up
+    # Never joins; leaves once rank 0 gave up (its shutdown must not meet rank 0's all_reduce, however
+    # slowly rank 0 runs): the store's start-up bound, not the group's timeout.
+    dist.distributed_c10d._get_default_store().wait(["gave up"])
 
 
 def killed_peer(rank, n):
@@ -51,7 +58,31 @@ def killed_peer(rank, n):
     raise AssertionError("all_reduce kept working although a peer was killed")
 
 
+def late_rank(rank, n, store_path):
+    sys.path.insert(0, os.environ["FSDP_PYTHON_PATH"])
+    import fsdp_runtime  # noqa: F401  registers the backend
+
+    if rank == n - 1:
+        time.sleep(2 * TIMEOUT_S)  # starts after the others' group timeout ran out
+    dist.init_process_group("fsdp", init_method="file://" + store_path, rank=rank, world_size=n,
+                            timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((4,), float(n))), t
+    dist.destroy_process_group()
+
+
 if __name__ == "__main__":
+    folder = tempfile.mkdtemp(prefix="fsdp-torch-test-")
+    os.environ["FSDP_RENDEZVOUS_TIMEOUT_SEC"] = str(STARTUP_S)
+    try:
+        mp.spawn(late_rank, args=(2, folder + "/store"), nprocs=2)
+    finally:
+        del os.environ["FSDP_RENDEZVOUS_TIMEOUT_SEC"]
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"a rank {2 * TIMEOUT_S} s late joins a group of timeout {TIMEOUT_S} s within FSDP_RENDEZVOUS_TIMEOUT_SEC",
+          flush=True)
+
     run_ranks(stalled_peer, 2, timeout_s=TIMEOUT_S)
     print("a stalled peer makes the collective raise naming it", flush=True)
 
@@ -63,8 +94,10 @@ if __name__ == "__main__":
                  for r in range(n)]
         for p in ranks:
             p.start()
+        # One bound for the whole job, start-up (torch's import, seconds under load) included.
+        deadline = time.monotonic() + STARTUP_S
         for p in ranks:
-            p.join(timeout=30)
+            p.join(timeout=max(deadline - time.monotonic(), 0))
         codes = [p.exitcode for p in ranks]
     finally:
         for p in ranks:

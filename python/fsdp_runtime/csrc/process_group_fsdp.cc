@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "collectives/types/errors.h"
+#include "common/knobs.h"
 #include "launch/bootstrap.h"
 #include "python/fsdp_runtime/csrc/store_adapters.h"
 
@@ -208,7 +209,10 @@ ProcessGroupFsdp::ProcessGroupFsdp(const c10::intrusive_ptr<c10d::Store>& store,
   launch::WorldOptions options;
   options.store = as_key_value_store(store);
   options.key_prefix = "fsdp/";
-  options.rendezvous_timeout = timeout;
+  // The start-up waits for ranks that may start seconds apart (torch's import): FSDP_RENDEZVOUS_TIMEOUT_SEC
+  // bounds it when set, as the rendezvous' own error advises; else the group's timeout, as in torch's
+  // backends. A short timeout meant to catch a lost peer quickly need not cut the start-up short.
+  options.rendezvous_timeout = knobs::kRendezvousTimeoutSec.is_set() ? launch::rendezvous_timeout_from_env() : timeout;
   options.comm.timeout = timeout;
   world_ = std::make_shared<launch::World>(launch::connect_world(env, options));
   comm_ = world_->comm.get();
