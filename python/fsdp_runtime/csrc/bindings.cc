@@ -76,7 +76,7 @@ class WaitSpan {
   ShardingGroups::Clock::time_point start_;
 };
 
-// A float32 tensor over runtime memory; valid while the buffer lives (the Python side drops views of
+// A tensor (float32 unless told) over runtime memory; valid while the buffer lives (the Python side drops views of
 // the full parameters and gradients when the unit reshards).
 at::Tensor view_of(void* data, std::vector<int64_t> shape, at::ScalarType type = at::kFloat) {
   return torch::from_blob(data, shape, torch::TensorOptions().dtype(type));
@@ -213,7 +213,8 @@ class TorchUnit {
   // add_grad), zeroed when first asked for after a reduce; backward adds into them.
   std::vector<at::Tensor> grads() { return grad_tensors(unit_.grads()); }
   // The same, but a buffer allocated now is not zeroed: (views, fresh); when fresh, the caller writes
-  // every view whole (copy_ of the first gradient, zero_ of a parameter backward never reached).
+  // every view whole (copy_ of the first gradient, zero_ of a parameter backward never reached). The
+  // front end's gradient path before add_grad: kept so bench/torch_interleaved.py --before runs it.
   std::pair<std::vector<at::Tensor>, bool> grads_for_overwrite() {
     bool fresh = false;
     auto views = unit_.grads(/*overwrite=*/true, &fresh);
@@ -224,7 +225,7 @@ class TorchUnit {
   void add_grad(size_t i, const at::Tensor& grad) {
     const auto type = float_type_of(grad.scalar_type());
     TORCH_CHECK_VALUE(i < shapes_.size() && type && grad.device().is_cpu() && grad.numel() == numel(i), "fsdp unit '",
-                      unit_.name(), "': add_grad(", i, ") wants a CPU float32, bfloat16 or float16 ", "tensor of ",
+                      unit_.name(), "': add_grad(", i, ") wants a CPU float32, bfloat16 or float16 tensor of ",
                       i < shapes_.size() ? numel(i) : 0, " elements, got ", grad.scalar_type(), " of ", grad.numel());
     const at::Tensor g = grad.contiguous();  // (a copy only for a strided gradient)
     unit_.add_grad(i, g.data_ptr(), *type);
