@@ -102,6 +102,15 @@ class TrackedBuffer {
     category_ = category;
     tracker_->allocate(category_, bytes());
   }
+  // Counts the bytes held under `category` from now on (a buffer whose role changes, e.g. full
+  // gradients becoming a reduce-scatter's input).
+  void set_category(MemoryCategory category) {
+    if (data_ != nullptr) {
+      tracker_->release(category_, bytes());
+      tracker_->allocate(category, bytes());
+    }
+    category_ = category;
+  }
   void release() {
     if (data_ == nullptr) return;
     tracker_->release(category_, bytes());

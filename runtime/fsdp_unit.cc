@@ -25,15 +25,21 @@ constexpr mx::Format kWireFormat{DataType::kFloat8E4M3, mx::ScaleRounding::kCeil
 }  // namespace
 
 FsdpUnit::FsdpUnit(int index, const spec::UnitSpec& spec, const spec::Policy& policy, ProcessGroups& groups,
-                   MemoryTracker& tracker)
+                   MemoryTracker& tracker, DataType full_type)
     : index_(index),
       name_(spec.name),
       policy_(policy),
       groups_(groups),
       tracker_(tracker),
       layout_(spec, groups.shard_degree()),
-      shard_rank_(groups.shard_rank()) {
+      shard_rank_(groups.shard_rank()),
+      full_type_(full_type) {
+  if (full_type != DataType::kFloat32 && full_type != policy.param_dtype) {
+    throw std::invalid_argument("fsdp unit '" + name_ + "': full parameters in " + std::string(fsdp::name(full_type)) +
+                                ", neither float32 nor the param dtype " + std::string(fsdp::name(policy.param_dtype)));
+  }
   for (const auto& p : spec.params) param_names_.push_back(p.name);
+  grad_written_.assign(spec.params.size(), false);
   master_.reset(tracker_, MemoryCategory::kParamShards, static_cast<size_t>(layout_.chunk_numel()));
   grad_.reset(tracker_, MemoryCategory::kGradShards, static_cast<size_t>(layout_.chunk_numel()));
 }
@@ -118,15 +124,18 @@ void FsdpUnit::wait_unshard() {
 
   // Either copy-out writes every row of every parameter. MXFP8 decodes every rank's slot in the same pass,
   // rounding to the param dtype on the way (the values a param-dtype gather buffer would have held).
-  params_.reset_for_overwrite(tracker_, MemoryCategory::kUnshardedParams, static_cast<size_t>(layout_.numel()));
+  params_.reset_for_overwrite(tracker_, MemoryCategory::kUnshardedParams,
+                              static_cast<size_t>(layout_.numel()) * element_size(full_type_));
   if (quantised) {
-    copy_out_mxfp8(layout_, bytes_of(gather_wire_), kWireFormat.element, type, params_.data());
+    copy_out_mxfp8(layout_, bytes_of(gather_wire_), kWireFormat.element, type, params_.data(), full_type_);
   } else {
-    copy_out(layout_, gather_out_.data(), type, params_.data());
+    copy_out(layout_, gather_out_.data(), type, params_.data(), full_type_);
   }
-  const auto offsets = param_major_offsets(layout_);
   param_views_.clear();
-  for (int64_t off : offsets) param_views_.push_back(params_.data() + off);
+  if (full_type_ == DataType::kFloat32) {
+    const auto* full = reinterpret_cast<const float*>(params_.data());
+    for (int64_t off : param_major_offsets(layout_)) param_views_.push_back(full + off);
+  }
 
   if (from_kept) {
     kept_.release();
@@ -153,6 +162,9 @@ void FsdpUnit::reshard(bool keep_for_backward) {
 }
 
 std::span<float* const> FsdpUnit::grads(bool overwrite, bool* fresh) {
+  if (holds_reduce_input()) {
+    throw std::logic_error("fsdp unit '" + name_ + "': grads() while add_grad's gradients wait for their reduce");
+  }
   if (fresh != nullptr) *fresh = grads_unsharded_.empty();
   if (grads_unsharded_.empty()) {
     const auto count = static_cast<size_t>(layout_.numel());
@@ -167,27 +179,67 @@ std::span<float* const> FsdpUnit::grads(bool overwrite, bool* fresh) {
   return grad_views_;
 }
 
+DataType FsdpUnit::reduce_type() const {
+  return policy_.grad_comm == spec::CommPrecision::kMxfp8 ? DataType::kFloat32 : policy_.reduce_dtype;
+}
+
+void FsdpUnit::reset_reduce_buf(bool zeroed, MemoryCategory category) {
+  const auto& windows = policy_.grad_comm == spec::CommPrecision::kMxfp8 ? nullptr : groups_.reduce_windows;
+  const size_t bytes = static_cast<size_t>(layout_.flat_numel()) * element_size(reduce_type());
+  if (zeroed) {
+    reduce_buf_.reset(windows, tracker_, category, bytes);
+  } else {
+    reduce_buf_.reset_for_overwrite(windows, tracker_, category, bytes);
+  }
+}
+
+void FsdpUnit::add_grad(size_t param, const void* grad, DataType type) {
+  if (param >= grad_written_.size()) {
+    throw std::out_of_range("fsdp unit '" + name_ + "': add_grad of parameter " + std::to_string(param) + " of " +
+                            std::to_string(grad_written_.size()));
+  }
+  if (reduce_work_.valid() || !grads_unsharded_.empty()) {
+    throw std::logic_error("fsdp unit '" + name_ + "': add_grad while " +
+                           (reduce_work_.valid() ? "its reduce-scatter is in flight" : "grads() holds gradients"));
+  }
+  if (reduce_buf_.empty()) {
+    // Held as the unit's full gradients until the reduce-scatter starts (the memory of grads()'s buffer).
+    // Not zeroed: every parameter's rows are written by its first gradient or zeroed before the reduce.
+    reset_reduce_buf(/*zeroed=*/false, MemoryCategory::kUnshardedGrads);
+    zero_padding(layout_, reduce_buf_.data(), reduce_type());
+  }
+  write_param_grad(layout_, param, grad, type, reduce_buf_.data(), reduce_type(), grad_written_[param]);
+  grad_written_[param] = true;
+}
+
 void FsdpUnit::start_reduce_grads() {
-  if (grads_unsharded_.empty()) {
+  const bool in_place = holds_reduce_input();  // add_grad wrote the input
+  if (grads_unsharded_.empty() && !in_place) {
     throw std::logic_error("fsdp unit '" + name_ + "': start_reduce_grads() without gradients (no backward ran)");
   }
   if (reduce_work_.valid()) {
     throw std::logic_error("fsdp unit '" + name_ + "': a reduce-scatter is already in flight");
   }
   if (issue_observer_ && *issue_observer_) (*issue_observer_)(CollectiveKind::kReduceScatter, index_);
-  const bool quantised = policy_.grad_comm == spec::CommPrecision::kMxfp8;
-  // An MXFP8 reduce-scatter quantises straight from f32 and hands back f32 sums.
-  const DataType type = quantised ? DataType::kFloat32 : policy_.reduce_dtype;
-  reduce_buf_.reset(quantised ? nullptr : groups_.reduce_windows, tracker_, MemoryCategory::kReduceScatter,
-                    static_cast<size_t>(layout_.flat_numel()) * element_size(type));
-  copy_in(layout_, grads_unsharded_.data(), reduce_buf_.data(), type);
-  grads_unsharded_.release();
-  grad_views_.clear();
+  const DataType type = reduce_type();
+  if (in_place) {
+    for (size_t p = 0; p < grad_written_.size(); ++p) {
+      if (!grad_written_[p]) zero_param_rows(layout_, p, reduce_buf_.data(), type);  // no gradient is zero
+    }
+    grad_written_.assign(grad_written_.size(), false);
+    reduce_buf_.set_category(MemoryCategory::kReduceScatter);
+  } else {
+    reset_reduce_buf(/*zeroed=*/true, MemoryCategory::kReduceScatter);
+    copy_in(layout_, grads_unsharded_.data(), reduce_buf_.data(), type);
+    grads_unsharded_.release();
+    grad_views_.clear();
+  }
   const auto count = static_cast<size_t>(layout_.chunk_numel());
   Communicator& group = *groups_.shard_reduce;
   std::byte* mine = element_at(reduce_buf_, shard_rank_ * layout_.chunk_numel(), type);
-  if (quantised) {
-    // The f32 average lands in place over this rank's chunk (finish_reduce_grads reads it there).
+  if (policy_.grad_comm == spec::CommPrecision::kMxfp8) {
+    // An MXFP8 reduce-scatter quantises straight from f32 and hands back f32 sums; the f32 average lands
+    // in place over this rank's chunk (finish_reduce_grads reads it there).
     const size_t half = mx::slot_bytes(count) * group.size();
     reduce_wire_.reset(tracker_, MemoryCategory::kReduceScatter, 2 * half);
     reduce_work_ = group.reduce_scatter(reduce_buf_.data(), mine, count, type, ReduceOp{ReduceKind::kAvg, 1.0},
@@ -202,7 +254,7 @@ void FsdpUnit::start_reduce_grads() {
 void FsdpUnit::finish_reduce_grads() {
   if (!reduce_work_.valid()) return;
   const bool quantised = !reduce_wire_.empty();
-  const DataType type = quantised ? DataType::kFloat32 : policy_.reduce_dtype;
+  const DataType type = reduce_type();
   reduce_work_.wait();
   notify(CollectiveKind::kReduceScatter, "reduce_scatter", reduce_work_, notify_bytes_);
   reduce_work_ = Work{};
@@ -231,6 +283,7 @@ void FsdpUnit::release_transients() {
   grads_unsharded_.release();
   grad_views_.clear();
   reduce_buf_.release();
+  grad_written_.assign(grad_written_.size(), false);
   gather_wire_.release();
   reduce_wire_.release();
 }

@@ -5,8 +5,12 @@
 //        ^                                                      | all_gather (in place), then copy-out
 //        | optimizer                                            v
 //   grad shard (fp32)  <--accumulate--  reduce-scatter buffer  <--copy-in--  unsharded grads (fp32, param-major)
-//                                      (reduce dtype, flat)                  unsharded params (fp32, param-major)
+//                                      (reduce dtype, flat)                  unsharded params (full type, param-major)
+//                                             ^
+//                                             +--- add_grad: one parameter's gradient at a time (PyTorch front end)
 //
+// The full parameters are fp32 (values rounded to the param dtype; FsdpModel computes in fp32) or, for a
+// front end that computes in the param dtype (PyTorch's bf16), in the param dtype: full_type.
 // The model sees only the param-major views (params(), grads()), never shards. All calls come from
 // the rank's training thread; the collectives run on the communicators' progress engine meanwhile.
 #pragma once
@@ -45,8 +49,9 @@ using IssueObserver = std::function<void(CollectiveKind collective, int unit)>;
 
 class FsdpUnit {
  public:
+  // full_type: kFloat32 or policy.param_dtype (std::invalid_argument otherwise).
   FsdpUnit(int index, const spec::UnitSpec& spec, const spec::Policy& policy, ProcessGroups& groups,
-           MemoryTracker& tracker);
+           MemoryTracker& tracker, DataType full_type = DataType::kFloat32);
   // Waits for collectives still in flight on this unit's buffers (a prefetch the next step never
   // used, or a step abandoned by an exception) so the engine never writes into freed memory.
   ~FsdpUnit();
@@ -80,8 +85,12 @@ class FsdpUnit {
   // Waits for the all-gather and copies out into the param-major views.
   void wait_unshard();
   bool unsharded() const { return !params_.empty(); }
-  // Views of the full parameters, one per parameter in spec order; valid after wait_unshard().
+  // Views of the full parameters, one per parameter in spec order; valid after wait_unshard(), and only
+  // with full_type kFloat32 (empty otherwise).
   std::span<const float* const> params() const { return param_views_; }
+  // The full parameters (param-major, full_type, numel of the unit); null while sharded.
+  std::byte* full_params() { return params_.empty() ? nullptr : params_.data(); }
+  DataType full_type() const { return full_type_; }
   // Frees the full parameters. keep_for_backward keeps the slice a reshard-after-forward group needs.
   void reshard(bool keep_for_backward);
 
@@ -91,9 +100,15 @@ class FsdpUnit {
   // as the cache hands it (*fresh = true), for a caller that writes every element before the reduce
   // (the PyTorch front end copies each parameter's first gradient in and zeroes the ones that never come).
   std::span<float* const> grads(bool overwrite = false, bool* fresh = nullptr);
-  bool has_unsharded_grads() const { return !grads_unsharded_.empty(); }
+  // The other way in (FSDP2's foreach_reduce copy-in, without a param-major buffer): parameter `param`'s
+  // full gradient (row-major, numel of the parameter, `type`: f32, bf16 or f16) written straight into
+  // the reduce-scatter input (rank-major, reduce dtype, padding zeroed when it is allocated): copied the
+  // first time since the last reduce, added after. Gradients accumulate there until start_reduce_grads,
+  // which zeroes the rows of the parameters that never got one. Not mixed with grads() between reduces.
+  void add_grad(size_t param, const void* grad, DataType type);
+  bool has_unsharded_grads() const { return !grads_unsharded_.empty() || holds_reduce_input(); }
   // Copies the full gradients into the reduce-scatter buffer (reduce dtype), frees them, and starts
-  // the reduce-scatter (average over the shard group).
+  // the reduce-scatter (average over the shard group); after add_grad, starts it on the input as it is.
   void start_reduce_grads();
   bool reduce_in_flight() const { return reduce_work_.valid(); }
   // Waits for it, all-reduces across replicas (HSDP), and adds the result into the grad shard.
@@ -108,6 +123,11 @@ class FsdpUnit {
 
  private:
   void notify(CollectiveKind kind, std::string_view what, const Work& work, int64_t bytes) const;
+  // What the reduce-scatter carries: the reduce dtype, or f32 under grad_comm = mxfp8 (quantised from f32).
+  DataType reduce_type() const;
+  void reset_reduce_buf(bool zeroed, MemoryCategory category);
+  // add_grad's gradients are in reduce_buf_, not yet reduce-scattered.
+  bool holds_reduce_input() const { return !reduce_buf_.empty() && !reduce_work_.valid(); }
 
   int index_;
   std::string name_;
@@ -126,11 +146,13 @@ class FsdpUnit {
   Work gather_work_;
   std::string gather_name_;
   TrackedBuffer<std::byte> kept_;         // reshard_after_forward = k: this rank's slice of gather_out_
-  TrackedBuffer<float> params_;           // param-major full parameters
+  DataType full_type_;
+  TrackedBuffer<std::byte> params_;  // param-major full parameters (full_type_)
   std::vector<const float*> param_views_;
   TrackedBuffer<float> grads_unsharded_;  // param-major full gradients
   std::vector<float*> grad_views_;
   CommBuffer reduce_buf_;  // reduce-scatter input (flat, reduce dtype); output in place; a window as gather_out_
+  std::vector<bool> grad_written_;  // add_grad: parameters with a gradient in reduce_buf_ since the last reduce
   // param_comm = mxfp8: this rank's master shard quantised (mx::slot_bytes(chunk_numel)), and the
   // gathered slots of every rank while the all-gather is in flight.
   TrackedBuffer<std::byte> own_wire_;

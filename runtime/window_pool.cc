@@ -69,6 +69,15 @@ void CommBuffer::reset(const std::shared_ptr<WindowPool>& pool, MemoryTracker& t
   if (bytes > 0) std::memset(data(), 0, bytes);
 }
 
+void CommBuffer::set_category(MemoryCategory category) {
+  block_.set_category(category);
+  if (window_) {
+    tracker_->release(category_, static_cast<int64_t>(bytes_));
+    tracker_->allocate(category, static_cast<int64_t>(bytes_));
+  }
+  category_ = category;
+}
+
 void CommBuffer::release() {
   block_.release();
   if (!window_) return;

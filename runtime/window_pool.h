@@ -66,6 +66,8 @@ class CommBuffer {
   // The same, zeroed.
   void reset(const std::shared_ptr<WindowPool>& pool, MemoryTracker& tracker, MemoryCategory category, size_t bytes);
   void release();
+  // Counts the bytes held under `category` from now on (TrackedBuffer::set_category).
+  void set_category(MemoryCategory category);
 
   std::byte* data() { return window_ ? window_->data<std::byte>() : block_.data(); }
   int64_t bytes() const { return window_ ? static_cast<int64_t>(bytes_) : block_.bytes(); }

@@ -2,18 +2,19 @@
 objects, kept for the module's life, over the storage of one flat compute tensor the runtime unit
 (runtime/fsdp_unit.h through _C.FsdpUnit) fills when it unshards and empties when it reshards.
 
-    flat (numel of the unit, compute dtype, param-major)   <- bind_compute: unshard fills its storage,
-      p0 = flat[0:n0].view(shape0)   (the same nn.Parameter     reshard empties it (size 0)
-      p1 = flat[n0:n0+n1].view(...)   every step, a leaf)
+    flat (numel of the unit, param dtype, param-major)   <- bind_compute: unshard points its storage at
+      p0 = flat[0:n0].view(shape0)   (the same nn.Parameter   the unit's full parameters, reshard
+      p1 = flat[n0:n0+n1].view(...)   every step, a leaf)     empties it (size 0)
 
-A float32 unit's storage points at the runtime's full buffer (no copy); a bfloat16 / float16 unit's
-holds one converted copy per all-gather (the runtime keeps its full parameters in float32). Views that
-autograd saved in forward share that storage, so they see the values again once the unit is gathered
-for backward: no saved-tensor hooks. The module attribute is the parameter while unsharded and None
-otherwise (FSDP2 swaps the sharded and the unsharded parameter the same way).
+The unit keeps its full parameters in the param dtype (the all-gather's copy-out writes them there,
+float32 or bfloat16 alike), so the storage is never a copy. Views that autograd saved in forward share
+that storage, so they see the values again once the unit is gathered for backward: no saved-tensor
+hooks. The module attribute is the parameter while unsharded and None otherwise (FSDP2 swaps the
+sharded and the unsharded parameter the same way).
 
 Each parameter's gradient arrives through a post-hook on its AccumulateGrad node (registered once):
-it is copied (first time) or added into the unit's full-gradient buffer and the parameter's .grad is
+the unit writes it straight into its reduce-scatter input (rank-major, reduce dtype: copied the first
+time since the last reduce, added after; FSDP2's foreach_reduce copy-in) and the parameter's .grad is
 dropped; once the unit's last gradient is in, the unit reshards and starts its reduce-scatter when its
 root's schedule says so (runtime/fsdp_schedule.h).
 """
@@ -50,8 +51,6 @@ class UnitState:
         self.prefetches_used = 0     # all-gathers found already started when the unit needed them
         self.requires_sync = True
         self.pending = set()         # parameter indices whose gradient this backward has not produced yet
-        self.grads = None            # views of the unit's full gradients during backward
-        self.grads_fresh = False     # those views were allocated by this backward and not zeroed
         self.accumulators = []       # the AccumulateGrad nodes the gradient hooks hang on (kept alive)
         self.trainable = [i for i, p in enumerate(params) if p.requires_grad]
 
@@ -133,14 +132,9 @@ class UnitState:
     def take_grad(self, i, grad):
         if self.training_state is not TrainingState.PRE_BACKWARD:
             self.pre_backward()  # gradients without the output hook (outputs it could not see)
-        if self.grads is None:
-            # Not zeroed when new: each parameter's first gradient is copied in (one pass instead of a
-            # zeroing and an add), and post_backward zeroes the ones backward never produced.
-            self.grads, self.grads_fresh = self.unit.grads_for_overwrite()
-        if self.grads_fresh and i in self.pending:
-            self.grads[i].copy_(grad)
-        else:
-            self.grads[i].add_(grad)
+        # One pass into the reduce-scatter's layout, converted to the reduce dtype; parameters that get
+        # no gradient before the reduce are zeroed there (_C.FsdpUnit.add_grad).
+        self.unit.add_grad(i, grad)
         self.pending.discard(i)
         if not self.pending:
             self.post_backward()
@@ -150,14 +144,9 @@ class UnitState:
         self.reshard()  # also drops a slice reshard_after_forward=k kept that backward did not gather
         if self.training_state is TrainingState.PRE_BACKWARD:
             self.training_state = TrainingState.POST_BACKWARD
-        if self.grads is None:
-            return
-        if self.grads_fresh:
-            for i in self.pending:  # parameters this backward did not reach: no gradient is zero
-                self.grads[i].zero_()
-        self.grads = None
-        self.grads_fresh = False
         self.pending = set()
+        if not self.unit.has_unsharded_grads:  # no gradient in this backward nor in one without sync
+            return
         start, finish_first = self.ctx.schedule.post_backward(self.index, self.requires_sync)
         if not start:
             return  # sync off: the full gradients accumulate until a backward with sync on

@@ -7,9 +7,11 @@
 #include <cmath>
 #include <mutex>
 
+#include "runtime/fsdp_unit.h"
 #include "runtime/optimizer.h"
-#include "tests/common/scoped_env.h"
+#include "runtime/process_groups.h"
 #include "tests/collectives/test_support.h"
+#include "tests/common/scoped_env.h"
 #include "toy_model.h"
 
 namespace fsdp::runtime {
@@ -295,6 +297,52 @@ TEST(FsdpModel, UnitBuffersAreWindowsOnOneHost) {
     }
     EXPECT_EQ(windowed.peak_total, plain.peak_total) << what << ": the tracker counts a window as the block it replaces";
     EXPECT_EQ(windowed.leftover_transient, 0) << what;
+  }
+}
+
+// FsdpUnit::add_grad (the PyTorch front end's way in: each gradient straight into the reduce-scatter's
+// layout) reduces to the same gradient shards as grads()'s param-major buffer, with two micro-batches
+// accumulated without a reduce, a parameter that only the second one reaches and one neither does;
+// while they wait the gradients count as unsharded gradients.
+TEST(FsdpUnit, AddGradReducesAsGradsDoes) {
+  for (DataType reduce : {DataType::kFloat32, DataType::kBfloat16}) {
+    InProcJob job(3);  // 3 ranks: every parameter's shards carry padding
+    job.run([&](Communicator& c) {
+      ProcessGroups groups = ProcessGroups::create(c, spec::Mesh::for_world(3, 1));
+      spec::UnitSpec unit{"u", false, {{"a", {5, 3}}, {"b", {7}}, {"c", {2, 2}}, {"d", {4}}}};
+      spec::Policy policy;
+      policy.param_dtype = DataType::kFloat32;
+      policy.reduce_dtype = reduce;
+      MemoryTracker tracker_a, tracker_b;
+      FsdpUnit by_views(0, unit, policy, groups, tracker_a), by_add(1, unit, policy, groups, tracker_b);
+      // Small integers and quarters: exact in bf16, in their sums and in the average over 3 ranks' f32 sums.
+      auto grad = [&](size_t p, int micro) {
+        std::vector<float> g(static_cast<size_t>(unit.params[p].numel()));
+        for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>((i + p + c.rank() * 3 + micro) % 9) - 4.f;
+        return g;
+      };
+      const std::vector<std::vector<size_t>> reached{{0, 2}, {2, 1, 0}};  // "d" never
+      for (int micro = 0; micro < 2; ++micro) {
+        for (size_t p : reached[static_cast<size_t>(micro)]) {
+          const auto g = grad(p, micro);
+          float* into = by_views.grads()[p];
+          for (size_t i = 0; i < g.size(); ++i) into[i] += g[i];
+          by_add.add_grad(p, g.data(), DataType::kFloat32);
+        }
+      }
+      EXPECT_TRUE(by_add.has_unsharded_grads());
+      EXPECT_GT(tracker_b.current(MemoryCategory::kUnshardedGrads), 0);
+      for (FsdpUnit* u : {&by_views, &by_add}) {
+        u->zero_grad_shard();
+        u->start_reduce_grads();
+        u->finish_reduce_grads();
+      }
+      EXPECT_FALSE(by_add.has_unsharded_grads());
+      EXPECT_EQ(tracker_b.current(MemoryCategory::kUnshardedGrads), 0);
+      const auto want = by_views.grad_shard(), got = by_add.grad_shard();
+      ASSERT_EQ(want.size(), got.size());
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << name(reduce) << " element " << i;
+    });
   }
 }
 

@@ -91,6 +91,60 @@ TEST(FlatCopy, Mxfp8CopyOutEqualsDecodeThenCopyOut) {
   }
 }
 
+// The PyTorch front end's copy-in: each parameter's gradient written (then added) straight into the
+// rank-major layout, padding zeroed, equals copy_in of the param-major sums; in f32 and bf16 reduce
+// dtypes, from f32 and bf16 gradients.
+TEST(FlatCopy, ParamGradsLandWhereCopyInPutsThem) {
+  const auto unit = unit_of({{5, 3}, {7}, {}, {2, 2, 2}});
+  for (int64_t n : {1, 2, 3, 4, 7}) {
+    spec::UnitShardLayout layout(unit, n);
+    const auto offsets = param_major_offsets(layout);
+    const auto numel = static_cast<size_t>(layout.numel());
+    std::vector<float> first(numel), second(numel), sum(numel);
+    for (size_t i = 0; i < numel; ++i) {  // exact in bf16, and so are their sums
+      first[i] = static_cast<float>(i % 17) - 8.f;
+      second[i] = 0.25f * static_cast<float>(i % 5);
+      sum[i] = first[i] + second[i];
+    }
+    for (DataType type : {DataType::kFloat32, DataType::kBfloat16}) {
+      for (DataType grad_type : {DataType::kFloat32, DataType::kBfloat16}) {
+        const size_t elem = element_size(type);
+        std::vector<std::byte> want(static_cast<size_t>(layout.flat_numel()) * elem, std::byte{0});
+        copy_in(layout, sum.data(), want.data(), type);
+        std::vector<std::byte> got(want.size(), std::byte{0x7f});  // garbage where nothing writes
+        zero_padding(layout, got.data(), type);
+        for (size_t p = 0; p < unit.params.size(); ++p) {
+          for (const auto* grads : {&first, &second}) {
+            std::vector<std::byte> g(static_cast<size_t>(unit.params[p].numel()) * element_size(grad_type));
+            copy_in(spec::UnitShardLayout(unit_of({{unit.params[p].numel()}}), 1), grads->data() + offsets[p], g.data(),
+                    grad_type);
+            write_param_grad(layout, p, g.data(), grad_type, got.data(), type, grads == &second);
+          }
+        }
+        EXPECT_EQ(got, want) << "n " << n << " type " << name(type) << " grad " << name(grad_type);
+        zero_param_rows(layout, 1, got.data(), type);
+        for (int64_t i = 0; i < unit.params[1].numel(); ++i) {
+          const auto at = static_cast<size_t>(layout.flat_index(1, i)) * elem;
+          for (size_t b = 0; b < elem; ++b) ASSERT_EQ(got[at + b], std::byte{0}) << "n " << n << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+// The copy-out into param-dtype full parameters (a front end computing in bf16) is the bf16 flat's runs.
+TEST(FlatCopy, CopiesOutInTheParamDtype) {
+  const auto unit = unit_of({{5, 3}, {7}});
+  spec::UnitShardLayout layout(unit, 3);
+  std::vector<float> params(static_cast<size_t>(layout.numel()));
+  for (size_t i = 0; i < params.size(); ++i) params[i] = 1.f + static_cast<float>(i) / 7.f;
+  std::vector<uint16_t> flat(static_cast<size_t>(layout.flat_numel()));
+  copy_in(layout, params.data(), flat.data(), DataType::kBfloat16);
+  std::vector<uint16_t> back(params.size());
+  copy_out(layout, flat.data(), DataType::kBfloat16, back.data(), DataType::kBfloat16);
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_EQ(back[i], float_to_bf16(params[i])) << i;
+}
+
 TEST(FlatCopy, AccumulatesWidenedValues) {
   std::vector<float> dst{1.f, 2.f};
   std::vector<uint16_t> src{float_to_bf16(0.5f), float_to_bf16(-4.f)};

@@ -80,10 +80,21 @@ class WaitSpan {
   ShardingGroups::Clock::time_point start_;
 };
 
-// A float32 tensor over runtime memory; valid while the buffer lives (the Python side drops views of
+// A tensor (float32 unless told) over runtime memory; valid while the buffer lives (the Python side drops views of
 // the full parameters and gradients when the unit reshards).
-at::Tensor view_of(float* data, std::vector<int64_t> shape) {
-  return torch::from_blob(data, shape, torch::TensorOptions().dtype(torch::kFloat32));
+at::Tensor view_of(void* data, std::vector<int64_t> shape, at::ScalarType type = at::kFloat) {
+  return torch::from_blob(data, shape, torch::TensorOptions().dtype(type));
+}
+
+// torch's dtype of the three float types a unit carries, and back.
+at::ScalarType scalar_type_of(fsdp::DataType t) {
+  return t == fsdp::DataType::kBfloat16 ? at::kBFloat16 : t == fsdp::DataType::kFloat16 ? at::kHalf : at::kFloat;
+}
+std::optional<fsdp::DataType> float_type_of(at::ScalarType t) {
+  if (t == at::kFloat) return fsdp::DataType::kFloat32;
+  if (t == at::kBFloat16) return fsdp::DataType::kBfloat16;
+  if (t == at::kHalf) return fsdp::DataType::kFloat16;
+  return std::nullopt;
 }
 
 // The dtypes a unit carries (its all-gather and reduce-scatter run them): float32, bfloat16, float16.
@@ -94,8 +105,9 @@ fsdp::DataType float_type(const std::string& unit, const char* what, const std::
       "fsdp unit '", unit, "': ", what, " '", s, "' is not float32, bfloat16 or float16");
   return *t;
 }
-// param_dtype: what the all-gather carries (the full parameters torch sees stay float32 buffers holding
-// values rounded to it); reduce_dtype: what the reduce-scatter carries.
+// param_dtype: what the all-gather carries and torch computes in (the unit keeps its full parameters in
+// it: runtime/fsdp_unit.h's full_type); reduce_dtype: what the reduce-scatter carries and backward's
+// gradients accumulate in until it runs.
 fsdp::spec::Policy policy(const std::string& unit, const std::string& param_dtype, const std::string& reduce_dtype,
                           int64_t reshard_group) {
   fsdp::spec::Policy p;
@@ -173,7 +185,7 @@ class TorchUnit {
       : groups_(std::move(groups)),
         shapes_(shapes),
         unit_(index, spec(name, names, shapes), policy(name, param_dtype, reduce_dtype, groups_->groups.reshard_group),
-              groups_->groups, groups_->tracker) {
+              groups_->groups, groups_->tracker, float_type(name, "param_dtype", param_dtype)) {
     unit_.set_observer(&groups_->observer);
     unit_.set_issue_observer(&groups_->issued);
   }
@@ -192,17 +204,17 @@ class TorchUnit {
   TorchUnit(const TorchUnit&) = delete;
   TorchUnit& operator=(const TorchUnit&) = delete;
 
-  // The flat tensor (numel of the unit, param-major, the compute dtype) whose storage the module's
-  // persistent parameters view (FSDP2's unsharded parameters). unshard() fills that storage, reshard()
-  // empties it: the StorageImpl stays the same object, so every parameter and every view autograd saved
-  // of one sees the full values whenever the unit is unsharded, and nothing outside it is rebuilt.
+  // The flat tensor (numel of the unit, param-major, the param dtype) whose storage the module's
+  // persistent parameters view (FSDP2's unsharded parameters). unshard() points that storage at the
+  // unit's full parameters, reshard() empties it: the StorageImpl stays the same object, so every
+  // parameter and every view autograd saved of one sees the full values whenever the unit is unsharded,
+  // and nothing outside it is rebuilt.
   void bind_compute(const at::Tensor& flat) {
+    const at::ScalarType type = scalar_type_of(unit_.full_type());
     TORCH_CHECK_VALUE(flat.device().is_cpu() && flat.is_contiguous() && flat.storage_offset() == 0 &&
-                          flat.numel() == unit_.layout().numel() &&
-                          (flat.scalar_type() == at::kFloat || flat.scalar_type() == at::kBFloat16 ||
-                           flat.scalar_type() == at::kHalf),
-                      "fsdp unit '", unit_.name(), "': bind_compute wants a contiguous CPU float32, bfloat16 or ",
-                      "float16 tensor of ", unit_.layout().numel(), " elements");
+                          flat.numel() == unit_.layout().numel() && flat.scalar_type() == type,
+                      "fsdp unit '", unit_.name(), "': bind_compute wants a contiguous CPU ", type, " tensor of ",
+                      unit_.layout().numel(), " elements");
     empty_compute();
     compute_ = flat;
     empty_compute();
@@ -220,11 +232,17 @@ class TorchUnit {
     }
     fill_compute();
   }
-  // gather(), and views of the full float32 parameters (for state dicts; the step uses the bound ones).
+  // gather(), and views of the full parameters in the param dtype (for state dicts; the step uses the
+  // bound ones).
   std::vector<at::Tensor> unshard() {
     gather();
     std::vector<at::Tensor> out;
-    for (size_t i = 0; i < shapes_.size(); ++i) out.push_back(view_of(const_cast<float*>(unit_.params()[i]), shapes_[i]));
+    const size_t elem = element_size(unit_.full_type());
+    std::byte* at = unit_.full_params();
+    for (const auto& shape : shapes_) {
+      out.push_back(view_of(at, shape, scalar_type_of(unit_.full_type())));
+      at += static_cast<size_t>(out.back().numel()) * elem;
+    }
     return out;
   }
   // Starts the all-gather (a prefetch) without waiting; unshard() waits for it.
@@ -239,14 +257,26 @@ class TorchUnit {
     unit_.reshard(keep_for_backward);
   }
   bool unsharded() const { return unit_.unsharded(); }
-  // Views of the full gradients (zeroed when first asked for after a reduce); backward adds into them.
+  // Views of the full gradients, param-major float32 (FsdpModel's path; fully_shard writes through
+  // add_grad), zeroed when first asked for after a reduce; backward adds into them.
   std::vector<at::Tensor> grads() { return grad_tensors(unit_.grads()); }
   // The same, but a buffer allocated now is not zeroed: (views, fresh); when fresh, the caller writes
-  // every view whole (copy_ of the first gradient, zero_ of a parameter backward never reached).
+  // every view whole (copy_ of the first gradient, zero_ of a parameter backward never reached). The
+  // front end's gradient path before add_grad: kept so bench/torch_interleaved.py --before runs it.
   std::pair<std::vector<at::Tensor>, bool> grads_for_overwrite() {
     bool fresh = false;
     auto views = unit_.grads(/*overwrite=*/true, &fresh);
     return {grad_tensors(views), fresh};
+  }
+  // Parameter i's gradient into the reduce-scatter's input (FsdpUnit::add_grad: copied the first time
+  // since the last reduce, added after), converted to the reduce dtype on the way.
+  void add_grad(size_t i, const at::Tensor& grad) {
+    const auto type = float_type_of(grad.scalar_type());
+    TORCH_CHECK_VALUE(i < shapes_.size() && type && grad.device().is_cpu() && grad.numel() == numel(i), "fsdp unit '",
+                      unit_.name(), "': add_grad(", i, ") wants a CPU float32, bfloat16 or float16 tensor of ",
+                      i < shapes_.size() ? numel(i) : 0, " elements, got ", grad.scalar_type(), " of ", grad.numel());
+    const at::Tensor g = grad.contiguous();  // (a copy only for a strided gradient)
+    unit_.add_grad(i, g.data_ptr(), *type);
   }
   // Reduce-scatters the full gradients (averaged over the shard group; all-reduced across replicas)
   // and adds the result into the grad shard.
@@ -276,24 +306,20 @@ class TorchUnit {
     for (size_t i = 0; i < shapes_.size(); ++i) out.push_back(view_of(views[i], shapes_[i]));
     return out;
   }
-  // float32: the storage points at the unit's full buffer (no copy; the unit owns and frees it). A
-  // 16-bit compute dtype: the storage holds its own copy, converted once per unshard from the runtime's
-  // float32 full buffer (the runtime keeps its full parameters in float32, runtime/fsdp_unit.h).
+  // The storage points at the unit's full buffer, in the param dtype the all-gather's copy-out wrote
+  // (no copy, no conversion; the unit owns and frees it).
   void fill_compute() {
     if (!compute_.defined() || !unit_.unsharded()) return;
     c10::StorageImpl* impl = compute_.storage().unsafeGetStorageImpl();
-    auto* full = const_cast<float*>(unit_.params()[0]);
-    const size_t bytes = static_cast<size_t>(compute_.numel()) * compute_.element_size();
-    if (compute_.scalar_type() == at::kFloat) {
-      if (impl->data() == full) return;
-      impl->set_data_ptr_noswap(c10::DataPtr(full, c10::Device(c10::kCPU)));  // not owning
-      impl->set_nbytes(bytes);
-      return;
-    }
-    if (impl->nbytes() == bytes) return;  // filled by an earlier unshard of this gather
-    impl->set_data_ptr_noswap(impl->allocator()->allocate(bytes));
-    impl->set_nbytes(bytes);
-    compute_.copy_(view_of(full, {compute_.numel()}));
+    std::byte* full = unit_.full_params();
+    if (impl->data() == full) return;
+    impl->set_data_ptr_noswap(c10::DataPtr(full, c10::Device(c10::kCPU)));  // not owning
+    impl->set_nbytes(static_cast<size_t>(compute_.numel()) * compute_.element_size());
+  }
+  int64_t numel(size_t i) const {
+    int64_t n = 1;
+    for (int64_t d : shapes_[i]) n *= d;
+    return n;
   }
   void empty_compute() {
     if (!compute_.defined()) return;
@@ -432,6 +458,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("unsharded", &TorchUnit::unsharded)
       .def("grads", &TorchUnit::grads)
       .def("grads_for_overwrite", &TorchUnit::grads_for_overwrite)
+      .def("add_grad", &TorchUnit::add_grad, py::arg("param"), py::arg("grad"))
       .def("reduce_grads", &TorchUnit::reduce_grads)
       .def("start_reduce_grads", &TorchUnit::start_reduce_grads)
       .def("finish_reduce_grads", &TorchUnit::finish_reduce_grads)
