@@ -50,6 +50,27 @@ std::exception_ptr timeout_error(const Op& op) {
   return std::make_exception_ptr(TimeoutError(ctx, what.str()));
 }
 
+// The PeerLostError for `op` when the peer its first pending request waits on is lost, or (with
+// `any_endpoint`) any endpoint of the transport is (first_lost_endpoint), else null; `broken` gets
+// what the rest of its stream is aborted with. Drains what a lost peer left first (it may finish its
+// part, e.g. a barrier message, and exit before we read it): null when the op no longer waits.
+std::exception_ptr lost_peer_error(Transport& transport, const Op& op, bool any_endpoint, std::string& broken) {
+  const Request* r = op.first_pending();
+  if (!r && !any_endpoint) return nullptr;
+  int peer = r ? r->peer() : -1;
+  std::string why = r ? transport.lost_reason(peer) : "";
+  if (why.empty() && any_endpoint) peer = first_lost_endpoint(transport, why);
+  if (why.empty()) return nullptr;
+  const size_t bytes = r && peer == r->peer() ? r->bytes() : 0;
+  transport.progress();
+  if (op.runnable()) return nullptr;
+  ErrorContext ctx = op.context();
+  ctx.peer = peer;
+  ctx.bytes = bytes;
+  broken = "peer " + std::to_string(peer) + " was lost: " + why;
+  return std::make_exception_ptr(PeerLostError(ctx, why + other_lost_peers(transport, peer)));
+}
+
 }  // namespace
 
 class ProgressEngine::Stream {
@@ -336,24 +357,13 @@ bool ProgressEngine::poll(Clock::time_point now) {
       running.assign(s->unordered.begin(), s->unordered.end());
       if (s->head) running.push_back(s->head);
       for (const OpPtr& op : running) {
-        const Request* r = op->first_pending();
-        if (!r) continue;
-        int peer = r->peer();
-        std::string why = s->transport.lost_reason(peer);
-        if (why.empty() && op == s->head && now - op->started_at() > kMembersCheckAfter) {
-          peer = first_lost_endpoint(s->transport, why);
-        }
-        if (why.empty()) continue;
-        // A peer may finish its part (e.g. a barrier message) and exit before we read it: drain what
-        // it left first, and fail only if the op still waits on it.
-        s->transport.progress();
-        if (op->runnable()) continue;
-        ErrorContext ctx = op->context();
-        ctx.peer = peer;
-        ctx.bytes = peer == r->peer() ? r->bytes() : 0;
-        why += other_lost_peers(s->transport, peer);
-        fail_op(*s, op, std::make_exception_ptr(PeerLostError(ctx, why)));  // frees r
-        abort_locked(*s, "peer " + std::to_string(peer) + " was lost: " + why);
+        if (!op->first_pending()) continue;
+        const bool members = op == s->head && now - op->started_at() > kMembersCheckAfter;
+        std::string broken;
+        std::exception_ptr error = lost_peer_error(s->transport, *op, members, broken);
+        if (!error) continue;
+        fail_op(*s, op, error);
+        abort_locked(*s, broken);
         progressed = true;
         break;
       }
@@ -368,6 +378,7 @@ bool ProgressEngine::poll(Clock::time_point now) {
 // Runs what can run in one stream; returns whether anything moved.
 bool ProgressEngine::poll_stream(Stream& s, Clock::time_point now) {
   bool progressed = false;
+  std::string lost;  // set when an op failed on a lost peer: the rest of the stream is aborted with it
   // Returns true when the op is finished (and so leaves the stream).
   auto step = [&](const OpPtr& op) -> bool {
     if (!op->started()) op->start(now);
@@ -386,8 +397,12 @@ bool ProgressEngine::poll_stream(Stream& s, Clock::time_point now) {
       }
     }
     if (now > op->deadline()) {
+      // A lost peer (the one waited on, or any endpoint, as the liveness check would find once it ran)
+      // is the cause, not the timeout: an engine kept off the CPU past both the liveness checks and
+      // the deadline must not blame a live peer it waits on.
       progressed = true;
-      fail_op(s, op, timeout_error(*op));
+      std::exception_ptr error = lost_peer_error(s.transport, *op, true, lost);
+      fail_op(s, op, error ? error : timeout_error(*op));
       return true;
     }
     return false;
@@ -403,6 +418,7 @@ bool ProgressEngine::poll_stream(Stream& s, Clock::time_point now) {
     if (!step(s.head)) break;
     s.head.reset();
   }
+  if (!lost.empty() && !s.idle()) abort_locked(s, lost);
   if (!s.broken.empty() && !s.idle()) abort_locked(s, s.broken);
   return progressed;
 }

@@ -329,5 +329,28 @@ TEST(Shrink, ACollectiveWaitingOnLivePeersFailsWhenAnotherMemberIsLost) {
   EXPECT_THROW(w0.wait(), CommError);
 }
 
+// As above, but the op times out (300 ms) before the engine ever looks at members it does not wait
+// on (kMembersCheckAfter, 1 s), as when the engine thread was off the CPU past both: the deadline
+// reports the lost member, never a TimeoutError naming the live peer rank 1 waits on.
+TEST(Shrink, AnOpPastItsDeadlineNamesALostMemberRatherThanTimingOut) {
+  auto transports = make_inproc_transports(4);
+  auto c0 = Communicator::create(transports[0], quick(60s));
+  auto c1 = Communicator::create(transports[1], quick(300ms));
+  transports[1]->declare_peer_lost(3, "declared lost by the test");
+  std::vector<float> x0(1 << 16, 1.0f), x1(1 << 16, 1.0f);  // a ring: rank 1 neighbours 0 and 2
+  Work w0 = c0->all_reduce(x0.data(), x0.data(), x0.size(), DataType::kFloat32, ReduceOp::sum());
+  try {
+    c1->all_reduce(x1.data(), x1.data(), x1.size(), DataType::kFloat32, ReduceOp::sum()).wait();
+    ADD_FAILURE() << "the all-reduce completed without ranks 2 and 3";
+  } catch (const PeerLostError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1, peer 3, op all_reduce"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("declared lost by the test"), std::string::npos) << e.what();
+  } catch (const CommError& e) {
+    ADD_FAILURE() << "not a PeerLostError: " << e.what();
+  }
+  c0->abort("the test is over");
+  EXPECT_THROW(w0.wait(), CommError);
+}
+
 }  // namespace
 }  // namespace fsdp::testing
