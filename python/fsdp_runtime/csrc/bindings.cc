@@ -365,6 +365,44 @@ void bind_clip(py::module_& m) {
       py::arg("norm_type"));
 }
 
+// ShardingGroups: a unit's communicators, memory tracker and collective waits, as Python reads them.
+void bind_sharding_groups(py::module_& m) {
+  py::class_<ShardingGroups, std::shared_ptr<ShardingGroups>>(m, "ShardingGroups")
+      .def(py::init([](ProcessGroupFsdp& pg, int64_t replicate, int64_t reshard_group) {
+             return std::make_shared<ShardingGroups>(pg, replicate, reshard_group);
+           }),
+           py::arg("process_group"), py::arg("replicate_degree") = 1, py::arg("reshard_group") = 0,
+           py::call_guard<py::gil_scoped_release>())
+      // {category: (current bytes, peak bytes)} of the runtime's memory tracker (common/memory_tracker.h).
+      .def("memory",
+           [](const ShardingGroups& g) {
+             py::dict out;
+             for (int c = 0; c < static_cast<int>(fsdp::MemoryCategory::kCount); ++c) {
+               const auto cat = static_cast<fsdp::MemoryCategory>(c);
+               out[py::str(std::string(fsdp::name(cat)))] = py::make_tuple(g.tracker.current(cat), g.tracker.peak(cat));
+             }
+             return out;
+           })
+      .def("reset_peaks", [](ShardingGroups& g) { g.tracker.reset_peaks(); })
+      // {kind: (seconds in flight, seconds hidden)} since the last clear_overlap(); kinds "all_gather",
+      // "reduce_scatter", "all_reduce" (HSDP).
+      .def("overlap",
+           [](const ShardingGroups& g) {
+             py::dict out;
+             for (const auto& [kind, share] : g.waits.shares()) {
+               out[py::str(kind)] = py::make_tuple(share.seconds, share.seconds - share.hidden_seconds);
+             }
+             return out;
+           })
+      .def("clear_overlap", [](ShardingGroups& g) { g.waits.clear(); })
+      .def(
+          "record_events", [](ShardingGroups& g, bool on) { g.recording = on; }, py::arg("on") = true)
+      // [(what, unit index)] recorded since the last call (ShardingGroups::events).
+      .def("events", [](ShardingGroups& g) { return std::exchange(g.events, {}); })
+      .def_property_readonly("shard_degree", [](const ShardingGroups& g) { return g.groups.shard_degree(); })
+      .def_property_readonly("replicate_degree", [](const ShardingGroups& g) { return g.groups.replicate_degree(); });
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -407,40 +445,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("validate_fully_shard", &validate_fully_shard, py::arg("world_size"), py::arg("replicate"), py::arg("shard"),
         py::arg("reshard"), py::arg("param_dtype"), py::arg("reduce_dtype"), py::arg("prefetch"));
 
-  py::class_<ShardingGroups, std::shared_ptr<ShardingGroups>>(m, "ShardingGroups")
-      .def(py::init([](ProcessGroupFsdp& pg, int64_t replicate, int64_t reshard_group) {
-             return std::make_shared<ShardingGroups>(pg, replicate, reshard_group);
-           }),
-           py::arg("process_group"), py::arg("replicate_degree") = 1, py::arg("reshard_group") = 0,
-           py::call_guard<py::gil_scoped_release>())
-      // {category: (current bytes, peak bytes)} of the runtime's memory tracker (common/memory_tracker.h).
-      .def("memory",
-           [](const ShardingGroups& g) {
-             py::dict out;
-             for (int c = 0; c < static_cast<int>(fsdp::MemoryCategory::kCount); ++c) {
-               const auto cat = static_cast<fsdp::MemoryCategory>(c);
-               out[py::str(std::string(fsdp::name(cat)))] = py::make_tuple(g.tracker.current(cat), g.tracker.peak(cat));
-             }
-             return out;
-           })
-      .def("reset_peaks", [](ShardingGroups& g) { g.tracker.reset_peaks(); })
-      // {kind: (seconds in flight, seconds hidden)} since the last clear_overlap(); kinds "all_gather",
-      // "reduce_scatter", "all_reduce" (HSDP).
-      .def("overlap",
-           [](const ShardingGroups& g) {
-             py::dict out;
-             for (const auto& [kind, share] : g.waits.shares()) {
-               out[py::str(kind)] = py::make_tuple(share.seconds, share.seconds - share.hidden_seconds);
-             }
-             return out;
-           })
-      .def("clear_overlap", [](ShardingGroups& g) { g.waits.clear(); })
-      .def(
-          "record_events", [](ShardingGroups& g, bool on) { g.recording = on; }, py::arg("on") = true)
-      // [(what, unit index)] recorded since the last call (ShardingGroups::events).
-      .def("events", [](ShardingGroups& g) { return std::exchange(g.events, {}); })
-      .def_property_readonly("shard_degree", [](const ShardingGroups& g) { return g.groups.shard_degree(); })
-      .def_property_readonly("replicate_degree", [](const ShardingGroups& g) { return g.groups.replicate_degree(); });
+  bind_sharding_groups(m);
 
   py::class_<TorchUnit>(m, "FsdpUnit")
       .def(py::init<std::shared_ptr<ShardingGroups>, int, const std::string&, const std::vector<std::string>&,
