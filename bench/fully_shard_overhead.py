@@ -11,7 +11,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -53,19 +52,20 @@ def main():
     ap.add_argument("--before", help="also run fully_shard as python/fsdp_runtime/ was at this git revision")
     a = ap.parse_args()
     fsdp_runtime.set_cpu_threads(1)
-    with tempfile.TemporaryDirectory() as folder:
-        dist.init_process_group("fsdp", init_method="file://" + os.path.join(folder, "store"), rank=0, world_size=1)
-        models = {"fully_shard": sharded(fsdp_runtime.fully_shard)}
-        if a.before:
-            models[f"fully_shard {a.before}"] = sharded(torch_interleaved.fully_shard_at(a.before))
-        x = torch.randn(4, 8)
-        times = {name: [] for name in models}
-        for s in range(WARMUP + a.steps):
-            for name in (list(models) if s % 2 == 0 else list(models)[::-1]):
-                t0 = time.thread_time()
-                models[name](x).sum().backward()
-                times[name].append(time.thread_time() - t0)
-        dist.destroy_process_group()
+    # An in-memory store: a file store's folder would be gone before the units (and the world they hold)
+    # are collected at exit, and the world's shutdown would wait on it.
+    dist.init_process_group("fsdp", store=dist.HashStore(), rank=0, world_size=1)
+    models = {"fully_shard": sharded(fsdp_runtime.fully_shard)}
+    if a.before:
+        models[f"fully_shard {a.before}"] = sharded(torch_interleaved.fully_shard_at(a.before))
+    x = torch.randn(4, 8)
+    times = {name: [] for name in models}
+    for s in range(WARMUP + a.steps):
+        for name in (list(models) if s % 2 == 0 else list(models)[::-1]):
+            t0 = time.thread_time()
+            models[name](x).sum().backward()
+            times[name].append(time.thread_time() - t0)
+    dist.destroy_process_group()
     for name, t in times.items():
         print(f"{name}: {statistics.median(t[WARMUP:]) * 1e6:.0f} us of the training thread's CPU per step "
               f"({UNITS + 1} units, forward and backward)")
