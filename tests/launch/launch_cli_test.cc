@@ -190,9 +190,12 @@ void expect_survivors_name_rank1(const std::string& output, const std::string& l
 
 class KillUnderFsdpRun : public ::testing::TestWithParam<std::string> {};
 
+// FSDP_RUN_TERM_DELAY_SEC=10: a survivor waiting on the other survivor (the collectives' fingerprint
+// exchange) sees rank 1 lost in its all-peer check, ~1 s after the kill, which raced fsdp-run's SIGTERM
+// at its default 1 s; the delay costs nothing when every rank fails on its own.
 TEST_P(KillUnderFsdpRun, SurvivorsNameTheLostPeer) {
-  const Result r = sh(kClean + "FSDP_TIMEOUT_SEC=5 " + transport_env(GetParam()) + kRun + " --nproc 3 -- " + kCheck +
-                      " --die-rank 1 --die-after 3");
+  const Result r = sh(kClean + "FSDP_TIMEOUT_SEC=5 FSDP_RUN_TERM_DELAY_SEC=10 " + transport_env(GetParam()) + kRun +
+                      " --nproc 3 -- " + kCheck + " --die-rank 1 --die-after 3");
   EXPECT_EQ(r.code, 128 + SIGKILL) << r.output;
   EXPECT_NE(r.output.find("fsdp-run: failed: rank 1 was killed by signal 9 (SIGKILL)"), std::string::npos) << r.output;
   expect_survivors_name_rank1(r.output, "[rank %d] ");
