@@ -14,7 +14,7 @@ constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
 // whole timeout. Not at once: a /proc read per endpoint per check costs nothing only rarely.
 constexpr auto kMembersCheckAfter = std::chrono::seconds(1);
 // An idle engine naps this long at a time (a submission that skipped the wake-up waits at most
-// this), for kNapPhase after its last work, then sleeps until woken.
+// this), for kNapPhase after its last work if that included small submissions, then sleeps until woken.
 constexpr auto kNap = std::chrono::microseconds(200);
 constexpr auto kNapPhase = std::chrono::milliseconds(2);
 // Operations this large wake the engine at once: the caller usually computes while they run.
@@ -133,6 +133,7 @@ void ProgressEngine::submit(Stream* stream, OpPtr op, bool ordered) {
     std::lock_guard lock(inbox_mu_);
     inbox_.push_back({stream, {std::move(op), ordered}});
     wake = urgent || deep_sleep_;
+    small_submitted_ |= !urgent;
   }
   if (wake) inbox_cv_.notify_one();
 }
@@ -285,6 +286,7 @@ void ProgressEngine::run() {
   int idle_rounds = 0;
   auto idle_sleep = kMinIdleSleep;
   bool idle = false;
+  bool nap = false;
   Clock::time_point idle_since{};
   for (;;) {
     {
@@ -300,11 +302,13 @@ void ProgressEngine::run() {
         if (!idle) {
           idle = true;
           idle_since = now;
+          nap = small_submitted_;  // nothing skipped a wake-up: sleep until the next submission
+          small_submitted_ = false;
         }
         // A driving caller may have taken submissions straight from the inbox and left them running
         // (busy_): it wakes us under this lock, so the predicate sees them.
         auto work = [&] { return stop_ || !inbox_.empty() || busy_.load(); };
-        if (now - idle_since < kNapPhase) {
+        if (nap && now - idle_since < kNapPhase) {
           inbox_cv_.wait_for(lock, kNap, work);
         } else {
           deep_sleep_ = true;
