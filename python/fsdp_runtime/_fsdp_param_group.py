@@ -12,12 +12,15 @@ that storage, so they see the values again once the unit is gathered for backwar
 hooks. The module attribute is the parameter while unsharded and None otherwise (FSDP2 swaps the
 sharded and the unsharded parameter the same way).
 
-Each parameter's gradient arrives through a post-hook on its AccumulateGrad node (registered once):
-the unit writes it straight into its reduce-scatter input (rank-major, reduce dtype: copied the first
-time since the last reduce, added after; FSDP2's foreach_reduce copy-in) and the parameter's .grad is
-dropped; once the unit's last gradient is in, the unit reshards and starts its reduce-scatter when its
-root's schedule says so (runtime/fsdp_schedule.h).
+Each parameter's gradient arrives through a post-hook on its AccumulateGrad node, registered once and
+run in C++ (csrc/grad_watch.h): the unit writes it straight into its reduce-scatter input (rank-major,
+reduce dtype: copied the first time since the last reduce, added after; FSDP2's foreach_reduce copy-in)
+and the parameter's .grad is dropped; once the unit's last gradient is in, the watch calls
+post_backward, which reshards and starts the reduce-scatter when the root's schedule says so
+(runtime/fsdp_schedule.h). Python runs once per unit in backward, not once per parameter.
 """
+import weakref
+
 import torch
 
 from ._fsdp_state import RootContext, TrainingState
@@ -50,8 +53,6 @@ class UnitState:
         self.gathering = False       # an all-gather started (a prefetch) and not waited for yet
         self.prefetches_used = 0     # all-gathers found already started when the unit needed them
         self.requires_sync = True
-        self.pending = set()         # parameter indices whose gradient this backward has not produced yet
-        self.accumulators = []       # the AccumulateGrad nodes the gradient hooks hang on (kept alive)
         self.trainable = [i for i, p in enumerate(params) if p.requires_grad]
 
     def bind(self, flat):
@@ -62,11 +63,9 @@ class UnitState:
             for p in self.params:
                 p.data = flat[offset:offset + p.numel()].view(p.shape)
                 offset += p.numel()
-        with torch.enable_grad():  # (a view checks its storage's size: before the unit empties it)
-            for i in self.trainable:
-                acc = self.params[i].expand_as(self.params[i]).grad_fn.next_functions[0][0]
-                acc.register_hook(self._grad_hook(i))
-                self.accumulators.append(acc)
+        me = weakref.ref(self)  # the unit holds the callbacks: no cycle back to this state
+        self.unit.watch_grads(self.params, self.trainable, lambda: me().pre_backward(),
+                              lambda: me().post_backward())
         self.unit.bind_compute(flat)
         self._detach_attributes()
 
@@ -118,33 +117,14 @@ class UnitState:
         for index in prefetch:
             ctx.units[index].start_unshard()
         self.unshard()
-        self.pending = set(self.trainable)
-
-    def _grad_hook(self, i):
-        param = self.params[i]
-
-        def hook(grad_inputs, grad_outputs):  # after AccumulateGrad wrote param.grad
-            grad, param.grad = param.grad, None
-            if grad is not None:
-                self.take_grad(i, grad)
-        return hook
-
-    def take_grad(self, i, grad):
-        if self.training_state is not TrainingState.PRE_BACKWARD:
-            self.pre_backward()  # gradients without the output hook (outputs it could not see)
-        # One pass into the reduce-scatter's layout, converted to the reduce dtype; parameters that get
-        # no gradient before the reduce are zeroed there (_C.FsdpUnit.add_grad).
-        self.unit.add_grad(i, grad)
-        self.pending.discard(i)
-        if not self.pending:
-            self.post_backward()
+        self.unit.arm_grads()  # every trainable parameter's gradient is pending
 
     def post_backward(self):
         """All of the unit's gradients are in: free the full parameters and start the reduce-scatter."""
         self.reshard()  # also drops a slice reshard_after_forward=k kept that backward did not gather
         if self.training_state is TrainingState.PRE_BACKWARD:
             self.training_state = TrainingState.POST_BACKWARD
-        self.pending = set()
+        self.unit.disarm_grads()
         if not self.unit.has_unsharded_grads:  # no gradient in this backward nor in one without sync
             return
         start, finish_first = self.ctx.schedule.post_backward(self.index, self.requires_sync)

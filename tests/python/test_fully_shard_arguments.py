@@ -1,8 +1,12 @@
 """fully_shard's arguments are checked by the job's rules (spec/, through _C) before anything changes: a
 refused call leaves the module as it was (its class, its parameters, forward and backward), with the
 rule's C++ text. And the root of a forward is decided per forward: a block called alone, the root of
-that call, still reshards after its forward inside the model later, as after a forward that raised."""
+that call, still reshards after its forward inside the model later, as after a forward that raised.
+The gradient hooks (csrc/grad_watch.h) keep no unit alive, and an error raised by a unit's post-backward
+comes out of backward() as itself."""
 import copy
+import gc
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -94,5 +98,40 @@ def root_decided_per_forward(rank, n):
               flush=True)
 
 
+def gradient_hooks_hold_nothing(rank, n):
+    import fsdp_runtime
+
+    def sharded():
+        torch.manual_seed(7)
+        model = torch.nn.Sequential(Block(), Block(), torch.nn.Linear(4, 2))
+        for block in model[:2]:
+            fsdp_runtime.fully_shard(block)
+        fsdp_runtime.fully_shard(model)
+        return model
+
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(2))
+    model = sharded()
+    model(x).sum().backward()
+    states = [weakref.ref(m._fsdp_state) for m in (model[0], model[1], model)]
+    del model
+    gc.collect()
+    assert all(s() is None for s in states), "a dropped fully_shard model's units are still alive"
+
+    model = sharded()
+
+    def failing_post_backward():
+        raise ValueError("post-backward of block 1 failed")
+    model[1]._fsdp_state.post_backward = failing_post_backward
+    try:
+        model(x).sum().backward()
+    except ValueError as e:
+        assert "post-backward of block 1 failed" in str(e), str(e)
+    else:
+        raise AssertionError("backward() hid the post-backward's error")
+    dist.barrier()
+    if rank == 0:
+        print("fully_shard's gradient hooks keep no unit alive and pass a post-backward's error on", flush=True)
+
+
 if __name__ == "__main__":
-    main(refused_call_changes_nothing, root_decided_per_forward)
+    main(refused_call_changes_nothing, root_decided_per_forward, gradient_hooks_hold_nothing)

@@ -20,6 +20,7 @@
 #include "common/knobs.h"
 #include "common/memory_tracker.h"
 #include "python/fsdp_runtime/csrc/fsdp_model_clip.h"
+#include "python/fsdp_runtime/csrc/grad_watch.h"
 #include "python/fsdp_runtime/csrc/process_group_fsdp.h"
 #include "python/fsdp_runtime/csrc/schedule_bindings.h"
 #include "python/fsdp_runtime/csrc/store_adapters.h"
@@ -220,6 +221,20 @@ class TorchUnit {
     empty_compute();
   }
 
+  // Hooks the trainable parameters' gradients once (grad_watch.h): each goes through add_grad as
+  // autograd writes it; on_unarmed / on_complete are the unit's pre- and post-backward.
+  void watch_grads(const std::vector<at::Tensor>& params, const std::vector<size_t>& trainable, py::function on_unarmed,
+                   py::function on_complete) {
+    TORCH_CHECK_VALUE(params.size() == shapes_.size(), "fsdp unit '", unit_.name(), "': watch_grads wants ",
+                      shapes_.size(), " parameters, got ", params.size());
+    watch_.reset();
+    watch_ = std::make_unique<fsdp::torch_backend::GradWatch>(
+        params, trainable, [this](size_t i, const at::Tensor& grad) { add_grad(i, grad); }, std::move(on_unarmed),
+        std::move(on_complete));
+  }
+  void arm_grads() { watch().arm(); }
+  void disarm_grads() { watch().disarm(); }
+
   // All-gathers (if sharded; waits for a started one) and fills the bound compute storage.
   void gather() {
     py::gil_scoped_release release;
@@ -339,8 +354,13 @@ class TorchUnit {
   }
   std::shared_ptr<ShardingGroups> groups_;
   std::vector<std::vector<int64_t>> shapes_;
+  fsdp::torch_backend::GradWatch& watch() {
+    TORCH_CHECK(watch_, "fsdp unit '", unit_.name(), "': no watch_grads() yet");
+    return *watch_;
+  }
   fsdp::runtime::FsdpUnit unit_;
   at::Tensor compute_;  // bind_compute()'s tensor (undefined: none bound)
+  std::unique_ptr<fsdp::torch_backend::GradWatch> watch_;  // declared last: unhooked before unit_ goes
 };
 
 // clip_grad_norm, and FsdpModel::clip_grad_norm over `grads` (per unit, this rank's full gradients,
@@ -464,6 +484,10 @@ PYBIND11_MODULE(_C, m) {
       .def("grads", &TorchUnit::grads)
       .def("grads_for_overwrite", &TorchUnit::grads_for_overwrite)
       .def("add_grad", &TorchUnit::add_grad, py::arg("param"), py::arg("grad"))
+      .def("watch_grads", &TorchUnit::watch_grads, py::arg("params"), py::arg("trainable"), py::arg("on_unarmed"),
+           py::arg("on_complete"))
+      .def("arm_grads", &TorchUnit::arm_grads)
+      .def("disarm_grads", &TorchUnit::disarm_grads)
       .def("reduce_grads", &TorchUnit::reduce_grads)
       .def("start_reduce_grads", &TorchUnit::start_reduce_grads)
       .def("finish_reduce_grads", &TorchUnit::finish_reduce_grads)
