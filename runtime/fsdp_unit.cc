@@ -266,7 +266,12 @@ void FsdpUnit::finish_reduce_grads() {
     w.wait();
     notify(CollectiveKind::kAllReduce, "all_reduce", w, static_cast<int64_t>(count * element_size(type)));
   }
-  accumulate_widened(grad_.data(), mine, count, type);
+  if (grad_discarded_) {
+    widen_to_f32(grad_.data(), mine, count, type, 1.0);
+    grad_discarded_ = false;
+  } else {
+    accumulate_widened(grad_.data(), mine, count, type);
+  }
   reduce_buf_.release();
 }
 

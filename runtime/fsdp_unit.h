@@ -115,6 +115,10 @@ class FsdpUnit {
   void finish_reduce_grads();
 
   void zero_grad_shard();
+  // The grad shard's values are dropped (a front end whose gradient was set to None): the next
+  // finish_reduce_grads writes the shard instead of adding to it, one pass instead of a zeroing and an
+  // add. Until then the shard's contents are undefined.
+  void discard_grad_shard() { grad_discarded_ = true; }
   // Drops every transient buffer; used when a step is abandoned (NaN loss) after its collectives finished.
   void release_transients();
 
@@ -140,6 +144,7 @@ class FsdpUnit {
 
   TrackedBuffer<float> master_;
   TrackedBuffer<float> grad_;
+  bool grad_discarded_ = false;  // discard_grad_shard(): the next reduce overwrites grad_
   // All-gather output, param dtype, while in flight: a window of the gather group's pool when the
   // plain all-gather over the shard group runs (runtime/window_pool.h), else a tracked block.
   CommBuffer gather_out_;

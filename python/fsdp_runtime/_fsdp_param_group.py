@@ -130,8 +130,8 @@ class UnitState:
         start, finish_first = self.ctx.schedule.post_backward(self.index, self.requires_sync)
         if not start:
             return  # sync off: the full gradients accumulate until a backward with sync on
-        if self.shard.grad is None:  # zero_grad(set_to_none=True) dropped the previous gradient
-            self.unit.zero_grad_shard()
+        if self.shard.grad is None:  # zero_grad(set_to_none=True) dropped the previous gradient: the
+            self.unit.discard_grad_shard()  # reduce writes the shard (no zeroing, no add)
         if finish_first >= 0:  # one reduce-scatter in flight: it overlapped this unit's backward
             self.ctx.units[finish_first].finish_reduce()
         self.unit.start_reduce_grads()

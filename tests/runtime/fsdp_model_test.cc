@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <mutex>
 
 #include "runtime/fsdp_unit.h"
@@ -342,6 +343,23 @@ TEST(FsdpUnit, AddGradReducesAsGradsDoes) {
       const auto want = by_views.grad_shard(), got = by_add.grad_shard();
       ASSERT_EQ(want.size(), got.size());
       for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << name(reduce) << " element " << i;
+      // A dropped gradient (set to None): discard_grad_shard, and the next reduce writes the shard, whatever
+      // it held (NaN here), as zero_grad_shard and an add do.
+      std::fill(got.begin(), got.end(), std::numeric_limits<float>::quiet_NaN());
+      by_add.discard_grad_shard();
+      by_views.zero_grad_shard();
+      for (size_t p : reached[0]) {
+        const auto g = grad(p, 5);
+        float* into = by_views.grads()[p];
+        for (size_t i = 0; i < g.size(); ++i) into[i] += g[i];
+        by_add.add_grad(p, g.data(), DataType::kFloat32);
+      }
+      for (FsdpUnit* u : {&by_views, &by_add}) {
+        u->start_reduce_grads();
+        u->finish_reduce_grads();
+      }
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(got[i], want[i]) << name(reduce) << " discarded, element " << i;
     });
   }
 }
