@@ -191,7 +191,7 @@ RecoveryDecision ElasticWorld::enter_living(RecoveryDecision d, int64_t committe
     // A rank of it that exited (the launcher's word) never arrives: the start-up stops waiting for it.
     options_.abandon = [this, ranks = d.launch_ranks] {
       for (int r : ranks) {
-        if (r != original_.rank && peek(*store_, job_prefix_ + "ft/exited/" + std::to_string(r))) {
+        if (r != original_.rank && peek(*store_, exited_key(job_prefix_, r))) {
           return "rank " + std::to_string(r) + " exited (the launcher's word)";
         }
       }

@@ -59,6 +59,10 @@ std::vector<int> launch_ranks_of(KeyValueStore& store, const std::string& job_pr
 
 }  // namespace
 
+std::string exited_key(const std::string& job_prefix, int launch_rank) {
+  return job_prefix + "ft/exited/" + std::to_string(launch_rank);
+}
+
 std::optional<std::string> peek(KeyValueStore& store, const std::string& key) {
   try {
     return store.get(key, milliseconds(0));
@@ -138,7 +142,7 @@ RecoveryDecision agree_on_failure(KeyValueStore& store, const std::string& job_p
         const std::optional<std::string> value = peek(store, epoch_prefix + "alive/" + std::to_string(r));
         if (value && parse_int64(*value, &step)) posted[i] = step;
       }
-      if (!posted[i] && !gone[i] && peek(store, job_prefix + "ft/exited/" + std::to_string(launch[i]))) gone[i] = 1;
+      if (!posted[i] && !gone[i] && peek(store, exited_key(job_prefix, launch[i]))) gone[i] = 1;
       settled = settled && (posted[i] || gone[i]);
     }
     if (settled || Clock::now() >= deadline) {
@@ -148,7 +152,7 @@ RecoveryDecision agree_on_failure(KeyValueStore& store, const std::string& job_p
         const auto i = static_cast<size_t>(r);
         if (!posted[i] || gone[i]) continue;
         // It posted, then died (during recovery): the launcher said so meanwhile.
-        if (r != old_rank && peek(store, job_prefix + "ft/exited/" + std::to_string(launch[i]))) continue;
+        if (r != old_rank && peek(store, exited_key(job_prefix, launch[i]))) continue;
         d.survivors.push_back(r);
         d.launch_ranks.push_back(launch[i]);
         d.committed_step = std::max(d.committed_step, *posted[i]);

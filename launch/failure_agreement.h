@@ -54,6 +54,9 @@ RecoveryDecision agree_on_failure(KeyValueStore& store, const std::string& job_p
                                   const std::function<std::vector<int>()>& known_lost,
                                   std::chrono::milliseconds timeout);
 
+// "<job_prefix>ft/exited/<launch rank>": the one spelling of the launcher's record that a rank ended.
+std::string exited_key(const std::string& job_prefix, int launch_rank);
+
 // The key's value if it is there now; never waits (KeyValueStore's timeout 0 only looks).
 std::optional<std::string> peek(KeyValueStore& store, const std::string& key);
 

@@ -37,7 +37,7 @@ void wait_until_replaceable(KeyValueStore& store, const std::string& job_prefix,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  store.erase(job_prefix + "ft/exited/" + std::to_string(launch_rank));
+  store.erase(exited_key(job_prefix, launch_rank));
 }
 
 int64_t post_join(KeyValueStore& store, const std::string& job_prefix, int launch_rank) {
@@ -78,7 +78,7 @@ RecoveryDecision agree_on_grow(KeyValueStore& store, const std::string& job_pref
     // Not a member already (its launcher's mistake), not named twice, not known to have exited.
     const auto named = [&](const std::vector<int>& v) { return std::find(v.begin(), v.end(), rank) != v.end(); };
     if (rank < 0 || named(members) || named(newcomers)) continue;
-    if (peek(store, job_prefix + "ft/exited/" + std::to_string(rank))) continue;
+    if (peek(store, exited_key(job_prefix, rank))) continue;
     newcomers.push_back(rank);
   }
   d.launch_ranks.insert(d.launch_ranks.end(), newcomers.rbegin(), newcomers.rend());  // in ticket order

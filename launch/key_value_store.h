@@ -25,7 +25,7 @@ inline std::optional<int64_t> vote_snapshot(const std::string& decision) {
   int64_t n = 0;
   const char* end = decision.data() + decision.size();
   const auto [ptr, ec] = std::from_chars(decision.data() + space + 1, end, n);
-  if (ec != std::errc() || ptr != end || space + 1 == decision.size()) return std::nullopt;
+  if (ec != std::errc() || ptr != end) return std::nullopt;  // (an empty tail fails from_chars too)
   return n;
 }
 

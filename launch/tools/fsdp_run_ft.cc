@@ -21,7 +21,7 @@ bool FaultToleranceLink::enabled() {
 
 bool FaultToleranceLink::record_exit(int rank, const std::string& cause) {
   try {
-    store_.set(prefix_ + "ft/exited/" + std::to_string(rank), cause);
+    store_.set(exited_key(prefix_, rank), cause);
     return true;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fsdp-run: cannot record rank %d's exit in the store: %s\n", rank, e.what());
@@ -31,7 +31,7 @@ bool FaultToleranceLink::record_exit(int rank, const std::string& cause) {
 
 bool FaultToleranceLink::exit_recorded(int rank) {
   try {
-    return peek(store_, prefix_ + "ft/exited/" + std::to_string(rank)).has_value();
+    return peek(store_, exited_key(prefix_, rank)).has_value();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fsdp-run: cannot read rank %d's exit from the store: %s\n", rank, e.what());
     return true;
@@ -40,7 +40,7 @@ bool FaultToleranceLink::exit_recorded(int rank) {
 
 bool FaultToleranceLink::clear_exit(int rank) {
   try {
-    store_.erase(prefix_ + "ft/exited/" + std::to_string(rank));
+    store_.erase(exited_key(prefix_, rank));
     return true;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fsdp-run: cannot clear rank %d's exit in the store: %s\n", rank, e.what());

@@ -78,13 +78,13 @@ TEST(FailureAgreement, KnownLostRankIsLeftOut) {
 
 TEST(FailureAgreement, RankZeroLostThroughTheLaunchersExitedKey) {
   StoreServer server;
-  client_of(server)->set(std::string(kJob) + "ft/exited/0", "was killed by signal 9 (SIGKILL)");
+  client_of(server)->set(exited_key(kJob, 0), "was killed by signal 9 (SIGKILL)");
   expect_all(agree_all(server, 1, 4, {{1, 5, {}}, {2, 5, {}}, {3, 5, {}}}, 10s), {1, {1, 2, 3}, 5, {1, 2, 3}});
 }
 
 TEST(FailureAgreement, TwoLostTheHighestCommittedStepWins) {
   StoreServer server;
-  client_of(server)->set(std::string(kJob) + "ft/exited/3", "exited with status 1");
+  client_of(server)->set(exited_key(kJob, 3), "exited with status 1");
   expect_all(agree_all(server, 1, 4, {{0, 11, {1}}, {2, 12, {}}}, 10s), {1, {0, 2}, 12, {0, 2}});
 }
 
@@ -93,7 +93,7 @@ TEST(FailureAgreement, RankThatPostedThenExitedIsLeftOut) {
   StoreServer server;
   auto store = client_of(server);
   store->set(std::string(kJob) + "ft/epoch1/alive/1", "6");
-  store->set(std::string(kJob) + "ft/exited/1", "was killed by signal 9 (SIGKILL)");
+  store->set(exited_key(kJob, 1), "was killed by signal 9 (SIGKILL)");
   expect_all(agree_all(server, 1, 3, {{0, 6, {}}, {2, 6, {}}}, 10s), {1, {0, 2}, 6, {0, 2}});
 }
 
@@ -122,7 +122,7 @@ TEST(FailureAgreement, LateRankIsFenced) {
 TEST(FailureAgreement, SecondEpochMapsOldRanksToLaunchRanks) {
   StoreServer server;
   expect_all(agree_all(server, 1, 4, {{0, 4, {2}}, {1, 4, {2}}, {3, 4, {2}}}, 10s), {1, {0, 1, 3}, 4, {0, 1, 3}});
-  client_of(server)->set(std::string(kJob) + "ft/exited/3", "was killed by signal 9 (SIGKILL)");
+  client_of(server)->set(exited_key(kJob, 3), "was killed by signal 9 (SIGKILL)");
   expect_all(agree_all(server, 2, 3, {{0, 8, {}}, {1, 8, {}}}, 10s), {2, {0, 1}, 8, {0, 1}});
   RecoveryDecision current;
   ASSERT_TRUE(current_decision(*client_of(server), kJob, &current));

@@ -84,7 +84,7 @@ TEST(GrowAgreement, AMissingEntryIsSkippedAndAWaitingNewcomerSeesTheEnd) {
   post_join(*store, kJob, 3);
   post_join(*store, kJob, 4);
   const int64_t last = post_join(*store, kJob, 3);
-  store->set(std::string(kJob) + "ft/exited/4", "was killed by signal 9 (SIGKILL)");
+  store->set(exited_key(kJob, 4), "was killed by signal 9 (SIGKILL)");
   const RecoveryDecision grown = agree_on_grow(*store, kJob, 2, {0, 1}, 8, 2, last, 50ms);
   EXPECT_EQ(grown, (RecoveryDecision{2, {0, 1}, 8, {0, 1, 3}}));
   mark_finished(*store, kJob);
@@ -94,7 +94,7 @@ TEST(GrowAgreement, AMissingEntryIsSkippedAndAWaitingNewcomerSeesTheEnd) {
   // Rank 1 is a member of the latest decision: nothing to replace; rank 4 is not, and its exit is cleared.
   EXPECT_THROW(wait_until_replaceable(*store, kJob, 1, [] { return true; }), TimeoutError);
   wait_until_replaceable(*store, kJob, 4, [] { return true; });
-  EXPECT_FALSE(store->erase(std::string(kJob) + "ft/exited/4"));
+  EXPECT_FALSE(store->erase(exited_key(kJob, 4)));
 }
 
 }  // namespace
