@@ -17,6 +17,7 @@ schedule, _C.FsdpSchedule) and the hooks, _fsdp_param_group.py one unit's parame
 _fsdp_module.py the FSDPModule class and clipping, sharded_state.py the state dicts and counters.
 """
 import dataclasses
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -26,7 +27,9 @@ from ._C import FsdpUnit, ProcessGroupFsdp, Reshard, ShardingGroups, validate_fu
 from ._fsdp_module import FSDPModule, _fsdp_class, clip_grad_norm_  # noqa: F401  (the package's API)
 from ._fsdp_param_group import UnitState
 
-_groups = {}             # (process group, replicate degree, reshard group) -> ShardingGroups, split once
+# process group -> {(replicate degree, reshard group): ShardingGroups}, split once and held by the units
+# alone: the groups go with the last unit over them, and the cache keeps no process group alive.
+_groups = weakref.WeakKeyDictionary()
 _unit_count = [0]
 
 
@@ -65,10 +68,11 @@ def _unclaimed_parameters(module, prefix=""):
 
 
 def _sharding_groups(pg, replicate, reshard_group):
-    key = (pg, replicate, reshard_group)
-    if key not in _groups:
-        _groups[key] = ShardingGroups(pg, replicate, reshard_group)
-    return _groups[key]
+    split = _groups.setdefault(pg, weakref.WeakValueDictionary())
+    groups = split.get((replicate, reshard_group))
+    if groups is None:
+        groups = split[(replicate, reshard_group)] = ShardingGroups(pg, replicate, reshard_group)
+    return groups
 
 
 def _check_arguments(module, pg, mesh, reshard_after_forward, mp_policy, prefetch):

@@ -2,10 +2,11 @@
 refused call leaves the module as it was (its class, its parameters, forward and backward), with the
 rule's C++ text. And the root of a forward is decided per forward: a block called alone, the root of
 that call, still reshards after its forward inside the model later, as after a forward that raised.
-The gradient hooks (csrc/grad_watch.h) keep no unit alive, and an error raised by a unit's post-backward
-comes out of backward() as itself."""
+The gradient hooks (csrc/grad_watch.h) keep no unit alive, nor the sharding groups cache its groups,
+and an error raised by a unit's post-backward comes out of backward() as itself."""
 import copy
 import gc
+import importlib
 import weakref
 
 import torch
@@ -113,9 +114,12 @@ def gradient_hooks_hold_nothing(rank, n):
     model = sharded()
     model(x).sum().backward()
     states = [weakref.ref(m._fsdp_state) for m in (model[0], model[1], model)]
+    api = importlib.import_module("fsdp_runtime.fully_shard")  # the module (the package exports the function)
+    assert len(api._groups[dist.group.WORLD]) == 1
     del model
     gc.collect()
     assert all(s() is None for s in states), "a dropped fully_shard model's units are still alive"
+    assert len(api._groups[dist.group.WORLD]) == 0, "a dropped model's sharding groups are still alive"
 
     model = sharded()
 
