@@ -314,6 +314,8 @@ class TorchUnit {
   bool has_unsharded_grads() const { return unit_.has_unsharded_grads(); }
   bool reduce_in_flight() const { return unit_.reduce_in_flight(); }
   void discard_grad_shard() { unit_.discard_grad_shard(); }
+  // The front end's way before discard_grad_shard: kept so bench/torch_interleaved.py --before runs it.
+  void zero_grad_shard() { unit_.zero_grad_shard(); }
 
  private:
   std::vector<at::Tensor> grad_tensors(std::span<float* const> views) const {
@@ -493,7 +495,8 @@ PYBIND11_MODULE(_C, m) {
       .def("finish_reduce_grads", &TorchUnit::finish_reduce_grads)
       .def_property_readonly("has_unsharded_grads", &TorchUnit::has_unsharded_grads)
       .def_property_readonly("reduce_in_flight", &TorchUnit::reduce_in_flight)
-      .def("discard_grad_shard", &TorchUnit::discard_grad_shard);
+      .def("discard_grad_shard", &TorchUnit::discard_grad_shard)
+      .def("zero_grad_shard", &TorchUnit::zero_grad_shard);
   // FsdpModel's collectives over `units` one-parameter units (runtime/lifecycle_trace.h), collective
   // over the group: [(step, "f" | "b", what, unit)], what fully_shard's schedule is compared with.
   m.def(
