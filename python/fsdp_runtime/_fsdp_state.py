@@ -103,6 +103,8 @@ def pre_forward(state, args):
     if _recomputing(state):  # its backward follows: gather it as its pre-backward would
         state.pre_backward()
         return _cast_floats(args, state.param_dtype) if cast else None
+    if state.training_state is TrainingState.PRE_BACKWARD:  # a backward that raised left it taking
+        state.unit.disarm_grads()                             # gradients: the next backward arms it anew
     ctx = getattr(_forward, "ctx", None)
     if ctx is None:  # the outermost unit of this forward: its root (a root whose previous forward raised
         ctx = state.root_context()  # finds its context still open: the schedule opens it anew)

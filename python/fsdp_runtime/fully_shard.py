@@ -27,8 +27,10 @@ from ._C import FsdpUnit, ProcessGroupFsdp, Reshard, ShardingGroups, validate_fu
 from ._fsdp_module import FSDPModule, _fsdp_class, clip_grad_norm_  # noqa: F401  (the package's API)
 from ._fsdp_param_group import UnitState
 
-# process group -> {(replicate degree, reshard group): ShardingGroups}, split once and held by the units
-# alone: the groups go with the last unit over them, and the cache keeps no process group alive.
+# process group -> {(replicate degree, reshard group): ShardingGroups}. Splitting is collective, so it
+# happens once per process group and key on every rank, never again after a rank's garbage collector
+# (which runs when it will) dropped a model: the groups live as long as the process group, which the
+# cache holds weakly (it keeps no group, its communicators or the world alive after torch drops it).
 _groups = weakref.WeakKeyDictionary()
 _unit_count = [0]
 
@@ -68,11 +70,13 @@ def _unclaimed_parameters(module, prefix=""):
 
 
 def _sharding_groups(pg, replicate, reshard_group):
-    split = _groups.setdefault(pg, weakref.WeakValueDictionary())
-    groups = split.get((replicate, reshard_group))
-    if groups is None:
-        groups = split[(replicate, reshard_group)] = ShardingGroups(pg, replicate, reshard_group)
-    return groups
+    split = _groups.get(pg)
+    if split is None:
+        split = _groups[pg] = {}
+    key = (replicate, reshard_group)
+    if key not in split:
+        split[key] = ShardingGroups(pg, replicate, reshard_group)
+    return split[key]
 
 
 def _check_arguments(module, pg, mesh, reshard_after_forward, mp_policy, prefetch):

@@ -2,8 +2,9 @@
 refused call leaves the module as it was (its class, its parameters, forward and backward), with the
 rule's C++ text. And the root of a forward is decided per forward: a block called alone, the root of
 that call, still reshards after its forward inside the model later, as after a forward that raised.
-The gradient hooks (csrc/grad_watch.h) keep no unit alive, nor the sharding groups cache its groups,
-and an error raised by a unit's post-backward comes out of backward() as itself."""
+The gradient hooks (csrc/grad_watch.h) keep no unit alive; the sharding groups are split once per process
+group (a collective that must not depend on when a rank's collector runs) and go with it; an error raised
+by a unit's post-backward comes out of backward() as itself."""
 import copy
 import gc
 import importlib
@@ -114,12 +115,26 @@ def gradient_hooks_hold_nothing(rank, n):
     model = sharded()
     model(x).sum().backward()
     states = [weakref.ref(m._fsdp_state) for m in (model[0], model[1], model)]
-    api = importlib.import_module("fsdp_runtime.fully_shard")  # the module (the package exports the function)
-    assert len(api._groups[dist.group.WORLD]) == 1
+    groups = weakref.ref(model[0]._fsdp_state.groups)
     del model
     gc.collect()
     assert all(s() is None for s in states), "a dropped fully_shard model's units are still alive"
-    assert len(api._groups[dist.group.WORLD]) == 0, "a dropped model's sharding groups are still alive"
+    # Splitting is collective: the next model over the same group reuses the split, whenever (or whether)
+    # each rank's collector ran, so the ranks' communicators stay in step.
+    assert groups() is not None and sharded()[0]._fsdp_state.groups is groups(), "the sharding groups were split again"
+    # ... and they go with their process group: the cache holds it weakly.
+    api = importlib.import_module("fsdp_runtime.fully_shard")  # the module (the package exports the function)
+    pg = dist.new_group(backend="fsdp")
+    other = torch.nn.Linear(4, 2)
+    fsdp_runtime.fully_shard(other, group=pg)
+    other(x).sum().backward()
+    assert pg in api._groups
+    gone = weakref.ref(pg)
+    del other
+    dist.destroy_process_group(pg)
+    del pg
+    gc.collect()
+    assert gone() is None, "the sharding-groups cache keeps a destroyed process group alive"
 
     model = sharded()
 

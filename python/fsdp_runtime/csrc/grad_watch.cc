@@ -25,9 +25,12 @@ GradWatch::GradWatch(const std::vector<at::Tensor>& params, const std::vector<si
       on_unarmed_(std::move(on_unarmed)),
       on_complete_(std::move(on_complete)),
       pending_(params.size(), 0) {
-  for (size_t i : trainable_) {
+  for (size_t i : trainable_) {  // all checked before any hook exists: a throw leaves none behind
     TORCH_CHECK_VALUE(i < params_.size() && params_[i].requires_grad() && params_[i].is_leaf(), "GradWatch: parameter ",
                       i, " is not a leaf that requires grad");
+  }
+  hooks_.reserve(trainable_.size());
+  for (size_t i : trainable_) {
     auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
     const uintptr_t key = acc->add_post_hook(std::make_unique<Hook>(this, i));
     hooks_.emplace_back(std::move(acc), key);
