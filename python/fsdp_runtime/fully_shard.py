@@ -70,9 +70,7 @@ def _unclaimed_parameters(module, prefix=""):
 
 
 def _sharding_groups(pg, replicate, reshard_group):
-    split = _groups.get(pg)
-    if split is None:
-        split = _groups[pg] = {}
+    split = _groups.setdefault(pg, {})
     key = (replicate, reshard_group)
     if key not in split:
         split[key] = ShardingGroups(pg, replicate, reshard_group)

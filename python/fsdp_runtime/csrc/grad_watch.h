@@ -31,7 +31,6 @@ class __attribute__((visibility("hidden"))) GradWatch {
 
   void arm();     // the pre-backward: every trainable parameter's gradient is pending
   void disarm();  // the post-backward: none is
-  bool armed() const { return armed_; }
 
  private:
   struct Hook;
