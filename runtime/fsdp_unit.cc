@@ -275,6 +275,16 @@ void FsdpUnit::finish_reduce_grads() {
   reduce_buf_.release();
 }
 
+void FsdpUnit::drop_unreduced_grads() {
+  if (reduce_work_.valid()) reduce_work_.wait();  // the engine writes reduce_buf_ until then; its error surfaces
+  reduce_work_ = Work{};
+  reduce_wire_.release();
+  grads_unsharded_.release();
+  grad_views_.clear();
+  reduce_buf_.release();
+  grad_written_.assign(grad_written_.size(), false);
+}
+
 void FsdpUnit::zero_grad_shard() { std::memset(grad_.data(), 0, grad_.size() * sizeof(float)); }
 
 void FsdpUnit::release_transients() {

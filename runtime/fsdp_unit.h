@@ -114,6 +114,11 @@ class FsdpUnit {
   // Waits for it, all-reduces across replicas (HSDP), and adds the result into the grad shard.
   void finish_reduce_grads();
 
+  // Drops the gradients not yet in the grad shard: the full ones, and a reduce-scatter's in flight once
+  // it finished (a backward that raised, abandoned by the front end after the user may have zeroed the
+  // shard's gradient). The grad shard keeps what earlier reduces wrote.
+  void drop_unreduced_grads();
+
   void zero_grad_shard();
   // The grad shard's values are dropped (a front end whose gradient was set to None): the next
   // finish_reduce_grads writes the shard instead of adding to it, one pass instead of a zeroing and an

@@ -54,6 +54,22 @@ class RootContext:
             self.callback_queued = True
             torch.autograd.Variable._execution_engine.queue_callback(self.finish_backward)
 
+    def abandon_backward(self):
+        """A backward that raised: torch drops the callbacks queued for its end, so the next forward
+        cleans up what it left. Gradients the reduce-scatters had written into the units' shards before
+        it raised stay (plain torch keeps the .grad a failed backward wrote); the rest are dropped: the
+        reduce-scatter in flight once it finished (its result would land after the user's zero_grad),
+        the gradients of units whose backward did not finish, and any held under
+        set_requires_gradient_sync(False). Every unit reshards."""
+        self.callback_queued = False
+        self.schedule.finish_backward()
+        for state in self.units.values():
+            if state.training_state is TrainingState.PRE_BACKWARD:  # armed for gradients that never came
+                state.unit.disarm_grads()
+            state.unit.drop_unreduced_grads()
+            state.reshard()
+            state.training_state = TrainingState.IDLE
+
     def finish_backward(self):
         self.callback_queued = False
         for index in self.schedule.backward_units:
@@ -93,9 +109,32 @@ def _grad_tensors(value):
             yield from _grad_tensors(v)
 
 
+_graph_task_id = getattr(torch._C, "_current_graph_task_id", None)  # torch >= 2.1
+with torch.enable_grad():  # torch 1.13: a node to ask the engine about (made here: inside a checkpoint's
+    _probe = torch.zeros(1, requires_grad=True).sum().grad_fn  # recompute it would be one more saved tensor)
+
+
+def _in_backward():
+    """Whether the autograd engine is running a backward on this thread."""
+    if _graph_task_id is not None:
+        return _graph_task_id() != -1
+    try:
+        torch._C._will_engine_execute_node(_probe)
+    except RuntimeError:  # "... should only be called during the backward pass"
+        return False
+    return True
+
+
 def _recomputing(state):
-    """A forward of a unit whose root is in backward: torch.utils.checkpoint rerunning it."""
-    return state.ctx is not None and state.ctx.callback_queued and torch.is_grad_enabled()
+    """A forward of a unit whose root is in backward: torch.utils.checkpoint rerunning it. A root whose
+    backward raised still looks in backward (its end never came) until that backward is abandoned."""
+    ctx = state.ctx
+    if ctx is None or not ctx.callback_queued:
+        return False
+    if not _in_backward():
+        ctx.abandon_backward()
+        return False
+    return torch.is_grad_enabled()
 
 
 def pre_forward(state, args):
@@ -103,8 +142,6 @@ def pre_forward(state, args):
     if _recomputing(state):  # its backward follows: gather it as its pre-backward would
         state.pre_backward()
         return _cast_floats(args, state.param_dtype) if cast else None
-    if state.training_state is TrainingState.PRE_BACKWARD:  # a backward that raised left it taking
-        state.unit.disarm_grads()                             # gradients: the next backward arms it anew
     ctx = getattr(_forward, "ctx", None)
     if ctx is None:  # the outermost unit of this forward: its root (a root whose previous forward raised
         ctx = state.root_context()  # finds its context still open: the schedule opens it anew)

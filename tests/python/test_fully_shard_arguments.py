@@ -4,7 +4,8 @@ rule's C++ text. And the root of a forward is decided per forward: a block calle
 that call, still reshards after its forward inside the model later, as after a forward that raised.
 The gradient hooks (csrc/grad_watch.h) keep no unit alive; the sharding groups are split once per process
 group (a collective that must not depend on when a rank's collector runs) and go with it; an error raised
-by a unit's post-backward comes out of backward() as itself."""
+by a unit's post-backward comes out of backward() as itself. A backward that raised (torch then drops the
+callback queued for its end) leaves the model trainable: the retried step equals plain torch's."""
 import copy
 import gc
 import importlib
@@ -54,11 +55,19 @@ class Block(torch.nn.Module):
         super().__init__()
         self.lin = torch.nn.Linear(4, 4)
         self.fail = False
+        self.fail_backward = False
 
     def forward(self, x):
         if self.fail:
             raise RuntimeError("this block's forward failed")
-        return torch.tanh(self.lin(x))
+        z = self.lin(x)
+        if self.fail_backward:  # raises inside the block's backward: after its pre-backward, before its gradients
+            z.register_hook(_raise_in_backward)
+        return torch.tanh(z)
+
+
+def _raise_in_backward(grad):
+    raise RuntimeError("this block's backward failed")
 
 
 def root_decided_per_forward(rank, n):
@@ -152,5 +161,48 @@ def gradient_hooks_hold_nothing(rank, n):
         print("fully_shard's gradient hooks keep no unit alive and pass a post-backward's error on", flush=True)
 
 
+def failed_backward_is_retried(rank, n):
+    """Block 0's backward raises after the head's, block 2's and block 1's reduce-scatters started (one still
+    in flight) and block 0 was gathered and armed for its gradients. The next forward finishes what that
+    backward left: the retried steps (zero_grad, forward, backward, step) equal plain torch's."""
+    import fsdp_runtime
+
+    torch.manual_seed(11)
+    model = torch.nn.Sequential(Block(), Block(), Block(), torch.nn.Linear(4, 2))
+    reference = copy.deepcopy(model)
+    for block in model[:3]:
+        fsdp_runtime.fully_shard(block)
+    fsdp_runtime.fully_shard(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.5)
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(4))
+    for m in (model, reference):
+        m[0].fail_backward = True
+        try:
+            m(x).sum().backward()
+        except RuntimeError as e:
+            assert "this block's backward failed" in str(e), str(e)
+        else:
+            raise AssertionError("the backward did not raise")
+        m[0].fail_backward = False
+    assert model[1].lin.weight is None and model[0].lin.weight is not None, "block 0 was not gathered for backward"
+    for step in range(3):
+        outs = []
+        for m, o in ((model, opt), (reference, ref_opt)):
+            o.zero_grad()
+            outs.append(m(x * (step + 1)))
+            outs[-1].square().sum().backward()
+            o.step()
+        assert torch.allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6), f"step {step}"
+        assert all(b.lin.weight is None for b in model[:3]), f"step {step}: a block kept its parameters"
+    with torch.no_grad():
+        assert torch.allclose(model(x), reference(x), rtol=1e-5, atol=1e-6), "the weights differ after the steps"
+    dist.barrier()
+    if rank == 0:
+        print("a backward that raised leaves a fully_shard model trainable: retried steps equal plain torch's",
+              flush=True)
+
+
 if __name__ == "__main__":
-    main(refused_call_changes_nothing, root_decided_per_forward, gradient_hooks_hold_nothing)
+    main(refused_call_changes_nothing, root_decided_per_forward, gradient_hooks_hold_nothing,
+         failed_backward_is_retried)

@@ -360,6 +360,17 @@ TEST(FsdpUnit, AddGradReducesAsGradsDoes) {
       }
       for (size_t i = 0; i < want.size(); ++i)
         ASSERT_EQ(got[i], want[i]) << name(reduce) << " discarded, element " << i;
+      // A backward that raised (drop_unreduced_grads): a reduce-scatter in flight lands nowhere, gradients
+      // added since are dropped; the shard keeps what it held and the next backward starts afresh.
+      const std::vector<float> before(got.begin(), got.end());
+      by_add.add_grad(0, grad(0, 7).data(), DataType::kFloat32);
+      by_add.start_reduce_grads();
+      by_add.drop_unreduced_grads();
+      by_add.add_grad(1, grad(1, 7).data(), DataType::kFloat32);
+      by_add.drop_unreduced_grads();
+      EXPECT_FALSE(by_add.has_unsharded_grads());
+      EXPECT_EQ(tracker_b.current(MemoryCategory::kUnshardedGrads) + tracker_b.current(MemoryCategory::kReduceScatter), 0);
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], before[i]) << name(reduce) << " dropped, element " << i;
     });
   }
 }

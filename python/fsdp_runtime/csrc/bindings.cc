@@ -314,6 +314,7 @@ class TorchUnit {
   bool has_unsharded_grads() const { return unit_.has_unsharded_grads(); }
   bool reduce_in_flight() const { return unit_.reduce_in_flight(); }
   void discard_grad_shard() { unit_.discard_grad_shard(); }
+  void drop_unreduced_grads() { unit_.drop_unreduced_grads(); }
   // The front end's way before discard_grad_shard: kept so bench/torch_interleaved.py --before runs it.
   void zero_grad_shard() { unit_.zero_grad_shard(); }
 
@@ -496,6 +497,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("has_unsharded_grads", &TorchUnit::has_unsharded_grads)
       .def_property_readonly("reduce_in_flight", &TorchUnit::reduce_in_flight)
       .def("discard_grad_shard", &TorchUnit::discard_grad_shard)
+      .def("drop_unreduced_grads", &TorchUnit::drop_unreduced_grads)
       .def("zero_grad_shard", &TorchUnit::zero_grad_shard);
   // FsdpModel's collectives over `units` one-parameter units (runtime/lifecycle_trace.h), collective
   // over the group: [(step, "f" | "b", what, unit)], what fully_shard's schedule is compared with.
