@@ -82,6 +82,37 @@ void Checker::disjoint_receives(const PeerBlocks& recv, const void* recv_buf, co
   if (overlaps(send_buf, extent(send), recv_buf, extent(recv))) fail("send and recv overlap");
 }
 
+size_t Checker::runs(std::span<const GatherRun> runs, size_t block_bytes, DataType t) const {
+  if (runs.empty()) fail("no runs (the plain all_gather writes rank-major)");
+  const size_t elem = element_size(t);
+  std::vector<std::pair<size_t, size_t>> spans;  // (dst, end) of each tensor in recv
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const GatherRun& r = runs[i];
+    auto which = [i] { return "run " + std::to_string(i); };
+    if (r.src % elem || r.dst % elem || r.per_rank % elem || r.total % elem) {
+      fail(which() + " is not in whole " + std::string(name(t)) + " elements");
+    }
+    if (r.total > r.per_rank * static_cast<size_t>(size)) {
+      fail(which() + ": " + std::to_string(r.total) + " bytes do not fit " + std::to_string(size) + " pieces of " +
+           std::to_string(r.per_rank));
+    }
+    if (r.src > block_bytes || r.piece(0) > block_bytes - r.src) {
+      fail(which() + ": a piece of " + std::to_string(r.piece(0)) + " bytes at " + std::to_string(r.src) +
+           " runs past the " + std::to_string(block_bytes) + "-byte block");
+    }
+    if (r.total > 0) spans.emplace_back(r.dst, r.dst + r.total);
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i) {
+    if (spans[i].first < spans[i - 1].second) {
+      fail("two runs write recv bytes " + std::to_string(spans[i].first) + ".." + std::to_string(spans[i - 1].second));
+    }
+  }
+  size_t reach = 0;
+  for (const auto& [dst, end] : spans) reach = std::max(reach, end);
+  return reach;
+}
+
 void Checker::in_place_layout(const void* outer, size_t outer_bytes, const void* inner, size_t inner_bytes,
                               size_t slice_offset, const char* what) const {
   if (!overlaps(outer, outer_bytes, inner, inner_bytes)) return;

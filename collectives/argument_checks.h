@@ -9,6 +9,7 @@
 #include "collectives/algorithms/blocks.h"
 #include "collectives/types/collective_kind.h"
 #include "collectives/types/errors.h"
+#include "collectives/types/gather_run.h"
 #include "collectives/types/reduce_op.h"
 #include "common/dtype.h"
 
@@ -34,6 +35,10 @@ struct Checker {
   // Receive blocks written by different peers must not overlap (ranks named), nor the send buffer.
   void disjoint_receives(const PeerBlocks& recv, const void* recv_buf, const PeerBlocks& send,
                          const void* send_buf) const;
+  // An all-gather's runs (types/gather_run.h) over blocks of `block_bytes`: at least one, each piece
+  // inside the block, no tensor longer than its pieces, whole elements of t, destinations disjoint.
+  // Returns the bytes of recv they span.
+  size_t runs(std::span<const GatherRun> runs, size_t block_bytes, DataType t) const;
   // `inner` must either not overlap `outer` or be exactly the slice at `slice_offset`.
   void in_place_layout(const void* outer, size_t outer_bytes, const void* inner, size_t inner_bytes,
                        size_t slice_offset, const char* what) const;

@@ -104,15 +104,37 @@ Work Communicator::all_gather(const void* send, void* recv, size_t count, DataTy
                                 {CollectiveKind::kAllGather, send, block, recv, count, type, {}, -1, block})) {
     return *w;
   }
+  return submit_all_gather(send, recv, count, type, {});
+}
+
+Work Communicator::all_gather_into_runs(const void* send, void* recv, size_t count, DataType type,
+                                        std::span<const GatherRun> runs) {
+  Checker check{CollectiveKind::kAllGather, rank(), size()};
+  const size_t block = check.bytes(count, type);
+  check.buffer(send, block, "send");
+  const size_t extent = check.runs(runs, block, type);
+  check.buffer(recv, extent, "recv");
+  if (overlaps(send, block, recv, extent)) check.fail("send overlaps the recv bytes the runs write");
+  if (auto failed = impl_->set_up_at_first_collective(
+          *this, Fingerprint::of(CollectiveKind::kAllGather, 0, count, static_cast<int>(type)), block)) {
+    return *failed;
+  }
+  return submit_all_gather(send, recv, count, type, runs);
+}
+
+Work Communicator::submit_all_gather(const void* send, void* recv, size_t count, DataType type,
+                                     std::span<const GatherRun> runs) {
+  const size_t block = count * element_size(type), total = block * static_cast<size_t>(size());
   auto op = impl_->new_op(options_, CollectiveKind::kAllGather, total, false, impl_->next_seq++);
-  return impl_->submit_collective(
-      op,
-      run_all_gather(*op, send, static_cast<std::byte*>(recv), block,
-                     impl_->small(CollectiveKind::kAllGather, total, options_),
-                     impl_->hierarchy(CollectiveKind::kAllGather, total, options_),
-                     // Peers read this rank's block: from send, or from recv once send is copied there.
-                     impl_->window_plan(send, block, static_cast<std::byte*>(recv) + rank() * block)),
-      options_, CollectiveKind::kAllGather, count, static_cast<int>(type));
+  // Peers read this rank's block: from send, or (rank-major) from recv once send is copied there.
+  const void* fallback_read = runs.empty() ? static_cast<std::byte*>(recv) + rank() * block : nullptr;
+  return impl_->submit_collective(op,
+                                  run_all_gather(*op, send, static_cast<std::byte*>(recv), block,
+                                                 impl_->small(CollectiveKind::kAllGather, total, options_),
+                                                 impl_->hierarchy(CollectiveKind::kAllGather, total, options_),
+                                                 impl_->window_plan(send, block, fallback_read),
+                                                 std::pmr::vector<GatherRun>(runs.begin(), runs.end(), &op->arena())),
+                                  options_, CollectiveKind::kAllGather, count, static_cast<int>(type));
 }
 
 Work Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp rop) {

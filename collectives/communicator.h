@@ -24,6 +24,7 @@
 #include "collectives/kernels/mxfp8.h"
 #include "collectives/types/collective_kind.h"
 #include "collectives/types/errors.h"
+#include "collectives/types/gather_run.h"
 #include "collectives/types/reduce_op.h"
 #include "collectives/window.h"
 #include "collectives/work.h"
@@ -72,6 +73,12 @@ class Communicator {
 
   // recv holds size() blocks of `count` elements; in place when send is this rank's block of recv.
   Work all_gather(const void* send, void* recv, size_t count, DataType type);
+  // The same with the blocks laid out by `runs` instead of rank-major (types/gather_run.h: FSDP's copy-out
+  // done in the gather's own pass); recv is written only where a run's piece lands, and send must not
+  // overlap those bytes. The exchange is the plain all-gather's, but this form never takes the flag path
+  // (collectives/flag_path.h) the plain one takes for small messages: every rank calls the same form.
+  // `runs` may be freed once this returns.
+  Work all_gather_into_runs(const void* send, void* recv, size_t count, DataType type, std::span<const GatherRun> runs);
   // send holds size() blocks of `recv_count`; in place when recv is this rank's block of send.
   Work reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op);
   // The same with the wire precision chosen; Wire{} is the calls above. With MXFP8 (type kFloat32 or
@@ -170,6 +177,8 @@ class Communicator {
   struct Impl;
   Communicator(std::shared_ptr<Transport> transport, CommOptions options, std::shared_ptr<ProgressEngine> engine,
                uint64_t context, std::vector<int> endpoints, int rank);
+  // all_gather's operation once the arguments are checked: rank-major (runs empty) or into runs.
+  Work submit_all_gather(const void* send, void* recv, size_t count, DataType type, std::span<const GatherRun> runs);
   // The MXFP8 halves of all_gather / reduce_scatter (communicator_mxfp8.cc).
   Work all_gather_mxfp8(const void* send, void* recv, size_t count, DataType type, const Wire& wire);
   Work reduce_scatter_mxfp8(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op,

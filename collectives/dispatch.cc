@@ -5,30 +5,12 @@
 
 namespace fsdp {
 
-// The large-message algorithm the caller picked: the flat ring (layout null) or the hierarchical one.
-Task run_all_gather(Op& op, const void* send, std::byte* recv, size_t block_bytes, bool small,
-                    std::shared_ptr<const HostLayout> layout, WindowPlan windows) {
-  std::byte* mine = recv + op.rank() * block_bytes;
-  if (windows.table) {
-    // Out of place, the own block's copy fills the wait for the peers' posts; the rest runs in step
-    // with the peers' blocks (allgather_window.cc).
-    ChunkedCopy own;
-    if (send != mine) own = ChunkedCopy(mine, static_cast<const std::byte*>(send), block_bytes);
-    WindowSync sync(op, std::move(windows));
-    sync.post();
-    while (!own.finished() && !sync.peers_posted()) own.copy_through(own.copied() + kWindowCopyChunkBytes);
-    co_await sync.agree();
-    if (sync.windowed()) {
-      co_await allgather_window(op, sync, recv, block_bytes, own);
-      co_return;
-    }
-    // Not every rank's buffers are windows: the rest of the own block in cache for the ring or Bruck.
-    if (send != mine) {
-      copy_bytes(mine + own.copied(), static_cast<const std::byte*>(send) + own.copied(), block_bytes - own.copied());
-    }
-  } else if (send != mine) {
-    copy_bytes(mine, send, block_bytes);  // the ring and Bruck read it back at once: keep it in cache
-  }
+namespace {
+
+// The message-passing all-gather the caller picked, in place over recv (rank-major, this rank's block
+// there already): the flat ring (layout null), the hierarchical one, or Bruck for small messages.
+Task gather_by_messages(Op& op, std::byte* recv, size_t block_bytes, bool small,
+                        const std::shared_ptr<const HostLayout>& layout) {
   if (layout) {
     co_await allgather_hierarchical(op, recv, Blocks{block_bytes * op.size(), op.size(), 1}, *layout);
   } else if (small) {
@@ -36,6 +18,53 @@ Task run_all_gather(Op& op, const void* send, std::byte* recv, size_t block_byte
   } else {
     co_await allgather_ring(op, recv, Blocks{block_bytes * op.size(), op.size(), 1});
   }
+}
+
+}  // namespace
+
+Task run_all_gather(Op& op, const void* send, std::byte* recv, size_t block_bytes, bool small,
+                    std::shared_ptr<const HostLayout> layout, WindowPlan windows, std::pmr::vector<GatherRun> runs) {
+  const int n = op.size();
+  const auto* own_block = static_cast<const std::byte*>(send);
+  // Rank-major, this rank's block is recv's; into runs, the own block's pieces go where the runs say.
+  std::byte* mine = runs.empty() ? recv + op.rank() * block_bytes : nullptr;
+  if (windows.table) {
+    // Out of place, the own block's copy fills the wait for the peers' posts; the rest runs in step
+    // with the peers' blocks (allgather_window.cc).
+    ChunkedCopy own;
+    if (!runs.empty()) {
+      own = ChunkedCopy(recv, own_block, block_bytes, runs, op.rank());
+    } else if (send != mine) {
+      own = ChunkedCopy(mine, own_block, block_bytes);
+    }
+    WindowSync sync(op, std::move(windows));
+    sync.post();
+    while (!own.finished() && !sync.peers_posted()) own.copy_through(own.copied() + kWindowCopyChunkBytes);
+    co_await sync.agree();
+    if (sync.windowed()) {
+      co_await allgather_window(op, sync, recv, block_bytes, runs, own);
+      co_return;
+    }
+    // Not every rank's buffers are windows: the rest of the own block in cache for the ring or Bruck.
+    if (mine != nullptr && send != mine) {
+      copy_bytes(mine + own.copied(), own_block + own.copied(), block_bytes - own.copied());
+    }
+  } else if (mine != nullptr && send != mine) {
+    copy_bytes(mine, send, block_bytes);  // the ring and Bruck read it back at once: keep it in cache
+  }
+  if (runs.empty()) {
+    co_await gather_by_messages(op, recv, block_bytes, small, layout);
+    co_return;
+  }
+  // Into runs without windows: rank-major in scratch, then every block placed (one rank: placed at once).
+  if (n == 1) {
+    ChunkedCopy(recv, own_block, block_bytes, runs, 0).copy_through(block_bytes);
+    co_return;
+  }
+  std::byte* flat = op.scratch(kScratchPlaced, block_bytes * n);
+  copy_bytes(flat + op.rank() * block_bytes, own_block, block_bytes);
+  co_await gather_by_messages(op, flat, block_bytes, small, layout);
+  for (int p = 0; p < n; ++p) ChunkedCopy(recv, flat + p * block_bytes, block_bytes, runs, p).copy_through(block_bytes);
 }
 
 Task run_reduce_scatter(Op& op, ReductionPlan plan, const void* send, void* recv, size_t recv_count, bool small,

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <memory_resource>
+#include <vector>
 
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/host_layout.h"
@@ -15,9 +17,11 @@
 
 namespace fsdp {
 
-// recv holds size() blocks of block_bytes; send is this rank's block (may be its place in recv).
+// recv holds size() blocks of block_bytes; send is this rank's block (may be its place in recv). With
+// `runs` (types/gather_run.h; kept here, in the operation's arena) the blocks land over them instead.
 Task run_all_gather(Op& op, const void* send, std::byte* recv, size_t block_bytes, bool small,
-                    std::shared_ptr<const HostLayout> layout, WindowPlan windows);
+                    std::shared_ptr<const HostLayout> layout, WindowPlan windows,
+                    std::pmr::vector<GatherRun> runs = {});
 Task run_reduce_scatter(Op& op, ReductionPlan plan, const void* send, void* recv, size_t recv_count, bool small,
                         std::shared_ptr<const HostLayout> layout, WindowPlan windows);
 Task run_all_reduce(Op& op, ReductionPlan plan, const void* send, void* recv, size_t count, bool small,

@@ -77,6 +77,20 @@ std::vector<int64_t> param_major_offsets(const spec::UnitShardLayout& layout) {
   return offsets;
 }
 
+std::vector<GatherRun> gather_runs(const spec::UnitShardLayout& layout, DataType type) {
+  const auto offsets = param_major_offsets(layout);
+  const auto elem = static_cast<int64_t>(element_size(type));
+  std::vector<GatherRun> runs;
+  for (size_t p = 0; p < layout.params().size(); ++p) {
+    const spec::ParamShardLayout& pl = layout.params()[p];
+    runs.push_back(GatherRun{.src = static_cast<size_t>(pl.offset_in_chunk * elem),
+                             .dst = static_cast<size_t>(offsets[p] * elem),
+                             .per_rank = static_cast<size_t>(pl.shard_numel() * elem),
+                             .total = static_cast<size_t>(pl.numel() * elem)});
+  }
+  return runs;
+}
+
 void copy_out(const spec::UnitShardLayout& layout, const void* flat, DataType type, void* params,
               DataType params_type) {
   const auto* bytes = static_cast<const std::byte*>(flat);

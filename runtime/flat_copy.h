@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "collectives/types/gather_run.h"
 #include "common/dtype.h"
 #include "spec/shard_layout.h"
 
@@ -20,6 +21,10 @@ std::vector<int64_t> param_major_offsets(const spec::UnitShardLayout& layout);
 // the runs). Padding is skipped.
 void copy_out(const spec::UnitShardLayout& layout, const void* flat, DataType type, void* params,
               DataType params_type = DataType::kFloat32);
+// copy_out as an all-gather's runs (collectives/types/gather_run.h): each parameter is one run, rank r's
+// rows at offset_in_chunk of r's chunk, landing param-major in `type` with no conversion. An all-gather
+// into these writes the parameters in its own pass, with no rank-major buffer to copy out of.
+std::vector<GatherRun> gather_runs(const spec::UnitShardLayout& layout, DataType type);
 // The MXFP8 all-gather's slots (collectives/quantized.h: rank r's chunk of the flat layout, encoded)
 // -> params (param-major, `params_type`: fp32 or param_type), each value rounded to param_type (kFloat32 or
 // kBfloat16): what a param_type all-gather and copy_out give, decoded in the same pass as the copy, with no

@@ -40,6 +40,12 @@ FsdpUnit::FsdpUnit(int index, const spec::UnitSpec& spec, const spec::Policy& po
   }
   for (const auto& p : spec.params) param_names_.push_back(p.name);
   grad_written_.assign(spec.params.size(), false);
+  // The all-gather lands in the parameters where copy-out would only copy: the full parameters are in
+  // the param dtype, the gather plain (MXFP8 decodes), and no group slice is kept (reshard_after_forward
+  // = k copies it out of the rank-major buffer). sharding/step_program.cc counts the memory alike.
+  if (full_type_ == policy.param_dtype && policy.param_comm != spec::CommPrecision::kMxfp8 && !groups.reshard) {
+    gather_runs_ = gather_runs(layout_, full_type_);
+  }
   master_.reset(tracker_, MemoryCategory::kParamShards, static_cast<size_t>(layout_.chunk_numel()));
   grad_.reset(tracker_, MemoryCategory::kGradShards, static_cast<size_t>(layout_.chunk_numel()));
 }
@@ -89,6 +95,18 @@ void FsdpUnit::start_unshard() {
     return;
   }
   gather_name_ = "all_gather";
+  if (!gather_runs_.empty()) {
+    // The peers read this rank's chunk from a window; every chunk, this one too, lands in the
+    // parameters over their runs, which count as the all-gather's memory until it finished.
+    const size_t elem = element_size(type);
+    gather_out_.reset_for_overwrite(groups_.gather_windows, tracker_, MemoryCategory::kAllGather,
+                                    static_cast<size_t>(layout_.chunk_numel()) * elem);
+    narrow_from_f32(gather_out_.data(), master_.data(), master_.size(), type);
+    params_.reset_for_overwrite(tracker_, MemoryCategory::kAllGather, static_cast<size_t>(layout_.numel()) * elem);
+    gather_work_ = groups_.shard_gather->all_gather_into_runs(
+        gather_out_.data(), params_.data(), static_cast<size_t>(layout_.chunk_numel()), type, gather_runs_);
+    return;
+  }
   if (policy_.param_comm == spec::CommPrecision::kMxfp8) {
     // Only the wire slots: wait_unshard decodes them straight into the parameters (no param-dtype buffer).
     const size_t count = master_.size(), slot = mx::slot_bytes(count);
@@ -116,11 +134,17 @@ void FsdpUnit::wait_unshard() {
   start_unshard();
   gather_work_.wait();
   const bool quantised = !gather_wire_.empty();  // param_comm = mxfp8
-  const int64_t gathered = quantised ? gather_wire_.bytes() : gather_out_.bytes();
+  const DataType type = policy_.param_dtype;
+  const int64_t gathered = quantised ? gather_wire_.bytes() : layout_.flat_numel() * element_size(type);
   notify(CollectiveKind::kAllGather, gather_name_, gather_work_, gathered);
   gather_work_ = Work{};
   const bool from_kept = !kept_.empty();
-  const DataType type = policy_.param_dtype;
+  if (!gather_runs_.empty() && !from_kept) {
+    params_.set_category(MemoryCategory::kUnshardedParams);  // landed: the parameters from here on
+    gather_out_.release();
+    set_param_views();
+    return;
+  }
 
   // Either copy-out writes every row of every parameter. MXFP8 decodes every rank's slot in the same pass,
   // rounding to the param dtype on the way (the values a param-dtype gather buffer would have held).
@@ -131,11 +155,7 @@ void FsdpUnit::wait_unshard() {
   } else {
     copy_out(layout_, gather_out_.data(), type, params_.data(), full_type_);
   }
-  param_views_.clear();
-  if (full_type_ == DataType::kFloat32) {
-    const auto* full = reinterpret_cast<const float*>(params_.data());
-    for (int64_t off : param_major_offsets(layout_)) param_views_.push_back(full + off);
-  }
+  set_param_views();
 
   if (from_kept) {
     kept_.release();
@@ -155,8 +175,16 @@ void FsdpUnit::wait_unshard() {
   gather_out_.release();  // FSDP2 frees the all-gather output once copied out
 }
 
+void FsdpUnit::set_param_views() {
+  param_views_.clear();
+  if (full_type_ == DataType::kFloat32) {
+    const auto* full = reinterpret_cast<const float*>(params_.data());
+    for (int64_t off : param_major_offsets(layout_)) param_views_.push_back(full + off);
+  }
+}
+
 void FsdpUnit::reshard(bool keep_for_backward) {
-  params_.release();
+  if (!gather_work_.valid()) params_.release();  // an all-gather in flight into them keeps them until its wait
   param_views_.clear();
   if (!keep_for_backward) kept_.release();
 }

@@ -10,7 +10,10 @@
 //                                             +--- add_grad: one parameter's gradient at a time (PyTorch front end)
 //
 // The full parameters are fp32 (values rounded to the param dtype; FsdpModel computes in fp32) or, for a
-// front end that computes in the param dtype (PyTorch's bf16), in the param dtype: full_type.
+// front end that computes in the param dtype (PyTorch's bf16), in the param dtype: full_type. Where
+// full_type is the param dtype (and the gather plain, no group slice kept) there is no rank-major
+// buffer: the all-gather writes every rank's rows straight into the unsharded parameters
+// (Communicator::all_gather_into_runs), the copy-out done in the gather's own pass.
 // The model sees only the param-major views (params(), grads()), never shards. All calls come from
 // the rank's training thread; the collectives run on the communicators' progress engine meanwhile.
 #pragma once
@@ -84,12 +87,12 @@ class FsdpUnit {
   void start_unshard();
   // Waits for the all-gather and copies out into the param-major views.
   void wait_unshard();
-  bool unsharded() const { return !params_.empty(); }
+  bool unsharded() const { return !params_.empty() && !gather_work_.valid(); }
   // Views of the full parameters, one per parameter in spec order; valid after wait_unshard(), and only
   // with full_type kFloat32 (empty otherwise).
   std::span<const float* const> params() const { return param_views_; }
   // The full parameters (param-major, full_type, numel of the unit); null while sharded.
-  std::byte* full_params() { return params_.empty() ? nullptr : params_.data(); }
+  std::byte* full_params() { return unsharded() ? params_.data() : nullptr; }
   DataType full_type() const { return full_type_; }
   // Frees the full parameters. keep_for_backward keeps the slice a reshard-after-forward group needs.
   void reshard(bool keep_for_backward);
@@ -135,6 +138,7 @@ class FsdpUnit {
   // What the reduce-scatter carries: the reduce dtype, or f32 under grad_comm = mxfp8 (quantised from f32).
   DataType reduce_type() const;
   void reset_reduce_buf(bool zeroed, MemoryCategory category);
+  void set_param_views();  // param_views_ over params_ (f32 full parameters only)
   // add_grad's gradients are in reduce_buf_, not yet reduce-scattered.
   bool holds_reduce_input() const { return !reduce_buf_.empty() && !reduce_work_.valid(); }
 
@@ -157,7 +161,9 @@ class FsdpUnit {
   std::string gather_name_;
   TrackedBuffer<std::byte> kept_;         // reshard_after_forward = k: this rank's slice of gather_out_
   DataType full_type_;
-  TrackedBuffer<std::byte> params_;  // param-major full parameters (full_type_)
+  TrackedBuffer<std::byte> params_;  // param-major full parameters (full_type_); gathered into when gather_runs_
+  // copy_out as the all-gather's runs (flat_copy.h), where the gather lands in params_ itself; else empty.
+  std::vector<GatherRun> gather_runs_;
   std::vector<const float*> param_views_;
   TrackedBuffer<float> grads_unsharded_;  // param-major full gradients
   std::vector<float*> grad_views_;

@@ -54,6 +54,7 @@ class Builder {
         pb_(static_cast<int64_t>(element_size(s.policy.param_dtype))),
         cb_(compute_element_bytes(s.policy.param_dtype, s.fp32_compute)),
         rb_(static_cast<int64_t>(element_size(s.policy.reduce_dtype))),
+        plain_into_params_(cb_ == pb_ && s.policy.param_comm != spec::CommPrecision::kMxfp8),
         grouped_(s.policy.reshard.mode == spec::Reshard::Mode::kGroup && s.policy.reshard.group < s.shard_degree),
         group_(grouped_ ? s.policy.reshard.group : 1),
         gather_call_(s.units.size(), -1),
@@ -167,8 +168,10 @@ class Builder {
   // What an all-gather holds in flight: the param-dtype flat buffer; with MXFP8 (but not when gathering a
   // kept slice) only the wire slots, which the copy-out decodes straight into the parameters.
   int64_t gather_bytes(int u, bool from_kept) const {
+    if (into_params(u) && !from_kept) return mem(u).chunk_numel * pb_ + mem(u).numel * cb_;
     return s_.policy.param_comm == spec::CommPrecision::kMxfp8 && !from_kept ? wire_bytes(u) : mem(u).flat_numel * pb_;
   }
+  bool into_params(int u) const { return plain_into_params_ && !(grouped_ && mem(u).keeps_group_slice); }
   // What a reduce-scatter holds: the flat input in the reduce dtype; with MXFP8 an f32 input plus the
   // sent and the received wire slots.
   int64_t reduce_bytes(int u) const {
@@ -199,6 +202,10 @@ class Builder {
     if (unsharded_[u]) return;
     start_unshard(u);
     if (p_.calls[gather_call_[u]].collective.seconds > 0) wait(gather_call_[u]);
+    if (into_params(u) && !kept_[u]) {  // the parameters it gathered into become the unit's
+      ag_ -= mem(u).numel * cb_;
+      gathering_[u] -= mem(u).numel * cb_;
+    }
     up_ += mem(u).numel * cb_;
     memory();
     const SimUnit& unit = s_.units[static_cast<size_t>(u)];
@@ -298,6 +305,10 @@ class Builder {
   const StepSpec& s_;
   const int n_;
   const int64_t pb_, cb_, rb_;
+  // FsdpUnit's all-gather lands straight in the full parameters (no rank-major buffer) where they are in
+  // the param dtype and the gather is plain (into_params: and no group slice is kept). In flight it holds
+  // this rank's chunk and the full parameters.
+  const bool plain_into_params_;
   const bool grouped_;
   const int64_t group_;
   Program p_;

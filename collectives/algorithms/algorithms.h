@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -14,9 +15,10 @@
 #include "collectives/core/fingerprint.h"
 #include "collectives/core/op.h"
 #include "collectives/core/task.h"
-#include "common/dtype.h"
 #include "collectives/types/collective_kind.h"
+#include "collectives/types/gather_run.h"
 #include "collectives/types/reduce_op.h"
+#include "common/dtype.h"
 
 namespace fsdp {
 
@@ -33,12 +35,13 @@ enum ScratchSlot : int {
   kScratchGather = 2,
   kScratchWorkIn = 3,
   kScratchWorkOut = 4,
-  kScratchFull = 5,  // the whole reduced buffer of the small-message reduce-scatter
+  kScratchFull = 5,          // the whole reduced buffer of the small-message reduce-scatter
   kScratchHierOwn = 6,       // hierarchical reduce-scatter: this rank's block when the output aliases the input
   kScratchHierAcc = 7,       // ... a rail's packed partial sums
   kScratchHierIncoming = 8,  // ... contributions of the host's other ranks
   kScratchHierRemote = 9,    // ... partials from the other hosts
   kScratchWindowAcc = 10,    // windowed reductions: a chunk's accumulator and a widened input
+  kScratchPlaced = 11,       // an all-gather into runs off the windows: the rank-major blocks before placing
 };
 
 class HostLayout;
@@ -99,8 +102,10 @@ Task reduce_ring(Op& op, const std::byte* in, std::byte* out, size_t count, Redu
 // All-gather: copies every peer's block straight from the peer's window ((n-1)/n of the buffer read
 // from peers), then waits until the peers read its block. Out of place, this rank's own block is
 // copied too, in step with the peers' blocks: `own` holds what is left of that copy (in place, or
-// once copied, a finished ChunkedCopy).
-Task allgather_window(Op& op, WindowSync& sync, std::byte* recv, size_t block_bytes, ChunkedCopy& own);
+// once copied, a finished ChunkedCopy). With `runs` (types/gather_run.h) every block is scattered
+// over them instead of landing at recv + p * block_bytes.
+Task allgather_window(Op& op, WindowSync& sync, std::byte* recv, size_t block_bytes, std::span<const GatherRun> runs,
+                      ChunkedCopy& own);
 // Reduce-scatter: reduces this rank's block of `recv_count` user elements straight from every rank's
 // input window into `out` (fp32 accumulation for 16/8-bit floats), then waits for the peers' reads.
 Task reduce_scatter_window(Op& op, WindowSync& sync, std::byte* out, size_t recv_count, const ReductionPlan& plan);

@@ -1,6 +1,6 @@
 // All-gather over shared-memory windows. Rank r copies every peer's block straight from the peer's
-// window, then signals that it is done and waits for the peers: they read its block, which the caller
-// may overwrite once this returns.
+// window (to its place in recv, or over the runs: types/gather_run.h), then signals that it is done and
+// waits for the peers: they read its block, which the caller may overwrite once this returns.
 //
 // The copies go chunk by chunk across the blocks: chunk k of peer r+1, of r+2, ..., then chunk k of
 // the rank's own block (out of place), then chunk k+1. Every rank does the same, so chunk k of every
@@ -14,7 +14,8 @@
 
 namespace fsdp {
 
-Task allgather_window(Op& op, WindowSync& sync, std::byte* recv, size_t block_bytes, ChunkedCopy& own) {
+Task allgather_window(Op& op, WindowSync& sync, std::byte* recv, size_t block_bytes, std::span<const GatherRun> runs,
+                      ChunkedCopy& own) {
   const int n = op.size();
   const int r = op.rank();
   // The peers' copies, started at r+1 so that the ranks do not all read rank 0's chunk first.
@@ -22,7 +23,11 @@ Task allgather_window(Op& op, WindowSync& sync, std::byte* recv, size_t block_by
   peers.reserve(static_cast<size_t>(n - 1));
   for (int k = 1; k < n; ++k) {
     const int p = (r + k) % n;
-    peers.emplace_back(recv + static_cast<size_t>(p) * block_bytes, sync.read_of(p), block_bytes);
+    if (runs.empty()) {
+      peers.emplace_back(recv + static_cast<size_t>(p) * block_bytes, sync.read_of(p), block_bytes);
+    } else {
+      peers.emplace_back(recv, sync.read_of(p), block_bytes, runs, p);
+    }
   }
   for (size_t end = kWindowCopyChunkBytes;; end += kWindowCopyChunkBytes) {
     for (ChunkedCopy& peer : peers) peer.copy_through(end);

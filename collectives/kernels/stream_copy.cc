@@ -1,5 +1,6 @@
 #include "collectives/kernels/stream_copy.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -51,14 +52,33 @@ bool worth_streaming(size_t bytes) {
 ChunkedCopy::ChunkedCopy(std::byte* dst, const std::byte* src, size_t bytes)
     : dst_(dst), src_(src), bytes_(bytes), streamed_(worth_streaming(bytes)) {}
 
+ChunkedCopy::ChunkedCopy(std::byte* recv, const std::byte* src, size_t block_bytes, std::span<const GatherRun> runs,
+                         int p)
+    : dst_(recv), src_(src), bytes_(block_bytes), runs_(runs), rank_(p) {
+  size_t written = 0;
+  for (const GatherRun& r : runs_) written += r.piece(p);
+  streamed_ = worth_streaming(written);
+}
+
+void ChunkedCopy::copy(std::byte* dst, const std::byte* src, size_t bytes) const {
+  if (streamed_) {
+    stream_copy(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
+}
+
 void ChunkedCopy::copy_through(size_t end) {
   end = end < bytes_ ? end : bytes_;
   if (end <= copied_) return;
-  const size_t len = end - copied_;
-  if (streamed_) {
-    stream_copy(dst_ + copied_, src_ + copied_, len);
+  if (runs_.empty()) {
+    copy(dst_ + copied_, src_ + copied_, end - copied_);
   } else {
-    std::memcpy(dst_ + copied_, src_ + copied_, len);
+    for (const GatherRun& r : runs_) {  // the part of each piece in [copied_, end)
+      const size_t from = std::max(r.src, copied_), to = std::min(r.src + r.piece(rank_), end);
+      if (from < to)
+        copy(dst_ + r.dst + static_cast<size_t>(rank_) * r.per_rank + (from - r.src), src_ + from, to - from);
+    }
   }
   copied_ = end;
 }

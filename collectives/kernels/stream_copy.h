@@ -9,6 +9,9 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
+
+#include "collectives/types/gather_run.h"
 
 namespace fsdp {
 
@@ -19,25 +22,34 @@ void stream_copy(void* dst, const void* src, size_t bytes);
 // cache (2 MiB a core on the machine measured). 64 KiB to 1 MiB measured alike at 2 ranks.
 constexpr size_t kWindowCopyChunkBytes = size_t{256} << 10;
 
-// A block copied front to back in pieces (streamed when the whole block is worth it), for copies that
+// A block copied front to back in pieces (streamed when the whole copy is worth it), for copies that
 // run in step with others: the windowed all-gather copies chunk k of every rank's block at about the
-// same time on every rank (collectives/algorithms/allgather_window.cc).
+// same time on every rank (collectives/algorithms/allgather_window.cc). The block lands contiguously at
+// dst, or (rank p's block of an all-gather into runs, types/gather_run.h) scattered over its runs.
 class ChunkedCopy {
  public:
   ChunkedCopy() = default;  // nothing to copy
   ChunkedCopy(std::byte* dst, const std::byte* src, size_t bytes);
+  // Rank p's block of `block_bytes` at src, each run's piece to recv + run.dst + p * run.per_rank. The
+  // runs outlive the copy.
+  ChunkedCopy(std::byte* recv, const std::byte* src, size_t block_bytes, std::span<const GatherRun> runs, int p);
 
-  // Copies bytes [copied(), min(end, size)); nothing where that is empty.
+  // Copies the block's bytes [copied(), min(end, size)) (those of them in a run's piece); nothing where
+  // that is empty.
   void copy_through(size_t end);
   bool finished() const { return copied_ == bytes_; }
   size_t copied() const { return copied_; }
 
  private:
+  void copy(std::byte* dst, const std::byte* src, size_t bytes) const;
+
   std::byte* dst_ = nullptr;
   const std::byte* src_ = nullptr;
   size_t bytes_ = 0;
   size_t copied_ = 0;
   bool streamed_ = false;
+  std::span<const GatherRun> runs_;  // empty: contiguous
+  int rank_ = 0;
 };
 
 // dst[i] = a[i] + b[i] in f32 with non-temporal stores (the windowed reduce-scatter of two ranks out of

@@ -164,6 +164,22 @@ TEST(BadArguments, RejectedBeforeAnythingIsSent) {
     EXPECT_THROW(c.reduce(p, p, 4, DataType::kFloat32, ReduceOp::sum(), -1), InvalidArgument);
     EXPECT_THROW(c.send(p, 4, DataType::kFloat32, 5), InvalidArgument);
     EXPECT_THROW(c.all_reduce(p, p, SIZE_MAX / 2, DataType::kFloat32, ReduceOp::sum()), InvalidArgument);
+    // all_gather_into_runs: blocks of 4 floats (16 bytes); each run refused names what is wrong.
+    auto runs_refused = [&](std::vector<GatherRun> runs, const std::string& text, const float* send = nullptr) {
+      try {
+        c.all_gather_into_runs(send ? send : p, p + 8, 4, DataType::kFloat32, runs);
+        ADD_FAILURE() << "accepted: " << text;
+      } catch (const InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+      }
+    };
+    runs_refused({}, "no runs");
+    runs_refused({{.src = 0, .dst = 0, .per_rank = 6, .total = 12}}, "run 0 is not in whole float elements");
+    runs_refused({{.src = 0, .dst = 0, .per_rank = 8, .total = 20}}, "run 0: 20 bytes do not fit 2 pieces of 8");
+    runs_refused({{.src = 12, .dst = 0, .per_rank = 8, .total = 16}}, "runs past the 16-byte block");
+    runs_refused({{.src = 0, .dst = 0, .per_rank = 8, .total = 16}, {.src = 8, .dst = 12, .per_rank = 8, .total = 16}},
+                 "two runs write recv bytes 12..16");
+    runs_refused({{.src = 0, .dst = 0, .per_rank = 8, .total = 16}}, "send overlaps the recv bytes", p + 10);
     try {
       c.all_gather(nullptr, p, 4, DataType::kFloat32);
     } catch (const InvalidArgument& e) {

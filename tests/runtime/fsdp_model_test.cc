@@ -251,9 +251,12 @@ TEST(FsdpModel, ReshardAlwaysGathersTheLastUnitAgainInBackward) {
 }
 
 TEST(FsdpModel, AllGatherBuffersBoundedByPrefetch) {
-  // At most the computing unit plus `prefetch` in flight (each freed once copied out).
+  // At most the computing unit plus `prefetch` in flight. In fp32 each gathers straight into the full
+  // parameters (Communicator::all_gather_into_runs): its own chunk and the parameters, which are the
+  // unit's own once it landed.
   int64_t largest = 0;
-  for (const auto& u : spec::shard_model(ToyModel{}.spec(), 4)) largest = std::max(largest, u.flat_numel());
+  for (const auto& u : spec::shard_model(ToyModel{}.spec(), 4))
+    largest = std::max(largest, u.chunk_numel() + u.numel());
   for (int64_t prefetch : {0, 1, 2}) {
     RunConfig cfg = fp32_config();
     cfg.fsdp.policy.prefetch = prefetch;

@@ -30,9 +30,12 @@ TEST(PlannerTest, MemoryBreakdownFollowsTheRuntimesBuffers) {
     largest_flat = std::max(largest_flat, u.flat_numel());
     largest_numel = std::max(largest_numel, u.numel());
     shard_numel += u.chunk_numel();
-    // A unit being copied out plus the two prefetched after it (or before it, in backward).
+    // A unit being waited for plus the two prefetched after it (or before it, in backward); each gathers
+    // straight into its bf16 parameters (the compute dtype here): its chunk and its parameters in flight.
     int64_t window = 0;
-    for (size_t j = i; j < std::min(i + 3, plan.units.size()); ++j) window += plan.units[j].flat_numel();
+    for (size_t j = i; j < std::min(i + 3, plan.units.size()); ++j) {
+      window += plan.units[j].chunk_numel() + plan.units[j].numel();
+    }
     widest_window = std::max(widest_window, window);
   }
   EXPECT_EQ(m.param_shards, 4 * shard_numel);
@@ -110,8 +113,8 @@ TEST(PlannerTest, Mxfp8CommunicationIsPricedAtItsWireBytes) {
 }
 
 // The memory the runtime holds for MXFP8 (runtime/fsdp_unit.cc): an all-gather in flight holds only the
-// wire slots (decoded straight into the parameters), each unit keeps its quantised shard, and a
-// reduce-scatter holds an f32 input plus the sent and received slots.
+// wire slots (decoded straight into the parameters; a bf16 one its chunk and the parameters it lands in), each unit
+// keeps its quantised shard, and a reduce-scatter holds an f32 input plus the sent and received slots.
 TEST(PlannerTest, Mxfp8WireBuffersAreInTheMemoryTimeline) {
   spec::Policy bf16;
   bf16.prefetch = 0;
@@ -120,18 +123,19 @@ TEST(PlannerTest, Mxfp8WireBuffersAreInTheMemoryTimeline) {
   mx.grad_comm = spec::CommPrecision::kMxfp8;
   const Plan a = plan_for("llama3-8b", "h100", spec::MeshSpec{1, 8}, bf16);
   const Plan b = plan_for("llama3-8b", "h100", spec::MeshSpec{1, 8}, mx);
-  int64_t largest_flat = 0, largest_chunk = 0, slots = 0;
+  int64_t largest_flat = 0, largest_chunk = 0, slots = 0, largest_into_params = 0;
   for (const auto& u : b.units) {
     if (u.flat_numel() > largest_flat) {
       largest_flat = u.flat_numel();
       largest_chunk = u.chunk_numel();
     }
+    largest_into_params = std::max(largest_into_params, u.chunk_numel() + u.numel());
     slots += spec::mxfp8_wire_bytes<int64_t>(u.chunk_numel());
   }
   const int64_t wire = spec::mxfp8_wire_bytes<int64_t>(largest_chunk) * 8;
   EXPECT_EQ(spec::mxfp8_wire_bytes<int64_t>(64), 66);
   EXPECT_EQ(spec::mxfp8_wire_bytes<int64_t>(65), 68);
-  EXPECT_EQ(a.estimate.memory.all_gather_buffers, largest_flat * 2);
+  EXPECT_EQ(a.estimate.memory.all_gather_buffers, largest_into_params * 2);  // bf16 straight into the parameters
   EXPECT_EQ(b.estimate.memory.all_gather_buffers, wire);
   EXPECT_EQ(b.estimate.memory.param_shards, a.estimate.memory.param_shards + slots);
   EXPECT_EQ(a.estimate.memory.reduce_scatter_buffers, largest_flat * 4);
