@@ -40,9 +40,10 @@ FsdpUnit::FsdpUnit(int index, const spec::UnitSpec& spec, const spec::Policy& po
   }
   for (const auto& p : spec.params) param_names_.push_back(p.name);
   grad_written_.assign(spec.params.size(), false);
-  // The all-gather lands in the parameters where copy-out would only copy: the full parameters are in
+  // The all-gather can land in the parameters where copy-out would only copy: the full parameters are in
   // the param dtype, the gather plain (MXFP8 decodes), and no group slice is kept (reshard_after_forward
-  // = k copies it out of the rank-major buffer). sharding/step_program.cc counts the memory alike.
+  // = k copies it out of the rank-major buffer); start_unshard does so where its chunk gets a window.
+  // sharding/step_program.cc counts the memory alike.
   if (full_type_ == policy.param_dtype && policy.param_comm != spec::CommPrecision::kMxfp8 && !groups.reshard) {
     gather_runs_ = gather_runs(layout_, full_type_);
   }
@@ -323,17 +324,11 @@ void FsdpUnit::zero_grad_shard() { std::memset(grad_.data(), 0, grad_.size() * s
 void FsdpUnit::release_transients() {
   if (gather_work_.valid()) gather_work_.wait();
   gather_work_ = Work{};
-  if (reduce_work_.valid()) reduce_work_.wait();
-  reduce_work_ = Work{};
   gather_out_.release();
+  gather_wire_.release();
   kept_.release();
   reshard(false);
-  grads_unsharded_.release();
-  grad_views_.clear();
-  reduce_buf_.release();
-  grad_written_.assign(grad_written_.size(), false);
-  gather_wire_.release();
-  reduce_wire_.release();
+  drop_unreduced_grads();
 }
 
 }  // namespace fsdp::runtime

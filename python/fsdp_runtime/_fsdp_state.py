@@ -133,19 +133,14 @@ def _in_backward():
 
 
 def _recomputing(state):
-    """A forward of a unit whose root is in backward: torch.utils.checkpoint rerunning it. A root whose
-    backward raised still looks in backward (its end never came) until that backward is abandoned."""
-    ctx = state.ctx
-    if ctx is None or not ctx.callback_queued:
-        return False
-    if not _in_backward():
-        ctx.abandon_backward()
-        return False
-    return torch.is_grad_enabled()
+    """A forward of a unit whose root is in backward: torch.utils.checkpoint rerunning it."""
+    return state.ctx is not None and state.ctx.callback_queued and torch.is_grad_enabled()
 
 
 def pre_forward(state, args):
     cast = state.param_dtype is not None and state.mp_policy.cast_forward_inputs
+    if state.ctx is not None and state.ctx.callback_queued and not _in_backward():
+        state.ctx.abandon_backward()  # its root's backward raised: the end torch never ran
     if _recomputing(state):  # its backward follows: gather it as its pre-backward would
         state.pre_backward()
         return _cast_floats(args, state.param_dtype) if cast else None
