@@ -144,8 +144,9 @@ const Knob<std::string> kRestartCause{"FSDP_RESTART_CAUSE", "",
                                       "(\"rank 1 was killed by signal 9 (SIGKILL)\")"};
 
 const Knob<bool> kCachingAllocator{"FSDP_CACHING_ALLOCATOR", true,
-                                   "keep released tracked buffers for reuse by size (0: hand each back to the C "
-                                   "library at once, mapping and faulting them in again every step)"};
+                                   "keep released tracked buffers for reuse by size, and under fully_shard the C "
+                                   "library heap's freed memory (0: hand each back at once, mapping and faulting "
+                                   "them in again every step)"};
 const Knob<bool> kUnitWindows{"FSDP_UNIT_WINDOWS", true,
                               "FSDP units take their all-gather outputs and reduce-scatter inputs from shared-memory "
                               "windows when the unit's group is on one host (0: plain tracked buffers)"};

@@ -2,7 +2,14 @@
 
 #include <sys/resource.h>
 
+#include <climits>
 #include <cstdio>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include "common/knobs.h"
 
 namespace fsdp {
 
@@ -19,6 +26,20 @@ int64_t mapping_count() {
   for (int c = std::fgetc(f); c != EOF; c = std::fgetc(f)) lines += c == '\n';
   std::fclose(f);
   return lines;
+}
+
+bool keep_freed_heap() {
+#if defined(__GLIBC__)
+  static const bool kept = [] {
+    if (!knobs::kCachingAllocator.get()) return false;
+    // Setting either turns glibc's dynamic thresholds off, so both are set: the threshold as high as
+    // mallopt takes it (HEAP_MAX_SIZE / 2), the top kept up to what an int holds.
+    return ::mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && ::mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1;
+  }();
+  return kept;
+#else
+  return false;
+#endif
 }
 
 }  // namespace fsdp

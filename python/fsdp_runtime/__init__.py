@@ -11,15 +11,16 @@ import sys
 import torch
 import torch.distributed as dist
 
-from ._C import ProcessGroupFsdp, prepare_blas_core_restart, set_blas_threads
+from ._C import ProcessGroupFsdp, keep_freed_heap, prepare_blas_core_restart, set_blas_threads
 from .fully_shard import FSDPModule, MixedPrecisionPolicy, clip_grad_norm_, fully_shard
 from .process_group_shrink import SHRINK_ABORT, SHRINK_DEFAULT, shrink_group
 from .sharded_state import (clear_overlap, full_parameters, full_state_dict, load_full_state_dict, memory, overlap,
                             reset_memory_peaks)
 
 __all__ = ["ProcessGroupFsdp", "FSDPModule", "MixedPrecisionPolicy", "SHRINK_ABORT", "SHRINK_DEFAULT", "clear_overlap",
-           "clip_grad_norm_", "fully_shard", "full_parameters", "full_state_dict", "load_full_state_dict", "memory",
-           "overlap", "reset_memory_peaks", "set_cpu_threads", "shrink_group", "use_best_blas_core"]
+           "clip_grad_norm_", "fully_shard", "full_parameters", "full_state_dict", "keep_freed_heap",
+           "load_full_state_dict", "memory", "overlap", "reset_memory_peaks", "set_cpu_threads", "shrink_group",
+           "use_best_blas_core"]
 
 
 def use_best_blas_core():

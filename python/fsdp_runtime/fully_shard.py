@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from . import _fsdp_state
-from ._C import FsdpUnit, ProcessGroupFsdp, Reshard, ShardingGroups, validate_fully_shard
+from ._C import FsdpUnit, ProcessGroupFsdp, Reshard, ShardingGroups, keep_freed_heap, validate_fully_shard
 from ._fsdp_module import FSDPModule, _fsdp_class, clip_grad_norm_  # noqa: F401  (the package's API)
 from ._fsdp_param_group import UnitState
 
@@ -141,6 +141,7 @@ def fully_shard(module, *, group=None, mesh=None, reshard_after_forward=True, mp
     state = UnitState(module, _unit_count[0], unit, groups, pg, slots, names, params, shard, reshard_after_forward,
                       Reshard(_reshard_text(reshard_after_forward)), mp_policy, prefetch)
     # From here on nothing raises: the module changes all at once.
+    keep_freed_heap()  # once per process: a step's freed tensors stay mapped for the next (docs/pytorch.md)
     for owner, _ in slots:
         # The parameters' order in their module, for state dicts in the unsharded module's order.
         owner.__dict__.setdefault("_fsdp_param_order", list(owner._parameters.keys()))

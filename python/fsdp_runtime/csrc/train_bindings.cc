@@ -9,6 +9,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "common/process_memory.h"
 #include "launch/bootstrap.h"
 #include "model/blas_core.h"
 #include "model/init.h"
@@ -227,6 +228,12 @@ void bind_train(py::module_& m) {
     model::ops::set_blas_threads(threads);
     return model::ops::blas_threads();
   });
+  // common/process_memory.h: the C library's heap keeps what a step frees (fully_shard's first call;
+  // fsdp_runtime.keep_freed_heap). Returns whether it does.
+  m.def("keep_freed_heap", &keep_freed_heap,
+        "Makes the C library's heap keep what a training step frees for the next step (fully_shard calls it; "
+        "call it for a plain torch model measured beside one). Returns whether it does: false under "
+        "FSDP_CACHING_ALLOCATOR=0 or without glibc.");
   m.def("init_parameter", &init_parameter, py::arg("out"), py::arg("name"), py::arg("seed"), py::arg("scheme"));
   m.def("read_safetensors", &read_safetensors, py::arg("path"));
   m.def("write_safetensors", &write_safetensors, py::arg("path"), py::arg("tensors"),
