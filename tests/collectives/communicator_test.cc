@@ -179,6 +179,9 @@ TEST(BadArguments, RejectedBeforeAnythingIsSent) {
     runs_refused({{.src = 12, .dst = 0, .per_rank = 8, .total = 16}}, "runs past the 16-byte block");
     runs_refused({{.src = 0, .dst = 0, .per_rank = 8, .total = 16}, {.src = 8, .dst = 12, .per_rank = 8, .total = 16}},
                  "two runs write recv bytes 12..16");
+    // The same runs given in the other order (the check's sorted path; in order it takes one pass).
+    runs_refused({{.src = 8, .dst = 12, .per_rank = 8, .total = 16}, {.src = 0, .dst = 0, .per_rank = 8, .total = 16}},
+                 "two runs write recv bytes 12..16");
     runs_refused({{.src = 0, .dst = 0, .per_rank = 8, .total = 16}}, "send overlaps the recv bytes", p + 10);
     try {
       c.all_gather(nullptr, p, 4, DataType::kFloat32);
