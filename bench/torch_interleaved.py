@@ -176,8 +176,12 @@ def run_pair(names, steps, bind, variants):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = mp.get_context("spawn").SimpleQueue()
-    mp.start_processes(worker, args=(2, port, names, steps, bind, variants, out), nprocs=2, start_method="spawn")
-    return dict(out.get() for _ in range(2))
+    ranks = mp.start_processes(worker, args=(2, port, names, steps, bind, variants, out), nprocs=2,
+                               start_method="spawn", join=False)
+    results = dict(out.get() for _ in range(2))  # before joining: two ranks' results overfill the pipe
+    while not ranks.join():
+        pass
+    return results
 
 
 def main():
@@ -193,10 +197,12 @@ def main():
     ap.add_argument("--variants", help="comma-separated subset of: " + ", ".join(VARIANTS))
     ap.add_argument("--alone", action="store_true", help="each variant in processes of its own, one after another")
     a = ap.parse_args()
-    variants = tuple(a.variants.split(",")) if a.variants else VARIANTS
+    variants = tuple(dict.fromkeys(a.variants.split(","))) if a.variants else VARIANTS
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         sys.exit(f"torch_interleaved: unknown variant(s) {unknown}; known: {', '.join(VARIANTS)}")
+    if a.check and BASELINE not in variants:
+        sys.exit(f"torch_interleaved: --check compares losses against {BASELINE!r}: run it too")
     variants += (f"fully_shard {a.before}",) if a.before else ()
     names = a.models.split(",")
     if a.steps < 6:

@@ -1,6 +1,7 @@
 #include "collectives/argument_checks.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -102,6 +103,9 @@ size_t Checker::runs(std::span<const GatherRun> runs, size_t block_bytes, DataTy
            " runs past the " + std::to_string(block_bytes) + "-byte block");
     }
     if (r.total == 0) continue;
+    if (r.dst > SIZE_MAX - r.total)
+      fail(which() + ": " + std::to_string(r.total) + " bytes at recv byte " + std::to_string(r.dst) +
+           " run past the address space");
     ascending &= r.dst >= reach;
     reach = std::max(reach, r.dst + r.total);
   }

@@ -32,8 +32,9 @@ bool keep_freed_heap() {
 #if defined(__GLIBC__)
   static const bool kept = [] {
     if (!knobs::kCachingAllocator.get()) return false;
-    // Setting either turns glibc's dynamic thresholds off, so both are set: the threshold as high as
-    // mallopt takes it (HEAP_MAX_SIZE / 2), the top kept up to what an int holds.
+    // Setting either turns glibc's dynamic thresholds off, so both are set: 32 MiB, the dynamic
+    // threshold's own ceiling and the most older glibc accepts (half a thread arena's heap); the top
+    // kept up to what an int holds.
     return ::mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && ::mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1;
   }();
   return kept;

@@ -17,8 +17,9 @@ int64_t mapping_count();
 // at the heap's top stays mapped. glibc's defaults return a freed top over twice the largest block
 // freed so far to the kernel, so a step whose activations alone lift the top (torch's CPU tensors under
 // fully_shard, with no gradient left pinned above them) faults every page of them in again each step:
-// 3,500 faults and 25% of a debug-model step at 2 ranks (docs/pytorch.md). Process-wide and once;
-// false where FSDP_CACHING_ALLOCATOR=0 (glibc's defaults stay) or the C library is not glibc.
+// 3,300-5,500 faults and a quarter of a debug-model step at 2 ranks (docs/pytorch.md). Process-wide and
+// once; false where FSDP_CACHING_ALLOCATOR=0 (glibc's defaults stay), the C library is not glibc, or
+// AddressSanitizer intercepts mallopt (it refuses every setting).
 bool keep_freed_heap();
 
 }  // namespace fsdp

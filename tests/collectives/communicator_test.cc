@@ -179,6 +179,7 @@ TEST(BadArguments, RejectedBeforeAnythingIsSent) {
     runs_refused({{.src = 12, .dst = 0, .per_rank = 8, .total = 16}}, "runs past the 16-byte block");
     runs_refused({{.src = 0, .dst = 0, .per_rank = 8, .total = 16}, {.src = 8, .dst = 12, .per_rank = 8, .total = 16}},
                  "two runs write recv bytes 12..16");
+    runs_refused({{.src = 0, .dst = SIZE_MAX - 7, .per_rank = 8, .total = 16}}, "run past the address space");
     // The same runs given in the other order (the check's sorted path; in order it takes one pass).
     runs_refused({{.src = 8, .dst = 12, .per_rank = 8, .total = 16}, {.src = 0, .dst = 0, .per_rank = 8, .total = 16}},
                  "two runs write recv bytes 12..16");

@@ -1,7 +1,7 @@
 """fully_shard makes the C library's heap keep what a step frees (fsdp_runtime.keep_freed_heap), so a warm
 step maps no fresh memory. With glibc's defaults the heap hands a freed top larger than twice its
 largest freed block back to the kernel, and a step whose tensors lift the top faults them all in again:
-fully_shard's steps on the debug model at 2 ranks took 3,500 faults and a quarter of their time so.
+fully_shard's steps on the debug model at 2 ranks took 3,300-5,500 faults and a quarter of their time so.
 
 Here a "step" takes 128 blocks of 1 MiB from the C library (torch's CPU allocator takes its tensors
 there too), writes them and frees them all, six times, counting page faults per step: in a process
@@ -35,6 +35,8 @@ def faults_per_step(rank, n, out):
 
     fsdp_runtime.fully_shard(torch.nn.Linear(8, 8))  # applies keep_freed_heap (once per process)
     libc = ctypes.CDLL(None)
+    # Small pages, whatever the host's transparent huge pages say: with them a 2 MiB stretch faults once.
+    assert libc.prctl(41, 1, 0, 0, 0) == 0, "prctl(PR_SET_THP_DISABLE) failed"
     libc.malloc.restype = ctypes.c_void_p
     libc.free.argtypes = [ctypes.c_void_p]
     counts = []

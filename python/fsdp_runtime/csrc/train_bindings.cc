@@ -233,7 +233,7 @@ void bind_train(py::module_& m) {
   m.def("keep_freed_heap", &keep_freed_heap,
         "Makes the C library's heap keep what a training step frees for the next step (fully_shard calls it; "
         "call it for a plain torch model measured beside one). Returns whether it does: false under "
-        "FSDP_CACHING_ALLOCATOR=0 or without glibc.");
+        "FSDP_CACHING_ALLOCATOR=0, without glibc, or under AddressSanitizer.");
   m.def("init_parameter", &init_parameter, py::arg("out"), py::arg("name"), py::arg("seed"), py::arg("scheme"));
   m.def("read_safetensors", &read_safetensors, py::arg("path"));
   m.def("write_safetensors", &write_safetensors, py::arg("path"), py::arg("tensors"),
